@@ -1,0 +1,111 @@
+# spindle - one Makefile. `make run` serves www/ on :8080; `make test` installs
+# what the tests need, builds, and runs every test.
+
+CC       ?= cc
+CSTD     := -std=c17 -D_GNU_SOURCE
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith
+CFLAGS   ?= -O2 -g
+CFLAGS   += $(CSTD) $(WARN) -pthread -MMD -MP
+ifeq ($(CI),true)
+CFLAGS   += -Werror
+endif
+LDLIBS   := -pthread -linih -luring
+
+VERSION  := 0.1.0
+CFLAGS   += -DSPINDLE_VERSION='"$(VERSION)"'
+
+PORT     ?= 8080
+MODEL    ?=
+BUILD    ?= build
+
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c))
+MAIN_SRC := src/main.c
+UNIT_SRC := $(wildcard tests/unit/*.c)
+
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+MAIN_OBJ := $(MAIN_SRC:%.c=$(BUILD)/%.o)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o)
+
+VENV     := .venv
+PY       := $(VENV)/bin/python
+
+.PHONY: all run test deps unit integration asan asan-test tsan fuzz fuzz-run valgrind bench clean
+
+all: spindle
+
+spindle: $(CORE_OBJ) $(MAIN_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(CORE_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
+
+run: spindle
+	./spindle --config server.conf --port $(PORT) $(if $(MODEL),--model $(MODEL))
+
+# Test dependencies: Debian packages when missing, Python packages in a local venv.
+deps:
+	@./scripts/install-deps.sh
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q -r tests/requirements.txt
+
+unit: $(BUILD)/unit_tests
+	$(BUILD)/unit_tests --jobs 2
+
+integration: spindle
+	$(PY) -m pytest -q tests/integration
+
+test: deps
+	$(MAKE) all $(BUILD)/unit_tests
+	$(BUILD)/unit_tests --jobs 2
+	$(PY) -m pytest -q tests/integration
+	$(MAKE) asan-test
+	$(MAKE) fuzz-run
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build, running the integration suite.
+asan:
+	$(MAKE) BUILD=build/asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" spindle-asan
+
+spindle-asan: $(CORE_OBJ) $(MAIN_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+asan-test: asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  SPINDLE_BIN=./spindle-asan $(PY) -m pytest -q -x tests/integration
+	$(MAKE) BUILD=build/asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" build/asan/unit_tests
+	build/asan/unit_tests --jobs 2
+
+tsan:
+	$(MAKE) BUILD=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread" spindle-tsan
+
+spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# libFuzzer targets for the parser and the path code.
+FUZZ_CFLAGS := $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined
+FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c
+fuzz: build/fuzz/fuzz_parse build/fuzz/fuzz_path
+
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_SRC)
+	@mkdir -p build/fuzz
+	clang $(FUZZ_CFLAGS) -o $@ $^
+
+FUZZ_SECONDS ?= 20
+fuzz-run: fuzz
+	@mkdir -p build/fuzz/corpus-parse build/fuzz/corpus-path
+	build/fuzz/fuzz_parse -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/http.dict build/fuzz/corpus-parse tests/fuzz/seeds-parse
+	build/fuzz/fuzz_path -max_total_time=$(FUZZ_SECONDS) build/fuzz/corpus-path tests/fuzz/seeds-path
+
+valgrind: spindle
+	SPINDLE_VALGRIND=1 $(PY) -m pytest -q tests/integration -k "valgrind"
+
+bench: spindle
+	$(PY) -m bench $(if $(FULL),--full)
+
+clean:
+	rm -rf build spindle spindle-asan spindle-tsan
+
+-include $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d)

@@ -1,0 +1,98 @@
+/* parse.h - HTTP/1.x request-head parser and chunked-body skipper (RFC 9112).
+ *
+ * Pure functions over a byte buffer: no I/O, no allocation, no globals. The
+ * spans in struct http_request point back into the caller's buffer. */
+#ifndef SPINDLE_HTTP_PARSE_H
+#define SPINDLE_HTTP_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../span.h"
+
+enum http_method {
+	HTTP_GET,
+	HTTP_HEAD,
+	HTTP_POST,
+	HTTP_PUT,
+	HTTP_DELETE,
+	HTTP_CONNECT,
+	HTTP_OPTIONS,
+	HTTP_TRACE,
+	HTTP_PATCH,
+	HTTP_METHOD_UNKNOWN, /* a syntactically valid token we do not know -> 501 */
+};
+
+struct http_limits {
+	size_t max_request_line; /* longer -> 414 */
+	size_t max_head;         /* request line + headers; longer -> 431 */
+	size_t max_headers;      /* number of header fields; more -> 431 */
+};
+
+struct http_request {
+	enum http_method method;
+	struct span method_name; /* as sent, for the access log */
+	struct span target;      /* request-target as sent, for the access log */
+	struct span path;        /* origin-form path (absolute-form: its path part); no query */
+	struct span query;       /* after '?', excluding it; p == NULL when absent */
+	int version_minor;       /* HTTP/1.0 -> 0, HTTP/1.1 (and 1.x, x>1) -> 1 */
+	struct span request_line;/* for the access log: method SP target SP version */
+
+	/* Selected header values, whitespace-trimmed; p == NULL when absent. */
+	struct span host;        /* from Host, or the authority of an absolute-form target */
+	struct span connection;
+	struct span if_none_match;
+	struct span if_modified_since;
+	struct span range;
+	struct span if_range;
+	struct span user_agent;
+	struct span referer;
+
+	bool keep_alive;         /* HTTP/1.1 unless "close"; HTTP/1.0 only with "keep-alive" */
+	bool has_content_length;
+	uint64_t content_length;
+	bool chunked;            /* Transfer-Encoding: chunked */
+	size_t header_count;
+};
+
+/* Parses one request head at the start of buf[0..len).
+ * Returns the number of bytes the head occupies (including the final empty
+ * line and any empty lines skipped before the request line) when complete,
+ * 0 when more bytes are needed and no limit has been exceeded yet, or a
+ * negative HTTP status when the request must be refused:
+ *   -400 malformed request line or header, bare CR, obs-fold, whitespace before
+ *        a colon, missing Host in HTTP/1.1, duplicate Host, Content-Length with
+ *        Transfer-Encoding, duplicate or invalid Content-Length, Transfer-Encoding
+ *        in HTTP/1.0
+ *   -414 request line longer than lim->max_request_line
+ *   -431 head longer than lim->max_head, or more than lim->max_headers fields
+ *   -501 unknown method token, or a Transfer-Encoding other than "chunked"
+ *   -505 HTTP major version other than 1 (e.g. HTTP/2.0, HTTP/0.9)
+ * Incomplete input that already breaks a limit returns the error, so a caller
+ * whose buffer holds max_head bytes always gets a final answer. */
+int http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
+		       struct http_request *req);
+
+/* Skips a chunked request body (RFC 9112 7.1) incrementally, chunk data,
+ * extensions and trailers included. Zero-initialise before the first call. */
+struct http_chunked {
+	int state;
+	uint64_t remaining;  /* bytes left in the current chunk */
+	uint64_t total;      /* data bytes seen so far */
+	size_t line_len;     /* length of the size/trailer line so far (bounded) */
+};
+
+enum http_chunked_result {
+	HTTP_CHUNKED_MORE = 0,  /* consumed everything given, need more */
+	HTTP_CHUNKED_DONE = 1,  /* body ended; *consumed tells where */
+	HTTP_CHUNKED_ERROR = -1,/* malformed (-> 400 and close) */
+};
+
+/* Consumes up to len bytes of chunked body; sets *consumed. */
+enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *buf, size_t len,
+					   size_t *consumed);
+
+const char *http_method_name(enum http_method m);
+
+#endif

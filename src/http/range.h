@@ -1,0 +1,29 @@
+/* range.h - Range header parsing (RFC 9110 14.2). Pure. */
+#ifndef SPINDLE_HTTP_RANGE_H
+#define SPINDLE_HTTP_RANGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../span.h"
+
+struct byte_range {
+	uint64_t first;   /* inclusive */
+	uint64_t last;    /* inclusive */
+};
+
+enum range_result {
+	RANGE_IGNORE,         /* absent, not "bytes=", syntactically invalid, or too many
+	                         ranges: serve the whole representation (200) */
+	RANGE_OK,             /* *count >= 1 satisfiable ranges, clamped to size, in request order */
+	RANGE_UNSATISFIABLE,  /* valid syntax, but no range overlaps the file -> 416 */
+};
+
+/* Parses a Range header value against a representation of `size` bytes.
+ * Unsatisfiable ranges in a list are dropped; if none remain the result is
+ * RANGE_UNSATISFIABLE. More than `max` ranges -> RANGE_IGNORE (CVE-2011-3192).
+ * Offsets are checked for overflow. */
+enum range_result range_parse(struct span value, uint64_t size, struct byte_range *out, size_t max,
+			      size_t *count);
+
+#endif
