@@ -67,7 +67,9 @@ struct http_request {
  *        in HTTP/1.0
  *   -414 request line longer than lim->max_request_line
  *   -431 head longer than lim->max_head, or more than lim->max_headers fields
- *   -501 unknown method token, or a Transfer-Encoding other than "chunked"
+ *   -501 a Transfer-Encoding other than "chunked". An unknown but valid method
+ *        token is NOT an error: the parse succeeds with method ==
+ *        HTTP_METHOD_UNKNOWN so the core can log the request, then answers 501.
  *   -505 HTTP major version other than 1 (e.g. HTTP/2.0, HTTP/0.9)
  * Incomplete input that already breaks a limit returns the error, so a caller
  * whose buffer holds max_head bytes always gets a final answer. */

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Install the Debian packages spindle's build and tests need, only when missing.
+#   scripts/install-deps.sh         build + test dependencies
+#   scripts/install-deps.sh bench   also the benchmark lab tools (wrk, ab, nginx)
+# Idempotent; prints one line when everything is already installed.
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config clang libinih-dev liburing-dev libcriterion-dev
+  libclang-rt-14-dev valgrind curl python3-venv python3-pip
+)
+
+for arg in "$@"; do
+  case "$arg" in
+    bench) packages+=(wrk apache2-utils nginx-light) ;;
+    -h|--help) echo "usage: $0 [bench]"; exit 0 ;;
+    *) echo "install-deps: unknown argument: $arg (expected: bench)" >&2; exit 2 ;;
+  esac
+done
+
+is_installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg -s "$p" >/dev/null 2>&1 || ! is_installed "$p"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "deps: all present"
+  exit 0
+fi
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+  else
+    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+  --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+  "${missing[@]}" >/dev/null
+echo "deps: installed ${#missing[@]} package(s)"

@@ -1,0 +1,391 @@
+/* config.c - server.conf and command-line overrides into one validated struct config.
+ *
+ * Every key is one row of config_keys[]: its section, its type and its bounds,
+ * so the parser, the error messages, --check and the sample file agree. */
+#include "config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "models/model.h"
+
+enum key_type { KEY_INT, KEY_SIZE, KEY_DURATION, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS, KEY_LEVEL };
+
+struct config_key {
+	const char *section;
+	const char *name;
+	enum key_type type;
+	size_t offset;
+	size_t size;         /* for strings: buffer size */
+	long long min, max;  /* for numbers */
+};
+
+#define K(sec, key, type, field, lo, hi) \
+	{ sec, key, type, offsetof(struct config, field), sizeof(((struct config *)0)->field), lo, hi }
+
+static const struct config_key config_keys[] = {
+	K("server", "bind", KEY_STRING, bind, 0, 0),
+	K("server", "port", KEY_INT, port, 0, 65535),
+	K("server", "root", KEY_STRING, root, 0, 0),
+	K("server", "model", KEY_STRING, model, 0, 0),
+	K("server", "workers", KEY_INT, workers, 0, 1024),
+	K("server", "threads", KEY_INT, threads, 1, 4096),
+	K("server", "max_connections", KEY_INT, max_connections, 1, 1000000),
+	K("server", "reuseport", KEY_BOOL, reuseport, 0, 0),
+	K("http", "keepalive_timeout", KEY_DURATION, keepalive_timeout_ms, 1, 3600000),
+	K("http", "header_timeout", KEY_DURATION, header_timeout_ms, 1, 3600000),
+	K("http", "send_timeout", KEY_DURATION, send_timeout_ms, 1, 3600000),
+	K("http", "drain_timeout", KEY_DURATION, drain_timeout_ms, 0, 3600000),
+	K("http", "max_request_line", KEY_SIZE, max_request_line, 64, 1 << 20),
+	K("http", "max_head", KEY_SIZE, max_head, 256, 1 << 22),
+	K("http", "max_headers", KEY_SIZE, max_headers, 1, 10000),
+	K("http", "max_body", KEY_SIZE, max_body, 0, (long long)1 << 40),
+	K("http", "max_ranges", KEY_SIZE, max_ranges, 1, 1000),
+	K("http", "index", KEY_STRING, index, 0, 0),
+	K("http", "dotfiles", KEY_BOOL, dotfiles, 0, 0),
+	K("http", "symlinks", KEY_SYMLINKS, symlinks, 0, 0),
+	K("http", "server_tokens", KEY_BOOL, server_tokens, 0, 0),
+	K("http", "sendfile_min", KEY_SIZE, sendfile_min, 0, 1 << 30),
+	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
+	K("log", "error_log", KEY_STRING, error_log, 0, 0),
+	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
+};
+#define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
+
+void config_defaults(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	strcpy(cfg->bind, "127.0.0.1");
+	cfg->port = 8080;
+	strcpy(cfg->root, "www");
+	strcpy(cfg->model, "epoll");
+	cfg->workers = 0;
+	cfg->threads = 16;
+	cfg->max_connections = 10240;
+	cfg->reuseport = true;
+	cfg->keepalive_timeout_ms = 15000;
+	cfg->header_timeout_ms = 10000;
+	cfg->send_timeout_ms = 30000;
+	cfg->drain_timeout_ms = 10000;
+	cfg->max_request_line = 8192;
+	cfg->max_head = 16384;
+	cfg->max_headers = 100;
+	cfg->max_body = 1048576;
+	cfg->max_ranges = 16;
+	strcpy(cfg->index, "index.html");
+	cfg->dotfiles = false;
+	cfg->symlinks = SYMLINKS_INSIDE;
+	cfg->server_tokens = true;
+	cfg->sendfile_min = 16384;
+	cfg->access_log[0] = '\0';
+	strcpy(cfg->error_log, "-");
+	cfg->log_level = LOG_INFO;
+	strcpy(cfg->source, "(built-in defaults)");
+}
+
+static const struct config_key *key_find(const char *name)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strcmp(config_keys[i].name, name) == 0)
+			return &config_keys[i];
+	return NULL;
+}
+
+/* Parses a whole decimal number; false on junk, sign or overflow. */
+static bool parse_number(const char *s, long long *out)
+{
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	char *end;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* "30", "30s", "500ms", "2m" -> milliseconds. */
+static bool parse_duration(const char *s, long long *ms)
+{
+	char num[32];
+	size_t n = strspn(s, "0123456789");
+	if (n == 0 || n >= sizeof(num))
+		return false;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	long long v;
+	if (!parse_number(num, &v))
+		return false;
+	const char *unit = s + n;
+	if (*unit == '\0' || strcmp(unit, "s") == 0)
+		v *= 1000;
+	else if (strcmp(unit, "m") == 0)
+		v *= 60000;
+	else if (strcmp(unit, "ms") != 0)
+		return false;
+	*ms = v;
+	return true;
+}
+
+/* "4096", "16k", "1m", "1g" -> bytes. */
+static bool parse_size(const char *s, long long *bytes)
+{
+	char num[32];
+	size_t n = strspn(s, "0123456789");
+	if (n == 0 || n >= sizeof(num))
+		return false;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	long long v;
+	if (!parse_number(num, &v))
+		return false;
+	const char *unit = s + n;
+	long long mult = 1;
+	if (*unit && unit[1] == '\0') {
+		switch (*unit) {
+		case 'k': case 'K': mult = 1LL << 10; break;
+		case 'm': case 'M': mult = 1LL << 20; break;
+		case 'g': case 'G': mult = 1LL << 30; break;
+		default: return false;
+		}
+	} else if (*unit) {
+		return false;
+	}
+	if (v > LLONG_MAX / mult)
+		return false;
+	*bytes = v * mult;
+	return true;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+	if (!strcasecmp(s, "on") || !strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcmp(s, "1"))
+		*out = true;
+	else if (!strcasecmp(s, "off") || !strcasecmp(s, "no") || !strcasecmp(s, "false") || !strcmp(s, "0"))
+		*out = false;
+	else
+		return false;
+	return true;
+}
+
+/* Sets one key; on failure writes the reason into why and returns -1. */
+static int key_apply(struct config *cfg, const struct config_key *k, const char *value, char *why,
+		     size_t whylen)
+{
+	char *field = (char *)cfg + k->offset;
+	long long v = 0;
+
+	switch (k->type) {
+	case KEY_INT:
+	case KEY_SIZE:
+	case KEY_DURATION: {
+		bool ok = k->type == KEY_INT ? parse_number(value, &v)
+			: k->type == KEY_SIZE ? parse_size(value, &v) : parse_duration(value, &v);
+		if (!ok) {
+			snprintf(why, whylen, "%s: '%s' is not a %s", k->name, value,
+				 k->type == KEY_INT ? "whole number"
+				 : k->type == KEY_SIZE ? "size (like 4096, 16k, 1m)"
+				 : "duration (like 10, 10s, 500ms, 2m)");
+			return -1;
+		}
+		if (v < k->min || v > k->max) {
+			snprintf(why, whylen, "%s: %s is out of range (%lld..%lld%s)", k->name, value, k->min,
+				 k->max, k->type == KEY_DURATION ? " ms" : "");
+			return -1;
+		}
+		if (k->type == KEY_INT || k->type == KEY_DURATION)
+			*(int *)field = (int)v;
+		else if (k->size == sizeof(uint64_t) && k->offset == offsetof(struct config, max_body))
+			*(uint64_t *)field = (uint64_t)v;
+		else
+			*(size_t *)field = (size_t)v;
+		return 0;
+	}
+	case KEY_BOOL:
+		if (!parse_bool(value, (bool *)field)) {
+			snprintf(why, whylen, "%s: '%s' is not on or off", k->name, value);
+			return -1;
+		}
+		return 0;
+	case KEY_LOGPATH:
+		if (!strcmp(value, "off")) {
+			field[0] = '\0';
+			return 0;
+		}
+		/* fall through */
+	case KEY_STRING:
+		if (value[0] == '\0') {
+			snprintf(why, whylen, "%s: empty value", k->name);
+			return -1;
+		}
+		if (strlen(value) >= k->size) {
+			snprintf(why, whylen, "%s: value longer than %zu bytes", k->name, k->size - 1);
+			return -1;
+		}
+		strcpy(field, value);
+		return 0;
+	case KEY_SYMLINKS:
+		if (!strcmp(value, "inside"))
+			cfg->symlinks = SYMLINKS_INSIDE;
+		else if (!strcmp(value, "all"))
+			cfg->symlinks = SYMLINKS_ALL;
+		else if (!strcmp(value, "off"))
+			cfg->symlinks = SYMLINKS_OFF;
+		else {
+			snprintf(why, whylen, "symlinks: '%s' is not inside, all or off", value);
+			return -1;
+		}
+		return 0;
+	case KEY_LEVEL:
+		if (!strcmp(value, "debug"))
+			cfg->log_level = LOG_DEBUG;
+		else if (!strcmp(value, "info"))
+			cfg->log_level = LOG_INFO;
+		else if (!strcmp(value, "warn"))
+			cfg->log_level = LOG_WARN;
+		else if (!strcmp(value, "error"))
+			cfg->log_level = LOG_ERROR;
+		else {
+			snprintf(why, whylen, "log_level: '%s' is not debug, info, warn or error", value);
+			return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+struct ini_state {
+	struct config *cfg;
+	char why[512];
+};
+
+static int ini_on_pair(void *user, const char *section, const char *name, const char *value)
+{
+	struct ini_state *st = user;
+	const struct config_key *k = key_find(name);
+
+	if (!k) {
+		snprintf(st->why, sizeof(st->why), "unknown key '%s'", name);
+		return 0;
+	}
+	if (section[0] && strcmp(section, k->section) != 0) {
+		if (strcmp(section, "server") && strcmp(section, "http") && strcmp(section, "log"))
+			snprintf(st->why, sizeof(st->why), "unknown section [%s]", section);
+		else
+			snprintf(st->why, sizeof(st->why), "key '%s' belongs in [%s], not [%s]", name,
+				 k->section, section);
+		return 0;
+	}
+	return key_apply(st->cfg, k, value, st->why, sizeof(st->why)) == 0;
+}
+
+int config_load_file(struct config *cfg, const char *path)
+{
+	struct ini_state st = { .cfg = cfg };
+
+	ini_stop_on_first_error = true;
+	ini_allow_multiline = false; /* an indented line is a mistake, not a continuation */
+	int line = ini_parse(path, ini_on_pair, &st);
+	if (line == -1) {
+		fprintf(stderr, "spindle: config: %s: %s\n", path, strerror(errno ? errno : ENOENT));
+		return -1;
+	}
+	if (line != 0) {
+		fprintf(stderr, "spindle: config: %s:%d: %s\n", path, line,
+			st.why[0] ? st.why : "syntax error (expected 'key = value' or '[section]')");
+		return -1;
+	}
+	snprintf(cfg->source, sizeof(cfg->source), "%s", path);
+	return 0;
+}
+
+int config_set(struct config *cfg, const char *key, const char *value, const char *origin)
+{
+	const struct config_key *k = key_find(key);
+	char why[512];
+
+	if (!k) {
+		fprintf(stderr, "spindle: config: %s: unknown key '%s'\n", origin, key);
+		return -1;
+	}
+	if (key_apply(cfg, k, value, why, sizeof(why)) < 0) {
+		fprintf(stderr, "spindle: config: %s: %s\n", origin, why);
+		return -1;
+	}
+	return 0;
+}
+
+int config_validate(struct config *cfg)
+{
+	struct stat st;
+
+	if (!model_find(cfg->model)) {
+		fprintf(stderr, "spindle: config: %s: model: unknown model '%s' (try --list-models)\n",
+			cfg->source, cfg->model);
+		return -1;
+	}
+	if (stat(cfg->root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "spindle: config: %s: root: '%s' is not a directory\n", cfg->source, cfg->root);
+		return -1;
+	}
+	if (strchr(cfg->index, '/')) {
+		fprintf(stderr, "spindle: config: %s: index: '%s' must be a file name, not a path\n",
+			cfg->source, cfg->index);
+		return -1;
+	}
+	if (cfg->max_request_line > cfg->max_head) {
+		fprintf(stderr, "spindle: config: %s: max_request_line (%zu) exceeds max_head (%zu)\n",
+			cfg->source, cfg->max_request_line, cfg->max_head);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *duration_str(int ms, char *buf, size_t len)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%ds", ms / 1000);
+	else
+		snprintf(buf, len, "%dms", ms);
+	return buf;
+}
+
+void config_print(const struct config *cfg, FILE *out)
+{
+	static const char *const symlinks[] = { "inside", "all", "off" };
+	static const char *const levels[] = { "debug", "info", "warn", "error" };
+	const char *section = "";
+	char buf[64];
+
+	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct config_key *k = &config_keys[i];
+		const char *field = (const char *)cfg + k->offset;
+		if (strcmp(section, k->section)) {
+			section = k->section;
+			fprintf(out, "%s[%s]\n", i ? "\n" : "", section);
+		}
+		fprintf(out, "%s = ", k->name);
+		switch (k->type) {
+		case KEY_INT: fprintf(out, "%d\n", *(const int *)field); break;
+		case KEY_DURATION: fprintf(out, "%s\n", duration_str(*(const int *)field, buf, sizeof(buf))); break;
+		case KEY_SIZE:
+			if (k->offset == offsetof(struct config, max_body))
+				fprintf(out, "%llu\n", (unsigned long long)cfg->max_body);
+			else
+				fprintf(out, "%zu\n", *(const size_t *)field);
+			break;
+		case KEY_BOOL: fprintf(out, "%s\n", *(const bool *)field ? "on" : "off"); break;
+		case KEY_LOGPATH: fprintf(out, "%s\n", field[0] ? field : "off"); break;
+		case KEY_STRING: fprintf(out, "%s\n", field); break;
+		case KEY_SYMLINKS: fprintf(out, "%s\n", symlinks[cfg->symlinks]); break;
+		case KEY_LEVEL: fprintf(out, "%s\n", levels[cfg->log_level]); break;
+		}
+	}
+}

@@ -1,0 +1,72 @@
+/* config.h - the server's configuration: server.conf (libinih) + command-line
+ * overrides, validated once into an immutable struct. */
+#ifndef SPINDLE_CONFIG_H
+#define SPINDLE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum symlink_policy {
+	SYMLINKS_INSIDE, /* follow only symlinks that resolve inside the root (default) */
+	SYMLINKS_ALL,    /* follow any symlink */
+	SYMLINKS_OFF,    /* refuse every symlink */
+};
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+struct config {
+	/* [server] */
+	char bind[64];
+	int port;
+	char root[4096];
+	char model[32];
+	int workers;          /* 0: one per online core */
+	int threads;          /* per pool / prefork worker */
+	int max_connections;  /* per serving process */
+	bool reuseport;       /* epoll: one listener per loop (else EPOLLEXCLUSIVE on one) */
+
+	/* [http]; durations in milliseconds */
+	int keepalive_timeout_ms;
+	int header_timeout_ms;
+	int send_timeout_ms;
+	int drain_timeout_ms;
+	size_t max_request_line;
+	size_t max_head;
+	size_t max_headers;
+	uint64_t max_body;
+	size_t max_ranges;
+	char index[256];
+	bool dotfiles;
+	enum symlink_policy symlinks;
+	bool server_tokens;
+	size_t sendfile_min;  /* files at least this big go out with sendfile */
+
+	/* [log] */
+	char access_log[4096]; /* "" when off */
+	char error_log[4096];  /* "-" for stderr */
+	enum log_level log_level;
+
+	/* where it came from, for --check and messages */
+	char source[4096];
+};
+
+/* Fills cfg with built-in defaults. */
+void config_defaults(struct config *cfg);
+
+/* Reads an INI file over cfg. On error prints "FILE:LINE: problem" to stderr
+ * and returns -1. */
+int config_load_file(struct config *cfg, const char *path);
+
+/* Applies one "key=value" (from --set or a command-line flag); `origin`
+ * names it in messages. Returns 0 or -1 after printing the problem. */
+int config_set(struct config *cfg, const char *key, const char *value, const char *origin);
+
+/* Cross-field checks after everything is applied (root exists, model known...). */
+int config_validate(struct config *cfg);
+
+/* Prints the effective configuration in server.conf syntax. */
+void config_print(const struct config *cfg, FILE *out);
+
+#endif

@@ -1,0 +1,882 @@
+/* conn.c - the sans-I/O connection state machine: bytes in, responses out.
+ *
+ * One request at a time per connection: its head stays in the input buffer
+ * (the parsed spans point into it) until its response has been sent, then the
+ * buffer is compacted and any pipelined bytes behind it are parsed next. So
+ * responses go out in request order and no received byte is ever dropped. */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/file.h"
+#include "fs/path.h"
+#include "http/date.h"
+#include "http/mime.h"
+#include "http/parse.h"
+#include "http/range.h"
+#include "http/response.h"
+#include "log/log.h"
+#include "server.h"
+
+enum conn_state {
+	ST_HEAD,     /* waiting for (the rest of) a request head */
+	ST_BODY,     /* discarding a request body before answering */
+	ST_SEND,     /* sending a response */
+	ST_SHUTDOWN, /* closing: half-close first */
+	ST_LINGER,   /* closing: reading and dropping what the client still sends */
+	ST_CLOSE,
+};
+
+/* A piece of the response: memory, or (p == NULL) a range of file_fd. */
+struct seg {
+	const char *p;
+	off_t off;
+	size_t len;
+};
+
+#define CONN_LINGER_MS 2000
+#define CONN_MIN_INPUT 4096
+#define CONN_PATH_MAX 4096
+
+struct conn {
+	const struct server *srv;
+	const struct config *cfg;
+	enum conn_state state;
+
+	/* input: unparsed bytes are in[start..end) */
+	char *in;
+	size_t in_cap, in_start, in_end;
+	size_t next_start;       /* where the request after the current one begins */
+
+	/* the current request */
+	struct http_request req;
+	size_t req_len;          /* bytes of its head, at in[start] */
+	bool have_req;
+	uint64_t body_left;      /* Content-Length bytes still to discard */
+	bool body_chunked;
+	struct http_chunked chunked;
+
+	/* the current response */
+	int status;
+	bool keep_alive;         /* after this response */
+	bool linger;             /* the client may still be sending: half-close, then drain */
+	char *hdr;               /* response head (+ multipart part headers) */
+	size_t hdr_cap;
+	char *body;              /* small file contents, or NULL */
+	int file_fd;
+	struct seg *segs;
+	size_t nsegs, seg_max, seg_cur, seg_off;
+	uint64_t sent, head_len;
+
+	/* deadlines (monotonic ms) */
+	int64_t head_started;    /* first byte of the current request head, or accept time */
+	int64_t last_progress;
+	bool draining;
+	bool idle;               /* waiting between requests with nothing buffered */
+
+	char peer[INET6_ADDRSTRLEN];
+	char errpage[256];
+};
+
+int64_t conn_now_ms(void)
+{
+	struct timespec ts;
+	/* The coarse clock is a vDSO read of the last tick: deadlines need no
+	 * better than a few milliseconds. */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->srv = srv;
+	c->cfg = srv->cfg;
+	c->state = ST_HEAD;
+	c->file_fd = -1;
+	c->in_cap = c->cfg->max_head < CONN_MIN_INPUT ? c->cfg->max_head : CONN_MIN_INPUT;
+	c->in = malloc(c->in_cap);
+	c->seg_max = 2 * c->cfg->max_ranges + 3;
+	c->segs = calloc(c->seg_max, sizeof(*c->segs));
+	c->hdr_cap = 1024;
+	c->hdr = malloc(c->hdr_cap);
+	if (!c->in || !c->segs || !c->hdr) {
+		conn_free(c);
+		return NULL;
+	}
+	c->head_started = c->last_progress = conn_now_ms();
+	strcpy(c->peer, "-");
+	if (peer && peer->sa_family == AF_INET && peerlen >= sizeof(struct sockaddr_in))
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer, sizeof(c->peer));
+	else if (peer && peer->sa_family == AF_INET6 && peerlen >= sizeof(struct sockaddr_in6))
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer, sizeof(c->peer));
+	return c;
+}
+
+static void response_release(struct conn *c)
+{
+	free(c->body);
+	c->body = NULL;
+	if (c->file_fd >= 0)
+		close(c->file_fd);
+	c->file_fd = -1;
+	c->nsegs = c->seg_cur = c->seg_off = 0;
+	c->sent = c->head_len = 0;
+	if (c->hdr_cap > 1024) { /* shrink after a multipart response */
+		char *h = realloc(c->hdr, 1024);
+		if (h) {
+			c->hdr = h;
+			c->hdr_cap = 1024;
+		}
+	}
+}
+
+void conn_free(struct conn *c)
+{
+	if (!c)
+		return;
+	response_release(c);
+	free(c->in);
+	free(c->segs);
+	free(c->hdr);
+	free(c);
+}
+
+/* ---- building responses ---------------------------------------------- */
+
+struct hbuf {
+	char *p;
+	size_t len, cap;
+	bool overflow;
+};
+
+static void put(struct hbuf *b, const char *s, size_t n)
+{
+	if (b->len + n > b->cap) {
+		b->overflow = true;
+		return;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static void puts_(struct hbuf *b, const char *s)
+{
+	put(b, s, strlen(s));
+}
+
+static void put_u64(struct hbuf *b, uint64_t v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp);
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put(b, tmp + i, sizeof(tmp) - i);
+}
+
+static void add_seg(struct conn *c, const char *p, off_t off, size_t len)
+{
+	if (len == 0 || c->nsegs == c->seg_max)
+		return;
+	c->segs[c->nsegs++] = (struct seg){ p, off, len };
+}
+
+/* Status line, Server, Date; the caller adds the rest. */
+static void head_start(struct conn *c, struct hbuf *b, int status)
+{
+	c->status = status;
+	puts_(b, "HTTP/1.1 ");
+	put_u64(b, (uint64_t)status);
+	put(b, " ", 1);
+	puts_(b, http_status_text(status));
+	puts_(b, "\r\n");
+	puts_(b, c->srv->server_header);
+	puts_(b, "Date: ");
+	put(b, http_date_now(), HTTP_DATE_LEN);
+	puts_(b, "\r\n");
+}
+
+static void head_end(struct conn *c, struct hbuf *b)
+{
+	if (!c->keep_alive)
+		puts_(b, "Connection: close\r\n");
+	else if (c->have_req && c->req.version_minor == 0)
+		puts_(b, "Connection: keep-alive\r\n");
+	puts_(b, "\r\n");
+	c->head_len = b->len;
+	add_seg(c, c->hdr, 0, b->len);
+}
+
+static bool is_head(const struct conn *c)
+{
+	return c->have_req && c->req.method == HTTP_HEAD;
+}
+
+/* An error or redirect: a small HTML body, custom page when one exists. */
+static void respond_status(struct conn *c, int status, bool close_after, const char *extra)
+{
+	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	const struct error_page *page = server_error_page(c->srv, status);
+	const char *body;
+	size_t len;
+
+	response_release(c);
+	if (close_after || c->draining) {
+		c->keep_alive = false;
+		c->linger = close_after;
+	}
+	if (page) {
+		body = page->body;
+		len = page->len;
+	} else {
+		len = http_builtin_page(status, c->errpage, sizeof(c->errpage));
+		body = c->errpage;
+	}
+	head_start(c, &b, status);
+	puts_(&b, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+	put_u64(&b, len);
+	puts_(&b, "\r\n");
+	if (extra)
+		puts_(&b, extra);
+	head_end(c, &b);
+	if (!is_head(c))
+		add_seg(c, body, 0, len);
+	c->state = ST_SEND;
+	c->last_progress = conn_now_ms();
+}
+
+/* 301 to the same path with a slash, the query kept (RFC 9110 15.4.2). */
+static void respond_redirect_slash(struct conn *c)
+{
+	char loc[CONN_PATH_MAX + 64];
+	const struct http_request *r = &c->req;
+	int n;
+
+	if (r->query.p)
+		n = snprintf(loc, sizeof(loc), "Location: %.*s/?%.*s\r\n", (int)r->path.len, r->path.p,
+			     (int)r->query.len, r->query.p);
+	else
+		n = snprintf(loc, sizeof(loc), "Location: %.*s/\r\n", (int)r->path.len, r->path.p);
+	if (n < 0 || (size_t)n >= sizeof(loc) || (size_t)n + 256 > c->hdr_cap) {
+		respond_status(c, 414, false, NULL);
+		return;
+	}
+	respond_status(c, 301, false, loc);
+}
+
+static int status_for_open_error(int err)
+{
+	switch (err) {
+	case ENOENT:
+	case ENOTDIR:
+		return 404;
+	case EACCES:
+	case EPERM:
+	case EXDEV:   /* a symlink leading out of the root */
+	case ELOOP:   /* a symlink refused by policy */
+		return 403;
+	case ENAMETOOLONG:
+		return 414;
+	default:
+		return 500;
+	}
+}
+
+/* Reads a small file whole, so head and body leave in one writev. */
+static int read_small_body(struct conn *c, int fd, size_t size, size_t *got)
+{
+	c->body = malloc(size ? size : 1);
+	if (!c->body)
+		return -ENOMEM;
+	size_t off = 0;
+	while (off < size) {
+		ssize_t n = pread(fd, c->body + off, size - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break; /* truncated since fstat: send what is there */
+		off += (size_t)n;
+	}
+	*got = off;
+	return 0;
+}
+
+static bool ensure_hdr_cap(struct conn *c, size_t need)
+{
+	if (need <= c->hdr_cap)
+		return true;
+	char *h = realloc(c->hdr, need);
+	if (!h)
+		return false;
+	c->hdr = h;
+	c->hdr_cap = need;
+	return true;
+}
+
+/* The body part of segment list for [first,last] of the file. */
+static void add_body_range(struct conn *c, uint64_t first, uint64_t last)
+{
+	size_t len = (size_t)(last - first + 1);
+	if (c->body)
+		add_seg(c, c->body + first, 0, len);
+	else
+		add_seg(c, NULL, (off_t)first, len);
+}
+
+/* multipart/byteranges (RFC 9110 14.6): part headers live in hdr after the head. */
+static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, uint64_t size,
+			      const struct byte_range *ranges, size_t n)
+{
+	char boundary[24];
+	static _Thread_local unsigned long long counter;
+	snprintf(boundary, sizeof(boundary), "%016llx", (unsigned long long)(uintptr_t)c ^ ++counter);
+
+	/* Parts first (to know the length), into the space after a reserved head. */
+	size_t head_reserve = 768;
+	if (!ensure_hdr_cap(c, head_reserve + n * 160 + 64)) {
+		respond_status(c, 500, true, NULL);
+		return;
+	}
+	b->p = c->hdr;
+	b->cap = head_reserve;
+	struct hbuf parts = { c->hdr + head_reserve, 0, c->hdr_cap - head_reserve, false };
+	size_t part_start[n + 1], part_len[n + 1];
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		part_start[i] = parts.len;
+		puts_(&parts, "\r\n--");
+		puts_(&parts, boundary);
+		puts_(&parts, "\r\nContent-Type: ");
+		puts_(&parts, mime);
+		puts_(&parts, "\r\nContent-Range: bytes ");
+		put_u64(&parts, ranges[i].first);
+		put(&parts, "-", 1);
+		put_u64(&parts, ranges[i].last);
+		put(&parts, "/", 1);
+		put_u64(&parts, size);
+		puts_(&parts, "\r\n\r\n");
+		part_len[i] = parts.len - part_start[i];
+		total += part_len[i] + (ranges[i].last - ranges[i].first + 1);
+	}
+	part_start[n] = parts.len;
+	puts_(&parts, "\r\n--");
+	puts_(&parts, boundary);
+	puts_(&parts, "--\r\n");
+	part_len[n] = parts.len - part_start[n];
+	total += part_len[n];
+
+	puts_(b, "Content-Type: multipart/byteranges; boundary=");
+	puts_(b, boundary);
+	puts_(b, "\r\nContent-Length: ");
+	put_u64(b, total);
+	puts_(b, "\r\n");
+	head_end(c, b);
+	if (b->overflow || parts.overflow) {
+		respond_status(c, 500, true, NULL);
+		return;
+	}
+	if (is_head(c))
+		return;
+	for (size_t i = 0; i <= n; i++) {
+		add_seg(c, parts.p + part_start[i], 0, part_len[i]);
+		if (i < n)
+			add_body_range(c, ranges[i].first, ranges[i].last);
+	}
+}
+
+static void respond_file(struct conn *c, int fd, const struct stat *st, const char *name, size_t namelen)
+{
+	const struct http_request *r = &c->req;
+	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	char etag[HTTP_ETAG_MAX], lastmod[HTTP_DATE_LEN + 1];
+	size_t etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size);
+	uint64_t size = (uint64_t)st->st_size;
+	const char *mime = mime_type(name, namelen);
+	int status = 200;
+
+	http_date_format(st->st_mtime, lastmod);
+
+	/* RFC 9110 13.2.2: If-None-Match first; If-Modified-Since only without it. */
+	bool not_modified = false;
+	if (r->if_none_match.p) {
+		not_modified = http_etag_list_matches(r->if_none_match, etag, etag_len);
+	} else if (r->if_modified_since.p) {
+		time_t since;
+		not_modified = http_date_parse(r->if_modified_since, &since) && st->st_mtime <= since;
+	}
+	if (not_modified) {
+		close(fd);
+		head_start(c, &b, 304);
+		puts_(&b, "Last-Modified: ");
+		puts_(&b, lastmod);
+		puts_(&b, "\r\nETag: ");
+		put(&b, etag, etag_len);
+		puts_(&b, "\r\n");
+		head_end(c, &b);
+		c->state = ST_SEND;
+		return;
+	}
+
+	struct byte_range ranges[c->cfg->max_ranges];
+	size_t nranges = 0;
+	enum range_result rr = RANGE_IGNORE;
+	if (r->range.p && (!r->if_range.p || http_if_range_matches(r->if_range, etag, etag_len, st->st_mtime)))
+		rr = range_parse(r->range, size, ranges, c->cfg->max_ranges, &nranges);
+	if (rr == RANGE_UNSATISFIABLE) {
+		close(fd);
+		char extra[64];
+		snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
+		respond_status(c, 416, false, extra);
+		return;
+	}
+	if (rr == RANGE_OK)
+		status = 206;
+
+	/* The body: small files in memory (one writev with the head), big ones by sendfile. */
+	if (!is_head(c) && size < c->cfg->sendfile_min) {
+		size_t got = 0;
+		int err = read_small_body(c, fd, (size_t)size, &got);
+		close(fd);
+		if (err < 0) {
+			log_error("read %s: %s", name, strerror(-err));
+			respond_status(c, 500, false, NULL);
+			return;
+		}
+		if (got != size) /* the file shrank: restart range logic on what we have */
+			size = got, rr = RANGE_IGNORE, status = 200;
+	} else if (is_head(c)) {
+		close(fd);
+	} else {
+		c->file_fd = fd;
+	}
+
+	head_start(c, &b, status);
+	puts_(&b, "Last-Modified: ");
+	puts_(&b, lastmod);
+	puts_(&b, "\r\nETag: ");
+	put(&b, etag, etag_len);
+	puts_(&b, "\r\nAccept-Ranges: bytes\r\n");
+	if (status == 206 && nranges > 1) {
+		respond_multipart(c, &b, mime, size, ranges, nranges);
+		c->state = ST_SEND;
+		return;
+	}
+	uint64_t first = 0, last = size ? size - 1 : 0, len = size;
+	if (status == 206) {
+		first = ranges[0].first;
+		last = ranges[0].last;
+		len = last - first + 1;
+		puts_(&b, "Content-Range: bytes ");
+		put_u64(&b, first);
+		put(&b, "-", 1);
+		put_u64(&b, last);
+		put(&b, "/", 1);
+		put_u64(&b, size);
+		puts_(&b, "\r\n");
+	}
+	puts_(&b, "Content-Type: ");
+	puts_(&b, mime);
+	puts_(&b, "\r\nContent-Length: ");
+	put_u64(&b, len);
+	puts_(&b, "\r\n");
+	head_end(c, &b);
+	if (!is_head(c) && len > 0)
+		add_body_range(c, first, last);
+	c->state = ST_SEND;
+}
+
+/* Static files: resolve, confine, open, then answer. */
+static void respond_request(struct conn *c)
+{
+	const struct http_request *r = &c->req;
+	const struct config *cfg = c->cfg;
+	char rel[CONN_PATH_MAX];
+	struct path_result pr;
+
+	c->keep_alive = r->keep_alive && !c->draining;
+	c->linger = false;
+	c->last_progress = conn_now_ms();
+
+	if (r->method == HTTP_METHOD_UNKNOWN) {
+		respond_status(c, 501, false, NULL);
+		return;
+	}
+	if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+		respond_status(c, 405, false, "Allow: GET, HEAD\r\n");
+		return;
+	}
+	int err = path_resolve(r->path, rel, sizeof(rel) - sizeof(cfg->index) - 1, &pr);
+	if (err < 0) {
+		respond_status(c, -err, false, NULL);
+		return;
+	}
+	if (pr.has_dot_segment && !cfg->dotfiles) {
+		respond_status(c, 404, false, NULL);
+		return;
+	}
+	int fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
+	if (fd < 0) {
+		respond_status(c, status_for_open_error(-fd), false, NULL);
+		return;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		respond_status(c, 500, false, NULL);
+		return;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(fd);
+		if (!pr.trailing_slash) {
+			respond_redirect_slash(c);
+			return;
+		}
+		/* Open the index by its full path, so a symlinked index is confined too. */
+		size_t n = pr.len;
+		if (n)
+			rel[n++] = '/';
+		strcpy(rel + n, cfg->index);
+		pr.len = n + strlen(cfg->index);
+		fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
+		if (fd < 0) {
+			/* no index: we do not list directories */
+			respond_status(c, fd == -ENOENT ? 403 : status_for_open_error(-fd), false, NULL);
+			return;
+		}
+		if (fstat(fd, &st) < 0) {
+			close(fd);
+			respond_status(c, 500, false, NULL);
+			return;
+		}
+	} else if (pr.trailing_slash) {
+		close(fd); /* "/file.txt/" names no directory */
+		respond_status(c, 404, false, NULL);
+		return;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		respond_status(c, 403, false, NULL);
+		return;
+	}
+	respond_file(c, fd, &st, rel, pr.len);
+}
+
+/* ---- input --------------------------------------------------------- */
+
+static void finish_body(struct conn *c, size_t body_end)
+{
+	c->next_start = body_end;
+	respond_request(c);
+}
+
+/* Drops request-body bytes that have arrived; answers once the body ends. */
+static void consume_body(struct conn *c)
+{
+	size_t pos = c->next_start;
+	size_t avail = c->in_end - pos;
+
+	if (c->body_chunked) {
+		size_t used;
+		enum http_chunked_result res = http_chunked_skip(&c->chunked, c->in + pos, avail, &used);
+		if (res == HTTP_CHUNKED_ERROR) {
+			respond_status(c, 400, true, NULL);
+			return;
+		}
+		if (c->chunked.total > c->cfg->max_body) {
+			respond_status(c, 413, true, NULL);
+			return;
+		}
+		if (res == HTTP_CHUNKED_DONE) {
+			finish_body(c, pos + used);
+			return;
+		}
+		/* everything given was consumed: reuse the space */
+		c->in_end = pos;
+	} else {
+		size_t take = avail < c->body_left ? avail : (size_t)c->body_left;
+		c->body_left -= take;
+		if (c->body_left == 0) {
+			finish_body(c, pos + take);
+			return;
+		}
+		c->in_end = pos;
+	}
+	c->state = ST_BODY;
+}
+
+/* The first line of what the client sent, for the access log of a request
+ * that could not be parsed. */
+static struct span raw_first_line(const struct conn *c)
+{
+	const char *p = c->in + c->in_start;
+	size_t n = c->in_end - c->in_start, i = 0;
+	while (i < n && i < 256 && p[i] != '\r' && p[i] != '\n')
+		i++;
+	return (struct span){ p, i };
+}
+
+/* Parses and answers as many buffered requests as possible (one at a time). */
+static void process_input(struct conn *c)
+{
+	if (c->state != ST_HEAD)
+		return;
+	if (c->in_start == c->in_end) {
+		c->idle = true;
+		return;
+	}
+	if (c->idle) {
+		c->idle = false;
+		c->head_started = conn_now_ms();
+	}
+	int r = http_parse_request(c->in + c->in_start, c->in_end - c->in_start, &c->srv->limits, &c->req);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		c->have_req = false;
+		c->next_start = c->in_end; /* framing is lost: nothing after this can be trusted */
+		respond_status(c, -r, true, NULL);
+		return;
+	}
+	c->have_req = true;
+	c->req_len = (size_t)r;
+	c->next_start = c->in_start + (size_t)r;
+	c->keep_alive = c->req.keep_alive && !c->draining;
+	if (c->req.chunked || (c->req.has_content_length && c->req.content_length > 0)) {
+		if (c->req.has_content_length && c->req.content_length > c->cfg->max_body) {
+			respond_status(c, 413, true, NULL);
+			return;
+		}
+		c->body_chunked = c->req.chunked;
+		c->body_left = c->req.content_length;
+		memset(&c->chunked, 0, sizeof(c->chunked));
+		c->last_progress = conn_now_ms();
+		consume_body(c);
+		return;
+	}
+	respond_request(c);
+}
+
+/* The head of a request whose body is being discarded filled the buffer:
+ * move it to the front (or grow the buffer) and parse it again, so its spans
+ * point at the new place. */
+static void make_body_room(struct conn *c)
+{
+	size_t keep = c->next_start - c->in_start; /* the head; discarded body bytes are gone */
+	if (c->in_start > 0) {
+		memmove(c->in, c->in + c->in_start, keep);
+	} else {
+		char *p = realloc(c->in, c->in_cap + CONN_MIN_INPUT);
+		if (!p)
+			return;
+		c->in = p;
+		c->in_cap += CONN_MIN_INPUT;
+	}
+	c->in_start = 0;
+	c->next_start = c->in_end = keep;
+	http_parse_request(c->in, c->req_len, &c->srv->limits, &c->req);
+}
+
+struct iovec conn_input_space(struct conn *c)
+{
+	if (c->state == ST_LINGER) {
+		c->in_start = c->in_end = 0;
+		return (struct iovec){ c->in, c->in_cap };
+	}
+	if (c->state == ST_BODY && c->in_end == c->in_cap)
+		make_body_room(c);
+	if (c->state == ST_HEAD && c->in_end == c->in_cap) {
+		if (c->in_start > 0) {
+			/* no request is live in ST_HEAD: nothing points into the buffer */
+			memmove(c->in, c->in + c->in_start, c->in_end - c->in_start);
+			c->in_end -= c->in_start;
+			c->in_start = 0;
+		} else if (c->in_cap < c->cfg->max_head) {
+			size_t cap = c->in_cap * 2 < c->cfg->max_head ? c->in_cap * 2 : c->cfg->max_head;
+			char *p = realloc(c->in, cap);
+			if (p) {
+				c->in = p;
+				c->in_cap = cap;
+			}
+		}
+	}
+	return (struct iovec){ c->in + c->in_end, c->in_cap - c->in_end };
+}
+
+void conn_input_done(struct conn *c, ssize_t n)
+{
+	if (n <= 0) {
+		/* EOF or error: whatever was half-received cannot be answered. */
+		c->state = ST_CLOSE;
+		return;
+	}
+	c->in_end += (size_t)n;
+	switch (c->state) {
+	case ST_LINGER:
+		c->in_start = c->in_end = 0;
+		break;
+	case ST_BODY:
+		c->last_progress = conn_now_ms();
+		consume_body(c);
+		break;
+	case ST_HEAD:
+		process_input(c);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- output -------------------------------------------------------- */
+
+void conn_output(struct conn *c, struct conn_output *out)
+{
+	out->iovcnt = 0;
+	out->file_fd = -1;
+	out->file_len = 0;
+	out->total = 0;
+	for (size_t i = c->seg_cur; i < c->nsegs; i++) {
+		const struct seg *s = &c->segs[i];
+		size_t skip = i == c->seg_cur ? c->seg_off : 0;
+		if (!s->p) {
+			if (out->iovcnt == 0) {
+				out->file_fd = c->file_fd;
+				out->file_off = s->off + (off_t)skip;
+				out->file_len = s->len - skip;
+				out->total = out->file_len;
+			}
+			return;
+		}
+		if (out->iovcnt == CONN_IOV_MAX)
+			return;
+		out->iov[out->iovcnt].iov_base = (void *)(s->p + skip);
+		out->iov[out->iovcnt].iov_len = s->len - skip;
+		out->total += s->len - skip;
+		out->iovcnt++;
+	}
+}
+
+static void finish_response(struct conn *c)
+{
+	if (log_access_enabled()) {
+		struct access_entry e = {
+			.peer = c->peer,
+			.request_line = c->have_req ? c->req.request_line : raw_first_line(c),
+			.status = c->status,
+			.bytes = c->sent - c->head_len,
+			.referer = c->have_req ? c->req.referer : (struct span){ 0 },
+			.user_agent = c->have_req ? c->req.user_agent : (struct span){ 0 },
+		};
+		log_access(&e);
+	}
+	response_release(c);
+	c->have_req = false;
+	if (!c->keep_alive) {
+		bool unread = c->in_end > c->next_start;
+		c->state = (c->linger || unread) ? ST_SHUTDOWN : ST_CLOSE;
+		return;
+	}
+	/* keep-alive: the next request may already be buffered (pipelining) */
+	c->in_start = c->next_start;
+	if (c->in_start == c->in_end)
+		c->in_start = c->in_end = 0;
+	c->state = ST_HEAD;
+	c->idle = true;
+	c->last_progress = conn_now_ms();
+	process_input(c);
+}
+
+void conn_output_done(struct conn *c, size_t n)
+{
+	c->sent += n;
+	c->last_progress = conn_now_ms();
+	while (n > 0 && c->seg_cur < c->nsegs) {
+		struct seg *s = &c->segs[c->seg_cur];
+		size_t left = s->len - c->seg_off;
+		if (n < left) {
+			c->seg_off += n;
+			return;
+		}
+		n -= left;
+		c->seg_cur++;
+		c->seg_off = 0;
+	}
+	if (c->seg_cur == c->nsegs)
+		finish_response(c);
+}
+
+void conn_output_failed(struct conn *c)
+{
+	c->state = ST_CLOSE;
+}
+
+void conn_shutdown_done(struct conn *c)
+{
+	c->state = ST_LINGER;
+	c->last_progress = conn_now_ms();
+}
+
+enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms)
+{
+	const struct config *cfg = c->cfg;
+
+	switch (c->state) {
+	case ST_HEAD:
+		if (c->idle && c->in_start == c->in_end)
+			*deadline_ms = c->last_progress + cfg->keepalive_timeout_ms;
+		else /* absolute: trickling bytes do not extend it */
+			*deadline_ms = c->head_started + cfg->header_timeout_ms;
+		return CONN_WANT_READ;
+	case ST_BODY:
+		*deadline_ms = c->last_progress + cfg->header_timeout_ms;
+		return CONN_WANT_READ;
+	case ST_SEND:
+		*deadline_ms = c->last_progress + cfg->send_timeout_ms;
+		return CONN_WANT_WRITE;
+	case ST_SHUTDOWN:
+		*deadline_ms = -1;
+		return CONN_WANT_SHUTDOWN;
+	case ST_LINGER:
+		*deadline_ms = c->last_progress + CONN_LINGER_MS;
+		return CONN_WANT_READ;
+	case ST_CLOSE:
+		break;
+	}
+	*deadline_ms = -1;
+	return CONN_WANT_CLOSE;
+}
+
+void conn_timeout(struct conn *c)
+{
+	if (c->state == ST_HEAD && !(c->idle && c->in_start == c->in_end)) {
+		/* part of a request arrived, too slowly: say so, then close */
+		c->have_req = false;
+		respond_status(c, 408, true, NULL);
+		c->next_start = c->in_end;
+		return;
+	}
+	c->state = ST_CLOSE;
+}
+
+void conn_drain(struct conn *c)
+{
+	c->draining = true;
+	if (c->state == ST_HEAD && c->in_start == c->in_end)
+		c->state = ST_CLOSE;
+	else if (c->state == ST_LINGER)
+		c->state = ST_CLOSE;
+}

@@ -1,0 +1,70 @@
+/* conn.h - the sans-I/O connection core.
+ *
+ * A driver owns the socket and does every system call; the core owns the
+ * HTTP state. The loop, in any model:
+ *
+ *     switch (conn_wants(c, &deadline)) {
+ *     case CONN_WANT_READ:     n = recv(fd, span); conn_input_done(c, n or -errno);
+ *     case CONN_WANT_WRITE:    conn_output(c, &out); writev or sendfile;
+ *                              conn_output_done(c, sent) or conn_output_failed(c);
+ *     case CONN_WANT_SHUTDOWN: shutdown(fd, SHUT_WR); conn_shutdown_done(c);
+ *     case CONN_WANT_CLOSE:    close(fd); conn_free(c);
+ *     }
+ *     on reaching deadline: conn_timeout(c);   on graceful stop: conn_drain(c);
+ */
+#ifndef SPINDLE_CONN_H
+#define SPINDLE_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct server;
+struct conn;
+
+enum conn_want {
+	CONN_WANT_READ,
+	CONN_WANT_WRITE,
+	CONN_WANT_SHUTDOWN, /* half-close, then keep reading (and discarding) until EOF or deadline */
+	CONN_WANT_CLOSE,
+};
+
+#define CONN_IOV_MAX 32
+
+/* What to send next: memory (iovcnt > 0), or else a file range. */
+struct conn_output {
+	struct iovec iov[CONN_IOV_MAX];
+	int iovcnt;
+	int file_fd;
+	off_t file_off;
+	size_t file_len;
+	size_t total;       /* bytes this output describes */
+};
+
+struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, socklen_t peerlen);
+void conn_free(struct conn *c);
+
+/* Where the driver may put received bytes. Never empty while the core wants READ. */
+struct iovec conn_input_space(struct conn *c);
+/* n > 0: that many bytes arrived; n == 0: the peer closed; n < 0: -errno. */
+void conn_input_done(struct conn *c, ssize_t n);
+
+void conn_output(struct conn *c, struct conn_output *out);
+void conn_output_done(struct conn *c, size_t n);
+void conn_output_failed(struct conn *c);  /* the peer is gone (EPIPE, ECONNRESET...) */
+void conn_shutdown_done(struct conn *c);
+
+/* What the core waits for; *deadline_ms (CLOCK_MONOTONIC ms) is when
+ * conn_timeout() must be called, or -1 for none. */
+enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms);
+void conn_timeout(struct conn *c);
+/* Graceful stop: an idle connection closes now, a busy one after its response. */
+void conn_drain(struct conn *c);
+
+/* Monotonic milliseconds, the clock deadlines are expressed in. */
+int64_t conn_now_ms(void);
+
+#endif

@@ -1,0 +1,13 @@
+/* file.h - open a canonical root-relative path beneath the document root. */
+#ifndef SPINDLE_FS_FILE_H
+#define SPINDLE_FS_FILE_H
+
+#include "../config.h"
+
+/* Opens rel ("" = the root itself) read-only beneath root_fd, never leaving
+ * it: openat2(RESOLVE_BENEATH) refuses ".." and absolute or escaping
+ * symlinks per the policy. Returns an fd or -errno (-EXDEV or -ELOOP for a
+ * refused symlink). */
+int file_open_beneath(int root_fd, const char *rel, enum symlink_policy symlinks);
+
+#endif

@@ -1,0 +1,149 @@
+/* range.c - Range header parsing (RFC 9110 14.1.1, 14.2). Pure: bytes in,
+ * ranges out, no I/O, no allocation.
+ *
+ * Policy, for the core to rely on:
+ *  - Ranges are returned in request order and are NOT coalesced or sorted.
+ *    Overlapping or out-of-order ranges are legal (RFC 9110 14.2 only lets a
+ *    server ignore them); the defence against CVE-2011-3192 style abuse is the
+ *    `max` bound on the number of range-specs, counted before any is dropped.
+ *  - Any syntax error anywhere in the list makes the whole header RANGE_IGNORE
+ *    (RFC 9110 14.2: a server MAY ignore an invalid ranges-specifier), so the
+ *    result never depends on a prefix of a broken header.
+ *  - Numbers are checked against UINT64_MAX, not against a digit count, so
+ *    leading zeros are fine; anything that does not fit is RANGE_IGNORE.
+ */
+#include "range.h"
+
+#include <stdbool.h>
+
+static bool range_is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static bool range_is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Parses 1*DIGIT at *pp. Returns false when there is no digit or the value
+ * overflows uint64_t (RFC 9110 14.1.1 puts no bound on the digits, but we
+ * must: a wrapped offset would point somewhere the client did not ask for). */
+static bool range_parse_u64(const char **pp, const char *end, uint64_t *out)
+{
+	const char *p = *pp;
+	uint64_t v = 0;
+
+	if (p == end || !range_is_digit(*p))
+		return false;
+	for (; p < end && range_is_digit(*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*pp = p;
+	*out = v;
+	return true;
+}
+
+enum range_result range_parse(struct span value, uint64_t size, struct byte_range *out, size_t max,
+			      size_t *count)
+{
+	const char *p = value.p;
+	const char *end = value.p + value.len;
+	size_t specs = 0; /* syntactic range-specs seen, satisfiable or not */
+	size_t n = 0;     /* satisfiable ranges written to out */
+
+	*count = 0;
+	if (value.p == NULL)
+		return RANGE_IGNORE;
+
+	/* The header is normally trimmed already; be lenient anyway. */
+	while (p < end && range_is_ows(*p))
+		p++;
+
+	/* RFC 9110 14.1: range units are compared case-insensitively. No
+	 * whitespace is allowed around '=' (ranges-specifier grammar). */
+	if ((size_t)(end - p) < 6 || strncasecmp(p, "bytes=", 6) != 0)
+		return RANGE_IGNORE;
+	p += 6;
+
+	/* range-set = 1#range-spec. RFC 9110 5.6.1.2: recipients accept empty
+	 * list elements, so ",", " , ," etc. between specs are skipped; at least
+	 * one real spec is still required. */
+	for (;;) {
+		uint64_t first, last;
+		bool suffix = false, open = false;
+
+		while (p < end && (range_is_ows(*p) || *p == ','))
+			p++;
+		if (p == end)
+			break;
+
+		if (*p == '-') {
+			/* suffix-range = "-" suffix-length */
+			p++;
+			suffix = true;
+			if (!range_parse_u64(&p, end, &last))
+				return RANGE_IGNORE;
+			first = 0;
+		} else {
+			/* int-range = first-pos "-" [ last-pos ] */
+			if (!range_parse_u64(&p, end, &first))
+				return RANGE_IGNORE;
+			if (p == end || *p != '-')
+				return RANGE_IGNORE;
+			p++;
+			if (p < end && range_is_digit(*p)) {
+				if (!range_parse_u64(&p, end, &last))
+					return RANGE_IGNORE;
+				/* RFC 9110 14.1.1: last-pos < first-pos makes the
+				 * int-range invalid, hence the whole header. */
+				if (last < first)
+					return RANGE_IGNORE;
+			} else {
+				open = true;
+				last = 0;
+			}
+		}
+
+		/* A spec must be followed by OWS and a comma, or the end. This
+		 * also rejects "0 - 1" and "0-1-2". */
+		while (p < end && range_is_ows(*p))
+			p++;
+		if (p < end && *p != ',')
+			return RANGE_IGNORE;
+
+		if (++specs > max)
+			return RANGE_IGNORE; /* CVE-2011-3192 */
+
+		/* RFC 9110 14.1.1 satisfiability. Nothing is satisfiable in an
+		 * empty representation. */
+		if (size == 0)
+			continue;
+		if (suffix) {
+			/* "-0" selects nothing; a suffix longer than the
+			 * representation selects all of it. */
+			if (last == 0)
+				continue;
+			first = last >= size ? 0 : size - last;
+			last = size - 1;
+		} else {
+			if (first >= size)
+				continue;
+			if (open || last >= size)
+				last = size - 1;
+		}
+		out[n].first = first;
+		out[n].last = last;
+		n++;
+	}
+
+	if (specs == 0)
+		return RANGE_IGNORE; /* "bytes=" or "bytes=,," is not a range-set */
+	if (n == 0)
+		return RANGE_UNSATISFIABLE;
+	*count = n;
+	return RANGE_OK;
+}

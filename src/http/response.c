@@ -1,0 +1,93 @@
+/* response.c - status texts, built-in error pages and validator comparison. */
+#include "response.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "date.h"
+
+const char *http_status_text(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 301: return "Moved Permanently";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 411: return "Length Required";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 416: return "Range Not Satisfiable";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 503: return "Service Unavailable";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Unknown";
+	}
+}
+
+size_t http_builtin_page(int status, char *out, size_t cap)
+{
+	const char *text = http_status_text(status);
+	int n = snprintf(out, cap,
+			 "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%d %s</title></head>\n"
+			 "<body><h1>%d %s</h1><hr><p>spindle</p></body></html>\n",
+			 status, text, status, text);
+	return n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);
+}
+
+size_t http_etag(char out[HTTP_ETAG_MAX], time_t mtime, uint64_t size)
+{
+	int n = snprintf(out, HTTP_ETAG_MAX, "\"%llx-%llx\"", (unsigned long long)mtime,
+			 (unsigned long long)size);
+	return (size_t)n;
+}
+
+static bool is_ows(char ch)
+{
+	return ch == ' ' || ch == '\t';
+}
+
+bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len)
+{
+	const char *p = field.p, *end = field.p + field.len;
+
+	while (p < end) {
+		while (p < end && (is_ows(*p) || *p == ','))
+			p++;
+		if (p == end)
+			break;
+		if (*p == '*')
+			return true;
+		if (end - p >= 2 && p[0] == 'W' && p[1] == '/')
+			p += 2; /* weak comparison ignores the W/ prefix */
+		const char *tag = p;
+		if (p < end && *p == '"') {
+			p++;
+			while (p < end && *p != '"')
+				p++;
+			if (p < end)
+				p++;
+		} else {
+			while (p < end && *p != ',' && !is_ows(*p))
+				p++;
+		}
+		if ((size_t)(p - tag) == etag_len && memcmp(tag, etag, etag_len) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified)
+{
+	if (field.len > 0 && (field.p[0] == '"' || field.p[0] == 'W'))
+		return field.len == etag_len && memcmp(field.p, etag, etag_len) == 0;
+	time_t t;
+	return http_date_parse(field, &t) && t == last_modified;
+}

@@ -1,0 +1,182 @@
+/* log.c - one write(2) per line to O_APPEND files; reopened on SIGUSR1. */
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Descriptor numbers stay fixed for the process's life: a reopen dup2()s the
+ * new file over them, which is atomic for every thread writing meanwhile. */
+static int access_fd = -1;
+static int error_fd = -1;
+static enum log_level min_level = LOG_INFO;
+static const char *access_path;
+static const char *error_path;
+
+static int open_append(const char *path)
+{
+	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+int log_open(const struct config *cfg)
+{
+	min_level = cfg->log_level;
+	if (cfg->access_log[0]) {
+		access_path = cfg->access_log;
+		access_fd = open_append(access_path);
+		if (access_fd < 0) {
+			fprintf(stderr, "spindle: access_log: cannot open '%s': %s\n", access_path, strerror(errno));
+			return -1;
+		}
+	}
+	if (strcmp(cfg->error_log, "-") == 0) {
+		error_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	} else {
+		error_path = cfg->error_log;
+		error_fd = open_append(error_path);
+		if (error_fd < 0) {
+			fprintf(stderr, "spindle: error_log: cannot open '%s': %s\n", error_path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void log_close(void)
+{
+	if (access_fd >= 0)
+		close(access_fd);
+	if (error_fd >= 0)
+		close(error_fd);
+	access_fd = error_fd = -1;
+}
+
+static void reopen_one(int fd, const char *path)
+{
+	if (fd < 0 || !path)
+		return;
+	int nfd = open_append(path);
+	if (nfd < 0)
+		return; /* keep writing to the old file rather than losing lines */
+	dup3(nfd, fd, O_CLOEXEC);
+	close(nfd);
+}
+
+void log_reopen(void)
+{
+	int saved = errno;
+	reopen_one(access_fd, access_path);
+	reopen_one(error_fd, error_path);
+	errno = saved;
+}
+
+bool log_access_enabled(void)
+{
+	return access_fd >= 0;
+}
+
+static void write_line(int fd, const char *buf, size_t len)
+{
+	/* A short write to a regular file only happens on a full disk; nothing
+	 * sensible to retry then. */
+	ssize_t n = write(fd, buf, len);
+	(void)n;
+}
+
+/* "[21/Nov/2026:06:00:47 +0000]", cached per thread for the current second. */
+static const char *clf_time(void)
+{
+	static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+	static _Thread_local time_t cached;
+	static _Thread_local char buf[48];
+	time_t now = time(NULL);
+
+	if (now != cached) {
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		snprintf(buf, sizeof(buf), "[%02d/%s/%04d:%02d:%02d:%02d +0000]", tm.tm_mday,
+			 months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+		cached = now;
+	}
+	return buf;
+}
+
+/* Copies a header value for a quoted log field, escaping '"', '\' and bytes
+ * outside printable ASCII so a client cannot forge log lines. */
+static size_t put_escaped(char *out, size_t cap, struct span s)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	if (!s.p || s.len == 0) {
+		if (cap > 0)
+			out[o++] = '-';
+		return o;
+	}
+	for (size_t i = 0; i < s.len && o + 4 < cap; i++) {
+		unsigned char ch = (unsigned char)s.p[i];
+		if (ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x7f) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		} else {
+			out[o++] = (char)ch;
+		}
+	}
+	return o;
+}
+
+void log_access(const struct access_entry *e)
+{
+	char line[4096];
+	size_t n;
+
+	if (access_fd < 0)
+		return;
+	n = (size_t)snprintf(line, sizeof(line), "%s - - %s \"", e->peer, clf_time());
+	n += put_escaped(line + n, sizeof(line) - n - 256, e->request_line);
+	if (e->bytes)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "\" %d %llu \"", e->status,
+				      (unsigned long long)e->bytes);
+	else
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "\" %d - \"", e->status);
+	n += put_escaped(line + n, (sizeof(line) - n) / 2, e->referer);
+	line[n++] = '"';
+	line[n++] = ' ';
+	line[n++] = '"';
+	n += put_escaped(line + n, sizeof(line) - n - 3, e->user_agent);
+	line[n++] = '"';
+	line[n++] = '\n';
+	write_line(access_fd, line, n);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	static const char *const names[] = { "debug", "info", "warn", "error" };
+	char line[2048];
+	struct timespec ts;
+	struct tm tm;
+	va_list ap;
+	int saved = errno;
+
+	if (level < min_level || error_fd < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02dZ [%s] [%d] ", tm.tm_year + 1900,
+			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, names[level], (int)getpid());
+	va_start(ap, fmt);
+	errno = saved; /* so %m works */
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : ((size_t)m < sizeof(line) - (size_t)n - 1 ? (size_t)m : sizeof(line) - (size_t)n - 2));
+	line[len++] = '\n';
+	write_line(error_fd, line, len);
+	errno = saved;
+}

@@ -1,0 +1,178 @@
+/* main.c - command line, configuration, signals, and running the chosen model. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log/log.h"
+#include "models/model.h"
+#include "server.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: spindle [options]\n"
+		"\n"
+		"Serves static files over HTTP/1.1 with a concurrency model chosen at run time.\n"
+		"\n"
+		"  -c, --config FILE     read settings from FILE (INI; see server.conf)\n"
+		"  -p, --port N          TCP port (default 8080)\n"
+		"  -b, --bind ADDR       address to listen on (default 127.0.0.1; '*' for all)\n"
+		"  -r, --root DIR        document root (default www)\n"
+		"  -m, --model NAME      concurrency model (default epoll; see --list-models)\n"
+		"  -w, --workers N       event loops / worker processes (0 = one per core)\n"
+		"  -t, --threads N       threads per pool\n"
+		"  -s, --set KEY=VALUE   set any server.conf key (repeatable)\n"
+		"      --check           validate the configuration, print what would run, exit\n"
+		"      --list-models     list the concurrency models\n"
+		"  -V, --version         print the version\n"
+		"  -h, --help            this help\n"
+		"\n"
+		"Signals: TERM/INT drain and exit, USR1 reopens the logs.\n");
+}
+
+static void list_models(void)
+{
+	for (const struct model *const *m = model_registry; *m; m++)
+		printf("%-10s %s\n", (*m)->name, (*m)->summary);
+}
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	server_request_stop();
+}
+
+static void on_reopen(int sig)
+{
+	(void)sig;
+	log_reopen();
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { 0 };
+
+	/* sendfile() cannot take MSG_NOSIGNAL: a reset peer must not kill us. */
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	/* no SA_RESTART: blocking calls return EINTR and see the stop flag */
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = on_reopen;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+}
+
+enum { OPT_CHECK = 256, OPT_LIST_MODELS };
+
+static const struct option long_options[] = {
+	{ "config", required_argument, NULL, 'c' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "bind", required_argument, NULL, 'b' },
+	{ "root", required_argument, NULL, 'r' },
+	{ "model", required_argument, NULL, 'm' },
+	{ "workers", required_argument, NULL, 'w' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "set", required_argument, NULL, 's' },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "list-models", no_argument, NULL, OPT_LIST_MODELS },
+	{ "version", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+static const char short_options[] = "c:p:b:r:m:w:t:s:Vh";
+
+/* Applies one command-line setting; flags override the file, in order. */
+static int apply_flag(struct config *cfg, int opt, char *arg)
+{
+	static const struct { int opt; const char *key; } flag_keys[] = {
+		{ 'p', "port" }, { 'b', "bind" }, { 'r', "root" }, { 'm', "model" },
+		{ 'w', "workers" }, { 't', "threads" },
+	};
+	char origin[64];
+
+	for (size_t i = 0; i < sizeof(flag_keys) / sizeof(flag_keys[0]); i++) {
+		if (flag_keys[i].opt == opt) {
+			snprintf(origin, sizeof(origin), "--%s", flag_keys[i].key);
+			return config_set(cfg, flag_keys[i].key, arg, origin);
+		}
+	}
+	if (opt == 's') {
+		char *eq = strchr(arg, '=');
+		if (!eq) {
+			fprintf(stderr, "spindle: --set %s: expected KEY=VALUE\n", arg);
+			return -1;
+		}
+		*eq = '\0';
+		int rc = config_set(cfg, arg, eq + 1, "--set");
+		*eq = '=';
+		return rc;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct config cfg;
+	static struct server srv;
+	bool check = false;
+	int opt;
+
+	config_defaults(&cfg);
+
+	/* First pass: actions, and the file, so that flags then override it. */
+	while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
+		switch (opt) {
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("spindle %s\n", SPINDLE_VERSION); return 0;
+		case OPT_LIST_MODELS: list_models(); return 0;
+		case OPT_CHECK: check = true; break;
+		case 'c':
+			if (config_load_file(&cfg, optarg) < 0)
+				return 2;
+			break;
+		case '?': usage(stderr); return 2;
+		default: break;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "spindle: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1)
+		if (apply_flag(&cfg, opt, optarg) < 0)
+			return 2;
+	if (config_validate(&cfg) < 0)
+		return 2;
+
+	const struct model *model = model_find(cfg.model);
+	if (check) {
+		config_print(&cfg, stdout);
+		printf("\n# would serve %s on http://%s:%d/ with the %s model\n", cfg.root, cfg.bind, cfg.port,
+		       model->name);
+		return 0;
+	}
+	if (log_open(&cfg) < 0)
+		return 2;
+	install_signals();
+	if (server_init(&srv, &cfg, model) < 0) {
+		server_close(&srv);
+		log_close();
+		return 1;
+	}
+	log_info("spindle %s serving %s on http://%s:%d/ with the %s model (%d workers)", SPINDLE_VERSION,
+		 cfg.root, cfg.bind, cfg.port, model->name, srv.workers);
+	int rc = model->run(&srv);
+	log_info("stopped%s", rc ? " after an error" : "");
+	server_close(&srv);
+	log_close();
+	return rc;
+}

@@ -1,0 +1,282 @@
+/* epoll.c - N event loops, one thread each, non-blocking and edge-triggered
+ * (the seeds' reactor). Each loop has its own SO_REUSEPORT listener, or all
+ * share one with EPOLLEXCLUSIVE (reuseport = off). A socket is registered
+ * once for both directions; the loop remembers which direction has readiness
+ * left, so no epoll_ctl is needed per request. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../conn.h"
+#include "../listen.h"
+#include "../log/log.h"
+#include "../server.h"
+#include "io.h"
+#include "model.h"
+
+#define EPOLL_EVENTS 256
+#define EPOLL_SCAN_MS 200  /* how often deadlines are checked */
+
+struct econn {
+	struct conn *c;
+	int fd;
+	bool can_read, can_write;
+	struct econn *prev, *next;
+};
+
+struct loop {
+	const struct server *srv;
+	int id;
+	int epfd;
+	struct acceptor acc;
+	struct econn *conns;   /* every open connection, for deadline scans */
+	int nconns;
+	int max_conns;
+	bool accept_paused;    /* at max_conns: connections wait in the backlog */
+	bool stopping;
+	int64_t drain_deadline;
+};
+
+/* Tags in epoll_event.data.ptr for the two non-connection descriptors. */
+static char tag_listener, tag_wake;
+
+static void econn_close(struct loop *lp, struct econn *e)
+{
+	close(e->fd); /* also removes it from the epoll set */
+	conn_free(e->c);
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		lp->conns = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	free(e);
+	lp->nconns--;
+}
+
+/* Runs the connection until it waits for readiness it does not have. */
+static void econn_run(struct loop *lp, struct econn *e)
+{
+	for (;;) {
+		int64_t deadline;
+		enum conn_want want = conn_wants(e->c, &deadline);
+		if (want == CONN_WANT_CLOSE) {
+			econn_close(lp, e);
+			return;
+		}
+		bool *ready = want == CONN_WANT_WRITE ? &e->can_write : &e->can_read;
+		if (!*ready && want != CONN_WANT_SHUTDOWN)
+			return;
+		enum io_result r = io_step(e->c, e->fd, want);
+		if (r != IO_PROGRESS)
+			*ready = false;
+	}
+}
+
+static void loop_accept(struct loop *lp)
+{
+	while (lp->nconns < lp->max_conns && !lp->stopping && !server_stopping()) {
+		struct sockaddr_storage peer;
+		socklen_t len;
+		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (fd == -EMFILE)
+				log_warn("out of file descriptors: a connection was dropped");
+			else if (fd != -EAGAIN)
+				log_warn("accept: %s", strerror(-fd));
+			if (fd != -EMFILE)
+				return;
+			continue;
+		}
+		struct econn *e = calloc(1, sizeof(*e));
+		if (e)
+			e->c = conn_new(lp->srv, (struct sockaddr *)&peer, len);
+		if (!e || !e->c) {
+			log_error("out of memory for a connection");
+			free(e);
+			close(fd);
+			return;
+		}
+		e->fd = fd;
+		e->can_read = true; /* the request often arrives with the handshake */
+		e->can_write = true;
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = e };
+		if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			log_error("epoll_ctl: %m");
+			conn_free(e->c);
+			free(e);
+			close(fd);
+			continue;
+		}
+		e->next = lp->conns;
+		if (lp->conns)
+			lp->conns->prev = e;
+		lp->conns = e;
+		lp->nconns++;
+		econn_run(lp, e);
+	}
+	/* Full: the listener's edge is spent, so accepting resumes from econn_close's caller. */
+	lp->accept_paused = lp->nconns >= lp->max_conns;
+}
+
+/* Expires deadlines, and ends connections still open when the drain time is up. */
+static void loop_scan(struct loop *lp, int64_t now)
+{
+	struct econn *e = lp->conns, *next;
+	for (; e; e = next) {
+		next = e->next;
+		int64_t deadline;
+		conn_wants(e->c, &deadline);
+		if (lp->stopping && now >= lp->drain_deadline) {
+			econn_close(lp, e);
+			continue;
+		}
+		if (deadline >= 0 && now >= deadline) {
+			conn_timeout(e->c);
+			e->can_read = e->can_write = true; /* let it try what it wants now */
+			econn_run(lp, e);
+		}
+	}
+}
+
+static void loop_begin_stop(struct loop *lp)
+{
+	struct econn *e = lp->conns, *next;
+
+	lp->stopping = true;
+	lp->drain_deadline = conn_now_ms() + lp->srv->cfg->drain_timeout_ms;
+	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, lp->acc.fd, NULL);
+	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, lp->srv->wake_fd, NULL);
+	for (; e; e = next) {
+		next = e->next;
+		conn_drain(e->c);
+		econn_run(lp, e);
+	}
+}
+
+static void *loop_main(void *arg)
+{
+	struct loop *lp = arg;
+	struct epoll_event events[EPOLL_EVENTS];
+	int64_t next_scan = conn_now_ms() + EPOLL_SCAN_MS;
+
+	while (!(lp->stopping && lp->nconns == 0)) {
+		int timeout = -1;
+		if (lp->nconns > 0) {
+			int64_t now = conn_now_ms();
+			timeout = next_scan > now ? (int)(next_scan - now) : 0;
+		}
+		bool stop_seen = false;
+		int n = epoll_wait(lp->epfd, events, EPOLL_EVENTS, timeout);
+		if (n < 0 && errno != EINTR) {
+			log_error("epoll_wait: %m");
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			void *tag = events[i].data.ptr;
+			if (tag == &tag_listener) {
+				loop_accept(lp);
+			} else if (tag == &tag_wake) {
+				/* after the batch: draining may close connections that
+				 * still have events further down this array */
+				stop_seen = true;
+			} else {
+				struct econn *e = tag;
+				uint32_t ev = events[i].events;
+				if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+					e->can_read = true;
+				if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+					e->can_write = true;
+				econn_run(lp, e);
+			}
+		}
+		if (stop_seen && !lp->stopping)
+			loop_begin_stop(lp);
+		if (lp->accept_paused && lp->nconns < lp->max_conns)
+			loop_accept(lp);
+		int64_t now = conn_now_ms();
+		if (now >= next_scan) {
+			loop_scan(lp, now);
+			next_scan = now + EPOLL_SCAN_MS;
+		}
+	}
+	return NULL;
+}
+
+static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops)
+{
+	bool shared = srv->nlisten == 1;
+
+	lp->srv = srv;
+	lp->id = id;
+	lp->max_conns = (srv->cfg->max_connections + nloops - 1) / nloops;
+	lp->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (lp->epfd < 0)
+		return -1;
+	acceptor_init(&lp->acc, srv->listen_fds[shared ? 0 : id]);
+	/* EPOLLEXCLUSIVE: a connection on a shared listener wakes one loop, not all. */
+	struct epoll_event lev = { .events = EPOLLIN | EPOLLET | (shared && nloops > 1 ? EPOLLEXCLUSIVE : 0),
+				   .data.ptr = &tag_listener };
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &tag_wake };
+	if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, lp->acc.fd, &lev) < 0 ||
+	    epoll_ctl(lp->epfd, EPOLL_CTL_ADD, srv->wake_fd, &wev) < 0)
+		return -1;
+	return 0;
+}
+
+static int epoll_run(struct server *srv)
+{
+	int nloops = srv->workers;
+	struct loop *loops = calloc((size_t)nloops, sizeof(*loops));
+	pthread_t *threads = calloc((size_t)nloops, sizeof(*threads));
+	int started = 0, rc = 0;
+
+	if (!loops || !threads) {
+		rc = 1;
+		goto out;
+	}
+	for (int i = 0; i < nloops; i++) {
+		if (loop_init(&loops[i], srv, i, nloops) < 0) {
+			log_error("epoll loop %d: %m", i);
+			rc = 1;
+			server_request_stop();
+			break;
+		}
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	for (; rc == 0 && started < nloops; started++) {
+		if (pthread_create(&threads[started], &attr, loop_main, &loops[started]) != 0) {
+			log_error("pthread_create: %m");
+			rc = 1;
+			server_request_stop();
+			break;
+		}
+	}
+	pthread_attr_destroy(&attr);
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+out:
+	for (int i = 0; loops && i < nloops; i++) {
+		while (loops[i].conns)
+			econn_close(&loops[i], loops[i].conns);
+		acceptor_close(&loops[i].acc);
+		if (loops[i].epfd > 0)
+			close(loops[i].epfd);
+	}
+	free(loops);
+	free(threads);
+	return rc;
+}
+
+const struct model model_epoll = {
+	.name = "epoll",
+	.summary = "N edge-triggered event loops, one per core (the seeds' reactor; default)",
+	.flags = MODEL_LISTENER_PER_WORKER,
+	.run = epoll_run,
+};

@@ -1,0 +1,74 @@
+/* io.c - recv / sendmsg / sendfile / shutdown for the connection core. */
+#include "io.h"
+
+#include <errno.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static enum io_result do_read(struct conn *c, int fd)
+{
+	struct iovec space = conn_input_space(c);
+	ssize_t n;
+
+	do
+		n = recv(fd, space.iov_base, space.iov_len, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return IO_AGAIN;
+	conn_input_done(c, n < 0 ? -errno : n);
+	/* A stream socket returns everything queued, up to the space: a short
+	 * read means the socket is empty now. */
+	return n > 0 && (size_t)n == space.iov_len ? IO_PROGRESS : IO_DRAINED;
+}
+
+static enum io_result do_write(struct conn *c, int fd)
+{
+	struct conn_output out;
+	ssize_t n;
+
+	conn_output(c, &out);
+	if (out.total == 0) { /* nothing left (cannot happen while WRITE is wanted) */
+		conn_output_done(c, 0);
+		return IO_PROGRESS;
+	}
+	do {
+		if (out.iovcnt > 0) {
+			struct msghdr msg = { .msg_iov = out.iov, .msg_iovlen = (size_t)out.iovcnt };
+			n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+		} else {
+			off_t off = out.file_off;
+			size_t len = out.file_len < IO_SENDFILE_CHUNK ? out.file_len : IO_SENDFILE_CHUNK;
+			n = sendfile(fd, out.file_fd, &off, len);
+			if (n == 0) { /* the file shrank under us: the promised length can't be kept */
+				conn_output_failed(c);
+				return IO_PROGRESS;
+			}
+		}
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return IO_AGAIN;
+		conn_output_failed(c);
+		return IO_PROGRESS;
+	}
+	conn_output_done(c, (size_t)n);
+	return (size_t)n < out.total && out.iovcnt > 0 ? IO_DRAINED : IO_PROGRESS;
+}
+
+enum io_result io_step(struct conn *c, int fd, enum conn_want want)
+{
+	switch (want) {
+	case CONN_WANT_READ:
+		return do_read(c, fd);
+	case CONN_WANT_WRITE:
+		return do_write(c, fd);
+	case CONN_WANT_SHUTDOWN:
+		shutdown(fd, SHUT_WR);
+		conn_shutdown_done(c);
+		return IO_PROGRESS;
+	case CONN_WANT_CLOSE:
+		break;
+	}
+	return IO_PROGRESS;
+}

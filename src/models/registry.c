@@ -1,0 +1,21 @@
+/* registry.c - every concurrency model, looked up by name. */
+#include "model.h"
+
+#include <string.h>
+
+extern const struct model model_iterative;
+extern const struct model model_epoll;
+
+const struct model *const model_registry[] = {
+	&model_iterative,
+	&model_epoll,
+	NULL,
+};
+
+const struct model *model_find(const char *name)
+{
+	for (const struct model *const *m = model_registry; *m; m++)
+		if (strcmp((*m)->name, name) == 0)
+			return *m;
+	return NULL;
+}

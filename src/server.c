@@ -1,0 +1,143 @@
+/* server.c - the shared, read-only serving context and the stop request. */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "listen.h"
+#include "log/log.h"
+#include "models/model.h"
+
+static volatile sig_atomic_t stop_requested;
+static int stop_eventfd = -1;
+static int stop_listeners[SERVER_MAX_LISTENERS];
+static int stop_nlisteners;
+
+/* Codes that may have a page in <root>/errors/. */
+static const int page_codes[] = { 301, 400, 403, 404, 405, 408, 413, 414, 416, 431, 500, 501, 503, 505 };
+#define NPAGES (sizeof(page_codes) / sizeof(page_codes[0]))
+#define ERROR_PAGE_MAX (64 * 1024)
+
+static void load_error_pages(struct server *srv)
+{
+	srv->pages = calloc(NPAGES, sizeof(*srv->pages));
+	srv->npages = 0;
+	if (!srv->pages)
+		return;
+	for (size_t i = 0; i < NPAGES; i++) {
+		char rel[32];
+		struct stat st;
+		snprintf(rel, sizeof(rel), "errors/%d.html", page_codes[i]);
+		int fd = openat(srv->root_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= ERROR_PAGE_MAX) {
+			char *body = malloc((size_t)st.st_size + 1);
+			ssize_t n = body ? read(fd, body, (size_t)st.st_size) : -1;
+			if (n == st.st_size) {
+				srv->pages[srv->npages++] = (struct error_page){ page_codes[i], body, (size_t)n };
+				body = NULL;
+			}
+			free(body);
+		}
+		close(fd);
+	}
+}
+
+const struct error_page *server_error_page(const struct server *srv, int status)
+{
+	for (size_t i = 0; i < srv->npages; i++)
+		if (srv->pages[i].status == status)
+			return &srv->pages[i];
+	return NULL;
+}
+
+int server_init(struct server *srv, const struct config *cfg, const struct model *model)
+{
+	memset(srv, 0, sizeof(*srv));
+	srv->cfg = cfg;
+	srv->model = model;
+	srv->wake_fd = -1;
+	srv->workers = cfg->workers > 0 ? cfg->workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (srv->workers < 1)
+		srv->workers = 1;
+	srv->limits = (struct http_limits){ cfg->max_request_line, cfg->max_head, cfg->max_headers };
+	snprintf(srv->server_header, sizeof(srv->server_header), "Server: spindle%s%s\r\n",
+		 cfg->server_tokens ? "/" : "", cfg->server_tokens ? SPINDLE_VERSION : "");
+
+	srv->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (srv->root_fd < 0) {
+		log_error("root '%s': %s", cfg->root, strerror(errno));
+		return -1;
+	}
+	load_error_pages(srv);
+
+	stop_eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	srv->wake_fd = stop_eventfd;
+	if (srv->wake_fd < 0) {
+		log_error("eventfd: %s", strerror(errno));
+		return -1;
+	}
+
+	bool per_worker = (model->flags & MODEL_LISTENER_PER_WORKER) && cfg->reuseport;
+	int n = per_worker ? srv->workers : 1;
+	if (n > SERVER_MAX_LISTENERS)
+		n = SERVER_MAX_LISTENERS;
+	for (int i = 0; i < n; i++) {
+		int fd = listen_open(cfg->bind, cfg->port, per_worker);
+		if (fd < 0) {
+			log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-fd));
+			fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-fd));
+			return -1;
+		}
+		srv->listen_fds[srv->nlisten++] = fd;
+		stop_listeners[stop_nlisteners++] = fd;
+	}
+	return 0;
+}
+
+void server_close(struct server *srv)
+{
+	for (int i = 0; i < srv->nlisten; i++)
+		close(srv->listen_fds[i]);
+	srv->nlisten = 0;
+	stop_nlisteners = 0;
+	for (size_t i = 0; i < srv->npages; i++)
+		free(srv->pages[i].body);
+	free(srv->pages);
+	srv->pages = NULL;
+	if (srv->root_fd >= 0)
+		close(srv->root_fd);
+	if (srv->wake_fd >= 0)
+		close(srv->wake_fd);
+	srv->root_fd = srv->wake_fd = stop_eventfd = -1;
+}
+
+void server_request_stop(void)
+{
+	int saved = errno;
+	stop_requested = 1;
+	/* Refuse new connections at once (and reset those queued but never
+	 * accepted) while in-flight ones drain; shutdown() is signal-safe. */
+	for (int i = 0; i < stop_nlisteners; i++)
+		shutdown(stop_listeners[i], SHUT_RD);
+	if (stop_eventfd >= 0) {
+		uint64_t one = 1;
+		ssize_t n = write(stop_eventfd, &one, sizeof(one));
+		(void)n;
+	}
+	errno = saved;
+}
+
+bool server_stopping(void)
+{
+	return stop_requested != 0;
+}

@@ -1,0 +1,260 @@
+"""Fixtures for the spindle integration suite.
+
+* Every test that uses the `model` fixture runs once per model printed by
+  `spindle --list-models` (tests are grouped by model).
+* `servers(**settings)` returns a server for (model, docroot, settings), started
+  once per module and reused; after each test it must still be alive.
+* `fresh_server(**settings)` starts a dedicated server for one test (logs,
+  signals, shutdown); it is stopped at teardown and must exit 0.
+* `docroot` is built once per session (see build_docroot for its content).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import string
+from pathlib import Path
+
+import pytest
+
+import util
+
+CONCURRENCY_SKIP_REASON = ("the iterative model serves one connection at a time by design; "
+                           "this test needs two connections served concurrently")
+
+# ---------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------
+
+_models_cache: tuple[list[str], str | None] | None = None
+NO_BINARY = "no-binary"
+
+
+def _models() -> tuple[list[str], str | None]:
+    global _models_cache
+    if _models_cache is None:
+        try:
+            _models_cache = (util.list_models(), None)
+        except Exception as e:  # reported by every parametrized test
+            _models_cache = ([NO_BINARY], str(e))
+    return _models_cache
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "concurrent: needs two connections served at once (skipped for iterative)")
+
+
+def pytest_generate_tests(metafunc):
+    if "model_name" in metafunc.fixturenames:
+        names, _ = _models()
+        metafunc.parametrize("model_name", names, scope="module")
+
+
+@pytest.fixture
+def model(request, model_name):
+    """The model under test; skips `concurrent` tests for iterative only."""
+    names, err = _models()
+    if err is not None:
+        pytest.fail(f"cannot list spindle models: {err}", pytrace=False)
+    if model_name == "iterative" and request.node.get_closest_marker("concurrent"):
+        pytest.skip(CONCURRENCY_SKIP_REASON)
+    return model_name
+
+
+@pytest.fixture(scope="session")
+def version():
+    return util.spindle_version()
+
+
+# ---------------------------------------------------------------------------
+# Document roots
+# ---------------------------------------------------------------------------
+
+A_TXT = b"Hello, world!"
+INDEX_HTML = b"<!doctype html><title>spindle test</title><p>root index</p>\n"
+SUB_INDEX = b"<!doctype html><title>sub</title><p>sub index</p>\n"
+ERROR_404 = b"<!doctype html><title>custom not found</title><p>CUSTOM-404-PAGE</p>\n"
+CAFE = b"<!doctype html><p>cafe menu: croissant</p>\n"
+OUTSIDE_SECRET = b"OUTSIDE-THE-ROOT-SECRET-CONTENT\n"
+SECRET = b"DOTFILE-SECRET\n"
+GIT_CONFIG = b"[core]\n\trepositoryformatversion = 0\n"
+RANGE_DATA = ((string.ascii_letters + string.digits) * 2).encode()  # 124 bytes
+RANGE_MTIME = 1_600_000_000
+BIG_SIZE = 5 * 1024 * 1024
+HUGE_SIZE = 50 * 1024 * 1024
+
+
+class DocRoot:
+    """Paths and expected contents of a generated document root."""
+
+    def __init__(self, path: Path, outside: Path):
+        self.path = path
+        self.outside = outside
+        self.files: dict[str, bytes] = {}
+
+    def add(self, rel: str, data: bytes) -> Path:
+        p = self.path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        self.files[rel] = data
+        return p
+
+    def sha256(self, rel: str) -> str:
+        return hashlib.sha256((self.path / rel).read_bytes()).hexdigest()
+
+
+def build_docroot(base: Path, with_error_pages: bool = True) -> DocRoot:
+    root = base / "www"
+    outside = base / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(OUTSIDE_SECRET)
+    d = DocRoot(root, outside)
+    d.add("index.html", INDEX_HTML)
+    d.add("a.txt", A_TXT)
+    d.add("style.css", b"body { color: #333; }\n")
+    d.add("app.js", b"console.log('spindle');\n")
+    d.add("img.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    d.add("data.json", b'{"spindle": true, "n": 42}\n')
+    d.add("icon.svg", b'<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>\n')
+    d.add("app.wasm", b"\x00asm\x01\x00\x00\x00")
+    d.add("font.woff2", b"wOF2" + b"\x00" * 60)
+    d.add("noext", b"no extension here\n")
+    d.add("unknown.zzqx", b"unknown extension\n")
+    d.add("empty.txt", b"")
+    # An old mtime makes Last-Modified a strong validator (usable in If-Range).
+    os.utime(d.add("range.txt", RANGE_DATA), (RANGE_MTIME, RANGE_MTIME))
+    d.add("big.bin", os.urandom(BIG_SIZE))
+    d.add("sub/index.html", SUB_INDEX)
+    d.add("sub/page.txt", b"a page in sub\n")
+    (root / "emptydir").mkdir()
+    d.add(".secret", SECRET)
+    d.add(".git/config", GIT_CONFIG)
+    d.add("café menu.html", CAFE)
+    if with_error_pages:
+        d.add("errors/404.html", ERROR_404)
+    # symlinks: one escaping the root, one staying inside, a directory escaping
+    os.symlink(outside / "secret.txt", root / "link_out.txt")
+    os.symlink("a.txt", root / "link_in.txt")
+    os.symlink(outside, root / "linkdir_out")
+    return d
+
+
+@pytest.fixture(scope="session")
+def docroot(tmp_path_factory) -> DocRoot:
+    return build_docroot(tmp_path_factory.mktemp("docroot"))
+
+
+@pytest.fixture(scope="session")
+def plain_docroot(tmp_path_factory) -> DocRoot:
+    """A root without errors/: the server's built-in error pages are used."""
+    return build_docroot(tmp_path_factory.mktemp("plainroot"), with_error_pages=False)
+
+
+@pytest.fixture(scope="session")
+def huge_docroot(tmp_path_factory) -> DocRoot:
+    """A root holding one 50 MB random file (graceful-shutdown download)."""
+    base = tmp_path_factory.mktemp("hugeroot")
+    d = DocRoot(base / "www", base)
+    d.path.mkdir()
+    with open(d.path / "huge.bin", "wb") as f:
+        for _ in range(HUGE_SIZE // (1 << 20)):
+            f.write(os.urandom(1 << 20))
+    return d
+
+
+# ---------------------------------------------------------------------------
+# Servers
+# ---------------------------------------------------------------------------
+
+class _Pool:
+    def __init__(self, tmp_path_factory):
+        self.tmp = tmp_path_factory
+        self.servers: dict[tuple, util.Server] = {}
+
+    def get(self, model: str, root: Path, settings: dict) -> util.Server:
+        key = (model, str(root), tuple(sorted((k, str(v)) for k, v in settings.items())))
+        srv = self.servers.get(key)
+        if srv is None or not srv.alive():
+            srv = util.Server(model, root, self.tmp.mktemp(f"srv-{model}"), settings).start()
+            self.servers[key] = srv
+        return srv
+
+    def close(self):
+        problems = []
+        for srv in self.servers.values():
+            if srv.proc is None:
+                continue
+            if not srv.alive():
+                problems.append(f"{srv.model}: had already died\n{srv.diagnostics()}")
+                continue
+            try:
+                rc = srv.stop()
+            except util.ServerError as e:
+                problems.append(str(e))
+                continue
+            if rc != 0:
+                problems.append(f"{srv.model} {srv.settings}: exit status {rc} after "
+                                f"SIGTERM\n{srv.diagnostics()}")
+        self.servers.clear()
+        return problems
+
+
+@pytest.fixture(scope="module")
+def _pool(tmp_path_factory):
+    pool = _Pool(tmp_path_factory)
+    yield pool
+    problems = pool.close()
+    assert not problems, "shared servers did not shut down cleanly:\n" + "\n".join(problems)
+
+
+@pytest.fixture
+def servers(model, _pool, docroot):
+    """get(root=None, **settings) -> shared running Server; asserts after the
+    test that every server it handed out is still alive."""
+    used = []
+
+    def get(root: Path | None = None, **settings) -> util.Server:
+        srv = _pool.get(model, root or docroot.path, settings)
+        used.append(srv)
+        return srv
+
+    yield get
+    for srv in used:
+        srv.assert_alive("during this test ")
+
+
+@pytest.fixture
+def server(servers) -> util.Server:
+    """The shared default server for the current model."""
+    return servers()
+
+
+@pytest.fixture
+def fresh_server(model, docroot, tmp_path):
+    """start(root=None, **settings) -> a dedicated Server, stopped (and
+    required to exit 0) at teardown if the test left it running."""
+    started = []
+
+    def start(root: Path | None = None, **settings) -> util.Server:
+        srv = util.Server(model, root or docroot.path, tmp_path / f"server{len(started)}",
+                          settings).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    errors = []
+    for srv in started:
+        if srv.alive():
+            try:
+                rc = srv.stop()
+            except util.ServerError as e:
+                errors.append(str(e))
+                continue
+            if rc != 0:
+                errors.append(f"exit status {rc} after SIGTERM\n{srv.diagnostics()}")
+        elif not srv.stopped:
+            errors.append(f"server died during the test\n{srv.diagnostics()}")
+        srv.kill()
+    assert not errors, "\n".join(errors)

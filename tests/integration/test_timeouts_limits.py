@@ -1,0 +1,162 @@
+"""Header/keep-alive/send timeouts and the connection limit."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import util
+from conftest import A_TXT, HUGE_SIZE, INDEX_HTML
+
+
+@pytest.fixture
+def quick(servers):
+    return servers(header_timeout=1, keepalive_timeout=1)
+
+
+def _trickle_until_closed(c: util.Conn, prefix: bytes, max_seconds: float):
+    """Sends prefix, then one byte every 200 ms; returns (elapsed, bytes received)
+    once the server answers or closes, or (None, b"") if it never does."""
+    t0 = time.monotonic()
+    c.send(prefix)
+    deadline = t0 + max_seconds
+    while time.monotonic() < deadline:
+        try:
+            c.send(b"a")
+        except (BrokenPipeError, ConnectionResetError):
+            return time.monotonic() - t0, b""
+        if c.readable_within(0.2):
+            elapsed = time.monotonic() - t0
+            return elapsed, c.read_all(timeout=2)
+    return None, b""
+
+
+def _assert_408_or_nothing(data: bytes):
+    assert data == b"" or data.startswith(b"HTTP/1.1 408 "), f"unexpected answer {data[:100]!r}"
+
+
+def test_header_deadline_not_extended_by_trickling(quick):
+    with quick.connect() as c:
+        elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", 5)
+    assert elapsed is not None, "a trickling client kept the connection for 5 s"
+    assert 0.8 <= elapsed <= 2.5, f"header deadline hit after {elapsed:.2f}s (expected ~1s)"
+    _assert_408_or_nothing(data)
+
+
+def test_header_deadline_for_trickled_request_line(quick):
+    with quick.connect() as c:
+        elapsed, data = _trickle_until_closed(c, b"GET /", 5)
+    assert elapsed is not None and elapsed <= 2.5, elapsed
+    _assert_408_or_nothing(data)
+
+
+def test_silent_new_connection_closed(quick):
+    with quick.connect() as c:
+        t0 = time.monotonic()
+        assert c.readable_within(3), "a connection that sent nothing was kept for 3 s"
+        elapsed = time.monotonic() - t0
+        data = c.read_all(timeout=2)
+    assert 0.8 <= elapsed <= 2.5, elapsed
+    _assert_408_or_nothing(data)
+
+
+def test_partial_head_then_silence_408_or_close(quick):
+    with quick.connect() as c:
+        c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n")
+        t0 = time.monotonic()
+        assert c.readable_within(3), "an incomplete request head was kept for 3 s"
+        elapsed = time.monotonic() - t0
+        data = c.read_all(timeout=2)
+    assert elapsed <= 2.5
+    _assert_408_or_nothing(data)
+
+
+def test_idle_keepalive_connection_closed(quick):
+    with quick.connect() as c:
+        c.send(util.build_request("GET", "/a.txt"))
+        assert c.read_response().body == A_TXT
+        t0 = time.monotonic()
+        closed = c.wait_closed(3)
+        elapsed = time.monotonic() - t0
+    assert closed, "idle keep-alive connection still open after 3 s (keepalive_timeout=1)"
+    assert 0.8 <= elapsed <= 2.5, f"closed after {elapsed:.2f}s"
+
+
+def test_keepalive_timer_restarts_per_request(quick):
+    """keepalive_timeout bounds idleness, not the connection's life."""
+    with quick.connect() as c:
+        for _ in range(5):  # 5 x 0.5 s = 2.5 s > keepalive_timeout
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response().body == A_TXT
+            time.sleep(0.5)
+        c.send(util.build_request("GET", "/index.html"))
+        assert c.read_response().body == INDEX_HTML
+
+
+@pytest.mark.concurrent
+def test_others_served_while_connections_idle_or_trickling(quick):
+    with quick.connect() as idle, quick.connect() as slow:
+        idle.send(util.build_request("GET", "/a.txt"))
+        assert idle.read_response().body == A_TXT
+        slow.send(b"GET /a.txt HTTP/1.1\r\n")
+        for i in range(4):
+            t0 = time.monotonic()
+            resp = quick.get("/index.html", timeout=2)
+            assert resp.body == INDEX_HTML
+            assert time.monotonic() - t0 < 0.5, "a request waited behind idle connections"
+            try:
+                slow.send(b"X")
+            except OSError:
+                pass
+            time.sleep(0.2)
+
+
+def test_duration_with_ms_suffix(servers):
+    srv = servers(keepalive_timeout="500ms")
+    with srv.connect() as c:
+        c.send(util.build_request("GET", "/a.txt"))
+        assert c.read_response().body == A_TXT
+        t0 = time.monotonic()
+        assert c.wait_closed(3)
+        elapsed = time.monotonic() - t0
+    assert 0.3 <= elapsed <= 1.5, f"keepalive_timeout=500ms closed after {elapsed:.2f}s"
+
+
+def test_send_timeout_drops_client_that_stops_reading(servers, huge_docroot):
+    srv = servers(root=huge_docroot.path, send_timeout=1)
+    with srv.connect(timeout=15, rcvbuf=4096) as c:
+        c.send(util.build_request("GET", "/huge.bin"))
+        time.sleep(3)  # read nothing for well over send_timeout
+        got = c.read_all(timeout=15)
+    assert len(got) < HUGE_SIZE, "a client that stopped reading was never dropped"
+    assert srv.get("/a.txt").status == 404  # (this root has only huge.bin) still serving
+
+
+# --------------------------------------------------------------------------
+# max_connections
+# --------------------------------------------------------------------------
+
+def test_max_connections_extra_client_waits_in_backlog(servers, model):
+    """With max_connections=2 (iterative: one connection at a time) and the
+    limit reached by idle keep-alive connections, the next client is not served
+    until one of them closes; then it is."""
+    srv = servers(max_connections=2, keepalive_timeout=30)
+    n = 1 if model == "iterative" else 2
+    holders = [srv.connect() for _ in range(n)]
+    try:
+        for h in holders:
+            h.send(util.build_request("GET", "/a.txt"))
+            assert h.read_response(timeout=3).body == A_TXT
+        with srv.connect() as extra:  # the kernel completes the handshake (backlog)
+            extra.send(util.build_request("GET", "/index.html"))
+            assert not extra.readable_within(0.7), \
+                f"a client beyond max_connections={n} was served while the limit was reached"
+            holders.pop(0).close()
+            resp = extra.read_response(timeout=3)
+            assert resp.body == INDEX_HTML
+        for h in holders:  # the others are unaffected
+            h.send(util.build_request("GET", "/a.txt"))
+            assert h.read_response(timeout=3).body == A_TXT
+    finally:
+        for h in holders:
+            h.close()

@@ -1,0 +1,475 @@
+"""Helpers for the spindle integration tests: binary lookup, server process
+control, and a small raw-socket HTTP/1.1 client with a strict response parser.
+
+Every connection made here goes to 127.0.0.1 only.
+"""
+from __future__ import annotations
+
+import email.utils
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOST = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+IMF_FIXDATE_RE = re.compile(
+    r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} "
+    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$"
+)
+
+
+# --------------------------------------------------------------------------
+# The binary
+# --------------------------------------------------------------------------
+
+def spindle_bin() -> Path:
+    """$SPINDLE_BIN (relative paths are relative to the repo root), else ./spindle."""
+    env = os.environ.get("SPINDLE_BIN")
+    p = Path(env) if env else Path("spindle")
+    if not p.is_absolute():
+        p = REPO_ROOT / p
+    return p
+
+
+def run_spindle(*args: str, timeout: float = 10, cwd: str | os.PathLike | None = None):
+    """Runs the binary to completion (CLI tests); returns CompletedProcess."""
+    return subprocess.run(
+        [str(spindle_bin()), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def list_models() -> list[str]:
+    """Names from `spindle --list-models` (first word of each non-empty line)."""
+    b = spindle_bin()
+    if not b.exists():
+        raise RuntimeError(f"{b} does not exist (run `make spindle`)")
+    r = run_spindle("--list-models")
+    if r.returncode != 0:
+        raise RuntimeError(f"--list-models exited {r.returncode}: {r.stderr.strip()}")
+    names = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+    if not names:
+        raise RuntimeError("--list-models printed no model")
+    return names
+
+
+def spindle_version() -> str:
+    r = run_spindle("--version")
+    m = re.search(r"spindle (\d+\.\d+\.\d+)", r.stdout)
+    if not m:
+        raise RuntimeError(f"unexpected --version output: {r.stdout!r} {r.stderr!r}")
+    return m.group(1)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------
+# Server process
+# --------------------------------------------------------------------------
+
+class ServerError(AssertionError):
+    pass
+
+
+class Server:
+    """One spindle process. `settings` become --set KEY=VALUE (merged over the
+    defaults that send both logs into the server's private directory)."""
+
+    def __init__(self, model: str, root: Path, workdir: Path, settings: dict | None = None,
+                 extra_args: list[str] | None = None):
+        self.model = model
+        self.root = Path(root)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.access_log = self.workdir / "access.log"
+        self.error_log = self.workdir / "error.log"
+        self.settings = {"access_log": str(self.access_log), "error_log": str(self.error_log)}
+        self.settings.update({k: str(v) for k, v in (settings or {}).items()})
+        self.extra_args = list(extra_args or [])
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self.stopped = False
+        self._stdout = None
+        self._stderr = None
+
+    # -- lifecycle --------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        a = [str(spindle_bin()), "--bind", HOST, "--port", str(self.port), "--root",
+             str(self.root), "--model", self.model]
+        for k, v in self.settings.items():
+            a += ["--set", f"{k}={v}"]
+        return a + self.extra_args
+
+    def start(self, ready_timeout: float = 5.0) -> "Server":
+        last_err = None
+        for _attempt in range(3):  # a free port can be taken between probe and bind
+            self.port = free_port()
+            self._stdout = open(self.workdir / "stdout.txt", "wb")
+            self._stderr = open(self.workdir / "stderr.txt", "wb")
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                         stdout=self._stdout, stderr=self._stderr,
+                                         cwd=self.workdir)
+            deadline = time.monotonic() + ready_timeout
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    with socket.create_connection((HOST, self.port), timeout=0.5):
+                        return self
+                except OSError:
+                    time.sleep(0.02)
+            if self.proc.poll() is None:
+                self.kill()
+                raise ServerError(f"spindle ({self.model}) not accepting on port {self.port} "
+                                  f"after {ready_timeout}s\n{self.diagnostics()}")
+            last_err = self.diagnostics()
+            if "in use" not in last_err.lower():
+                break
+        raise ServerError(f"spindle ({self.model}) exited with {self.proc.returncode} at "
+                          f"start-up: {' '.join(self.argv())}\n{last_err}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, wait; returns the exit status (kills and raises on timeout)."""
+        self.stopped = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ServerError(f"spindle ({self.model}) did not exit within {timeout}s of "
+                              f"SIGTERM\n{self.diagnostics()}")
+        finally:
+            self._close_files()
+        return rc
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._close_files()
+
+    def _close_files(self):
+        for f in (self._stdout, self._stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+    def diagnostics(self) -> str:
+        out = []
+        for name in ("stderr.txt", "error.log"):
+            p = self.workdir / name
+            if p.exists():
+                txt = p.read_text(errors="replace")
+                out.append(f"--- {name} (tail) ---\n{txt[-3000:]}")
+        if self.proc is not None and self.proc.poll() is not None:
+            out.append(f"--- exit status: {self.proc.returncode}")
+        return "\n".join(out)
+
+    def assert_alive(self, what: str = "") -> None:
+        if not self.alive():
+            raise ServerError(f"spindle ({self.model}) died {what}(exit status "
+                              f"{self.proc.returncode})\n{self.diagnostics()}")
+
+    # -- clients ----------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def connect(self, timeout: float = 5.0, rcvbuf: int | None = None) -> "Conn":
+        return Conn.open(self.port, timeout=timeout, rcvbuf=rcvbuf)
+
+    def request(self, method: str = "GET", target: str = "/", headers=None, body: bytes = b"",
+                version: str = "HTTP/1.1", host: str | None = "localhost",
+                timeout: float = 5.0) -> "Response":
+        """One request on a fresh connection; returns the parsed response."""
+        with self.connect(timeout) as c:
+            c.send(build_request(method, target, headers, body, version, host))
+            return c.read_response(method)
+
+    def get(self, target: str, headers=None, **kw) -> "Response":
+        return self.request("GET", target, headers, **kw)
+
+
+# --------------------------------------------------------------------------
+# Raw HTTP client
+# --------------------------------------------------------------------------
+
+def build_request(method="GET", target="/", headers=None, body=b"", version="HTTP/1.1",
+                  host: str | None = "localhost") -> bytes:
+    lines = [f"{method} {target} {version}"]
+    hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    if host is not None and not any(k.lower() == "host" for k, _ in hdrs):
+        hdrs.insert(0, ("Host", host))
+    lines += [f"{k}: {v}" for k, v in hdrs]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + body
+
+
+@dataclass
+class Response:
+    version: str
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+    raw_head: bytes = b""
+    fields: dict = field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        """The value of a single-valued header (None when absent); fails on duplicates."""
+        vals = self.header_all(name)
+        assert len(vals) <= 1, f"header {name} repeated: {vals}"
+        return vals[0] if vals else None
+
+    def header_all(self, name: str) -> list[str]:
+        n = name.lower()
+        return [v for k, v in self.headers if k.lower() == n]
+
+    def has(self, name: str) -> bool:
+        return bool(self.header_all(name))
+
+    def __repr__(self):
+        return (f"<Response {self.version} {self.status} {self.reason!r} headers={self.headers}"
+                f" body[{len(self.body)}]={self.body[:120]!r}>")
+
+
+class ConnectionClosed(AssertionError):
+    pass
+
+
+STATUS_RE = re.compile(rb"^HTTP/(\d)\.(\d) (\d{3}) ([^\r\n]*)$")
+FIELD_RE = re.compile(rb"^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*(.*?)[ \t]*$")
+
+
+class Conn:
+    """A client connection with a read buffer, so pipelined responses parse
+    one by one."""
+
+    def __init__(self, sock: socket.socket, timeout: float):
+        self.sock = sock
+        self.timeout = timeout
+        self.buf = b""
+        self.eof = False
+
+    @classmethod
+    def open(cls, port: int, timeout: float = 5.0, rcvbuf: int | None = None) -> "Conn":
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(timeout)
+        try:
+            s.connect((HOST, port))
+        except BaseException:
+            s.close()
+            raise
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(s, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def reset(self):
+        """Closes with SO_LINGER 0, so the peer gets a RST."""
+        import struct
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send_slowly(self, data: bytes, chunk: int, pause: float) -> None:
+        for i in range(0, len(data), chunk):
+            self.sock.sendall(data[i:i + chunk])
+            time.sleep(pause)
+
+    def _fill(self, deadline: float, n: int = 65536) -> bool:
+        """Reads more bytes into buf; False on EOF/reset. Raises TimeoutError."""
+        if self.eof:
+            return False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("timed out waiting for response bytes")
+        self.sock.settimeout(remaining)
+        try:
+            data = self.sock.recv(n)
+        except socket.timeout:
+            raise TimeoutError("timed out waiting for response bytes") from None
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def read_head(self, deadline: float) -> bytes:
+        while b"\r\n\r\n" not in self.buf:
+            if len(self.buf) > 1 << 20:
+                raise AssertionError("response head larger than 1 MiB")
+            if not self._fill(deadline):
+                raise ConnectionClosed(
+                    f"connection closed before a complete response head; got {self.buf[:300]!r}")
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        return head
+
+    def read_exact(self, n: int, deadline: float) -> bytes:
+        while len(self.buf) < n:
+            if not self._fill(deadline, max(65536, min(n - len(self.buf), 1 << 20))):
+                raise ConnectionClosed(f"connection closed after {len(self.buf)} of {n} body bytes")
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_response(self, method: str = "GET", timeout: float | None = None) -> Response:
+        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
+        head = self.read_head(deadline)
+        lines = head.split(b"\r\n")
+        m = STATUS_RE.match(lines[0])
+        assert m, f"malformed status line {lines[0]!r}"
+        headers = []
+        for ln in lines[1:]:
+            assert b"\n" not in ln and b"\r" not in ln, f"bare CR/LF in response head: {head!r}"
+            fm = FIELD_RE.match(ln)
+            assert fm, f"malformed response header line {ln!r}"
+            headers.append((fm.group(1).decode("latin-1"), fm.group(2).decode("latin-1")))
+        resp = Response(version=f"HTTP/{m.group(1).decode()}.{m.group(2).decode()}",
+                        status=int(m.group(3)), reason=m.group(4).decode("latin-1"),
+                        headers=headers, raw_head=head)
+        if method.upper() == "HEAD" or resp.status in (204, 304) or 100 <= resp.status < 200:
+            return resp
+        cl = resp.header_all("Content-Length")
+        if cl:
+            assert len(set(cl)) == 1 and cl[0].isdigit(), f"bad Content-Length {cl}"
+            resp.body = self.read_exact(int(cl[0]), deadline)
+        elif (resp.header("Transfer-Encoding") or "").lower() == "chunked":
+            resp.body = self._read_chunked(deadline)
+        else:
+            while self._fill(deadline):
+                pass
+            resp.body, self.buf = self.buf, b""
+        return resp
+
+    def _read_chunked(self, deadline: float) -> bytes:
+        body = b""
+        while True:
+            while b"\r\n" not in self.buf:
+                if not self._fill(deadline):
+                    raise ConnectionClosed("EOF inside chunked response")
+            line, self.buf = self.buf.split(b"\r\n", 1)
+            size = int(line.split(b";")[0], 16)
+            if size == 0:
+                while True:  # trailer fields, up to the empty line
+                    while b"\r\n" not in self.buf:
+                        if not self._fill(deadline):
+                            raise ConnectionClosed("EOF inside chunked trailer")
+                    line, self.buf = self.buf.split(b"\r\n", 1)
+                    if not line:
+                        return body
+            body += self.read_exact(size, deadline)
+            self.read_exact(2, deadline)
+
+    def read_all(self, timeout: float = 5.0) -> bytes:
+        """Everything until EOF."""
+        deadline = time.monotonic() + timeout
+        while self._fill(deadline):
+            pass
+        out, self.buf = self.buf, b""
+        return out
+
+    def wait_closed(self, timeout: float) -> bool:
+        """True if the server closes (EOF or RST) within timeout with no further
+        bytes; False if still open. Unexpected bytes fail the test."""
+        if self.buf:
+            raise AssertionError(f"unexpected extra bytes from server: {self.buf[:200]!r}")
+        deadline = time.monotonic() + timeout
+        try:
+            got = self._fill(deadline)
+        except TimeoutError:
+            return False
+        if got:
+            raise AssertionError(f"unexpected extra bytes from server: {self.buf[:200]!r}")
+        return True
+
+    def readable_within(self, timeout: float) -> bool:
+        if self.buf:
+            return True
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        return bool(r)
+
+
+# --------------------------------------------------------------------------
+# Misc
+# --------------------------------------------------------------------------
+
+def parse_http_date(s: str) -> float:
+    return email.utils.parsedate_to_datetime(s).timestamp()
+
+
+def http_date(ts: float) -> str:
+    return email.utils.formatdate(ts, usegmt=True)
+
+
+def parse_multipart_byteranges(content_type: str, body: bytes) -> list[tuple[dict, bytes]]:
+    """Returns [(headers_lowercase, data)] for a multipart/byteranges body."""
+    m = re.match(r'^multipart/byteranges;\s*boundary=("?)([^";]+)\1\s*$', content_type)
+    assert m, f"bad multipart Content-Type {content_type!r}"
+    delim = b"--" + m.group(2).encode()
+    assert body.count(delim + b"--") == 1, "missing or repeated closing boundary"
+    end = body.index(delim + b"--")
+    assert body[end + len(delim) + 2:] in (b"", b"\r\n"), "junk after closing boundary"
+    parts_raw = body[:end].split(delim)
+    assert parts_raw[0] in (b"", b"\r\n"), f"junk before first boundary: {parts_raw[0][:100]!r}"
+    parts = []
+    for raw in parts_raw[1:]:
+        assert raw.startswith(b"\r\n"), f"boundary not followed by CRLF: {raw[:50]!r}"
+        assert raw.endswith(b"\r\n"), "part not followed by CRLF before the next boundary"
+        head, data = raw[2:-2].split(b"\r\n\r\n", 1)
+        hdrs = {}
+        for ln in head.split(b"\r\n"):
+            k, v = ln.decode("latin-1").split(":", 1)
+            hdrs[k.strip().lower()] = v.strip()
+        parts.append((hdrs, data))
+    return parts
+
+
+def wait_for(pred, timeout: float, interval: float = 0.05):
+    """Polls pred() until truthy or timeout; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
