@@ -228,6 +228,10 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			snprintf(why, whylen, "%s: value longer than %zu bytes", k->name, k->size - 1);
 			return -1;
 		}
+		if (k->offset == offsetof(struct config, model) && !model_find(value)) {
+			snprintf(why, whylen, "model: unknown model '%s' (try --list-models)", value);
+			return -1;
+		}
 		strcpy(field, value);
 		return 0;
 	case KEY_SYMLINKS:
