@@ -100,7 +100,7 @@ fuzz-run: fuzz
 	build/fuzz/fuzz_path -max_total_time=$(FUZZ_SECONDS) build/fuzz/corpus-path tests/fuzz/seeds-path
 
 valgrind: spindle
-	SPINDLE_VALGRIND=1 $(PY) -m pytest -q tests/integration -k "valgrind"
+	./scripts/valgrind-check.sh
 
 bench: spindle
 	$(PY) -m bench $(if $(FULL),--full)

@@ -8,6 +8,11 @@
  * "%2e%2e" is a ".." segment (RFC 3986 6.2.2.2 treats %2E and '.' alike), and
  * "%252e" is the three literal bytes "%2e".
  *
+ * -414 is decided while writing: a segment that a later ".." would remove
+ * still has to fit, so a path whose final form fits can still get -414 if a
+ * prefix of it, before collapsing, did not. Any cap that holds the raw path
+ * is always enough.
+ *
  * The caller passes the path only: the query has been split off at the first
  * raw '?', so a '?' reaching here (e.g. from "%3F") is part of a file name.
  */

@@ -18,6 +18,16 @@
 
 static const char tp_absent[] = "(absent)";
 
+/* Criterion runs each parameterized test in a freshly exec'd process, so a
+ * parameter must not carry pointers: we pass an index into the table. */
+#define TP_INDEX_PARAMS(table)                                        \
+	do {                                                          \
+		static size_t idx[sizeof(table) / sizeof(table[0])]; \
+		for (size_t i = 0; i < sizeof(idx) / sizeof(idx[0]); i++) \
+			idx[i] = i;                                   \
+		return cr_make_param_array(size_t, idx, sizeof(idx) / sizeof(idx[0])); \
+	} while (0)
+
 static const struct http_limits tp_default_lim = { 8192, 16384, 100 };
 
 /* The input is copied to the end of a writable area whose next page is
@@ -72,7 +82,7 @@ struct tp_case {
 #define REQ10(extra) "GET / HTTP/1.0\r\n" extra "\r\n"
 #define NUL_REQ(s) s, sizeof(s) - 1
 
-static struct tp_case tp_cases[] = {
+static const struct tp_case tp_cases[] = {
 	/* request line */
 	{ "plain GET", REQ(""), 0, RC_ALL, { 0 } },
 	{ "lower-case version", "GET / http/1.1\r\nHost: a\r\n\r\n", 0, -400, { 0 } },
@@ -214,8 +224,8 @@ static struct tp_case tp_cases[] = {
 	{ "request line one over, unfinished", "GET /aaaaaaa HTTP/1.1", 0, -414, { 20, 1000, 10 } },
 	{ "blank lines do not count as request line", "\r\n\r\n\r\nGET /aaaaaa HTTP/1.1\r\nHost: a\r\n\r\n", 0, RC_ALL, { 20, 1000, 10 } },
 	{ "head over limit", REQ("X: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"), 0, -431, { 100, 50, 10 } },
-	{ "head unfinished at limit", "GET / HTTP/1.1\r\nHost: a\r\nX: aaaaaaaaaaaaaaaaaaaaa", 0, -431, { 100, 45, 10 } },
-	{ "head unfinished below limit", "GET / HTTP/1.1\r\nHost: a\r\nX: aaaaaaaaaaaaaaaaaaaa", 0, 0, { 100, 45, 10 } },
+	{ "head unfinished at limit", "GET / HTTP/1.1\r\nHost: a\r\nX: aaaaaaaaaaaaaaaaaaaaa", 0, -431, { 100, 49, 10 } },
+	{ "head unfinished below limit", "GET / HTTP/1.1\r\nHost: a\r\nX: aaaaaaaaaaaaaaaaaaaa", 0, 0, { 100, 49, 10 } },
 	{ "head exactly at limit", REQ(""), 0, RC_ALL, { 100, sizeof(REQ("")) - 1, 10 } },
 	{ "head one over limit", REQ(""), 0, -431, { 100, sizeof(REQ("")) - 2, 10 } },
 	{ "head of blank lines", "\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n", 0, -431, { 100, 20, 10 } },
@@ -241,11 +251,12 @@ static struct tp_case tp_cases[] = {
 
 ParameterizedTestParameters(parse, outcome)
 {
-	return cr_make_param_array(struct tp_case, tp_cases, sizeof(tp_cases) / sizeof(tp_cases[0]));
+	TP_INDEX_PARAMS(tp_cases);
 }
 
-ParameterizedTest(struct tp_case *c, parse, outcome)
+ParameterizedTest(size_t *i, parse, outcome)
 {
+	const struct tp_case *c = &tp_cases[*i];
 	struct http_request r;
 	size_t n = c->len ? c->len : strlen(c->raw);
 	const struct http_limits *lim = c->lim.max_head ? &c->lim : NULL;
@@ -269,7 +280,7 @@ struct tp_ok {
 	size_t headers;
 };
 
-static struct tp_ok tp_oks[] = {
+static const struct tp_ok tp_oks[] = {
 	{ "GET", "GET /index.html HTTP/1.1\r\nHost: example.com\r\n\r\n", RC_ALL,
 	  HTTP_GET, 1, "/index.html", ABSENT, "example.com", 1, -1, false, 1 },
 	{ "HEAD 1.0", "HEAD /a HTTP/1.0\r\n\r\n", RC_ALL, HTTP_HEAD, 0, "/a", ABSENT, ABSENT, 0, -1, false, 0 },
@@ -280,7 +291,7 @@ static struct tp_ok tp_oks[] = {
 	{ "unknown method", "FOO /x HTTP/1.1\r\nHost: h\r\n\r\n", RC_ALL, HTTP_METHOD_UNKNOWN, 1, "/x", ABSENT, "h", 1, -1, false, 1 },
 	{ "methods are case-sensitive", "get / HTTP/1.1\r\nHost: h\r\n\r\n", RC_ALL, HTTP_METHOD_UNKNOWN, 1, "/", ABSENT, "h", 1, -1, false, 1 },
 	{ "PROPFIND", "PROPFIND / HTTP/1.1\r\nHost: h\r\n\r\n", RC_ALL, HTTP_METHOD_UNKNOWN, 1, "/", ABSENT, "h", 1, -1, false, 1 },
-	{ "POST with body", "POST /f HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\n\r\nabcdefg", 49,
+	{ "POST with body", "POST /f HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\n\r\nabcdefg", 50,
 	  HTTP_POST, 1, "/f", ABSENT, "h", 1, 7, false, 2 },
 	{ "PUT chunked", "PUT /f HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: \t Chunked \t\r\n\r\n", RC_ALL,
 	  HTTP_PUT, 1, "/f", ABSENT, "h", 1, -1, true, 2 },
@@ -318,7 +329,7 @@ static struct tp_ok tp_oks[] = {
 
 ParameterizedTestParameters(parse, success)
 {
-	return cr_make_param_array(struct tp_ok, tp_oks, sizeof(tp_oks) / sizeof(tp_oks[0]));
+	TP_INDEX_PARAMS(tp_oks);
 }
 
 static void tp_check_ok(const struct tp_ok *c)
@@ -348,19 +359,21 @@ static void tp_check_ok(const struct tp_ok *c)
 		  "%s: method_name", c->name);
 }
 
-ParameterizedTest(struct tp_ok *c, parse, success)
+ParameterizedTest(size_t *i, parse, success)
 {
+	const struct tp_ok *c = &tp_oks[*i];
 	tp_check_ok(c);
 }
 
 ParameterizedTestParameters(parse, prefixes)
 {
-	return cr_make_param_array(struct tp_ok, tp_oks, sizeof(tp_oks) / sizeof(tp_oks[0]));
+	TP_INDEX_PARAMS(tp_oks);
 }
 
 /* Every strict prefix of a valid head is "need more", never an error. */
-ParameterizedTest(struct tp_ok *c, parse, prefixes)
+ParameterizedTest(size_t *i, parse, prefixes)
 {
+	const struct tp_ok *c = &tp_oks[*i];
 	struct http_request r;
 	size_t n = strlen(c->raw);
 	size_t head = c->rc == RC_ALL ? n : (size_t)c->rc;
@@ -399,7 +412,7 @@ Test(parse, all_selected_fields)
 	cr_expect(tp_span_is(r.range, "bytes=0-99"));
 	cr_expect(tp_span_is(r.if_range, "\"abc\""));
 	cr_expect(tp_span_is(r.connection, "keep-alive"));
-	cr_expect_eq(r.header_count, 10);
+	cr_expect_eq(r.header_count, 9);
 	cr_expect(r.keep_alive);
 }
 
@@ -512,7 +525,7 @@ struct tc_case {
 	uint64_t total;      /* for DONE */
 };
 
-static struct tc_case tc_cases[] = {
+static const struct tc_case tc_cases[] = {
 	{ "last chunk only", "0\r\n\r\n", HTTP_CHUNKED_DONE, 0, 0 },
 	{ "one chunk", "5\r\nhello\r\n0\r\n\r\n", HTTP_CHUNKED_DONE, 0, 5 },
 	{ "two chunks", "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", HTTP_CHUNKED_DONE, 0, 11 },
@@ -548,7 +561,7 @@ static struct tc_case tc_cases[] = {
 
 ParameterizedTestParameters(chunked, table)
 {
-	return cr_make_param_array(struct tc_case, tc_cases, sizeof(tc_cases) / sizeof(tc_cases[0]));
+	TP_INDEX_PARAMS(tc_cases);
 }
 
 /* Feeds raw[0..n) in pieces cut at the given points; returns the result and
@@ -575,8 +588,9 @@ static int tc_feed(const char *raw, size_t n, const size_t *cuts, size_t ncuts, 
 	return HTTP_CHUNKED_MORE;
 }
 
-ParameterizedTest(struct tc_case *c, chunked, table)
+ParameterizedTest(size_t *i, chunked, table)
 {
+	const struct tc_case *c = &tc_cases[*i];
 	size_t n = strlen(c->raw), at, want_at = c->consumed ? c->consumed : n;
 	uint64_t total;
 	int res = tc_feed(c->raw, n, NULL, 0, &at, &total);
