@@ -51,6 +51,9 @@ static const struct config_key config_keys[] = {
 	K("http", "symlinks", KEY_SYMLINKS, symlinks, 0, 0),
 	K("http", "server_tokens", KEY_BOOL, server_tokens, 0, 0),
 	K("http", "sendfile_min", KEY_SIZE, sendfile_min, 0, 1 << 30),
+	K("cache", "cache_size", KEY_SIZE, cache_size, 0, (long long)1 << 40),
+	K("cache", "cache_max_file", KEY_SIZE, cache_max_file, 0, (long long)1 << 32),
+	K("cache", "cache_revalidate", KEY_DURATION, cache_revalidate_ms, 0, 3600000),
 	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
 	K("log", "error_log", KEY_STRING, error_log, 0, 0),
 	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
@@ -82,6 +85,9 @@ void config_defaults(struct config *cfg)
 	cfg->symlinks = SYMLINKS_INSIDE;
 	cfg->server_tokens = true;
 	cfg->sendfile_min = 16384;
+	cfg->cache_size = 64u << 20;
+	cfg->cache_max_file = 256u << 10;
+	cfg->cache_revalidate_ms = 1000;
 	cfg->access_log[0] = '\0';
 	strcpy(cfg->error_log, "-");
 	cfg->log_level = LOG_INFO;
@@ -279,7 +285,8 @@ static int ini_on_pair(void *user, const char *section, const char *name, const 
 		return 0;
 	}
 	if (section[0] && strcmp(section, k->section) != 0) {
-		if (strcmp(section, "server") && strcmp(section, "http") && strcmp(section, "log"))
+		if (strcmp(section, "server") && strcmp(section, "http") && strcmp(section, "cache") &&
+		    strcmp(section, "log"))
 			snprintf(st->why, sizeof(st->why), "unknown section [%s]", section);
 		else
 			snprintf(st->why, sizeof(st->why), "key '%s' belongs in [%s], not [%s]", name,

@@ -43,6 +43,11 @@ struct config {
 	bool server_tokens;
 	size_t sendfile_min;  /* files at least this big go out with sendfile */
 
+	/* [cache] */
+	size_t cache_size;    /* bytes; 0 disables the file cache */
+	size_t cache_max_file;/* bigger files are never cached */
+	int cache_revalidate_ms; /* how long a cached file may go unchecked */
+
 	/* [log] */
 	char access_log[4096]; /* "" when off */
 	char error_log[4096];  /* "-" for stderr */

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/cache.h"
 #include "fs/file.h"
 #include "fs/path.h"
 #include "http/date.h"
@@ -71,7 +72,9 @@ struct conn {
 	bool linger;             /* the client may still be sending: half-close, then drain */
 	char *hdr;               /* response head (+ multipart part headers) */
 	size_t hdr_cap;
-	char *body;              /* small file contents, or NULL */
+	char *body;              /* small uncached file contents we own, or NULL */
+	struct cache_entry *entry; /* cached file the body points into, or NULL */
+	const char *mem;         /* the body in memory (body or entry->data), or NULL: file_fd */
 	int file_fd;
 	struct seg *segs;
 	size_t nsegs, seg_max, seg_cur, seg_off;
@@ -128,6 +131,9 @@ static void response_release(struct conn *c)
 {
 	free(c->body);
 	c->body = NULL;
+	cache_release(c->entry);
+	c->entry = NULL;
+	c->mem = NULL;
 	if (c->file_fd >= 0)
 		close(c->file_fd);
 	c->file_fd = -1;
@@ -332,8 +338,8 @@ static bool ensure_hdr_cap(struct conn *c, size_t need)
 static void add_body_range(struct conn *c, uint64_t first, uint64_t last)
 {
 	size_t len = (size_t)(last - first + 1);
-	if (c->body)
-		add_seg(c, c->body + first, 0, len);
+	if (c->mem)
+		add_seg(c, c->mem + first, 0, len);
 	else
 		add_seg(c, NULL, (off_t)first, len);
 }
@@ -399,33 +405,45 @@ static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, 
 	}
 }
 
-static void respond_file(struct conn *c, int fd, const struct stat *st, const char *name, size_t namelen)
+/* A file to answer with: from the cache (entry set), or open (fd >= 0). */
+struct file_view {
+	uint64_t size;
+	time_t mtime;
+	const char *etag;
+	size_t etag_len;
+	const char *last_modified;
+	const char *mime;
+	struct cache_entry *entry;
+	int fd;
+};
+
+/* Takes over the view's fd or entry reference. */
+static void respond_file(struct conn *c, struct file_view *f)
 {
 	const struct http_request *r = &c->req;
 	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
-	char etag[HTTP_ETAG_MAX], lastmod[HTTP_DATE_LEN + 1];
-	size_t etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size);
-	uint64_t size = (uint64_t)st->st_size;
-	const char *mime = mime_type(name, namelen);
+	uint64_t size = f->size;
 	int status = 200;
 
-	http_date_format(st->st_mtime, lastmod);
+	c->entry = f->entry;
+	c->mem = f->entry ? f->entry->data : NULL;
 
 	/* RFC 9110 13.2.2: If-None-Match first; If-Modified-Since only without it. */
 	bool not_modified = false;
 	if (r->if_none_match.p) {
-		not_modified = http_etag_list_matches(r->if_none_match, etag, etag_len);
+		not_modified = http_etag_list_matches(r->if_none_match, f->etag, f->etag_len);
 	} else if (r->if_modified_since.p) {
 		time_t since;
-		not_modified = http_date_parse(r->if_modified_since, &since) && st->st_mtime <= since;
+		not_modified = http_date_parse(r->if_modified_since, &since) && f->mtime <= since;
 	}
 	if (not_modified) {
-		close(fd);
+		if (f->fd >= 0)
+			close(f->fd);
 		head_start(c, &b, 304);
 		puts_(&b, "Last-Modified: ");
-		puts_(&b, lastmod);
+		puts_(&b, f->last_modified);
 		puts_(&b, "\r\nETag: ");
-		put(&b, etag, etag_len);
+		put(&b, f->etag, f->etag_len);
 		puts_(&b, "\r\n");
 		head_end(c, &b);
 		c->state = ST_SEND;
@@ -435,10 +453,11 @@ static void respond_file(struct conn *c, int fd, const struct stat *st, const ch
 	struct byte_range ranges[c->cfg->max_ranges];
 	size_t nranges = 0;
 	enum range_result rr = RANGE_IGNORE;
-	if (r->range.p && (!r->if_range.p || http_if_range_matches(r->if_range, etag, etag_len, st->st_mtime)))
+	if (r->range.p && (!r->if_range.p || http_if_range_matches(r->if_range, f->etag, f->etag_len, f->mtime)))
 		rr = range_parse(r->range, size, ranges, c->cfg->max_ranges, &nranges);
 	if (rr == RANGE_UNSATISFIABLE) {
-		close(fd);
+		if (f->fd >= 0)
+			close(f->fd);
 		char extra[64];
 		snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
 		respond_status(c, 416, false, extra);
@@ -447,32 +466,36 @@ static void respond_file(struct conn *c, int fd, const struct stat *st, const ch
 	if (rr == RANGE_OK)
 		status = 206;
 
-	/* The body: small files in memory (one writev with the head), big ones by sendfile. */
-	if (!is_head(c) && size < c->cfg->sendfile_min) {
-		size_t got = 0;
-		int err = read_small_body(c, fd, (size_t)size, &got);
-		close(fd);
-		if (err < 0) {
-			log_error("read %s: %s", name, strerror(-err));
-			respond_status(c, 500, false, NULL);
-			return;
+	/* The body: cached or small files from memory (one writev with the
+	 * head), big ones by sendfile. */
+	if (f->fd >= 0) {
+		if (!is_head(c) && size < c->cfg->sendfile_min) {
+			size_t got = 0;
+			int err = read_small_body(c, f->fd, (size_t)size, &got);
+			close(f->fd);
+			if (err < 0) {
+				log_error("read: %s", strerror(-err));
+				respond_status(c, 500, false, NULL);
+				return;
+			}
+			c->mem = c->body;
+			if (got != size) /* the file shrank since fstat: send what is there, whole */
+				size = got, rr = RANGE_IGNORE, status = 200;
+		} else if (is_head(c)) {
+			close(f->fd);
+		} else {
+			c->file_fd = f->fd;
 		}
-		if (got != size) /* the file shrank: restart range logic on what we have */
-			size = got, rr = RANGE_IGNORE, status = 200;
-	} else if (is_head(c)) {
-		close(fd);
-	} else {
-		c->file_fd = fd;
 	}
 
 	head_start(c, &b, status);
 	puts_(&b, "Last-Modified: ");
-	puts_(&b, lastmod);
+	puts_(&b, f->last_modified);
 	puts_(&b, "\r\nETag: ");
-	put(&b, etag, etag_len);
+	put(&b, f->etag, f->etag_len);
 	puts_(&b, "\r\nAccept-Ranges: bytes\r\n");
 	if (status == 206 && nranges > 1) {
-		respond_multipart(c, &b, mime, size, ranges, nranges);
+		respond_multipart(c, &b, f->mime, size, ranges, nranges);
 		c->state = ST_SEND;
 		return;
 	}
@@ -490,7 +513,7 @@ static void respond_file(struct conn *c, int fd, const struct stat *st, const ch
 		puts_(&b, "\r\n");
 	}
 	puts_(&b, "Content-Type: ");
-	puts_(&b, mime);
+	puts_(&b, f->mime);
 	puts_(&b, "\r\nContent-Length: ");
 	put_u64(&b, len);
 	puts_(&b, "\r\n");
@@ -498,6 +521,41 @@ static void respond_file(struct conn *c, int fd, const struct stat *st, const ch
 	if (!is_head(c) && len > 0)
 		add_body_range(c, first, last);
 	c->state = ST_SEND;
+}
+
+static void respond_cached(struct conn *c, struct cache_entry *e)
+{
+	struct file_view f = {
+		.size = e->len, .mtime = e->mtime, .etag = e->etag, .etag_len = e->etag_len,
+		.last_modified = e->last_modified, .mime = e->mime, .entry = e, .fd = -1,
+	};
+	respond_file(c, &f);
+}
+
+/* A file just opened: cache it when it fits, else serve it from the fd. */
+static void respond_opened(struct conn *c, int fd, const struct stat *st, const char *rel, size_t len)
+{
+	const char *mime = mime_type(rel, len);
+	struct cache_entry *e = cache_insert(c->srv->cache, rel, len, fd, st, mime, conn_now_ms());
+	if (e) {
+		close(fd);
+		respond_cached(c, e);
+		return;
+	}
+	char etag[HTTP_ETAG_MAX], lastmod[HTTP_DATE_LEN + 1];
+	struct file_view f = {
+		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
+		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
+		.last_modified = lastmod, .mime = mime, .entry = NULL, .fd = fd,
+	};
+	http_date_format(st->st_mtime, lastmod);
+	respond_file(c, &f);
+}
+
+static int cache_reopen(const char *key, void *arg)
+{
+	const struct server *srv = arg;
+	return file_open_beneath(srv->root_fd, key, srv->cfg->symlinks);
 }
 
 /* Static files: resolve, confine, open, then answer. */
@@ -529,6 +587,21 @@ static void respond_request(struct conn *c)
 		respond_status(c, 404, false, NULL);
 		return;
 	}
+	/* A directory request is looked up as its index file. */
+	size_t keylen = pr.len;
+	if (pr.trailing_slash) {
+		if (keylen)
+			rel[keylen++] = '/';
+		strcpy(rel + keylen, cfg->index);
+		keylen += strlen(cfg->index);
+	}
+	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, keylen, conn_now_ms(), cache_reopen,
+					       (void *)c->srv);
+	if (hit) {
+		respond_cached(c, hit);
+		return;
+	}
+	rel[pr.len] = '\0';
 	int fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
 	if (fd < 0) {
 		respond_status(c, status_for_open_error(-fd), false, NULL);
@@ -573,7 +646,7 @@ static void respond_request(struct conn *c)
 		respond_status(c, 403, false, NULL);
 		return;
 	}
-	respond_file(c, fd, &st, rel, pr.len);
+	respond_opened(c, fd, &st, rel, pr.len);
 }
 
 /* ---- input --------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/cache.h"
 #include "listen.h"
 #include "log/log.h"
 #include "models/model.h"
@@ -79,6 +80,11 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		return -1;
 	}
 	load_error_pages(srv);
+	if (cfg->cache_size > 0) {
+		srv->cache = cache_new(cfg->cache_size, cfg->cache_max_file, cfg->cache_revalidate_ms);
+		if (!srv->cache)
+			log_warn("file cache: out of memory, serving uncached");
+	}
 
 	stop_eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	srv->wake_fd = stop_eventfd;
@@ -114,6 +120,8 @@ void server_close(struct server *srv)
 		free(srv->pages[i].body);
 	free(srv->pages);
 	srv->pages = NULL;
+	cache_free(srv->cache);
+	srv->cache = NULL;
 	if (srv->root_fd >= 0)
 		close(srv->root_fd);
 	if (srv->wake_fd >= 0)

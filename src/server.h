@@ -28,6 +28,7 @@ struct server {
 	int wake_fd;                 /* eventfd: becomes readable when a stop is requested */
 	struct http_limits limits;
 	char server_header[64];      /* "Server: spindle/x.y.z\r\n" */
+	struct file_cache *cache;    /* shared by the threads of one process; NULL when off */
 	struct error_page *pages;
 	size_t npages;
 };
