@@ -4,15 +4,15 @@
 CC       ?= cc
 CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith
-CFLAGS   ?= -O2 -g
-CFLAGS   += $(CSTD) $(WARN) -pthread -MMD -MP
+VERSION  := 0.1.0
+# OPT: optimisation and instrumentation (the sanitizer targets set it);
+# CFLAGS stays free for the user.
+OPT      ?= -O2 -g
+ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(CFLAGS) -pthread -MMD -MP -DSPINDLE_VERSION='"$(VERSION)"'
 ifeq ($(CI),true)
-CFLAGS   += -Werror
+ALL_CFLAGS += -Werror
 endif
 LDLIBS   := -pthread -linih -luring
-
-VERSION  := 0.1.0
-CFLAGS   += -DSPINDLE_VERSION='"$(VERSION)"'
 
 PORT     ?= 8080
 MODEL    ?=
@@ -29,19 +29,21 @@ UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 VENV     := .venv
 PY       := $(VENV)/bin/python
 
-.PHONY: all run test deps unit integration asan asan-test tsan fuzz fuzz-run valgrind bench clean
+.PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench clean
+
+TSAN_MODELS ?= epoll
 
 all: spindle
 
 spindle: $(CORE_OBJ) $(MAIN_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(CORE_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
 run: spindle
 	./spindle --config server.conf --port $(PORT) $(if $(MODEL),--model $(MODEL))
@@ -66,23 +68,35 @@ test: deps
 	$(MAKE) fuzz-run
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build, running the integration suite.
+ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 asan:
-	$(MAKE) BUILD=build/asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" spindle-asan
+	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" spindle-asan
 
 spindle-asan: $(CORE_OBJ) $(MAIN_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 asan-test: asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  SPINDLE_BIN=./spindle-asan $(PY) -m pytest -q -x tests/integration
-	$(MAKE) BUILD=build/asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" build/asan/unit_tests
+	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" build/asan/unit_tests
 	build/asan/unit_tests --jobs 2
 
+TSAN_CFLAGS := -O1 -g -fsanitize=thread
 tsan:
-	$(MAKE) BUILD=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread" spindle-tsan
+	$(MAKE) BUILD=build/tsan CC=clang OPT="$(TSAN_CFLAGS)" spindle-tsan
+
+# ThreadSanitizer: the cache under concurrent stress, then the integration
+# suite against the threaded models' TSan build.
+tsan-test: tsan
+	@mkdir -p build/tsan
+	clang $(CSTD) $(TSAN_CFLAGS) -pthread -o build/tsan/cache_stress tests/tsan/cache_stress.c \
+	  src/fs/cache.c src/http/date.c src/http/response.c
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66 SPINDLE_BIN=./spindle-tsan \
+	  $(PY) -m pytest -q -x tests/integration -k "$(TSAN_MODELS)"
 
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # libFuzzer targets for the parser and the path code.
 FUZZ_CFLAGS := $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined
