@@ -91,7 +91,7 @@ void config_defaults(struct config *cfg)
 	cfg->access_log[0] = '\0';
 	strcpy(cfg->error_log, "-");
 	cfg->log_level = LOG_INFO;
-	strcpy(cfg->source, "(built-in defaults)");
+	strcpy(cfg->source, "(defaults and command line)");
 }
 
 static const struct config_key *key_find(const char *name)

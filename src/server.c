@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@
 #include "log/log.h"
 #include "models/model.h"
 
-static volatile sig_atomic_t stop_requested;
+/* Lock-free atomic: safe to set in a signal handler and to read from any thread. */
+static atomic_int stop_requested;
 static int stop_eventfd = -1;
 static int stop_listeners[SERVER_MAX_LISTENERS];
 static int stop_nlisteners;
@@ -132,7 +134,7 @@ void server_close(struct server *srv)
 void server_request_stop(void)
 {
 	int saved = errno;
-	stop_requested = 1;
+	atomic_store(&stop_requested, 1);
 	/* Refuse new connections at once (and reset those queued but never
 	 * accepted) while in-flight ones drain; shutdown() is signal-safe. */
 	for (int i = 0; i < stop_nlisteners; i++)
@@ -147,5 +149,5 @@ void server_request_stop(void)
 
 bool server_stopping(void)
 {
-	return stop_requested != 0;
+	return atomic_load_explicit(&stop_requested, memory_order_relaxed) != 0;
 }

@@ -84,10 +84,12 @@ bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len
 	return false;
 }
 
-bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified)
+bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified,
+			   time_t now)
 {
 	if (field.len > 0 && (field.p[0] == '"' || field.p[0] == 'W'))
 		return field.len == etag_len && memcmp(field.p, etag, etag_len) == 0;
 	time_t t;
-	return http_date_parse(field, &t) && t == last_modified;
+	/* a file modified within the current second may change again unseen */
+	return http_date_parse(field, &t) && t == last_modified && now - last_modified >= 1;
 }

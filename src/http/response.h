@@ -23,8 +23,10 @@ size_t http_etag(char out[HTTP_ETAG_MAX], time_t mtime, uint64_t size);
 /* If-None-Match: true when the field is "*" or lists etag (weak comparison). */
 bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len);
 
-/* If-Range: true when the field is exactly etag (strong comparison) or an
- * HTTP-date equal to last_modified. */
-bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified);
+/* If-Range (RFC 9110 13.1.5): true when the field is exactly etag (strong
+ * comparison), or an HTTP-date equal to last_modified that is a strong
+ * validator, i.e. at least a second older than now (8.8.2.2). */
+bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified,
+			   time_t now);
 
 #endif
