@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,7 +140,12 @@ static void response_release(struct conn *c)
 	c->file_fd = -1;
 	c->nsegs = c->seg_cur = c->seg_off = 0;
 	c->sent = c->head_len = 0;
-	if (c->hdr_cap > 1024) { /* shrink after a multipart response */
+}
+
+/* After a response with a big head (multipart, long redirect), give the memory back. */
+static void hdr_shrink(struct conn *c)
+{
+	if (c->hdr_cap > 1024) {
 		char *h = realloc(c->hdr, 1024);
 		if (h) {
 			c->hdr = h;
@@ -234,12 +240,12 @@ static bool is_head(const struct conn *c)
 /* An error or redirect: a small HTML body, custom page when one exists. */
 static void respond_status(struct conn *c, int status, bool close_after, const char *extra)
 {
-	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
 	const struct error_page *page = server_error_page(c->srv, status);
 	const char *body;
 	size_t len;
 
 	response_release(c);
+	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
 	if (close_after || c->draining) {
 		c->keep_alive = false;
 		c->linger = close_after;
@@ -264,23 +270,37 @@ static void respond_status(struct conn *c, int status, bool close_after, const c
 	c->last_progress = conn_now_ms();
 }
 
+static bool ensure_hdr_cap(struct conn *c, size_t need)
+{
+	if (need <= c->hdr_cap)
+		return true;
+	char *h = realloc(c->hdr, need);
+	if (!h)
+		return false;
+	c->hdr = h;
+	c->hdr_cap = need;
+	return true;
+}
+
 /* 301 to the same path with a slash, the query kept (RFC 9110 15.4.2). */
 static void respond_redirect_slash(struct conn *c)
 {
-	char loc[CONN_PATH_MAX + 64];
 	const struct http_request *r = &c->req;
-	int n;
+	size_t cap = r->path.len + r->query.len + 32;
+	char *loc = malloc(cap);
 
-	if (r->query.p)
-		n = snprintf(loc, sizeof(loc), "Location: %.*s/?%.*s\r\n", (int)r->path.len, r->path.p,
-			     (int)r->query.len, r->query.p);
-	else
-		n = snprintf(loc, sizeof(loc), "Location: %.*s/\r\n", (int)r->path.len, r->path.p);
-	if (n < 0 || (size_t)n >= sizeof(loc) || (size_t)n + 256 > c->hdr_cap) {
-		respond_status(c, 414, false, NULL);
+	if (!loc || !ensure_hdr_cap(c, cap + 512)) {
+		free(loc);
+		respond_status(c, 500, false, NULL);
 		return;
 	}
+	if (r->query.p)
+		snprintf(loc, cap, "Location: %.*s/?%.*s\r\n", (int)r->path.len, r->path.p, (int)r->query.len,
+			 r->query.p);
+	else
+		snprintf(loc, cap, "Location: %.*s/\r\n", (int)r->path.len, r->path.p);
 	respond_status(c, 301, false, loc);
+	free(loc);
 }
 
 static int status_for_open_error(int err)
@@ -322,17 +342,6 @@ static int read_small_body(struct conn *c, int fd, size_t size, size_t *got)
 	return 0;
 }
 
-static bool ensure_hdr_cap(struct conn *c, size_t need)
-{
-	if (need <= c->hdr_cap)
-		return true;
-	char *h = realloc(c->hdr, need);
-	if (!h)
-		return false;
-	c->hdr = h;
-	c->hdr_cap = need;
-	return true;
-}
 
 /* The body part of segment list for [first,last] of the file. */
 static void add_body_range(struct conn *c, uint64_t first, uint64_t last)
@@ -348,9 +357,16 @@ static void add_body_range(struct conn *c, uint64_t first, uint64_t last)
 static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, uint64_t size,
 			      const struct byte_range *ranges, size_t n)
 {
+	/* A random boundary: it must not occur in the parts, and should not
+	 * reveal anything (an address, a counter) about the server. */
+	static _Thread_local uint64_t state;
 	char boundary[24];
-	static _Thread_local unsigned long long counter;
-	snprintf(boundary, sizeof(boundary), "%016llx", (unsigned long long)(uintptr_t)c ^ ++counter);
+	while (state == 0 && getrandom(&state, sizeof(state), 0) != sizeof(state))
+		;
+	state ^= state << 13; /* xorshift64 */
+	state ^= state >> 7;
+	state ^= state << 17;
+	snprintf(boundary, sizeof(boundary), "%016llx", (unsigned long long)state);
 
 	/* Parts first (to know the length), into the space after a reserved head. */
 	size_t head_reserve = 768;
@@ -453,7 +469,7 @@ static void respond_file(struct conn *c, struct file_view *f)
 	struct byte_range ranges[c->cfg->max_ranges];
 	size_t nranges = 0;
 	enum range_result rr = RANGE_IGNORE;
-	if (r->range.p && (!r->if_range.p || http_if_range_matches(r->if_range, f->etag, f->etag_len, f->mtime)))
+	if (r->range.p && (!r->if_range.p || http_if_range_matches(r->if_range, f->etag, f->etag_len, f->mtime, time(NULL))))
 		rr = range_parse(r->range, size, ranges, c->cfg->max_ranges, &nranges);
 	if (rr == RANGE_UNSATISFIABLE) {
 		if (f->fd >= 0)
@@ -857,6 +873,7 @@ static void finish_response(struct conn *c)
 		log_access(&e);
 	}
 	response_release(c);
+	hdr_shrink(c);
 	c->have_req = false;
 	if (!c->keep_alive) {
 		bool unread = c->in_end > c->next_start;
@@ -952,4 +969,9 @@ void conn_drain(struct conn *c)
 		c->state = ST_CLOSE;
 	else if (c->state == ST_LINGER)
 		c->state = ST_CLOSE;
+}
+
+bool conn_is_idle(const struct conn *c)
+{
+	return c->state == ST_HEAD && c->in_start == c->in_end;
 }

@@ -64,6 +64,11 @@ void conn_timeout(struct conn *c);
 /* Graceful stop: an idle connection closes now, a busy one after its response. */
 void conn_drain(struct conn *c);
 
+/* True while the connection waits for the first byte of a request (a fresh
+ * one, or between keep-alive requests) with nothing buffered: a driver may
+ * park it in a poller instead of holding a thread for it. */
+bool conn_is_idle(const struct conn *c);
+
 /* Monotonic milliseconds, the clock deadlines are expressed in. */
 int64_t conn_now_ms(void);
 
