@@ -17,6 +17,7 @@
 #include "../server.h"
 #include "io.h"
 #include "model.h"
+#include "slots.h"
 
 #define EPOLL_EVENTS 256
 #define EPOLL_SCAN_MS 200  /* how often deadlines are checked */
@@ -35,14 +36,13 @@ struct loop {
 	struct acceptor acc;
 	struct econn *conns;   /* every open connection, for deadline scans */
 	int nconns;
-	int max_conns;
-	bool accept_paused;    /* at max_conns: connections wait in the backlog */
+	struct conn_slots *slots; /* max_connections, shared by all loops */
 	bool stopping;
 	int64_t drain_deadline;
 };
 
-/* Tags in epoll_event.data.ptr for the two non-connection descriptors. */
-static char tag_listener, tag_wake;
+/* Tags in epoll_event.data.ptr for the non-connection descriptors. */
+static char tag_listener, tag_wake, tag_slot;
 
 static void econn_close(struct loop *lp, struct econn *e)
 {
@@ -56,6 +56,7 @@ static void econn_close(struct loop *lp, struct econn *e)
 		e->next->prev = e->prev;
 	free(e);
 	lp->nconns--;
+	slots_give(lp->slots);
 }
 
 /* Runs the connection until it waits for readiness it does not have. */
@@ -79,11 +80,13 @@ static void econn_run(struct loop *lp, struct econn *e)
 
 static void loop_accept(struct loop *lp)
 {
-	while (lp->nconns < lp->max_conns && !lp->stopping && !server_stopping()) {
+	/* At the cap connections wait in the backlog; a freed slot wakes us. */
+	while (!lp->stopping && !server_stopping() && slots_take(lp->slots)) {
 		struct sockaddr_storage peer;
 		socklen_t len;
 		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd < 0) {
+			slots_give(lp->slots);
 			if (fd == -EMFILE)
 				log_warn("out of file descriptors: a connection was dropped");
 			else if (fd != -EAGAIN)
@@ -99,6 +102,7 @@ static void loop_accept(struct loop *lp)
 			log_error("out of memory for a connection");
 			free(e);
 			close(fd);
+			slots_give(lp->slots);
 			return;
 		}
 		e->fd = fd;
@@ -110,6 +114,7 @@ static void loop_accept(struct loop *lp)
 			conn_free(e->c);
 			free(e);
 			close(fd);
+			slots_give(lp->slots);
 			continue;
 		}
 		e->next = lp->conns;
@@ -119,8 +124,6 @@ static void loop_accept(struct loop *lp)
 		lp->nconns++;
 		econn_run(lp, e);
 	}
-	/* Full: the listener's edge is spent, so accepting resumes from econn_close's caller. */
-	lp->accept_paused = lp->nconns >= lp->max_conns;
 }
 
 /* Expires deadlines, and ends connections still open when the drain time is up. */
@@ -180,6 +183,9 @@ static void *loop_main(void *arg)
 			void *tag = events[i].data.ptr;
 			if (tag == &tag_listener) {
 				loop_accept(lp);
+			} else if (tag == &tag_slot) {
+				slots_woken(lp->slots, lp->id);
+				loop_accept(lp);
 			} else if (tag == &tag_wake) {
 				/* after the batch: draining may close connections that
 				 * still have events further down this array */
@@ -196,8 +202,6 @@ static void *loop_main(void *arg)
 		}
 		if (stop_seen && !lp->stopping)
 			loop_begin_stop(lp);
-		if (lp->accept_paused && lp->nconns < lp->max_conns)
-			loop_accept(lp);
 		int64_t now = conn_now_ms();
 		if (now >= next_scan) {
 			loop_scan(lp, now);
@@ -207,13 +211,13 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops)
+static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops, struct conn_slots *slots)
 {
 	bool shared = srv->nlisten == 1;
 
 	lp->srv = srv;
 	lp->id = id;
-	lp->max_conns = (srv->cfg->max_connections + nloops - 1) / nloops;
+	lp->slots = slots;
 	lp->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (lp->epfd < 0)
 		return -1;
@@ -222,25 +226,28 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, int nloo
 	struct epoll_event lev = { .events = EPOLLIN | EPOLLET | (shared && nloops > 1 ? EPOLLEXCLUSIVE : 0),
 				   .data.ptr = &tag_listener };
 	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &tag_wake };
+	struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &tag_slot };
 	if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, lp->acc.fd, &lev) < 0 ||
-	    epoll_ctl(lp->epfd, EPOLL_CTL_ADD, srv->wake_fd, &wev) < 0)
+	    epoll_ctl(lp->epfd, EPOLL_CTL_ADD, srv->wake_fd, &wev) < 0 ||
+	    epoll_ctl(lp->epfd, EPOLL_CTL_ADD, slots->wake_fds[id], &sev) < 0)
 		return -1;
 	return 0;
 }
 
 static int epoll_run(struct server *srv)
 {
-	int nloops = srv->workers;
+	int nloops = srv->workers < SLOTS_MAX_LOOPS ? srv->workers : SLOTS_MAX_LOOPS;
+	struct conn_slots slots = { .nloops = 0 };
 	struct loop *loops = calloc((size_t)nloops, sizeof(*loops));
 	pthread_t *threads = calloc((size_t)nloops, sizeof(*threads));
 	int started = 0, rc = 0;
 
-	if (!loops || !threads) {
+	if (!loops || !threads || slots_init(&slots, srv->cfg->max_connections, nloops) < 0) {
 		rc = 1;
 		goto out;
 	}
 	for (int i = 0; i < nloops; i++) {
-		if (loop_init(&loops[i], srv, i, nloops) < 0) {
+		if (loop_init(&loops[i], srv, i, nloops, &slots) < 0) {
 			log_error("epoll loop %d: %m", i);
 			rc = 1;
 			server_request_stop();
@@ -271,6 +278,7 @@ out:
 	}
 	free(loops);
 	free(threads);
+	slots_destroy(&slots);
 	return rc;
 }
 
