@@ -11,19 +11,13 @@
 #include "../server.h"
 #include "io.h"
 
-void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen)
+static enum blocking_end serve(const struct server *srv, int fd, struct conn *c, bool until_idle)
 {
-	struct conn *c = conn_new(srv, peer, peerlen);
 	int64_t drain_deadline = -1;
 	/* Try the I/O before polling (the bytes are usually there); only a short
 	 * read or write, or EAGAIN, says a direction is not ready. */
 	bool can_read = true, can_write = true;
 
-	if (!c) {
-		log_error("out of memory for a connection");
-		close(fd);
-		return;
-	}
 	for (;;) {
 		int64_t deadline;
 		if (drain_deadline < 0 && server_stopping()) {
@@ -50,6 +44,11 @@ void blocking_serve(const struct server *srv, int fd, const struct sockaddr *pee
 			conn_timeout(c);
 			continue;
 		}
+		/* Nothing to read between requests: hand the connection back rather
+		 * than sleep on it (a draining connection is never idle: conn_drain
+		 * closed it). */
+		if (until_idle && want == CONN_WANT_READ && conn_is_idle(c))
+			return BLOCKING_IDLE;
 		struct pollfd pfd[2] = {
 			{ .fd = fd, .events = want == CONN_WANT_WRITE ? POLLOUT : POLLIN },
 			{ .fd = srv->wake_fd, .events = POLLIN },
@@ -67,4 +66,22 @@ void blocking_serve(const struct server *srv, int fd, const struct sockaddr *pee
 	}
 	close(fd);
 	conn_free(c);
+	return BLOCKING_CLOSED;
+}
+
+void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct conn *c = conn_new(srv, peer, peerlen);
+
+	if (!c) {
+		log_error("out of memory for a connection");
+		close(fd);
+		return;
+	}
+	serve(srv, fd, c, false);
+}
+
+enum blocking_end blocking_serve_until_idle(const struct server *srv, int fd, struct conn *c)
+{
+	return serve(srv, fd, c, true);
 }

@@ -1,13 +1,24 @@
-/* blocking.h - serve one connection to its end from the calling thread: the
- * shared body of the iterative, fork, thread, pool and prefork models. */
+/* blocking.h - serve one connection from the calling thread: the shared body
+ * of the iterative, fork, thread, pool and prefork models. */
 #ifndef SPINDLE_MODELS_BLOCKING_H
 #define SPINDLE_MODELS_BLOCKING_H
 
 #include <sys/socket.h>
 
 struct server;
+struct conn;
 
 /* Takes ownership of fd (non-blocking); returns when the connection is closed. */
 void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen);
+
+enum blocking_end {
+	BLOCKING_CLOSED, /* the socket is closed and the conn freed */
+	BLOCKING_IDLE,   /* waiting for a request's first byte (conn_is_idle), none
+			    readable now: fd and c go back to the caller */
+};
+
+/* Serves c on fd (non-blocking) until it closes or goes idle. Used by the
+ * pool, which parks idle keep-alive connections in a poller. */
+enum blocking_end blocking_serve_until_idle(const struct server *srv, int fd, struct conn *c);
 
 #endif

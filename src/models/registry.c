@@ -4,10 +4,18 @@
 #include <string.h>
 
 extern const struct model model_iterative;
+extern const struct model model_fork;
+extern const struct model model_thread;
+extern const struct model model_pool;
+extern const struct model model_prefork;
 extern const struct model model_epoll;
 
 const struct model *const model_registry[] = {
 	&model_iterative,
+	&model_fork,
+	&model_thread,
+	&model_pool,
+	&model_prefork,
 	&model_epoll,
 	NULL,
 };

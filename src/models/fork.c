@@ -1,0 +1,293 @@
+/* fork.c - a process per connection (the seeds' fork server), capped.
+ *
+ * The parent only accepts, forks and reaps: it closes its copy of every
+ * accepted socket right after fork(), so its descriptor count stays constant
+ * however many children run. A child serves its one connection with
+ * blocking_serve() and _exit()s. SIGCHLD writes to a self-pipe that the accept
+ * loop polls, and every wake-up reaps with waitpid(-1, WNOHANG), so the live
+ * count is exact and no zombie outlives a poll. At max_connections live
+ * children the parent stops accepting: new connections wait in the backlog.
+ *
+ * Stop: the parent stops accepting, forwards SIGTERM to every child (each
+ * drains its current response), waits up to drain_timeout, then SIGKILLs and
+ * reaps the stragglers. The parent never creates a thread, so fork() is safe. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../conn.h"
+#include "../listen.h"
+#include "../log/log.h"
+#include "../server.h"
+#include "blocking.h"
+#include "model.h"
+
+#define FORK_BACKOFF_MS 100  /* after fork() fails (EAGAIN: process limit) */
+#define CAP_LOG_INTERVAL_MS 10000
+
+struct children {
+	pid_t *pids;  /* live children, unordered */
+	int n, cap;
+};
+
+static int sigchld_pipe[2] = { -1, -1 };
+
+static struct sigaction usr1_inherited; /* main.c's, restored in children */
+
+static void on_sigchld(int sig)
+{
+	int saved = errno;
+	(void)sig;
+	ssize_t n = write(sigchld_pipe[1], "c", 1); /* full pipe: a wake-up is pending anyway */
+	(void)n;
+	errno = saved;
+}
+
+/* SIGUSR1 reopens the logs here, and the loop passes it on to the children,
+ * which hold their own descriptors for the log files. */
+static void on_sigusr1(int sig)
+{
+	int saved = errno;
+	(void)sig;
+	log_reopen();
+	ssize_t n = write(sigchld_pipe[1], "u", 1);
+	(void)n;
+	errno = saved;
+}
+
+/* Installs (or, with restore, removes) this file's SIGCHLD and SIGUSR1 handlers. */
+static int signals_install(bool restore)
+{
+	static struct sigaction old_chld;
+	struct sigaction sa = { .sa_handler = on_sigchld, .sa_flags = SA_RESTART | SA_NOCLDSTOP };
+
+	if (restore)
+		return sigaction(SIGCHLD, &old_chld, NULL) | sigaction(SIGUSR1, &usr1_inherited, NULL);
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGCHLD, &sa, &old_chld) < 0)
+		return -1;
+	sa.sa_handler = on_sigusr1;
+	sa.sa_flags = SA_RESTART;
+	return sigaction(SIGUSR1, &sa, &usr1_inherited);
+}
+
+static void children_remove(struct children *ch, pid_t pid)
+{
+	for (int i = 0; i < ch->n; i++) {
+		if (ch->pids[i] == pid) {
+			ch->pids[i] = ch->pids[--ch->n];
+			return;
+		}
+	}
+}
+
+static void signal_all(const struct children *ch, int sig)
+{
+	for (int i = 0; i < ch->n; i++)
+		if (kill(ch->pids[i], sig) < 0 && errno != ESRCH)
+			log_warn("fork: kill %d: %s", (int)ch->pids[i], strerror(errno));
+}
+
+/* Empties the self-pipe and reaps every child that has exited; passes a
+ * SIGUSR1 on to the children. */
+static void reap(struct children *ch)
+{
+	char buf[64];
+	bool reopen = false;
+	int status;
+	ssize_t n;
+	pid_t pid;
+
+	while ((n = read(sigchld_pipe[0], buf, sizeof(buf))) > 0)
+		reopen |= memchr(buf, 'u', (size_t)n) != NULL;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
+			log_warn("fork: child %d killed by signal %d", (int)pid, WTERMSIG(status));
+		children_remove(ch, pid);
+	}
+	if (pid < 0 && errno != ECHILD)
+		log_error("fork: waitpid: %s", strerror(errno));
+	if (reopen)
+		signal_all(ch, SIGUSR1);
+}
+
+/* Runs in the child: gives it its own stop eventfd and drops the listeners.
+ *
+ * The stop eventfd and listening sockets are inherited, and server.c's signal
+ * handler writes to / shuts down whatever those descriptor numbers hold. Were
+ * they left shared, a SIGTERM to one child would wake (and spin) the parent's
+ * poll and shut down the listener the parent still accepts on. So the numbers
+ * are pointed at a private eventfd: the listening sockets are closed in the
+ * child, shutdown() on those numbers fails harmlessly with ENOTSOCK, and the
+ * stop wake-up reaches this child only. */
+static void child_isolate(struct server *srv)
+{
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	if (efd < 0) {
+		log_error("fork: child eventfd: %s", strerror(errno));
+		_exit(1);
+	}
+	if (dup3(efd, srv->wake_fd, O_CLOEXEC) < 0)
+		goto fail;
+	for (int i = 0; i < srv->nlisten; i++)
+		if (dup3(efd, srv->listen_fds[i], O_CLOEXEC) < 0)
+			goto fail;
+	close(efd);
+	return;
+fail:
+	log_error("fork: child dup3: %s", strerror(errno));
+	_exit(1);
+}
+
+static void child_main(struct server *srv, struct acceptor *acc, int fd, struct sockaddr_storage *peer,
+		       socklen_t len)
+{
+	signals_install(true);
+	close(sigchld_pipe[0]);
+	close(sigchld_pipe[1]);
+	acceptor_close(acc);
+	child_isolate(srv);
+	blocking_serve(srv, fd, (struct sockaddr *)peer, len);
+	_exit(0);
+}
+
+/* Sleeps until a child exits, a connection arrives (if watch_listener), a stop
+ * is requested, or timeout_ms passes. */
+static void wait_events(const struct server *srv, int listen_fd, bool watch_listener, int timeout_ms)
+{
+	struct pollfd pfd[3] = {
+		{ .fd = sigchld_pipe[0], .events = POLLIN },
+		{ .fd = srv->wake_fd, .events = POLLIN },
+		{ .fd = listen_fd, .events = POLLIN },
+	};
+	int n = poll(pfd, watch_listener ? 3 : 2, timeout_ms);
+	if (n < 0 && errno != EINTR)
+		log_error("fork: poll: %s", strerror(errno));
+	/* A child that got a stop of its own before child_isolate() ran wrote to
+	 * the shared eventfd: clear it, or this poll would spin. */
+	if (n > 0 && (pfd[1].revents & POLLIN) && !server_stopping()) {
+		uint64_t v;
+		ssize_t r = read(srv->wake_fd, &v, sizeof(v));
+		(void)r;
+	}
+}
+
+static void drain_children(const struct server *srv, struct children *ch)
+{
+	int64_t deadline = conn_now_ms() + srv->cfg->drain_timeout_ms;
+
+	reap(ch);
+	if (ch->n > 0)
+		log_info("fork: waiting for %d connection(s) to finish", ch->n);
+	signal_all(ch, SIGTERM);
+	while (ch->n > 0) {
+		int64_t left = deadline - conn_now_ms();
+		if (left <= 0)
+			break;
+		wait_events(srv, -1, false, (int)left);
+		reap(ch);
+	}
+	if (ch->n > 0) {
+		log_warn("fork: drain timeout: killing %d child(ren)", ch->n);
+		signal_all(ch, SIGKILL);
+	}
+	while (ch->n > 0) {
+		int status;
+		pid_t pid = waitpid(-1, &status, 0);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != ECHILD)
+				log_error("fork: waitpid: %s", strerror(errno));
+			break;
+		}
+		children_remove(ch, pid);
+	}
+}
+
+static int fork_run(struct server *srv)
+{
+	struct children ch = { .cap = srv->cfg->max_connections };
+	struct acceptor acc;
+	int rc = 0;
+
+	ch.pids = calloc((size_t)ch.cap, sizeof(*ch.pids));
+	if (!ch.pids) {
+		log_error("fork: out of memory for %d child slots", ch.cap);
+		return 1;
+	}
+	if (pipe2(sigchld_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+		log_error("fork: pipe2: %s", strerror(errno));
+		free(ch.pids);
+		return 1;
+	}
+	if (signals_install(false) < 0) {
+		log_error("fork: sigaction: %s", strerror(errno));
+		rc = 1;
+		goto out;
+	}
+	acceptor_init(&acc, srv->listen_fds[0]);
+	int64_t cap_logged = -1;
+	while (!server_stopping()) {
+		reap(&ch);
+		if (ch.n >= ch.cap) {
+			int64_t now = conn_now_ms();
+			if (cap_logged < 0 || now - cap_logged >= CAP_LOG_INTERVAL_MS) {
+				log_warn("fork: %d live children (max_connections): new connections wait", ch.n);
+				cap_logged = now;
+			}
+			wait_events(srv, acc.fd, false, -1);
+			continue;
+		}
+		struct sockaddr_storage peer;
+		socklen_t len;
+		int fd = acceptor_accept(&acc, &peer, &len, SOCK_NONBLOCK);
+		if (fd == -EAGAIN) {
+			wait_events(srv, acc.fd, true, -1);
+			continue;
+		}
+		if (fd < 0) {
+			if (fd == -EMFILE)
+				log_warn("fork: out of file descriptors: a connection was dropped");
+			else if (fd != -EINVAL || !server_stopping()) { /* EINVAL: the listener was shut down */
+				log_warn("fork: accept: %s", strerror(-fd));
+				wait_events(srv, -1, false, FORK_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
+			}
+			continue;
+		}
+		pid_t pid = fork();
+		if (pid == 0)
+			child_main(srv, &acc, fd, &peer, len);
+		close(fd); /* the child has its own copy */
+		if (pid < 0) {
+			log_warn("fork: fork: %s: a connection was dropped", strerror(errno));
+			wait_events(srv, -1, false, FORK_BACKOFF_MS);
+			continue;
+		}
+		ch.pids[ch.n++] = pid;
+	}
+	acceptor_close(&acc);
+	drain_children(srv, &ch);
+	if (signals_install(true) < 0)
+		log_warn("fork: restoring signal handlers: %s", strerror(errno));
+out:
+	close(sigchld_pipe[0]);
+	close(sigchld_pipe[1]);
+	sigchld_pipe[0] = sigchld_pipe[1] = -1;
+	free(ch.pids);
+	return rc;
+}
+
+const struct model model_fork = {
+	.name = "fork",
+	.summary = "a process per connection, capped at max_connections (the seeds' fork server)",
+	.run = fork_run,
+};

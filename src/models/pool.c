@@ -1,0 +1,507 @@
+/* pool.c - pre-created worker threads fed by a bounded queue of connections
+ * (the seeds' pre-created pool), with idle keep-alive connections parked in
+ * a poller instead of holding a worker (Apache's event MPM).
+ *
+ * Why the poller: with one worker per connection, N idle keep-alive clients
+ * occupy N workers, and with N >= threads a new client waits in the queue
+ * until one of them times out (seconds). So a worker serves a connection only
+ * while it has work: blocking_serve_until_idle() returns as soon as the
+ * connection waits for the first byte of its next request with none readable
+ * (conn_is_idle()); the worker then parks (fd, conn) in the pool's epoll set
+ * (EPOLLONESHOT) and takes the next item. The calling thread of pool_serve()
+ * is both the listener and the poller: it waits on one epoll set holding the
+ * listening socket, the stop eventfd, a "kick" eventfd and every parked
+ * connection; a parked connection that becomes readable is queued as work
+ * again, and one whose deadline (conn_wants) passes is timed out there and
+ * closed (or queued, if the core still has a 408 to send). A worker is thus
+ * held only by a connection sending a request or receiving a response.
+ *
+ * Bounds: the listener accepts only while the queue holds fewer than
+ * 2 x threads items and fewer than max_conns connections are open; otherwise
+ * it stops watching the listening socket (connections wait in the backlog)
+ * and the first worker to make room writes the kick eventfd. Parked
+ * connections that wake are queued regardless: they are already counted.
+ *
+ * Stop: the listener stops accepting, parked connections are closed (they are
+ * idle), workers finish what they hold and what is queued (blocking_serve
+ * drains: keep-alive off, idle closes), the listener waits for the open count
+ * to reach 0 (or drain_timeout), then every worker is joined. */
+#include "pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../conn.h"
+#include "../listen.h"
+#include "../log/log.h"
+#include "../server.h"
+#include "blocking.h"
+#include "model.h"
+
+#define POOL_STACK (256 * 1024)  /* see thread.c for the measurement */
+#define POOL_QUEUE_PER_THREAD 2
+#define POOL_SCAN_MS 250         /* how often parked connections' deadlines are checked */
+#define POOL_ACCEPT_BATCH 64
+#define POOL_EVENTS 256
+#define POOL_EXIT_GRACE_MS 500   /* after drain_timeout: blocking_serve's own deadline fires */
+
+/* One connection, wherever it is: queued, held by a worker, or parked. */
+struct pitem {
+	struct conn *c;
+	int fd;
+	bool armed;         /* in the epoll set (one-shot; re-armed with MOD) */
+	bool parked;        /* on the idle list, owned by the poller */
+	int64_t deadline;   /* when parked: conn_wants' deadline */
+	struct pitem *next, *prev;
+};
+
+struct pool {
+	const struct server *srv;
+	int epfd;
+	int kick_fd;            /* eventfd: a worker made room, or the drain ended */
+	struct acceptor acc;
+	bool listening;         /* the listener is in the epoll set (listener thread only) */
+	bool listener_dead;     /* shut down under us: never watch it again */
+
+	pthread_mutex_t mu;     /* guards everything below */
+	pthread_cond_t work;    /* the queue is not empty */
+	struct pitem *qhead, *qtail;
+	int qlen, qcap;
+	struct pitem *idle;     /* parked connections */
+	int nconns, max_conns;  /* open connections, in any place */
+	bool paused;            /* the listener waits for room: kick it when there is */
+	bool draining;          /* stopping: idle connections close instead of parking */
+	bool shutdown;          /* workers exit once the queue is empty */
+};
+
+/* Tags in epoll_event.data.ptr for the descriptors that are not connections. */
+static char tag_listener, tag_wake, tag_kick;
+
+static void kick(struct pool *p)
+{
+	uint64_t one = 1;
+	if (write(p->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_error("pool: eventfd write: %s", strerror(errno));
+}
+
+static bool room_locked(const struct pool *p)
+{
+	return p->qlen < p->qcap && p->nconns < p->max_conns;
+}
+
+/* After a worker took an item or a connection closed. */
+static void made_room_locked(struct pool *p)
+{
+	if (p->paused && room_locked(p)) {
+		p->paused = false;
+		kick(p);
+	}
+	if (p->draining && p->nconns == 0)
+		kick(p);
+}
+
+static void push_locked(struct pool *p, struct pitem *it)
+{
+	it->next = NULL;
+	if (p->qtail)
+		p->qtail->next = it;
+	else
+		p->qhead = it;
+	p->qtail = it;
+	p->qlen++;
+	pthread_cond_signal(&p->work); /* one item, one worker */
+}
+
+static struct pitem *pop_locked(struct pool *p)
+{
+	struct pitem *it = p->qhead;
+	if (it) {
+		p->qhead = it->next;
+		if (!p->qhead)
+			p->qtail = NULL;
+		p->qlen--;
+		it->next = NULL;
+	}
+	return it;
+}
+
+static void unpark_locked(struct pool *p, struct pitem *it)
+{
+	if (it->prev)
+		it->prev->next = it->next;
+	else
+		p->idle = it->next;
+	if (it->next)
+		it->next->prev = it->prev;
+	it->next = it->prev = NULL;
+	it->parked = false;
+}
+
+/* Closing also takes the socket out of the epoll set (it is never dup'ed). */
+static void close_locked(struct pool *p, struct pitem *it)
+{
+	close(it->fd);
+	conn_free(it->c);
+	free(it);
+	p->nconns--;
+	made_room_locked(p);
+}
+
+/* A worker gives back a connection that waits for its next request. */
+static void park_locked(struct pool *p, struct pitem *it)
+{
+	if (p->draining) {
+		conn_drain(it->c); /* idle: it only wants to close now */
+		close_locked(p, it);
+		return;
+	}
+	conn_wants(it->c, &it->deadline);
+	/* Armed under the lock, so the poller cannot time it out or close it
+	 * between the two steps. A one-shot registration fires once; arming
+	 * checks readiness, so bytes that came meanwhile are not missed. */
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = it };
+	if (epoll_ctl(p->epfd, it->armed ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, it->fd, &ev) < 0) {
+		log_error("pool: epoll_ctl: %s: closing a connection", strerror(errno));
+		close_locked(p, it);
+		return;
+	}
+	it->armed = true;
+	it->parked = true;
+	it->prev = NULL;
+	it->next = p->idle;
+	if (p->idle)
+		p->idle->prev = it;
+	p->idle = it;
+}
+
+static void *pool_worker(void *arg)
+{
+	struct pool *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->qhead && !p->shutdown)
+			pthread_cond_wait(&p->work, &p->mu);
+		struct pitem *it = pop_locked(p);
+		if (!it)
+			break; /* shut down, and the queue is empty */
+		made_room_locked(p);
+		pthread_mutex_unlock(&p->mu);
+		enum blocking_end end = blocking_serve_until_idle(p->srv, it->fd, it->c);
+		pthread_mutex_lock(&p->mu);
+		if (end == BLOCKING_CLOSED) {
+			free(it);
+			p->nconns--;
+			made_room_locked(p);
+		} else {
+			park_locked(p, it);
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+static void listener_watch(struct pool *p, bool on)
+{
+	if (on == p->listening || (on && p->listener_dead))
+		return;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tag_listener };
+	if (epoll_ctl(p->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, p->acc.fd, &ev) < 0) {
+		log_error("pool: epoll_ctl(listener): %s", strerror(errno));
+		return;
+	}
+	p->listening = on;
+}
+
+/* Watches the listener while the queue has room; else marks the listener
+ * paused, so that the first worker to make room kicks it. */
+static bool listener_update(struct pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	bool room = room_locked(p);
+	p->paused = !room;
+	pthread_mutex_unlock(&p->mu);
+	listener_watch(p, room);
+	return room;
+}
+
+static void pool_accept(struct pool *p)
+{
+	for (int i = 0; i < POOL_ACCEPT_BATCH; i++) {
+		if (!listener_update(p))
+			return;
+		struct sockaddr_storage peer;
+		socklen_t len;
+		int fd = acceptor_accept(&p->acc, &peer, &len, SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (fd == -EMFILE) {
+				log_warn("pool: out of file descriptors: a connection was dropped");
+				continue;
+			}
+			if (fd == -EINVAL) { /* shutdown() by a stop: nothing more will come */
+				listener_watch(p, false);
+				p->listener_dead = true;
+			} else if (fd != -EAGAIN) {
+				log_warn("pool: accept: %s", strerror(-fd));
+			}
+			return;
+		}
+		struct pitem *it = calloc(1, sizeof(*it));
+		if (it)
+			it->c = conn_new(p->srv, (struct sockaddr *)&peer, len);
+		if (!it || !it->c) {
+			log_error("pool: out of memory for a connection");
+			free(it);
+			close(fd);
+			return;
+		}
+		it->fd = fd;
+		pthread_mutex_lock(&p->mu);
+		p->nconns++;
+		push_locked(p, it);
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+/* A parked connection is readable (or hung up): it is work again. */
+static void pool_wake(struct pool *p, struct pitem *it)
+{
+	pthread_mutex_lock(&p->mu);
+	if (it->parked) {
+		unpark_locked(p, it);
+		push_locked(p, it);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Takes a parked connection that still has something to do back to the queue. */
+static void requeue_locked(struct pool *p, struct pitem *it)
+{
+	/* its one-shot registration may still be armed: disarm it, so no later
+	 * event names an item a worker may free meanwhile */
+	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, it->fd, NULL) < 0)
+		log_error("pool: epoll_ctl(DEL): %s", strerror(errno));
+	it->armed = false;
+	push_locked(p, it);
+}
+
+static void pool_scan(struct pool *p, int64_t now)
+{
+	pthread_mutex_lock(&p->mu);
+	struct pitem *it = p->idle, *next;
+	for (; it; it = next) {
+		next = it->next;
+		if (it->deadline < 0 || now < it->deadline)
+			continue;
+		unpark_locked(p, it);
+		conn_timeout(it->c);
+		int64_t d;
+		if (conn_wants(it->c, &d) == CONN_WANT_CLOSE)
+			close_locked(p, it);
+		else
+			requeue_locked(p, it); /* e.g. a 408 to send */
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void pool_begin_stop(struct pool *p)
+{
+	listener_watch(p, false);
+	/* the stop eventfd stays readable from now on */
+	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->srv->wake_fd, NULL) < 0)
+		log_error("pool: epoll_ctl(DEL wake): %s", strerror(errno));
+	pthread_mutex_lock(&p->mu);
+	p->draining = true;
+	while (p->idle) {
+		struct pitem *it = p->idle;
+		int64_t d;
+		unpark_locked(p, it);
+		conn_drain(it->c);
+		if (conn_wants(it->c, &d) == CONN_WANT_CLOSE)
+			close_locked(p, it);
+		else
+			requeue_locked(p, it);
+	}
+	if (p->nconns > 0)
+		log_info("pool: waiting for %d connection(s) to finish", p->nconns);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Waits for the open count to reach 0, or the drain time to pass. */
+static void pool_wait_drained(struct pool *p)
+{
+	int64_t deadline = conn_now_ms() + p->srv->cfg->drain_timeout_ms + POOL_EXIT_GRACE_MS;
+	struct epoll_event events[POOL_EVENTS];
+
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		int n = p->nconns;
+		pthread_mutex_unlock(&p->mu);
+		int64_t left = deadline - conn_now_ms();
+		if (n == 0 || left <= 0)
+			return;
+		/* only the kick eventfd is left to fire (nothing is parked) */
+		if (epoll_wait(p->epfd, events, POOL_EVENTS, (int)left) < 0 && errno != EINTR) {
+			log_error("pool: epoll_wait: %s", strerror(errno));
+			return;
+		}
+		uint64_t v;
+		ssize_t r = read(p->kick_fd, &v, sizeof(v));
+		(void)r;
+	}
+}
+
+/* The listener and poller: the calling thread, until a stop. */
+static int pool_loop(struct pool *p)
+{
+	struct epoll_event events[POOL_EVENTS];
+	int64_t next_scan = conn_now_ms() + POOL_SCAN_MS;
+
+	listener_watch(p, true);
+	if (!p->listening)
+		return 1;
+	while (!server_stopping()) {
+		pthread_mutex_lock(&p->mu);
+		bool any = p->nconns > 0; /* only this thread opens connections */
+		pthread_mutex_unlock(&p->mu);
+		int timeout = -1;
+		if (any) {
+			int64_t now = conn_now_ms();
+			timeout = next_scan > now ? (int)(next_scan - now) : 0;
+		}
+		int n = epoll_wait(p->epfd, events, POOL_EVENTS, timeout);
+		if (n < 0 && errno != EINTR) {
+			log_error("pool: epoll_wait: %s", strerror(errno));
+			return 1;
+		}
+		for (int i = 0; i < n; i++) {
+			void *tag = events[i].data.ptr;
+			if (tag == &tag_listener) {
+				pool_accept(p);
+			} else if (tag == &tag_kick) {
+				uint64_t v;
+				ssize_t r = read(p->kick_fd, &v, sizeof(v));
+				(void)r;
+				listener_update(p);
+			} else if (tag != &tag_wake) {
+				pool_wake(p, tag);
+			}
+		}
+		int64_t now = conn_now_ms();
+		if (now >= next_scan) {
+			pool_scan(p, now);
+			next_scan = now + POOL_SCAN_MS;
+		}
+	}
+	return 0;
+}
+
+static int pool_init(struct pool *p, const struct server *srv, int listen_fd, int nthreads, int max_conns)
+{
+	p->srv = srv;
+	p->qcap = POOL_QUEUE_PER_THREAD * nthreads;
+	p->max_conns = max_conns;
+	p->epfd = p->kick_fd = -1;
+	acceptor_init(&p->acc, listen_fd);
+	if (pthread_mutex_init(&p->mu, NULL) || pthread_cond_init(&p->work, NULL)) {
+		log_error("pool: cannot create a mutex or condition variable");
+		return -1;
+	}
+	p->epfd = epoll_create1(EPOLL_CLOEXEC);
+	p->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->epfd < 0 || p->kick_fd < 0) {
+		log_error("pool: epoll/eventfd: %s", strerror(errno));
+		return -1;
+	}
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &tag_wake };
+	struct epoll_event kev = { .events = EPOLLIN, .data.ptr = &tag_kick };
+	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, srv->wake_fd, &wev) < 0 ||
+	    epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->kick_fd, &kev) < 0) {
+		log_error("pool: epoll_ctl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int pool_serve(const struct server *srv, int listen_fd, int nthreads, int max_conns)
+{
+	struct pool *p = calloc(1, sizeof(*p));
+	pthread_t *tids = calloc((size_t)nthreads, sizeof(*tids));
+	pthread_attr_t attr;
+	int started = 0, rc = 0;
+
+	if (!p || !tids) {
+		log_error("pool: out of memory");
+		free(p);
+		free(tids);
+		return 1;
+	}
+	if (pool_init(p, srv, listen_fd, nthreads, max_conns) < 0) {
+		rc = 1;
+		goto out;
+	}
+	if (pthread_attr_init(&attr) == 0) {
+		pthread_attr_setstacksize(&attr, POOL_STACK);
+		for (; started < nthreads; started++) {
+			int err = pthread_create(&tids[started], &attr, pool_worker, p);
+			if (err) {
+				log_error("pool: pthread_create: %s (%d of %d threads running)", strerror(err),
+					  started, nthreads);
+				break;
+			}
+		}
+		pthread_attr_destroy(&attr);
+	}
+	if (started == 0) {
+		rc = 1;
+		goto out;
+	}
+	rc = pool_loop(p);
+	if (rc)
+		server_request_stop(); /* a fatal error: drain what is open anyway */
+	pool_begin_stop(p);
+	pool_wait_drained(p);
+out:
+	pthread_mutex_lock(&p->mu);
+	p->draining = p->shutdown = true;
+	pthread_cond_broadcast(&p->work); /* shutdown: every worker must see it */
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	/* no thread left: close what a fatal error left behind */
+	for (struct pitem *it; (it = pop_locked(p)) || (it = p->idle);) {
+		if (it->parked)
+			unpark_locked(p, it);
+		close(it->fd);
+		conn_free(it->c);
+		free(it);
+	}
+	acceptor_close(&p->acc);
+	if (p->epfd >= 0)
+		close(p->epfd);
+	if (p->kick_fd >= 0)
+		close(p->kick_fd);
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	free(tids);
+	return rc;
+}
+
+static int pool_run(struct server *srv)
+{
+	return pool_serve(srv, srv->listen_fds[0], srv->cfg->threads, srv->cfg->max_connections);
+}
+
+const struct model model_pool = {
+	.name = "pool",
+	.summary = "pre-created threads, bounded queue, idle keep-alive parked in a poller (seeds 000-004)",
+	.run = pool_run,
+};

@@ -1,0 +1,291 @@
+/* prefork.c - a master process and W worker processes, each a thread pool on
+ * the one inherited listening socket (seed 004: 4 workers x 10 threads).
+ *
+ * The process running the model is the master: it creates no thread, forks
+ * the workers (each then runs pool_serve(), which creates its threads),
+ * restarts a worker that dies, and on stop forwards SIGTERM to each, waits up
+ * to drain_timeout for them to drain, SIGKILLs stragglers and reaps them all.
+ * SIGCHLD writes to a self-pipe the master polls; every wake-up reaps with
+ * waitpid(-1, WNOHANG). Each worker gets max_connections / W connections. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../conn.h"
+#include "../log/log.h"
+#include "../server.h"
+#include "model.h"
+#include "pool.h"
+
+#define PREFORK_RESTART_MIN_MS 1000 /* a worker is restarted at most once a second */
+#define PREFORK_EXIT_GRACE_MS 1000  /* after drain_timeout: workers end their own drain first */
+
+struct worker {
+	pid_t pid;          /* 0: not running */
+	int64_t started;
+	int64_t restart_at; /* when not running */
+};
+
+static int sigchld_pipe[2] = { -1, -1 };
+
+static struct sigaction usr1_inherited; /* main.c's, restored in children */
+
+static void on_sigchld(int sig)
+{
+	int saved = errno;
+	(void)sig;
+	ssize_t n = write(sigchld_pipe[1], "c", 1); /* full pipe: a wake-up is pending anyway */
+	(void)n;
+	errno = saved;
+}
+
+/* SIGUSR1 reopens the logs here, and the loop passes it on to the children,
+ * which hold their own descriptors for the log files. */
+static void on_sigusr1(int sig)
+{
+	int saved = errno;
+	(void)sig;
+	log_reopen();
+	ssize_t n = write(sigchld_pipe[1], "u", 1);
+	(void)n;
+	errno = saved;
+}
+
+/* Installs (or, with restore, removes) this file's SIGCHLD and SIGUSR1 handlers. */
+static int signals_install(bool restore)
+{
+	static struct sigaction old_chld;
+	struct sigaction sa = { .sa_handler = on_sigchld, .sa_flags = SA_RESTART | SA_NOCLDSTOP };
+
+	if (restore)
+		return sigaction(SIGCHLD, &old_chld, NULL) | sigaction(SIGUSR1, &usr1_inherited, NULL);
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGCHLD, &sa, &old_chld) < 0)
+		return -1;
+	sa.sa_handler = on_sigusr1;
+	sa.sa_flags = SA_RESTART;
+	return sigaction(SIGUSR1, &sa, &usr1_inherited);
+}
+
+/* Runs in a new worker: a private stop eventfd, and the listening socket
+ * moved to a new descriptor number.
+ *
+ * server.c's signal handler writes to the stop eventfd and shuts down the
+ * listeners by descriptor number. Inherited as they are, a SIGTERM to one
+ * worker would wake the master and its siblings and shut down the socket all
+ * of them accept on. So those numbers are pointed at a private eventfd
+ * (shutdown() on them fails with ENOTSOCK) and the worker accepts on a
+ * duplicate the handler does not know; the master's stop still shuts the
+ * shared socket down for everyone. Returns the listener to use. */
+static int worker_isolate(struct server *srv)
+{
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int lfd = fcntl(srv->listen_fds[0], F_DUPFD_CLOEXEC, 0);
+
+	if (efd < 0 || lfd < 0) {
+		log_error("prefork: worker eventfd/dup: %s", strerror(errno));
+		_exit(1);
+	}
+	if (dup3(efd, srv->wake_fd, O_CLOEXEC) < 0)
+		goto fail;
+	for (int i = 0; i < srv->nlisten; i++)
+		if (dup3(efd, srv->listen_fds[i], O_CLOEXEC) < 0)
+			goto fail;
+	close(efd);
+	return lfd;
+fail:
+	log_error("prefork: worker dup3: %s", strerror(errno));
+	_exit(1);
+}
+
+static void worker_main(struct server *srv, int max_conns)
+{
+	signals_install(true);
+	close(sigchld_pipe[0]);
+	close(sigchld_pipe[1]);
+	int lfd = worker_isolate(srv);
+	int rc = pool_serve(srv, lfd, srv->cfg->threads, max_conns);
+	close(lfd);
+	_exit(rc);
+}
+
+static int spawn(struct server *srv, struct worker *w, int id, int max_conns)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		worker_main(srv, max_conns);
+	if (pid < 0) {
+		log_error("prefork: fork worker %d: %s", id, strerror(errno));
+		w->restart_at = conn_now_ms() + PREFORK_RESTART_MIN_MS;
+		return -1;
+	}
+	w->pid = pid;
+	w->started = conn_now_ms();
+	return 0;
+}
+
+static int find(const struct worker *ws, int n, pid_t pid)
+{
+	for (int i = 0; i < n; i++)
+		if (ws[i].pid == pid)
+			return i;
+	return -1;
+}
+
+static void signal_all(const struct worker *ws, int n, int sig)
+{
+	for (int i = 0; i < n; i++)
+		if (ws[i].pid > 0 && kill(ws[i].pid, sig) < 0 && errno != ESRCH)
+			log_warn("prefork: kill %d: %s", (int)ws[i].pid, strerror(errno));
+}
+
+/* Empties the self-pipe and reaps every exited worker; passes a SIGUSR1 on
+ * to the workers. Returns how many run. */
+static int reap(struct worker *ws, int n, bool stopping)
+{
+	char buf[64];
+	bool reopen = false;
+	int status, live = 0;
+	ssize_t got;
+	pid_t pid;
+
+	while ((got = read(sigchld_pipe[0], buf, sizeof(buf))) > 0)
+		reopen |= memchr(buf, 'u', (size_t)got) != NULL;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		int i = find(ws, n, pid);
+		if (i < 0)
+			continue;
+		ws[i].pid = 0;
+		if (stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			continue;
+		int64_t now = conn_now_ms(), earliest = ws[i].started + PREFORK_RESTART_MIN_MS;
+		ws[i].restart_at = now > earliest ? now : earliest;
+		if (WIFSIGNALED(status))
+			log_warn("prefork: worker %d (pid %d) killed by signal %d%s", i, (int)pid, WTERMSIG(status),
+				 stopping ? "" : ": restarting it");
+		else
+			log_warn("prefork: worker %d (pid %d) exited with status %d%s", i, (int)pid,
+				 WEXITSTATUS(status), stopping ? "" : ": restarting it");
+	}
+	if (pid < 0 && errno != ECHILD)
+		log_error("prefork: waitpid: %s", strerror(errno));
+	for (int i = 0; i < n; i++)
+		live += ws[i].pid != 0;
+	if (reopen)
+		signal_all(ws, n, SIGUSR1);
+	return live;
+}
+
+static void wait_events(const struct server *srv, int timeout_ms)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = sigchld_pipe[0], .events = POLLIN },
+		{ .fd = srv->wake_fd, .events = POLLIN },
+	};
+	int n = poll(pfd, server_stopping() ? 1 : 2, timeout_ms);
+	if (n < 0 && errno != EINTR)
+		log_error("prefork: poll: %s", strerror(errno));
+	/* A worker stopped before worker_isolate() ran wrote to the shared
+	 * eventfd: clear it, or this poll would spin. */
+	if (n > 0 && (pfd[1].revents & POLLIN) && !server_stopping()) {
+		uint64_t v;
+		ssize_t r = read(srv->wake_fd, &v, sizeof(v));
+		(void)r;
+	}
+}
+
+static void drain_workers(const struct server *srv, struct worker *ws, int n)
+{
+	int64_t deadline = conn_now_ms() + srv->cfg->drain_timeout_ms + PREFORK_EXIT_GRACE_MS;
+	int live = reap(ws, n, true);
+
+	signal_all(ws, n, SIGTERM);
+	while (live > 0) {
+		int64_t left = deadline - conn_now_ms();
+		if (left <= 0)
+			break;
+		wait_events(srv, (int)left);
+		live = reap(ws, n, true);
+	}
+	if (live > 0) {
+		log_warn("prefork: drain timeout: killing %d worker(s)", live);
+		signal_all(ws, n, SIGKILL);
+	}
+	while (live > 0) {
+		int status;
+		pid_t pid = waitpid(-1, &status, 0);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != ECHILD)
+				log_error("prefork: waitpid: %s", strerror(errno));
+			break;
+		}
+		int i = find(ws, n, pid);
+		if (i >= 0) {
+			ws[i].pid = 0;
+			live--;
+		}
+	}
+}
+
+static int prefork_run(struct server *srv)
+{
+	int n = srv->workers;
+	int max_conns = (srv->cfg->max_connections + n - 1) / n;
+	struct worker *ws = calloc((size_t)n, sizeof(*ws));
+	int rc = 0;
+
+	if (!ws) {
+		log_error("prefork: out of memory");
+		return 1;
+	}
+	if (pipe2(sigchld_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+		log_error("prefork: pipe2: %s", strerror(errno));
+		free(ws);
+		return 1;
+	}
+	if (signals_install(false) < 0) {
+		log_error("prefork: sigaction: %s", strerror(errno));
+		rc = 1;
+		goto out;
+	}
+	log_info("prefork: %d workers x %d threads", n, srv->cfg->threads);
+	for (int i = 0; i < n && !server_stopping(); i++)
+		spawn(srv, &ws[i], i, max_conns);
+	while (!server_stopping()) {
+		reap(ws, n, false);
+		int64_t now = conn_now_ms(), next = -1;
+		for (int i = 0; i < n && !server_stopping(); i++) {
+			if (ws[i].pid != 0)
+				continue;
+			if (ws[i].restart_at <= now)
+				spawn(srv, &ws[i], i, max_conns);
+			if (ws[i].pid == 0 && (next < 0 || ws[i].restart_at < next))
+				next = ws[i].restart_at;
+		}
+		wait_events(srv, next < 0 ? -1 : (int)(next > now ? next - now : 0));
+	}
+	drain_workers(srv, ws, n);
+	if (signals_install(true) < 0)
+		log_warn("prefork: restoring signal handlers: %s", strerror(errno));
+out:
+	close(sigchld_pipe[0]);
+	close(sigchld_pipe[1]);
+	sigchld_pipe[0] = sigchld_pipe[1] = -1;
+	free(ws);
+	return rc;
+}
+
+const struct model model_prefork = {
+	.name = "prefork",
+	.summary = "a master and N worker processes, each a thread pool (seed 004)",
+	.run = prefork_run,
+};

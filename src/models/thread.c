@@ -1,0 +1,214 @@
+/* thread.c - a detached thread per connection, with a small stack, capped
+ * (the seeds' create-per-request server, bounded).
+ *
+ * The accepting thread counts live threads under a mutex; at max_connections
+ * it stops accepting (connections wait in the backlog) until an ending thread
+ * signals the condition variable. On stop it waits for the count to reach 0,
+ * up to drain_timeout (blocking_serve() ends its own connection by then). */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../conn.h"
+#include "../listen.h"
+#include "../log/log.h"
+#include "../server.h"
+#include "blocking.h"
+#include "model.h"
+
+/* blocking_serve's deepest stack use, measured on a pattern-filled stack
+ * with worst-case requests (max_ranges = 1000 and a 1000-part multipart
+ * answer, a 4000-byte path, a 4000-byte redirect query), is 45 KiB at -O2;
+ * 256 KiB leaves room for -O0 and sanitizer builds. Only the touched pages
+ * cost memory. */
+#define THREAD_STACK (256 * 1024)
+#define THREAD_STOP_POLL_MS 100  /* how often a wait at the cap checks for a stop */
+#define THREAD_SPAWN_BACKOFF_MS 100
+#define THREAD_EXIT_GRACE_MS 500 /* after drain_timeout: blocking_serve's own deadline fires */
+#define CAP_LOG_INTERVAL_MS 10000
+
+struct tmodel {
+	const struct server *srv;
+	pthread_mutex_t mu;
+	pthread_cond_t changed; /* signalled when a thread ends (one waiter: the acceptor) */
+	int live;
+	int64_t cap_logged;     /* acceptor only: when the cap was last reported */
+};
+
+struct tjob {
+	struct tmodel *tm;
+	int fd;
+	struct sockaddr_storage peer;
+	socklen_t len;
+};
+
+static void *thread_main(void *arg)
+{
+	struct tjob *job = arg;
+	struct tmodel *tm = job->tm;
+
+	blocking_serve(tm->srv, job->fd, (struct sockaddr *)&job->peer, job->len);
+	free(job);
+	pthread_mutex_lock(&tm->mu);
+	tm->live--;
+	pthread_cond_signal(&tm->changed);
+	pthread_mutex_unlock(&tm->mu);
+	return NULL;
+}
+
+static struct timespec abs_after(int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
+/* Waits until fewer than max threads live, or a stop is requested. */
+static void wait_below_cap(struct tmodel *tm, int max)
+{
+	bool logged = false;
+
+	pthread_mutex_lock(&tm->mu);
+	while (tm->live >= max && !server_stopping()) {
+		int64_t now = conn_now_ms();
+		if (!logged && (tm->cap_logged < 0 || now - tm->cap_logged >= CAP_LOG_INTERVAL_MS)) {
+			log_warn("thread: %d live threads (max_connections): new connections wait", tm->live);
+			tm->cap_logged = now;
+		}
+		logged = true;
+		/* a signal handler cannot signal a condition variable: wake up now
+		 * and then to see a stop */
+		struct timespec ts = abs_after(THREAD_STOP_POLL_MS);
+		pthread_cond_timedwait(&tm->changed, &tm->mu, &ts);
+	}
+	pthread_mutex_unlock(&tm->mu);
+}
+
+static int spawn(struct tmodel *tm, const pthread_attr_t *attr, int fd, const struct sockaddr_storage *peer,
+		 socklen_t len)
+{
+	struct tjob *job = malloc(sizeof(*job));
+	pthread_t tid;
+
+	if (!job)
+		return ENOMEM;
+	*job = (struct tjob){ .tm = tm, .fd = fd, .peer = *peer, .len = len };
+	pthread_mutex_lock(&tm->mu);
+	tm->live++;
+	pthread_mutex_unlock(&tm->mu);
+	int err = pthread_create(&tid, attr, thread_main, job);
+	if (err) {
+		pthread_mutex_lock(&tm->mu);
+		tm->live--;
+		pthread_mutex_unlock(&tm->mu);
+		free(job);
+	}
+	return err;
+}
+
+/* Returns how many threads are still running when the wait ends. */
+static int wait_threads(struct tmodel *tm)
+{
+	int ms = tm->srv->cfg->drain_timeout_ms + THREAD_EXIT_GRACE_MS;
+	struct timespec ts = abs_after(ms);
+
+	pthread_mutex_lock(&tm->mu);
+	if (tm->live > 0)
+		log_info("thread: waiting for %d connection(s) to finish", tm->live);
+	while (tm->live > 0)
+		if (pthread_cond_timedwait(&tm->changed, &tm->mu, &ts) == ETIMEDOUT)
+			break;
+	if (tm->live > 0)
+		log_warn("thread: %d thread(s) still running after the drain timeout", tm->live);
+	int left = tm->live;
+	pthread_mutex_unlock(&tm->mu);
+	return left;
+}
+
+static int thread_run(struct server *srv)
+{
+	pthread_condattr_t cattr;
+	pthread_attr_t attr;
+	struct acceptor acc;
+	int max = srv->cfg->max_connections;
+	/* on the heap: threads that outlive a drain timeout still use it */
+	struct tmodel *tm = calloc(1, sizeof(*tm));
+
+	if (!tm) {
+		log_error("thread: out of memory");
+		return 1;
+	}
+	tm->srv = srv;
+	tm->cap_logged = -1;
+	if (pthread_mutex_init(&tm->mu, NULL) || pthread_condattr_init(&cattr) ||
+	    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) || pthread_cond_init(&tm->changed, &cattr)) {
+		log_error("thread: cannot create a mutex or condition variable");
+		free(tm);
+		return 1;
+	}
+	pthread_condattr_destroy(&cattr);
+	if (pthread_attr_init(&attr) || pthread_attr_setstacksize(&attr, THREAD_STACK) ||
+	    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED)) {
+		log_error("thread: cannot set thread attributes");
+		pthread_cond_destroy(&tm->changed);
+		pthread_mutex_destroy(&tm->mu);
+		free(tm);
+		return 1;
+	}
+	acceptor_init(&acc, srv->listen_fds[0]);
+	while (!server_stopping()) {
+		wait_below_cap(tm, max);
+		if (server_stopping())
+			break;
+		struct sockaddr_storage peer;
+		socklen_t len;
+		int fd = acceptor_accept(&acc, &peer, &len, SOCK_NONBLOCK);
+		if (fd == -EAGAIN) {
+			struct pollfd pfd[2] = { { .fd = acc.fd, .events = POLLIN },
+						 { .fd = srv->wake_fd, .events = POLLIN } };
+			if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+				log_error("thread: poll: %s", strerror(errno));
+			continue;
+		}
+		if (fd < 0) {
+			if (fd == -EMFILE)
+				log_warn("thread: out of file descriptors: a connection was dropped");
+			else if (fd != -EINVAL || !server_stopping()) { /* EINVAL: the listener was shut down */
+				log_warn("thread: accept: %s", strerror(-fd));
+				poll(NULL, 0, THREAD_SPAWN_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
+			}
+			continue;
+		}
+		int err = spawn(tm, &attr, fd, &peer, len);
+		if (err) {
+			log_warn("thread: pthread_create: %s: a connection was dropped", strerror(err));
+			close(fd);
+			poll(NULL, 0, THREAD_SPAWN_BACKOFF_MS);
+		}
+	}
+	acceptor_close(&acc);
+	pthread_attr_destroy(&attr);
+	if (wait_threads(tm) == 0) {
+		pthread_cond_destroy(&tm->changed);
+		pthread_mutex_destroy(&tm->mu);
+		free(tm);
+	}
+	return 0;
+}
+
+const struct model model_thread = {
+	.name = "thread",
+	.summary = "a detached thread per connection, small stacks, capped at max_connections",
+	.run = thread_run,
+};
