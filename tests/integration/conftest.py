@@ -254,7 +254,7 @@ def fresh_server(model, docroot, tmp_path):
                 continue
             if rc != 0:
                 errors.append(f"exit status {rc} after SIGTERM\n{srv.diagnostics()}")
-        elif not srv.stopped:
+        elif not srv.stopped and srv.proc.returncode != 0:
             errors.append(f"server died during the test\n{srv.diagnostics()}")
         srv.kill()
     assert not errors, "\n".join(errors)

@@ -195,6 +195,23 @@ def test_if_range_old_date_full_200(server):
     assert (resp.status, resp.body) == (200, RANGE_DATA)
 
 
+def test_if_range_date_of_just_modified_file_is_weak_200(server, docroot):
+    """RFC 9110 13.1.5: an If-Range date that is not a strong validator (the
+    file changed within the second of the Date sent with it, 8.8.2.2) makes the
+    condition false: full 200."""
+    for i in range(3):  # write and fetch within one second (retry across a tick)
+        target = f"/fresh-{server.model}-{server.port}-{i}.txt"
+        (docroot.path / target[1:]).write_bytes(RANGE_DATA)
+        r0 = server.get(target)
+        lm, date = r0.header("Last-Modified"), r0.header("Date")
+        if lm == date:
+            break
+    assert lm == date, "could not produce a same-second Last-Modified"
+    resp = get(server, [("Range", "bytes=0-9"), ("If-Range", lm)], target=target)
+    assert (resp.status, resp.body) == (200, RANGE_DATA), \
+        f"weak Last-Modified accepted as If-Range validator: {resp.status}"
+
+
 def test_if_range_weak_etag_full_200(server, meta):
     """If-Range requires a strong match (RFC 9110 13.1.5)."""
     resp = get(server, [("Range", "bytes=0-9"), ("If-Range", "W/" + meta["etag"])])

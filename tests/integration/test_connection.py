@@ -92,6 +92,19 @@ def test_pipelining_in_one_send(server, docroot, n):
         assert not c.wait_closed(0.2)
 
 
+def test_pipelining_many_requests_larger_than_input_buffer(server):
+    """300 pipelined requests (~45 KB) in one send(): all answered, in order."""
+    n = 300
+    reqs = [req(target=f"/a.txt?n={i}", headers=[("X-Pad", "p" * 80)]) for i in range(n)]
+    reqs[-1] = req(target="/index.html")
+    with server.connect(timeout=20) as c:
+        c.send(b"".join(reqs))
+        for i in range(n - 1):
+            resp = c.read_response()
+            assert (resp.status, resp.body) == (200, A_TXT), f"response {i}: {resp}"
+        assert c.read_response().body == INDEX_HTML
+
+
 def test_pipelining_with_head_and_close(server):
     batch = (req("HEAD", "/index.html") + req("GET", "/a.txt") + req("HEAD", "/a.txt")
              + req("GET", "/index.html", headers=[("Connection", "close")])
@@ -198,6 +211,25 @@ def test_two_clients_interleaved(server):
         c1.send(req(target="/index.html"))
         assert c1.read_response().body == INDEX_HTML
         assert c2.read_response().body == A_TXT
+
+
+@pytest.mark.concurrent
+def test_fifty_concurrent_connections(server):
+    conns = []
+    try:
+        for _ in range(50):
+            conns.append(server.connect())
+        for i, c in enumerate(conns):
+            c.send(req(target="/a.txt" if i % 2 else "/index.html"))
+        for i, c in enumerate(conns):
+            assert c.read_response().body == (A_TXT if i % 2 else INDEX_HTML)
+        for c in conns:  # and a second round on the same connections
+            c.send(req())
+        for c in conns:
+            assert c.read_response().body == A_TXT
+    finally:
+        for c in conns:
+            c.close()
 
 
 @pytest.mark.concurrent

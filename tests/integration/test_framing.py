@@ -118,6 +118,25 @@ def test_head_too_large_431(server):
     assert_still_serving(server)
 
 
+def _head_of_size(total: int) -> bytes:
+    base = b"GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Pad: "
+    return base + b"p" * (total - len(base) - 4) + b"\r\n\r\n"
+
+
+def test_head_exactly_max_head_accepted(server):
+    h = _head_of_size(16384)
+    assert len(h) == 16384
+    resp, c = send_raw(server, h)
+    c.close()
+    assert (resp.status, resp.body) == (200, A_TXT)
+
+
+def test_head_just_over_max_head_431(server):
+    resp, c = send_raw(server, _head_of_size(16400))
+    c.close()
+    assert resp.status == 431
+
+
 def test_too_many_headers_431(server):
     headers = "".join(f"X-H{i}: v\r\n" for i in range(120))
     resp, c = send_raw(server, f"GET /a.txt HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
@@ -134,7 +153,7 @@ def test_many_headers_below_limit_ok(server):
 
 
 def test_header_limits_are_configurable(servers):
-    srv = servers(max_headers=5, max_head=1024)
+    srv = servers(max_headers=5, max_head=1024, max_request_line=512)
     few = "".join(f"X-H{i}: v\r\n" for i in range(4))
     resp, c = send_raw(srv, f"GET /a.txt HTTP/1.1\r\nHost: x\r\n{few}\r\n".encode())
     c.close()

@@ -1,6 +1,8 @@
 """Request paths: decoding, traversal, directories, dotfiles, symlinks, error pages."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import util
@@ -108,6 +110,14 @@ def test_directory_redirect_of_encoded_name(server, docroot):
     assert server.get(loc).body == b"spaced"
 
 
+def test_directory_redirect_preserves_long_query(server):
+    """A legal ~2 KB request line (limit 8192) gets its 301 with the whole query."""
+    query = "q=" + "x" * 2000
+    resp = server.get("/sub?" + query)
+    assert resp.status == 301, f"expected 301, got {resp.status}"
+    assert resp.header("Location") == "/sub/?" + query
+
+
 def test_directory_without_index_403(server):
     assert server.get("/emptydir/").status == 403
 
@@ -162,6 +172,34 @@ def test_symlinks_off_refuses_every_symlink(servers):
         assert resp.status in (403, 404), target
         assert OUTSIDE_SECRET not in resp.body and A_TXT not in resp.body
     assert srv.get("/a.txt").body == A_TXT
+
+
+def test_fifo_in_root_is_refused_without_hanging(server, docroot):
+    """A non-regular file must not be opened for reading (open() on a FIFO blocks)."""
+    fifo = docroot.path / "pipe.txt"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    resp = server.get("/pipe.txt", timeout=3)
+    assert resp.status in (403, 404), resp
+    assert server.get("/a.txt", timeout=3).body == A_TXT
+
+
+def test_symlink_loop_refused(server, docroot):
+    loop = docroot.path / "loop.txt"
+    if not os.path.lexists(loop):
+        os.symlink("loop.txt", loop)
+    resp = server.get("/loop.txt")
+    assert resp.status in (403, 404), resp
+
+
+def test_overlong_name_component(server):
+    resp = server.get("/" + "n" * 300 + ".txt")
+    assert resp.status in (404, 414), resp
+
+
+def test_deep_nonexistent_path(server):
+    resp = server.get("/" + "d/" * 1000 + "x.txt")
+    assert resp.status in (404, 414), resp
 
 
 def test_missing_file_404(server):

@@ -144,15 +144,21 @@ def test_max_connections_extra_client_waits_in_backlog(servers, model):
     n = 1 if model == "iterative" else 2
     holders = [srv.connect() for _ in range(n)]
     try:
-        for h in holders:
+        for i, h in enumerate(holders):
             h.send(util.build_request("GET", "/a.txt"))
-            assert h.read_response(timeout=3).body == A_TXT
+            try:
+                assert h.read_response(timeout=3).body == A_TXT
+            except TimeoutError:
+                pytest.fail(f"connection {i + 1} of {n} (max_connections=2) not served in 3 s")
         with srv.connect() as extra:  # the kernel completes the handshake (backlog)
             extra.send(util.build_request("GET", "/index.html"))
             assert not extra.readable_within(0.7), \
                 f"a client beyond max_connections={n} was served while the limit was reached"
             holders.pop(0).close()
-            resp = extra.read_response(timeout=3)
+            try:
+                resp = extra.read_response(timeout=3)
+            except TimeoutError:
+                pytest.fail("the waiting client was not served within 3 s after a slot freed")
             assert resp.body == INDEX_HTML
         for h in holders:  # the others are unaffected
             h.send(util.build_request("GET", "/a.txt"))

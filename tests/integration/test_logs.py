@@ -1,0 +1,145 @@
+"""Access log (Combined Log Format), access_log=off, SIGUSR1 reopening."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+
+import util
+from conftest import A_TXT, ERROR_404
+
+LOG_RE = re.compile(
+    r'^(?P<host>127\.0\.0\.1) - - '
+    r'\[(?P<day>\d{2})/(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)/(?P<year>\d{4})'
+    r':(?P<h>\d{2}):(?P<m>\d{2}):(?P<s>\d{2}) (?P<tz>[+-]\d{4})\] '
+    r'"(?P<request>[^"]*)" (?P<status>\d{3}) (?P<bytes>\d+|-) '
+    r'"(?P<referer>[^"]*)" "(?P<ua>[^"]*)"$'
+)
+
+
+def log_lines(path) -> list[str]:
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        data = f.read().decode("utf-8", errors="replace")
+    return data.splitlines()
+
+
+def wait_lines(path, n: int, timeout: float = 3.0) -> list[str]:
+    util.wait_for(lambda: len(log_lines(path)) >= n, timeout)
+    return log_lines(path)
+
+
+def parse(line: str) -> dict:
+    m = LOG_RE.match(line)
+    assert m, f"not a Combined Log Format line: {line!r}"
+    return m.groupdict()
+
+
+def test_access_log_combined_format(fresh_server):
+    srv = fresh_server()
+    srv.get("/a.txt?x=1", headers=[("Referer", "http://ref.example/page"),
+                                   ("User-Agent", "spindle-test/1.0")])
+    srv.get("/missing.html")
+    lines = wait_lines(srv.access_log, 2)
+    assert len(lines) == 2, lines
+    first, second = parse(lines[0]), parse(lines[1])
+    assert first["request"] == "GET /a.txt?x=1 HTTP/1.1"
+    assert first["status"] == "200" and first["bytes"] == str(len(A_TXT))
+    assert first["referer"] == "http://ref.example/page"
+    assert first["ua"] == "spindle-test/1.0"
+    assert second["request"] == "GET /missing.html HTTP/1.1"
+    assert second["status"] == "404" and second["bytes"] == str(len(ERROR_404))
+    assert second["referer"] == "-" and second["ua"] == "-"
+    # the timestamp is now (within a minute), whatever the zone
+    ts = time.strptime(" ".join([f"{first['day']}/{first['mon']}/{first['year']}:"
+                                 f"{first['h']}:{first['m']}:{first['s']}", first["tz"]]),
+                       "%d/%b/%Y:%H:%M:%S %z")
+    import calendar
+    epoch = calendar.timegm(ts) - ts.tm_gmtoff
+    assert abs(epoch - time.time()) < 60, f"log time {epoch} vs now {time.time()}"
+
+
+def test_access_log_other_statuses(fresh_server):
+    srv = fresh_server()
+    srv.request("HEAD", "/a.txt")
+    srv.request("DELETE", "/a.txt")
+    srv.get("/range.txt", headers=[("Range", "bytes=0-9")])
+    with srv.connect() as c:  # a 400 is logged too
+        c.send(b"GET /a.txt HTTP/1.1\r\n\r\n")
+        assert c.read_response().status == 400
+    lines = wait_lines(srv.access_log, 4)
+    got = [parse(ln) for ln in lines]
+    assert [g["status"] for g in got] == ["200", "405", "206", "400"], lines
+    assert got[0]["request"] == "HEAD /a.txt HTTP/1.1"
+    assert got[0]["bytes"] in ("-", "0")
+    assert got[2]["bytes"] == "10"
+
+
+def test_access_log_concurrent_clients_exact_lines(fresh_server):
+    srv = fresh_server()
+    n_clients, per_client = 4, 25
+    errors = []
+
+    def client(ci: int):
+        try:
+            with srv.connect(timeout=20) as c:
+                for ri in range(per_client):
+                    c.send(util.build_request("GET", f"/a.txt?c={ci}&r={ri}",
+                                              [("User-Agent", f"client-{ci}")]))
+                    r = c.read_response(timeout=20)
+                    if r.body != A_TXT:
+                        errors.append(f"client {ci} request {ri}: {r}")
+        except Exception as e:  # reported below
+            errors.append(f"client {ci}: {e!r}")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n_clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    total = n_clients * per_client
+    lines = wait_lines(srv.access_log, total)
+    assert len(lines) == total, f"{len(lines)} lines for {total} requests"
+    seen = set()
+    for ln in lines:
+        p = parse(ln)
+        m = re.fullmatch(r"GET /a\.txt\?c=(\d+)&r=(\d+) HTTP/1\.1", p["request"])
+        assert m, ln
+        assert p["ua"] == f"client-{m.group(1)}", f"fields of two requests mixed: {ln!r}"
+        assert p["status"] == "200" and p["bytes"] == "13"
+        seen.add((int(m.group(1)), int(m.group(2))))
+    assert len(seen) == total
+
+
+def test_access_log_off_writes_nothing(fresh_server):
+    srv = fresh_server(access_log="off")
+    for _ in range(3):
+        assert srv.get("/a.txt").body == A_TXT
+    time.sleep(0.3)
+    assert not srv.access_log.exists() or srv.access_log.stat().st_size == 0
+    assert not (srv.workdir / "off").exists(), "access_log=off created a file named 'off'"
+
+
+def test_sigusr1_reopens_logs(fresh_server):
+    srv = fresh_server()
+    srv.get("/a.txt?before=1")
+    assert len(wait_lines(srv.access_log, 1)) == 1
+    rotated = srv.access_log.with_name("access.log.1")
+    os.rename(srv.access_log, rotated)
+    srv.signal(signal.SIGUSR1)
+    time.sleep(0.3)
+    srv.assert_alive("on SIGUSR1 ")
+    srv.get("/a.txt?after=1")
+    assert util.wait_for(lambda: srv.access_log.exists(), 3), \
+        "no new access.log after SIGUSR1 and a request"
+    new = wait_lines(srv.access_log, 1)
+    assert len(new) == 1 and "after=1" in new[0], new
+    old = log_lines(rotated)
+    assert len(old) == 1 and "before=1" in old[0], old
+    # and the new file keeps being used
+    srv.get("/a.txt?later=1")
+    assert len(wait_lines(srv.access_log, 2)) == 2
