@@ -34,7 +34,7 @@ static int path_hex(unsigned char c)
 int path_resolve(struct span raw, char *out, size_t cap, struct path_result *res)
 {
 	const unsigned char *p = (const unsigned char *)raw.p;
-	const unsigned char *end = p + raw.len;
+	const unsigned char *end = p ? p + raw.len : p; /* NULL + 0 is undefined in C */
 	size_t o = 0;          /* bytes of out in use */
 	size_t seg_sep = 0;    /* o before the current segment's separator */
 	size_t seg = 0;        /* where the current segment's bytes start in out */

@@ -51,7 +51,7 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 			      size_t *count)
 {
 	const char *p = value.p;
-	const char *end = value.p + value.len;
+	const char *end = p ? p + value.len : p; /* NULL + 0 is undefined in C */
 	size_t specs = 0; /* syntactic range-specs seen, satisfiable or not */
 	size_t n = 0;     /* satisfiable ranges written to out */
 
