@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "endpoints.h"
 #include "fs/cache.h"
 #include "fs/file.h"
 #include "fs/path.h"
@@ -87,6 +88,7 @@ struct conn {
 	bool draining;
 	bool idle;               /* waiting between requests with nothing buffered */
 
+	struct sockaddr_storage peer_addr;
 	char peer[INET6_ADDRSTRLEN];
 	char errpage[256];
 };
@@ -121,6 +123,8 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 	}
 	c->head_started = c->last_progress = conn_now_ms();
 	strcpy(c->peer, "-");
+	if (peer && peerlen <= sizeof(c->peer_addr))
+		memcpy(&c->peer_addr, peer, peerlen);
 	if (peer && peer->sa_family == AF_INET && peerlen >= sizeof(struct sockaddr_in))
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer, sizeof(c->peer));
 	else if (peer && peer->sa_family == AF_INET6 && peerlen >= sizeof(struct sockaddr_in6))
@@ -421,6 +425,31 @@ static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, 
 	}
 }
 
+/* A response an endpoint generated; takes over its body. */
+static void respond_dynamic(struct conn *c, struct dyn_response *d)
+{
+	response_release(c);
+	if (!ensure_hdr_cap(c, 512 + (d->extra ? strlen(d->extra) : 0))) {
+		free(d->body);
+		respond_status(c, 500, false, NULL);
+		return;
+	}
+	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	c->body = d->body;
+	head_start(c, &b, d->status);
+	puts_(&b, "Content-Type: ");
+	puts_(&b, d->content_type);
+	puts_(&b, "\r\nContent-Length: ");
+	put_u64(&b, d->len);
+	puts_(&b, "\r\nCache-Control: no-store\r\n");
+	if (d->extra)
+		puts_(&b, d->extra);
+	head_end(c, &b);
+	if (!is_head(c))
+		add_seg(c, c->body, 0, d->len);
+	c->state = ST_SEND;
+}
+
 /* A file to answer with: from the cache (entry set), or open (fd >= 0). */
 struct file_view {
 	uint64_t size;
@@ -592,6 +621,11 @@ static void respond_request(struct conn *c)
 	}
 	if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
 		respond_status(c, 405, false, "Allow: GET, HEAD\r\n");
+		return;
+	}
+	struct dyn_response dyn;
+	if (endpoints_dispatch(c->srv, &c->peer_addr, r, &dyn)) {
+		respond_dynamic(c, &dyn);
 		return;
 	}
 	int err = path_resolve(r->path, rel, sizeof(rel) - sizeof(cfg->index) - 1, &pr);
