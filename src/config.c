@@ -14,7 +14,10 @@
 
 #include "models/model.h"
 
-enum key_type { KEY_INT, KEY_SIZE, KEY_DURATION, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS, KEY_LEVEL };
+enum key_type {
+	KEY_INT, KEY_SIZE, KEY_DURATION, KEY_DURATION_US, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS,
+	KEY_LEVEL, KEY_LOCK,
+};
 
 struct config_key {
 	const char *section;
@@ -54,6 +57,16 @@ static const struct config_key config_keys[] = {
 	K("cache", "cache_size", KEY_SIZE, cache_size, 0, (long long)1 << 40),
 	K("cache", "cache_max_file", KEY_SIZE, cache_max_file, 0, (long long)1 << 32),
 	K("cache", "cache_revalidate", KEY_DURATION, cache_revalidate_ms, 0, 3600000),
+	K("stats", "stats_name", KEY_STRING, stats_name, 0, 0),
+	K("stats", "metrics", KEY_BOOL, metrics, 0, 0),
+	K("stats", "metrics_path", KEY_STRING, metrics_path, 0, 0),
+	K("stats", "status_path", KEY_STRING, status_path, 0, 0),
+	K("stats", "stats_allow", KEY_STRING, stats_allow, 0, 0),
+	K("workload", "workload", KEY_BOOL, workload, 0, 0),
+	K("workload", "workload_path", KEY_STRING, workload_path, 0, 0),
+	K("workload", "work_unit", KEY_DURATION_US, work_unit_us, 1, 10000000),
+	K("workload", "buckets", KEY_INT, buckets, 1, 65536),
+	K("workload", "bucket_lock", KEY_LOCK, bucket_global_lock, 0, 0),
 	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
 	K("log", "error_log", KEY_STRING, error_log, 0, 0),
 	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
@@ -91,6 +104,16 @@ void config_defaults(struct config *cfg)
 	cfg->access_log[0] = '\0';
 	strcpy(cfg->error_log, "-");
 	cfg->log_level = LOG_INFO;
+	strcpy(cfg->stats_name, "auto");
+	cfg->metrics = false;
+	strcpy(cfg->metrics_path, "/metrics");
+	strcpy(cfg->status_path, "/status");
+	strcpy(cfg->stats_allow, "127.0.0.0/8 ::1/128");
+	cfg->workload = false;
+	strcpy(cfg->workload_path, "/work");
+	cfg->work_unit_us = 1000;
+	cfg->buckets = 128;
+	cfg->bucket_global_lock = false;
 	strcpy(cfg->source, "(defaults and command line)");
 }
 
@@ -116,8 +139,9 @@ static bool parse_number(const char *s, long long *out)
 	return true;
 }
 
-/* "30", "30s", "500ms", "2m" -> milliseconds. */
-static bool parse_duration(const char *s, long long *ms)
+/* "30", "30s", "500ms", "2m" (and "250us" when us_ok) -> milliseconds, or
+ * microseconds when us_ok. */
+static bool parse_duration_unit(const char *s, long long *out, bool us_ok)
 {
 	char num[32];
 	size_t n = strspn(s, "0123456789");
@@ -129,14 +153,24 @@ static bool parse_duration(const char *s, long long *ms)
 	if (!parse_number(num, &v))
 		return false;
 	const char *unit = s + n;
-	if (*unit == '\0' || strcmp(unit, "s") == 0)
-		v *= 1000;
-	else if (strcmp(unit, "m") == 0)
-		v *= 60000;
-	else if (strcmp(unit, "ms") != 0)
+	long long scale = us_ok ? 1000 : 1; /* per millisecond */
+	if (v > LLONG_MAX / (60000 * scale))
 		return false;
-	*ms = v;
+	if (*unit == '\0' || strcmp(unit, "s") == 0)
+		v *= 1000 * scale;
+	else if (strcmp(unit, "m") == 0)
+		v *= 60000 * scale;
+	else if (strcmp(unit, "ms") == 0)
+		v *= scale;
+	else if (!(us_ok && strcmp(unit, "us") == 0))
+		return false;
+	*out = v;
 	return true;
+}
+
+static bool parse_duration(const char *s, long long *ms)
+{
+	return parse_duration_unit(s, ms, false);
 }
 
 /* "4096", "16k", "1m", "1g" -> bytes. */
@@ -190,22 +224,26 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 	switch (k->type) {
 	case KEY_INT:
 	case KEY_SIZE:
-	case KEY_DURATION: {
+	case KEY_DURATION:
+	case KEY_DURATION_US: {
 		bool ok = k->type == KEY_INT ? parse_number(value, &v)
-			: k->type == KEY_SIZE ? parse_size(value, &v) : parse_duration(value, &v);
+			: k->type == KEY_SIZE ? parse_size(value, &v)
+			: k->type == KEY_DURATION ? parse_duration(value, &v)
+			: parse_duration_unit(value, &v, true);
 		if (!ok) {
 			snprintf(why, whylen, "%s: '%s' is not a %s", k->name, value,
 				 k->type == KEY_INT ? "whole number"
 				 : k->type == KEY_SIZE ? "size (like 4096, 16k, 1m)"
-				 : "duration (like 10, 10s, 500ms, 2m)");
+				 : k->type == KEY_DURATION ? "duration (like 10, 10s, 500ms, 2m)"
+				 : "duration (like 1ms, 250us, 2s)");
 			return -1;
 		}
 		if (v < k->min || v > k->max) {
 			snprintf(why, whylen, "%s: %s is out of range (%lld..%lld%s)", k->name, value, k->min,
-				 k->max, k->type == KEY_DURATION ? " ms" : "");
+				 k->max, k->type == KEY_DURATION ? " ms" : k->type == KEY_DURATION_US ? " us" : "");
 			return -1;
 		}
-		if (k->type == KEY_INT || k->type == KEY_DURATION)
+		if (k->type == KEY_INT || k->type == KEY_DURATION || k->type == KEY_DURATION_US)
 			*(int *)field = (int)v;
 		else if (k->size == sizeof(uint64_t) && k->offset == offsetof(struct config, max_body))
 			*(uint64_t *)field = (uint64_t)v;
@@ -252,6 +290,16 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			return -1;
 		}
 		return 0;
+	case KEY_LOCK:
+		if (!strcmp(value, "bucket"))
+			cfg->bucket_global_lock = false;
+		else if (!strcmp(value, "global"))
+			cfg->bucket_global_lock = true;
+		else {
+			snprintf(why, whylen, "bucket_lock: '%s' is not bucket or global", value);
+			return -1;
+		}
+		return 0;
 	case KEY_LEVEL:
 		if (!strcmp(value, "debug"))
 			cfg->log_level = LOG_DEBUG;
@@ -286,7 +334,7 @@ static int ini_on_pair(void *user, const char *section, const char *name, const 
 	}
 	if (section[0] && strcmp(section, k->section) != 0) {
 		if (strcmp(section, "server") && strcmp(section, "http") && strcmp(section, "cache") &&
-		    strcmp(section, "log"))
+		    strcmp(section, "stats") && strcmp(section, "workload") && strcmp(section, "log"))
 			snprintf(st->why, sizeof(st->why), "unknown section [%s]", section);
 		else
 			snprintf(st->why, sizeof(st->why), "key '%s' belongs in [%s], not [%s]", name,
@@ -397,6 +445,15 @@ void config_print(const struct config *cfg, FILE *out)
 		case KEY_STRING: fprintf(out, "%s\n", field); break;
 		case KEY_SYMLINKS: fprintf(out, "%s\n", symlinks[cfg->symlinks]); break;
 		case KEY_LEVEL: fprintf(out, "%s\n", levels[cfg->log_level]); break;
+		case KEY_LOCK: fprintf(out, "%s\n", cfg->bucket_global_lock ? "global" : "bucket"); break;
+		case KEY_DURATION_US: {
+			int us = *(const int *)field;
+			if (us % 1000)
+				fprintf(out, "%dus\n", us);
+			else
+				fprintf(out, "%s\n", duration_str(us / 1000, buf, sizeof(buf)));
+			break;
+		}
 		}
 	}
 }

@@ -48,6 +48,20 @@ struct config {
 	size_t cache_max_file;/* bigger files are never cached */
 	int cache_revalidate_ms; /* how long a cached file may go unchecked */
 
+	/* [stats] */
+	char stats_name[64];  /* shared-memory instance name; "auto" = from the port */
+	bool metrics;         /* serve metrics_path and status_path */
+	char metrics_path[128];
+	char status_path[128];
+	char stats_allow[1024]; /* client addresses allowed on the endpoints: CIDRs, space-separated */
+
+	/* [workload] (seed 002: CPU delay + shared buckets) */
+	bool workload;
+	char workload_path[128];
+	int work_unit_us;     /* one unit of busy-waiting */
+	int buckets;
+	bool bucket_global_lock; /* one lock for all buckets (the baseline) */
+
 	/* [log] */
 	char access_log[4096]; /* "" when off */
 	char error_log[4096];  /* "-" for stderr */
