@@ -9,6 +9,7 @@ extern const struct model model_thread;
 extern const struct model model_pool;
 extern const struct model model_prefork;
 extern const struct model model_epoll;
+extern const struct model model_uring;
 
 const struct model *const model_registry[] = {
 	&model_iterative,
@@ -17,6 +18,7 @@ const struct model *const model_registry[] = {
 	&model_pool,
 	&model_prefork,
 	&model_epoll,
+	&model_uring,
 	NULL,
 };
 

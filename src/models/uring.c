@@ -1,0 +1,750 @@
+/* uring.c - N completion-driven loops over io_uring (liburing), one thread
+ * and one ring each, with its own SO_REUSEPORT listener (or all sharing one).
+ *
+ * Each connection has at most one operation in flight, exactly the one the
+ * core wants: recv into conn_input_space(), sendmsg of conn_output()'s iovecs,
+ * a file range as read-into-a-buffer + send, shutdown. Completions feed the
+ * core, which then says what to submit next. All SQEs prepared in an
+ * iteration go to the kernel in one io_uring_enter, which also waits.
+ *
+ * File ranges are read into a per-connection buffer and sent, not spliced:
+ * io_uring runs every splice in an io-wq worker thread (it cannot be issued
+ * non-blocking), so each slow client would pin a kernel thread for its whole
+ * download, a short splice breaks the file->pipe->socket link and leaves bytes
+ * in the pipe to recover, and the pipe costs two descriptors per connection.
+ * A read hits the page cache inline and a send waits by poll, with no thread.
+ *
+ * The kernel holds pointers into a connection (its input buffer, iovecs, file
+ * buffer) while an operation is in flight, so a connection is freed, timed
+ * out or force-closed only from its operation's completion: a deadline that
+ * expires under an operation cancels it and acts when the CQE arrives. */
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../conn.h"
+#include "../listen.h"
+#include "../log/log.h"
+#include "../server.h"
+#include "../stats/stats.h"
+#include "model.h"
+#include "slots.h"
+
+#define URING_SCAN_MS 200            /* how often deadlines are checked */
+#define URING_SQ_ENTRIES 1024
+#define URING_FILE_CHUNK (128 * 1024) /* file bytes read and sent per step */
+#define URING_CANCEL_GRACE_MS 2000   /* after the drain deadline, for cancels to land */
+/* max_connections is shared by the loops (slots.h). An accept in flight
+ * cannot hold a slot while it waits (an idle loop would starve a busy one),
+ * so a connection takes its slot when accepted; one that finds none is parked
+ * unserved, and no accept is armed again until a freed slot lets it in: at
+ * the cap clients wait, as in epoll, with at most one parked descriptor per
+ * loop beyond the cap. One wake-up of a multishot accept takes the whole
+ * backlog (listen.c asks for 4096, the default somaxconn) before the loop can
+ * count it, so it is used only while that many more connections fit. */
+#define URING_MULTISHOT_ROOM 4096
+#define URING_PARKED_MAX 64
+
+/* user_data of the non-connection operations; connections use their address. */
+enum {
+	UD_ACCEPT = 1,
+	UD_WAKE = 2,
+	UD_IGNORE = 3, /* cancel requests: their own result does not matter */
+	UD_SLOT = 4,   /* poll on this loop's slots eventfd: a slot freed at the cap */
+	UD_LISTEN = 5, /* poll on the listener while out of descriptors */
+};
+
+enum uop { OP_NONE, OP_RECV, OP_SENDMSG, OP_FREAD, OP_FSEND, OP_SHUTDOWN };
+
+/* What to do when the cancelled (or racing) operation completes. */
+enum upending { PEND_NONE, PEND_TIMEOUT, PEND_CLOSE };
+
+struct uconn {
+	struct conn *c;
+	int fd;
+	enum uop op;           /* in flight, or OP_NONE */
+	enum upending pending;
+	bool cancel_sent;
+	struct conn_output out; /* the iovecs of an in-flight sendmsg */
+	struct msghdr msg;
+	/* file bytes read but not yet sent: fbuf[fb_start..fb_end) is the
+	 * file's range at fb_off; fr_fd/fr_off describe the read in flight */
+	char *fbuf;
+	size_t fb_start, fb_end;
+	int fb_fd, fr_fd;
+	off_t fb_off, fr_off;
+	struct uconn *prev, *next;
+};
+
+struct loop {
+	const struct server *srv;
+	int id;
+	struct io_uring ring;
+	bool ring_ok;
+	bool enable;           /* created disabled: the loop thread enables it (single issuer) */
+	struct acceptor acc;
+	bool multishot;        /* multishot accept works on this kernel */
+	struct conn_slots *slots; /* max_connections, shared by all loops */
+	bool accept_armed;     /* an accept (or, out of descriptors, a listener poll) is in flight */
+	bool accept_multi;     /* ... and it is multishot */
+	uint64_t accept_ud;    /* ... its user_data: UD_ACCEPT or UD_LISTEN */
+	bool accept_cancel_sent;
+	bool slot_armed;       /* the poll on our slots eventfd is in flight */
+	bool emfile;           /* out of descriptors: poll the listener, accept by hand */
+	int parked[URING_PARKED_MAX]; /* accepted at the cap, waiting for a slot */
+	int nparked;
+	bool wake_armed;       /* the poll on srv->wake_fd is in flight */
+	int64_t accept_retry_at; /* after an accept error: not before then (0: now) */
+	struct uconn *conns;   /* every open connection, for deadline scans */
+	int nconns;
+	bool stopping;
+	int64_t drain_deadline;
+	int rc;
+};
+
+static void uconn_step(struct loop *lp, struct uconn *u);
+
+/* A free SQE; when the submission queue is full, hand it to the kernel first. */
+static struct io_uring_sqe *loop_sqe(struct loop *lp)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&lp->ring);
+	if (!sqe) {
+		io_uring_submit(&lp->ring);
+		sqe = io_uring_get_sqe(&lp->ring);
+	}
+	return sqe;
+}
+
+static void uconn_close(struct loop *lp, struct uconn *u)
+{
+	/* nothing is in flight: a plain close() cannot race the kernel */
+	close(u->fd);
+	conn_free(u->c);
+	free(u->fbuf);
+	if (u->prev)
+		u->prev->next = u->next;
+	else
+		lp->conns = u->next;
+	if (u->next)
+		u->next->prev = u->prev;
+	free(u);
+	lp->nconns--;
+	slots_give(lp->slots);
+}
+
+/* Asks the kernel to end u's operation early; uconn_complete acts on `why`. */
+static void uconn_cancel(struct loop *lp, struct uconn *u, enum upending why)
+{
+	if (why > u->pending)
+		u->pending = why;
+	if (u->cancel_sent)
+		return;
+	struct io_uring_sqe *sqe = loop_sqe(lp);
+	if (!sqe)
+		return; /* retried by the next scan */
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)u, 0);
+	io_uring_sqe_set_data64(sqe, UD_IGNORE);
+	u->cancel_sent = true;
+}
+
+/* Submits the file part of an output: send buffered bytes, or read more. */
+static bool uconn_file_op(struct uconn *u, struct io_uring_sqe *sqe, const struct conn_output *out)
+{
+	if (u->fb_start < u->fb_end && u->fb_fd == out->file_fd && u->fb_off == out->file_off) {
+		size_t n = u->fb_end - u->fb_start;
+		if (n > out->file_len)
+			n = out->file_len;
+		io_uring_prep_send(sqe, u->fd, u->fbuf + u->fb_start, n, MSG_NOSIGNAL);
+		u->op = OP_FSEND;
+		return true;
+	}
+	if (!u->fbuf && !(u->fbuf = malloc(URING_FILE_CHUNK)))
+		return false;
+	size_t n = out->file_len < URING_FILE_CHUNK ? out->file_len : URING_FILE_CHUNK;
+	u->fb_start = u->fb_end = 0;
+	u->fr_fd = out->file_fd;
+	u->fr_off = out->file_off;
+	io_uring_prep_read(sqe, out->file_fd, u->fbuf, (unsigned)n, (uint64_t)out->file_off);
+	u->op = OP_FREAD;
+	return true;
+}
+
+/* Submits what the core wants next, or closes; nothing may be in flight. */
+static void uconn_step(struct loop *lp, struct uconn *u)
+{
+	for (;;) {
+		int64_t deadline;
+		enum conn_want want = conn_wants(u->c, &deadline);
+		if (want == CONN_WANT_CLOSE) {
+			uconn_close(lp, u);
+			return;
+		}
+		if (want == CONN_WANT_WRITE) {
+			conn_output(u->c, &u->out);
+			if (u->out.total == 0) { /* nothing left (cannot happen while WRITE is wanted) */
+				conn_output_done(u->c, 0);
+				continue;
+			}
+		} else if (u->fbuf) {
+			/* the response that needed the file buffer is over */
+			free(u->fbuf);
+			u->fbuf = NULL;
+			u->fb_start = u->fb_end = 0;
+		}
+		struct io_uring_sqe *sqe = loop_sqe(lp);
+		if (!sqe) {
+			log_error("io_uring: no submission entry: closing a connection");
+			uconn_close(lp, u);
+			return;
+		}
+		switch (want) {
+		case CONN_WANT_READ: {
+			struct iovec space = conn_input_space(u->c);
+			io_uring_prep_recv(sqe, u->fd, space.iov_base, space.iov_len, 0);
+			u->op = OP_RECV;
+			break;
+		}
+		case CONN_WANT_WRITE:
+			if (u->out.iovcnt > 0) {
+				u->msg = (struct msghdr){ .msg_iov = u->out.iov, .msg_iovlen = (size_t)u->out.iovcnt };
+				io_uring_prep_sendmsg(sqe, u->fd, &u->msg, MSG_NOSIGNAL);
+				u->op = OP_SENDMSG;
+			} else if (!uconn_file_op(u, sqe, &u->out)) {
+				log_error("out of memory for a file buffer");
+				io_uring_prep_nop(sqe);
+				io_uring_sqe_set_data64(sqe, UD_IGNORE);
+				conn_output_failed(u->c);
+				continue;
+			}
+			break;
+		case CONN_WANT_SHUTDOWN:
+			io_uring_prep_shutdown(sqe, u->fd, SHUT_WR);
+			u->op = OP_SHUTDOWN;
+			break;
+		case CONN_WANT_CLOSE:
+			break;
+		}
+		io_uring_sqe_set_data(sqe, u);
+		return;
+	}
+}
+
+/* Reports a finished operation to the core, then submits the next one. */
+static void uconn_complete(struct loop *lp, struct uconn *u, int res)
+{
+	enum uop op = u->op;
+	enum upending pending = u->pending;
+
+	u->op = OP_NONE;
+	u->pending = PEND_NONE;
+	u->cancel_sent = false;
+	if (pending == PEND_CLOSE) { /* drain time is up, or drained while idle */
+		uconn_close(lp, u);
+		return;
+	}
+	if (pending == PEND_TIMEOUT && res == -ECANCELED) {
+		conn_timeout(u->c);
+		uconn_step(lp, u);
+		return;
+	}
+	switch (op) {
+	case OP_RECV:
+		conn_input_done(u->c, res);
+		break;
+	case OP_SENDMSG:
+	case OP_FSEND:
+		if (res <= 0) { /* 0 cannot happen for a non-empty send: do not spin on it */
+			conn_output_failed(u->c);
+			break;
+		}
+		if (op == OP_FSEND) {
+			u->fb_start += (size_t)res;
+			u->fb_off += res;
+		}
+		conn_output_done(u->c, (size_t)res);
+		break;
+	case OP_FREAD:
+		if (res <= 0) {
+			/* 0: the file shrank under us, the promised length can't be kept */
+			if (res < 0)
+				log_error("read of a file being sent: %s", strerror(-res));
+			conn_output_failed(u->c);
+			break;
+		}
+		u->fb_fd = u->fr_fd;
+		u->fb_off = u->fr_off;
+		u->fb_start = 0;
+		u->fb_end = (size_t)res;
+		break;
+	case OP_SHUTDOWN:
+		conn_shutdown_done(u->c);
+		break;
+	case OP_NONE:
+		break;
+	}
+	if (pending == PEND_TIMEOUT) {
+		/* the operation finished before the cancel reached it: time out
+		 * only if the deadline still stands after that progress */
+		int64_t deadline;
+		conn_wants(u->c, &deadline);
+		if (deadline >= 0 && conn_now_ms() >= deadline)
+			conn_timeout(u->c);
+	}
+	uconn_step(lp, u);
+}
+
+static void loop_arm_wake(struct loop *lp)
+{
+	struct io_uring_sqe *sqe = loop_sqe(lp);
+	if (!sqe)
+		return;
+	io_uring_prep_poll_add(sqe, lp->srv->wake_fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, UD_WAKE);
+	lp->wake_armed = true;
+}
+
+static bool loop_multishot_room(const struct loop *lp)
+{
+	int used = atomic_load_explicit(&lp->slots->used, memory_order_relaxed);
+	return lp->slots->max - used > URING_MULTISHOT_ROOM;
+}
+
+/* Keeps one accept in flight while there is room; at the cap, none: the
+ * clients wait in the backlog and a freed slot wakes us (slots.h). */
+static void loop_arm_accept(struct loop *lp)
+{
+	if (lp->accept_armed || lp->stopping)
+		return;
+	if (lp->accept_retry_at) {
+		if (conn_now_ms() < lp->accept_retry_at)
+			return;
+		lp->accept_retry_at = 0;
+	}
+	if (lp->nparked > 0) {
+		if (!lp->slot_armed) {
+			struct io_uring_sqe *sqe = loop_sqe(lp);
+			if (!sqe)
+				return;
+			io_uring_prep_poll_add(sqe, lp->slots->wake_fds[lp->id], POLLIN);
+			io_uring_sqe_set_data64(sqe, UD_SLOT);
+			lp->slot_armed = true;
+		}
+		return;
+	}
+	bool multi = lp->multishot && !lp->emfile && loop_multishot_room(lp);
+	struct io_uring_sqe *sqe = loop_sqe(lp);
+	if (!sqe)
+		return;
+	if (lp->emfile) {
+		/* io_uring's accept takes a descriptor before it looks at the
+		 * queue, so it would fail at once, forever: wait for a client */
+		io_uring_prep_poll_add(sqe, lp->acc.fd, POLLIN);
+		lp->accept_ud = UD_LISTEN;
+	} else {
+		/* The peer address comes from getpeername(): a multishot accept
+		 * would overwrite one shared sockaddr before we read it. Sockets
+		 * stay blocking: io_uring tries each operation non-blocking and
+		 * waits by poll itself. */
+		if (multi)
+			io_uring_prep_multishot_accept(sqe, lp->acc.fd, NULL, NULL, SOCK_CLOEXEC);
+		else
+			io_uring_prep_accept(sqe, lp->acc.fd, NULL, NULL, SOCK_CLOEXEC);
+		lp->accept_ud = UD_ACCEPT;
+	}
+	io_uring_sqe_set_data64(sqe, lp->accept_ud);
+	lp->accept_armed = true;
+	lp->accept_multi = multi;
+	lp->accept_cancel_sent = false;
+}
+
+static void loop_cancel_accept(struct loop *lp)
+{
+	if (!lp->accept_armed || lp->accept_cancel_sent)
+		return;
+	struct io_uring_sqe *sqe = loop_sqe(lp);
+	if (!sqe)
+		return;
+	io_uring_prep_cancel64(sqe, lp->accept_ud, 0);
+	io_uring_sqe_set_data64(sqe, UD_IGNORE);
+	lp->accept_cancel_sent = true;
+}
+
+static void loop_new_conn(struct loop *lp, int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+
+	if (lp->stopping) { /* accepted as the stop came in: it would be drained at once */
+		close(fd);
+		slots_give(lp->slots);
+		return;
+	}
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+		len = 0;
+	struct uconn *u = calloc(1, sizeof(*u));
+	if (u)
+		u->c = conn_new(lp->srv, len ? (struct sockaddr *)&peer : NULL, len);
+	if (!u || !u->c) {
+		log_error("out of memory for a connection");
+		free(u);
+		close(fd);
+		slots_give(lp->slots);
+		return;
+	}
+	u->fd = fd;
+	u->fb_fd = u->fr_fd = -1;
+	u->next = lp->conns;
+	if (lp->conns)
+		lp->conns->prev = u;
+	lp->conns = u;
+	lp->nconns++;
+	uconn_step(lp, u);
+}
+
+/* A new connection: served with a slot, else parked until one frees. */
+static void loop_take_conn(struct loop *lp, int fd)
+{
+	if (lp->nparked == 0 && slots_take(lp->slots)) {
+		loop_new_conn(lp, fd);
+	} else if (lp->nparked < URING_PARKED_MAX && !lp->stopping) {
+		lp->parked[lp->nparked++] = fd;
+	} else {
+		close(fd); /* a multishot burst far past its margin, or stopping */
+		log_warn("max_connections reached: a connection was refused");
+	}
+}
+
+/* A slot was freed: let parked connections in, oldest first. */
+static void loop_unpark(struct loop *lp)
+{
+	int i = 0;
+	while (i < lp->nparked && !lp->stopping && slots_take(lp->slots))
+		loop_new_conn(lp, lp->parked[i++]);
+	memmove(lp->parked, lp->parked + i, (size_t)(lp->nparked - i) * sizeof(lp->parked[0]));
+	lp->nparked -= i;
+}
+
+static void loop_on_accept(struct loop *lp, int res, unsigned flags)
+{
+	if (!(flags & IORING_CQE_F_MORE))
+		lp->accept_armed = false; /* single-shot done, or multishot ended */
+	if (res >= 0) {
+		loop_take_conn(lp, res);
+	} else {
+		if (res == -EMFILE || res == -ENFILE) {
+			lp->emfile = true;
+		} else if (res == -EINVAL && lp->accept_multi && !lp->stopping && !server_stopping()) {
+			lp->multishot = false; /* a kernel before 5.19 knows no multishot accept */
+		} else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR && res != -ECONNABORTED) {
+			/* Not re-armed at once, or a failing accept would spin the
+			 * loop. EINVAL: the listener was shut down, as a stop (ours,
+			 * or the master's before it signals us) does first. */
+			lp->accept_retry_at = conn_now_ms() + URING_SCAN_MS;
+			if (res != -EINVAL && !lp->stopping && !server_stopping())
+				log_warn("accept: %s", strerror(-res));
+		}
+		if (lp->accept_armed) /* an error that did not end a multishot accept */
+			loop_cancel_accept(lp);
+	}
+	/* Near the cap, a multishot accept gives way to single ones. */
+	if (lp->accept_armed && lp->accept_multi && !loop_multishot_room(lp))
+		loop_cancel_accept(lp);
+}
+
+/* Out of descriptors, a client is waiting: accept it by hand, or (still out)
+ * drop it with the spare descriptor rather than leave it to spin on. */
+static void loop_on_listener_ready(struct loop *lp, int res)
+{
+	lp->accept_armed = false;
+	if (res < 0 || lp->stopping)
+		return;
+	struct sockaddr_storage peer;
+	socklen_t len;
+	int fd = acceptor_accept(&lp->acc, &peer, &len, 0);
+	if (fd >= 0) {
+		lp->emfile = false;
+		loop_take_conn(lp, fd);
+		return;
+	}
+	if (fd == -EMFILE)
+		log_warn("out of file descriptors: a connection was dropped");
+	else if (fd != -EAGAIN)
+		lp->accept_retry_at = conn_now_ms() + URING_SCAN_MS;
+}
+
+/* Expires deadlines, and ends connections still open when the drain time is up. */
+static void loop_scan(struct loop *lp, int64_t now)
+{
+	struct uconn *u = lp->conns, *next;
+	for (; u; u = next) {
+		next = u->next;
+		if (lp->stopping && now >= lp->drain_deadline) {
+			if (u->op == OP_NONE)
+				uconn_close(lp, u);
+			else
+				uconn_cancel(lp, u, PEND_CLOSE);
+			continue;
+		}
+		int64_t deadline;
+		conn_wants(u->c, &deadline);
+		if (deadline < 0 || now < deadline)
+			continue;
+		if (u->op != OP_NONE) {
+			uconn_cancel(lp, u, PEND_TIMEOUT);
+		} else {
+			conn_timeout(u->c);
+			uconn_step(lp, u);
+		}
+	}
+}
+
+static void loop_begin_stop(struct loop *lp)
+{
+	struct uconn *u = lp->conns, *next;
+
+	lp->stopping = true;
+	lp->drain_deadline = conn_now_ms() + lp->srv->cfg->drain_timeout_ms;
+	loop_cancel_accept(lp);
+	while (lp->nparked > 0) /* never served: closing is all a drain can do */
+		close(lp->parked[--lp->nparked]);
+	if (lp->slot_armed) {
+		struct io_uring_sqe *sqe = loop_sqe(lp);
+		if (sqe) {
+			io_uring_prep_cancel64(sqe, UD_SLOT, 0);
+			io_uring_sqe_set_data64(sqe, UD_IGNORE);
+		}
+	}
+	for (; u; u = next) {
+		next = u->next;
+		conn_drain(u->c);
+		int64_t deadline;
+		/* conn_drain only changes the core's state, never the buffers an
+		 * in-flight operation points into */
+		if (u->op == OP_NONE)
+			uconn_step(lp, u);
+		else if (conn_wants(u->c, &deadline) == CONN_WANT_CLOSE)
+			uconn_cancel(lp, u, PEND_CLOSE); /* an idle keep-alive read */
+	}
+}
+
+static void loop_dispatch(struct loop *lp, const struct io_uring_cqe *cqe, bool *stop_seen)
+{
+	uint64_t ud = io_uring_cqe_get_data64(cqe);
+
+	switch (ud) {
+	case UD_IGNORE:
+		break;
+	case UD_ACCEPT:
+		loop_on_accept(lp, cqe->res, cqe->flags);
+		break;
+	case UD_LISTEN:
+		loop_on_listener_ready(lp, cqe->res);
+		break;
+	case UD_SLOT:
+		lp->slot_armed = false;
+		slots_woken(lp->slots, lp->id);
+		loop_unpark(lp);
+		break;
+	case UD_WAKE:
+		lp->wake_armed = false;
+		if (server_stopping())
+			*stop_seen = true;
+		else if (!lp->stopping)
+			loop_arm_wake(lp);
+		break;
+	default:
+		uconn_complete(lp, (struct uconn *)(uintptr_t)ud, cqe->res);
+		break;
+	}
+}
+
+static bool loop_done(const struct loop *lp)
+{
+	return lp->stopping && lp->nconns == 0 && !lp->accept_armed && !lp->wake_armed && !lp->slot_armed;
+}
+
+/* io_uring_enable_rings() is declared by liburing 2.3 but missing from its
+ * shared library (fixed in 2.4): register directly. */
+static int loop_enable_ring(struct loop *lp)
+{
+	if (syscall(__NR_io_uring_register, lp->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+static void *loop_main(void *arg)
+{
+	struct loop *lp = arg;
+	int64_t next_scan = conn_now_ms() + URING_SCAN_MS;
+
+	if (lp->enable) {
+		int err = loop_enable_ring(lp);
+		if (err < 0) {
+			log_error("io_uring loop %d: enabling the ring: %s", lp->id, strerror(-err));
+			lp->rc = 1;
+			server_request_stop();
+			return NULL;
+		}
+	}
+	stats_bind_slot(lp->id); /* stats */
+	loop_arm_wake(lp);
+	loop_arm_accept(lp);
+	while (!loop_done(lp)) {
+		struct io_uring_cqe *cqe;
+		struct __kernel_timespec ts, *tsp = NULL;
+		int64_t now = conn_now_ms();
+		if (lp->nconns > 0 || lp->stopping || lp->accept_retry_at) {
+			int64_t wait = next_scan > now ? next_scan - now : 0;
+			ts.tv_sec = wait / 1000;
+			ts.tv_nsec = (wait % 1000) * 1000000;
+			tsp = &ts;
+		}
+		int ret = io_uring_submit_and_wait_timeout(&lp->ring, &cqe, 1, tsp, NULL);
+		if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+			log_error("io_uring loop %d: io_uring_enter: %s", lp->id, strerror(-ret));
+			lp->rc = 1;
+			server_request_stop();
+			break;
+		}
+
+		bool stop_seen = false;
+		unsigned head, seen = 0;
+		io_uring_for_each_cqe(&lp->ring, head, cqe) {
+			loop_dispatch(lp, cqe, &stop_seen);
+			seen++;
+		}
+		io_uring_cq_advance(&lp->ring, seen);
+
+		if ((stop_seen || server_stopping()) && !lp->stopping)
+			loop_begin_stop(lp);
+		loop_arm_accept(lp);
+		now = conn_now_ms();
+		if (now >= next_scan) {
+			loop_scan(lp, now);
+			next_scan = now + URING_SCAN_MS;
+			if (lp->stopping && now >= lp->drain_deadline + URING_CANCEL_GRACE_MS) {
+				log_error("io_uring loop %d: %d connection(s) did not finish cancelling",
+					  lp->id, lp->nconns);
+				break;
+			}
+		}
+	}
+	io_uring_submit(&lp->ring); /* cancels prepared in the last pass */
+	return NULL;
+}
+
+static int loop_init(struct loop *lp, const struct server *srv, int id, struct conn_slots *slots)
+{
+	bool shared = srv->nlisten == 1;
+	/* a completion per connection and one per cancel; the cap is shared,
+	 * so one loop may hold every connection (overflow is kept, not lost) */
+	unsigned cq = 2u * (unsigned)srv->cfg->max_connections + 64;
+	/* Single issuer + deferred task work: completions are processed only
+	 * when this loop asks for them, with no interrupting task work (6.1+).
+	 * Created disabled so the loop's own thread becomes the issuer. */
+	struct io_uring_params p = {
+		.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
+			 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
+		.cq_entries = cq < URING_SQ_ENTRIES * 2 ? URING_SQ_ENTRIES * 2 : cq > 65536 ? 65536 : cq,
+	};
+
+	lp->srv = srv;
+	lp->id = id;
+	lp->slots = slots;
+	lp->multishot = true;
+	acceptor_init(&lp->acc, srv->listen_fds[shared ? 0 : id]);
+	int err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
+	if (err == -EINVAL) { /* an older kernel: the plain ring */
+		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE, .cq_entries = p.cq_entries };
+		err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
+	} else if (err == 0) {
+		lp->enable = true;
+	}
+	if (err < 0)
+		return err;
+	lp->ring_ok = true;
+	return 0;
+}
+
+static void loop_fini(struct loop *lp)
+{
+	/* Normally nothing is in flight here. After a fatal error, exiting the
+	 * ring cancels what is left before the connections' memory goes. */
+	if (lp->ring_ok)
+		io_uring_queue_exit(&lp->ring);
+	lp->ring_ok = false;
+	while (lp->conns) {
+		lp->conns->op = OP_NONE;
+		uconn_close(lp, lp->conns);
+	}
+	while (lp->nparked > 0)
+		close(lp->parked[--lp->nparked]);
+	acceptor_close(&lp->acc);
+}
+
+static int uring_run(struct server *srv)
+{
+	int nloops = srv->workers;
+	struct loop *loops = calloc((size_t)nloops, sizeof(*loops));
+	pthread_t *threads = calloc((size_t)nloops, sizeof(*threads));
+	struct conn_slots slots;
+	int started = 0, rc = 0;
+
+	memset(&slots, 0, sizeof(slots)); /* slots_destroy() is safe after a failed init */
+
+	if (nloops > SLOTS_MAX_LOOPS)
+		nloops = SLOTS_MAX_LOOPS;
+	if (!loops || !threads || slots_init(&slots, srv->cfg->max_connections, nloops) < 0) {
+		log_error("out of memory for %d io_uring loops", nloops);
+		rc = 1;
+		goto out;
+	}
+	for (int i = 0; i < nloops; i++) {
+		int err = loop_init(&loops[i], srv, i, &slots);
+		if (err < 0) {
+			/* no silent fallback: the operator chose this model */
+			log_error("io_uring unavailable: %s; choose another model", strerror(-err));
+			rc = 1;
+			goto out;
+		}
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	for (; started < nloops; started++) {
+		if (pthread_create(&threads[started], &attr, loop_main, &loops[started]) != 0) {
+			log_error("pthread_create: %m");
+			rc = 1;
+			server_request_stop();
+			break;
+		}
+	}
+	pthread_attr_destroy(&attr);
+	for (int i = 0; i < started; i++) {
+		pthread_join(threads[i], NULL);
+		if (loops[i].rc)
+			rc = 1;
+	}
+out:
+	for (int i = 0; loops && i < nloops; i++)
+		if (loops[i].srv)
+			loop_fini(&loops[i]);
+	free(loops);
+	free(threads);
+	slots_destroy(&slots);
+	return rc;
+}
+
+const struct model model_uring = {
+	.name = "uring",
+	.summary = "N completion-driven io_uring loops, one per core (liburing)",
+	.flags = MODEL_LISTENER_PER_WORKER,
+	.run = uring_run,
+};
