@@ -18,7 +18,7 @@ PORT     ?= 8080
 MODEL    ?=
 BUILD    ?= build
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c))
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c))
 MAIN_SRC := src/main.c
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
@@ -33,10 +33,15 @@ PY       := $(VENV)/bin/python
 
 TSAN_MODELS ?= epoll
 
-all: spindle
+all: spindle spindle-stat
 
 spindle: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The statistics viewer reads the shared segment only: libc, no libinih/liburing.
+STAT_SRC := tools/spindle-stat.c src/stats/snapshot.c
+spindle-stat: $(STAT_SRC:%.c=$(BUILD)/%.o)
+	$(CC) $(ALL_CFLAGS) -o $@ $^
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -116,10 +121,16 @@ fuzz-run: fuzz
 valgrind: spindle
 	./scripts/valgrind-check.sh
 
+# The benchmark lab: wrk, ab and nginx-light from Debian, matplotlib into the
+# venv; `make bench` is the quick grid (~7 min), `make bench FULL=1` the whole
+# matrix. Results go to bench/results/<timestamp>/ (gitignored).
 bench: spindle
+	@./scripts/install-deps.sh bench
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) -m bench $(if $(FULL),--full)
 
 clean:
-	rm -rf build spindle spindle-asan spindle-tsan
+	rm -rf build spindle spindle-asan spindle-tsan spindle-stat
 
--include $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(BUILD)/tools/spindle-stat.d

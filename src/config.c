@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "models/model.h"
+#include "stats/cidr.h"
 
 enum key_type {
 	KEY_INT, KEY_SIZE, KEY_DURATION, KEY_DURATION_US, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS,
@@ -318,6 +320,29 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 	return -1;
 }
 
+static void report_stderr(const char *msg)
+{
+	fprintf(stderr, "spindle: config: %s\n", msg);
+}
+
+static void (*reporter)(const char *msg) = report_stderr;
+
+void config_set_reporter(void (*fn)(const char *msg))
+{
+	reporter = fn ? fn : report_stderr;
+}
+
+static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void report(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	reporter(msg);
+}
+
 struct ini_state {
 	struct config *cfg;
 	char why[512];
@@ -352,11 +377,11 @@ int config_load_file(struct config *cfg, const char *path)
 	ini_allow_multiline = false; /* an indented line is a mistake, not a continuation */
 	int line = ini_parse(path, ini_on_pair, &st);
 	if (line == -1) {
-		fprintf(stderr, "spindle: config: %s: %s\n", path, strerror(errno ? errno : ENOENT));
+		report("%s: %s", path, strerror(errno ? errno : ENOENT));
 		return -1;
 	}
 	if (line != 0) {
-		fprintf(stderr, "spindle: config: %s:%d: %s\n", path, line,
+		report("%s:%d: %s", path, line,
 			st.why[0] ? st.why : "syntax error (expected 'key = value' or '[section]')");
 		return -1;
 	}
@@ -370,11 +395,36 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 	char why[512];
 
 	if (!k) {
-		fprintf(stderr, "spindle: config: %s: unknown key '%s'\n", origin, key);
+		report("%s: unknown key '%s'", origin, key);
 		return -1;
 	}
 	if (key_apply(cfg, k, value, why, sizeof(why)) < 0) {
-		fprintf(stderr, "spindle: config: %s: %s\n", origin, why);
+		report("%s: %s", origin, why);
+		return -1;
+	}
+	return 0;
+}
+
+/* [stats]: the allow list parses, the instance name is usable in /dev/shm,
+ * the endpoint paths are absolute. */
+static int stats_validate(const struct config *cfg)
+{
+	struct cidr_list allow;
+	char why[256];
+
+	if (cidr_list_parse(cfg->stats_allow, &allow, why, sizeof(why)) < 0) {
+		report("%s: stats_allow: %s", cfg->source, why);
+		return -1;
+	}
+	size_t n = strlen(cfg->stats_name);
+	if (n == 0 || n > 60 || strspn(cfg->stats_name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+							    "0123456789-_.") != n) {
+		report("%s: stats_name: '%s' must be 1-60 letters, digits, '-', '_' or '.'", cfg->source,
+		       cfg->stats_name);
+		return -1;
+	}
+	if (cfg->metrics_path[0] != '/' || cfg->status_path[0] != '/') {
+		report("%s: metrics_path and status_path must start with '/'", cfg->source);
 		return -1;
 	}
 	return 0;
@@ -385,24 +435,26 @@ int config_validate(struct config *cfg)
 	struct stat st;
 
 	if (!model_find(cfg->model)) {
-		fprintf(stderr, "spindle: config: %s: model: unknown model '%s' (try --list-models)\n",
+		report("%s: model: unknown model '%s' (try --list-models)",
 			cfg->source, cfg->model);
 		return -1;
 	}
 	if (stat(cfg->root, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "spindle: config: %s: root: '%s' is not a directory\n", cfg->source, cfg->root);
+		report("%s: root: '%s' is not a directory", cfg->source, cfg->root);
 		return -1;
 	}
 	if (strchr(cfg->index, '/')) {
-		fprintf(stderr, "spindle: config: %s: index: '%s' must be a file name, not a path\n",
+		report("%s: index: '%s' must be a file name, not a path",
 			cfg->source, cfg->index);
 		return -1;
 	}
 	if (cfg->max_request_line > cfg->max_head) {
-		fprintf(stderr, "spindle: config: %s: max_request_line (%zu) exceeds max_head (%zu)\n",
+		report("%s: max_request_line (%zu) exceeds max_head (%zu)",
 			cfg->source, cfg->max_request_line, cfg->max_head);
 		return -1;
 	}
+	if (stats_validate(cfg) < 0)
+		return -1;
 	return 0;
 }
 

@@ -85,6 +85,10 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 /* Cross-field checks after everything is applied (root exists, model known...). */
 int config_validate(struct config *cfg);
 
+/* Where problems are reported ("FILE:LINE: what"); default: standard error.
+ * The master sends them to the error log while reloading. */
+void config_set_reporter(void (*fn)(const char *msg));
+
 /* Prints the effective configuration in server.conf syntax. */
 void config_print(const struct config *cfg, FILE *out);
 

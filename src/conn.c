@@ -29,6 +29,7 @@
 #include "http/response.h"
 #include "log/log.h"
 #include "server.h"
+#include "stats/stats.h"
 
 enum conn_state {
 	ST_HEAD,     /* waiting for (the rest of) a request head */
@@ -47,6 +48,7 @@ struct seg {
 };
 
 #define CONN_LINGER_MS 2000
+#define CONN_DRAIN_GRACE_MS 1000 /* how long an idle connection may still send a request on stop */
 #define CONN_MIN_INPUT 4096
 #define CONN_PATH_MAX 4096
 
@@ -86,7 +88,12 @@ struct conn {
 	int64_t head_started;    /* first byte of the current request head, or accept time */
 	int64_t last_progress;
 	bool draining;
+	int64_t drain_started;
 	bool idle;               /* waiting between requests with nothing buffered */
+
+	/* stats */
+	int64_t stats_t0;        /* CLOCK_MONOTONIC ns when the current request head arrived; 0: none */
+	uint32_t nreq;           /* responses completed on this connection */
 
 	struct sockaddr_storage peer_addr;
 	char peer[INET6_ADDRSTRLEN];
@@ -107,6 +114,7 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 	struct conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
+	stats_conn_opened(); /* stats: conn_free() counts the close, even on failure below */
 	c->srv = srv;
 	c->cfg = srv->cfg;
 	c->state = ST_HEAD;
@@ -162,6 +170,7 @@ void conn_free(struct conn *c)
 {
 	if (!c)
 		return;
+	stats_conn_closed(); /* stats */
 	response_release(c);
 	free(c->in);
 	free(c->segs);
@@ -647,6 +656,8 @@ static void respond_request(struct conn *c)
 	}
 	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, keylen, conn_now_ms(), cache_reopen,
 					       (void *)c->srv);
+	if (c->srv->cache)
+		stats_cache_lookup(hit != NULL); /* stats */
 	if (hit) {
 		respond_cached(c, hit);
 		return;
@@ -769,6 +780,7 @@ static void process_input(struct conn *c)
 	int r = http_parse_request(c->in + c->in_start, c->in_end - c->in_start, &c->srv->limits, &c->req);
 	if (r == 0)
 		return;
+	c->stats_t0 = stats_clock_ns(); /* stats: latency runs from here to the response's last byte */
 	if (r < 0) {
 		c->have_req = false;
 		c->next_start = c->in_end; /* framing is lost: nothing after this can be trusted */
@@ -893,8 +905,19 @@ void conn_output(struct conn *c, struct conn_output *out)
 	}
 }
 
+static enum stats_method stats_method_of(const struct conn *c)
+{
+	if (!c->have_req)
+		return STATS_OTHER;
+	return c->req.method == HTTP_GET ? STATS_GET : c->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;
+}
+
 static void finish_response(struct conn *c)
 {
+	/* stats: a few relaxed atomic adds to this worker's slot */
+	stats_response(stats_method_of(c), c->status, c->sent - c->head_len,
+		       c->stats_t0 ? stats_clock_ns() - c->stats_t0 : 0, c->nreq++ > 0);
+	c->stats_t0 = 0;
 	if (log_access_enabled()) {
 		struct access_entry e = {
 			.peer = c->peer,
@@ -945,6 +968,7 @@ void conn_output_done(struct conn *c, size_t n)
 
 void conn_output_failed(struct conn *c)
 {
+	stats_send_failed(); /* stats */
 	c->state = ST_CLOSE;
 }
 
@@ -960,7 +984,10 @@ enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms)
 
 	switch (c->state) {
 	case ST_HEAD:
-		if (c->idle && c->in_start == c->in_end)
+		if (c->in_start == c->in_end && c->draining)
+			*deadline_ms = c->drain_started + (cfg->keepalive_timeout_ms < CONN_DRAIN_GRACE_MS
+							   ? cfg->keepalive_timeout_ms : CONN_DRAIN_GRACE_MS);
+		else if (c->idle && c->in_start == c->in_end)
 			*deadline_ms = c->last_progress + cfg->keepalive_timeout_ms;
 		else /* absolute: trickling bytes do not extend it */
 			*deadline_ms = c->head_started + cfg->header_timeout_ms;
@@ -986,9 +1013,12 @@ enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms)
 
 void conn_timeout(struct conn *c)
 {
-	if (c->state == ST_HEAD && !(c->idle && c->in_start == c->in_end)) {
+	if (c->state != ST_LINGER)
+		stats_timeout(); /* stats: the end of a linger is routine, not a timeout */
+	if (c->state == ST_HEAD && c->in_start != c->in_end) {
 		/* part of a request arrived, too slowly: say so, then close */
 		c->have_req = false;
+		c->stats_t0 = stats_clock_ns(); /* stats */
 		respond_status(c, 408, true, NULL);
 		c->next_start = c->in_end;
 		return;
@@ -998,14 +1028,20 @@ void conn_timeout(struct conn *c)
 
 void conn_drain(struct conn *c)
 {
+	if (c->draining)
+		return;
 	c->draining = true;
-	if (c->state == ST_HEAD && c->in_start == c->in_end)
-		c->state = ST_CLOSE;
-	else if (c->state == ST_LINGER)
+	c->drain_started = conn_now_ms();
+	/* An idle keep-alive connection is not closed at once: its client may
+	 * be sending the next request right now, and closing under it would
+	 * fail that request. It gets a short grace; a request that comes is
+	 * answered with "Connection: close". */
+	if (c->state == ST_LINGER)
 		c->state = ST_CLOSE;
 }
 
-bool conn_is_idle(const struct conn *c)
+bool conn_awaits_request(const struct conn *c)
 {
-	return c->state == ST_HEAD && c->in_start == c->in_end;
+	/* a draining connection in its grace is watched by whoever holds it */
+	return (c->state == ST_HEAD || c->state == ST_BODY) && !c->draining;
 }

@@ -61,13 +61,15 @@ void conn_shutdown_done(struct conn *c);
  * conn_timeout() must be called, or -1 for none. */
 enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms);
 void conn_timeout(struct conn *c);
-/* Graceful stop: an idle connection closes now, a busy one after its response. */
+/* Graceful stop: a busy connection closes after its response; an idle one
+ * gets a short grace in which a request is still answered (with close). */
 void conn_drain(struct conn *c);
 
-/* True while the connection waits for the first byte of a request (a fresh
- * one, or between keep-alive requests) with nothing buffered: a driver may
- * park it in a poller instead of holding a thread for it. */
-bool conn_is_idle(const struct conn *c);
+/* True while the connection waits for bytes of a request from the client (its
+ * first byte, the rest of its head, or a body to discard): a driver may park
+ * it in a poller instead of holding a thread for it, until the socket is
+ * readable or conn_wants' deadline passes. */
+bool conn_awaits_request(const struct conn *c);
 
 /* Monotonic milliseconds, the clock deadlines are expressed in. */
 int64_t conn_now_ms(void);

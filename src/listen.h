@@ -12,11 +12,18 @@ int listen_open(const char *bind_addr, int port, bool reuseport);
  * runs out of descriptors (EMFILE) a pending connection can still be taken
  * off the queue and closed instead of making accept() spin (libuv's trick). */
 struct acceptor {
-	int fd;
+	int fd;        /* poll this: the listener, or an epoll set of all listeners */
 	int spare;
+	int nfds;
+	int fds[256];
+	int next;      /* round-robin start, so no listener starves */
 };
 
 void acceptor_init(struct acceptor *a, int listen_fd);
+/* One acceptor over several listeners (a SO_REUSEPORT group kept by the
+ * master): a->fd is then an epoll set that polls readable when any has a
+ * pending connection. Returns -1 if it cannot be made. */
+int acceptor_init_set(struct acceptor *a, const int *fds, int n);
 void acceptor_close(struct acceptor *a);
 /* accept4() with `flags`; returns an fd, or -errno (-EAGAIN when none is pending). */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);

@@ -10,7 +10,7 @@
 #include "config.h"
 #include "log/log.h"
 #include "models/model.h"
-#include "server.h"
+#include "master.h"
 
 static void usage(FILE *out)
 {
@@ -32,42 +32,14 @@ static void usage(FILE *out)
 		"  -V, --version         print the version\n"
 		"  -h, --help            this help\n"
 		"\n"
-		"Signals: TERM/INT drain and exit, USR1 reopens the logs.\n");
+		"Signals (to the master): TERM/INT drain and exit, HUP reloads the configuration,\n"
+		"USR1 reopens the logs.\n");
 }
 
 static void list_models(void)
 {
 	for (const struct model *const *m = model_registry; *m; m++)
 		printf("%-10s %s\n", (*m)->name, (*m)->summary);
-}
-
-static void on_stop(int sig)
-{
-	(void)sig;
-	server_request_stop();
-}
-
-static void on_reopen(int sig)
-{
-	(void)sig;
-	log_reopen();
-}
-
-static void install_signals(void)
-{
-	struct sigaction sa = { 0 };
-
-	/* sendfile() cannot take MSG_NOSIGNAL: a reset peer must not kill us. */
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-	/* no SA_RESTART: blocking calls return EINTR and see the stop flag */
-	sa.sa_handler = on_stop;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sa.sa_handler = on_reopen;
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGUSR1, &sa, NULL);
 }
 
 enum { OPT_CHECK = 256, OPT_LIST_MODELS };
@@ -118,26 +90,49 @@ static int apply_flag(struct config *cfg, int opt, char *arg)
 	return 0;
 }
 
+struct cmdline {
+	int argc;
+	char **argv;
+};
+
+/* Defaults, then the --config file, then the other flags in order: the same
+ * recipe at start and on every reload. */
+static int build_config(struct config *cfg, void *arg)
+{
+	const struct cmdline *cl = arg;
+	int opt;
+
+	config_defaults(cfg);
+	optind = 1;
+	while ((opt = getopt_long(cl->argc, cl->argv, short_options, long_options, NULL)) != -1)
+		if (opt == 'c' && config_load_file(cfg, optarg) < 0)
+			return -1;
+	optind = 1;
+	while ((opt = getopt_long(cl->argc, cl->argv, short_options, long_options, NULL)) != -1)
+		if (apply_flag(cfg, opt, optarg) < 0)
+			return -1;
+	return config_validate(cfg);
+}
+
+static void report_to_log(const char *msg)
+{
+	log_error("config: %s", msg);
+}
+
 int main(int argc, char **argv)
 {
 	static struct config cfg;
-	static struct server srv;
+	struct cmdline cl = { argc, argv };
 	bool check = false;
 	int opt;
 
-	config_defaults(&cfg);
-
-	/* First pass: actions, and the file, so that flags then override it. */
+	/* Actions first; unknown options and stray arguments are refused here. */
 	while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
 		switch (opt) {
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("spindle %s\n", SPINDLE_VERSION); return 0;
 		case OPT_LIST_MODELS: list_models(); return 0;
 		case OPT_CHECK: check = true; break;
-		case 'c':
-			if (config_load_file(&cfg, optarg) < 0)
-				return 2;
-			break;
 		case '?': usage(stderr); return 2;
 		default: break;
 		}
@@ -146,33 +141,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "spindle: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1)
-		if (apply_flag(&cfg, opt, optarg) < 0)
-			return 2;
-	if (config_validate(&cfg) < 0)
+	if (build_config(&cfg, &cl) < 0)
 		return 2;
-
-	const struct model *model = model_find(cfg.model);
 	if (check) {
 		config_print(&cfg, stdout);
 		printf("\n# would serve %s on http://%s:%d/ with the %s model\n", cfg.root, cfg.bind, cfg.port,
-		       model->name);
+		       cfg.model);
 		return 0;
 	}
 	if (log_open(&cfg) < 0)
 		return 2;
-	install_signals();
-	if (server_init(&srv, &cfg, model) < 0) {
-		server_close(&srv);
-		log_close();
-		return 1;
-	}
-	log_info("spindle %s serving %s on http://%s:%d/ with the %s model (%d workers)", SPINDLE_VERSION,
-		 cfg.root, cfg.bind, cfg.port, model->name, srv.workers);
-	int rc = model->run(&srv);
-	log_info("stopped%s", rc ? " after an error" : "");
-	server_close(&srv);
+	config_set_reporter(report_to_log); /* from now on problems go to the error log */
+	int rc = master_run(&cfg, build_config, &cl);
 	log_close();
 	return rc;
 }

@@ -14,15 +14,15 @@
 #include <unistd.h>
 
 #include "fs/cache.h"
+#include "workload/workload.h"
 #include "listen.h"
 #include "log/log.h"
 #include "models/model.h"
+#include "stats/stats.h"
 
 /* Lock-free atomic: safe to set in a signal handler and to read from any thread. */
 static atomic_int stop_requested;
 static int stop_eventfd = -1;
-static int stop_listeners[SERVER_MAX_LISTENERS];
-static int stop_nlisteners;
 
 /* Codes that may have a page in <root>/errors/. */
 static const int page_codes[] = { 301, 400, 403, 404, 405, 408, 413, 414, 416, 431, 500, 501, 503, 505 };
@@ -87,15 +87,22 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		if (!srv->cache)
 			log_warn("file cache: out of memory, serving uncached");
 	}
-
-	stop_eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	srv->wake_fd = stop_eventfd;
-	if (srv->wake_fd < 0) {
-		log_error("eventfd: %s", strerror(errno));
+	/* stats: before the listeners (a live instance of the same name refuses
+	 * the start) and before any fork (every worker inherits the mapping) */
+	if (stats_open(srv) < 0)
 		return -1;
-	}
+	if (workload_new(cfg, &srv->workload) < 0)
+		return -1;
 
-	bool per_worker = (model->flags & MODEL_LISTENER_PER_WORKER) && cfg->reuseport;
+	return 0;
+}
+
+int server_listen(struct server *srv)
+{
+	const struct config *cfg = srv->cfg;
+	/* One SO_REUSEPORT socket per worker when the model wants it; the set is
+	 * kept for the master's life, so every later model must accept from all. */
+	bool per_worker = (srv->model->flags & MODEL_LISTENER_PER_WORKER) && cfg->reuseport;
 	int n = per_worker ? srv->workers : 1;
 	if (n > SERVER_MAX_LISTENERS)
 		n = SERVER_MAX_LISTENERS;
@@ -107,23 +114,51 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 			return -1;
 		}
 		srv->listen_fds[srv->nlisten++] = fd;
-		stop_listeners[stop_nlisteners++] = fd;
+	}
+	return 0;
+}
+
+void server_close_listeners(struct server *srv)
+{
+	for (int i = 0; i < srv->nlisten; i++)
+		close(srv->listen_fds[i]);
+	srv->nlisten = 0;
+}
+
+void server_refuse_new(const struct server *srv)
+{
+	/* Stop listening: new connections are refused, and those queued but
+	 * never accepted are reset, while the serving processes drain. */
+	for (int i = 0; i < srv->nlisten; i++)
+		shutdown(srv->listen_fds[i], SHUT_RD);
+}
+
+int server_enter_serving(struct server *srv)
+{
+	/* A stop eventfd of this process's own: one inherited from the master
+	 * would let an old generation's stop wake the new one during a reload. */
+	atomic_store(&stop_requested, 0);
+	stop_eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	srv->wake_fd = stop_eventfd;
+	if (srv->wake_fd < 0) {
+		log_error("eventfd: %s", strerror(errno));
+		return -1;
 	}
 	return 0;
 }
 
 void server_close(struct server *srv)
 {
-	for (int i = 0; i < srv->nlisten; i++)
-		close(srv->listen_fds[i]);
-	srv->nlisten = 0;
-	stop_nlisteners = 0;
 	for (size_t i = 0; i < srv->npages; i++)
 		free(srv->pages[i].body);
 	free(srv->pages);
 	srv->pages = NULL;
+	srv->npages = 0; /* server_close() may run twice after a failed server_init() */
+	stats_close(srv); /* stats: unlinks the segment in the creating process only */
 	cache_free(srv->cache);
 	srv->cache = NULL;
+	workload_free(srv->workload);
+	srv->workload = NULL;
 	if (srv->root_fd >= 0)
 		close(srv->root_fd);
 	if (srv->wake_fd >= 0)
@@ -135,10 +170,6 @@ void server_request_stop(void)
 {
 	int saved = errno;
 	atomic_store(&stop_requested, 1);
-	/* Refuse new connections at once (and reset those queued but never
-	 * accepted) while in-flight ones drain; shutdown() is signal-safe. */
-	for (int i = 0; i < stop_nlisteners; i++)
-		shutdown(stop_listeners[i], SHUT_RD);
 	if (stop_eventfd >= 0) {
 		uint64_t one = 1;
 		ssize_t n = write(stop_eventfd, &one, sizeof(one));

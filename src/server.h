@@ -29,15 +29,28 @@ struct server {
 	struct http_limits limits;
 	char server_header[64];      /* "Server: spindle/x.y.z\r\n" */
 	struct file_cache *cache;    /* shared by the threads of one process; NULL when off */
+	struct stats *stats;         /* the statistics segment (stats/stats.h), or NULL */
+	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */
 	struct error_page *pages;
 	size_t npages;
 };
 
-/* Opens the root, loads error pages and creates the listeners. */
+/* Opens the root, loads error pages, creates the cache and shared state.
+ * Listeners are separate: the master keeps them across reloads. */
 int server_init(struct server *srv, const struct config *cfg, const struct model *model);
 void server_close(struct server *srv);
 
-/* Async-signal-safe: asks every driver to stop accepting and drain. */
+/* The master's listening sockets (srv->model decides their number). */
+int server_listen(struct server *srv);
+void server_close_listeners(struct server *srv);
+/* At final shutdown: new connections are refused from now on. */
+void server_refuse_new(const struct server *srv);
+
+/* In a serving process, before its model runs: its own stop eventfd. */
+int server_enter_serving(struct server *srv);
+
+/* Async-signal-safe: asks this process's drivers to stop accepting and
+ * drain. The listening sockets stay open for the next generation. */
 void server_request_stop(void);
 bool server_stopping(void);
 

@@ -25,6 +25,7 @@ struct shard {
 struct file_cache {
 	size_t max_file;
 	int revalidate_ms;
+	struct cache_gauges *gauges; /* or NULL */
 	struct shard shards[CACHE_SHARDS];
 };
 
@@ -135,9 +136,19 @@ static struct cache_entry **bucket_find(struct shard *s, uint64_t h, const char 
 	return pp;
 }
 
-/* Unlinks e from its shard (lock held) and drops the cache's reference. */
-static void shard_remove(struct shard *s, struct cache_entry *e)
+/* Relaxed: the gauges are statistics, ordered by nothing. */
+static void gauges_add(struct cache_gauges *g, long long bytes, long long entries)
 {
+	if (!g)
+		return;
+	atomic_fetch_add_explicit(&g->bytes, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g->entries, entries, memory_order_relaxed);
+}
+
+/* Unlinks e from its shard (lock held) and drops the cache's reference. */
+static void shard_remove(struct file_cache *fc, struct shard *s, struct cache_entry *e)
+{
+	gauges_add(fc->gauges, -(long long)entry_cost(e), -1);
 	struct cache_entry **pp = bucket_find(s, e->hash, e->key, e->keylen);
 	if (*pp == e)
 		*pp = e->hnext;
@@ -209,7 +220,7 @@ struct cache_entry *cache_lookup(struct file_cache *fc, const char *key, size_t 
 		if (!same) {
 			pthread_mutex_lock(&s->lock);
 			if (*bucket_find(s, h, key, keylen) == e)
-				shard_remove(s, e);
+				shard_remove(fc, s, e);
 			s->hits--; /* it was a miss after all */
 			s->misses++;
 			pthread_mutex_unlock(&s->lock);
@@ -268,10 +279,12 @@ struct cache_entry *cache_insert(struct file_cache *fc, const char *key, size_t 
 	}
 	struct cache_entry *old = *bucket_find(s, e->hash, key, keylen);
 	if (old)
-		shard_remove(s, old);
+		shard_remove(fc, s, old);
 	while (s->bytes + cost > s->max_bytes && s->lru_tail) {
-		shard_remove(s, s->lru_tail);
+		shard_remove(fc, s, s->lru_tail);
 		s->evictions++;
+		if (fc->gauges)
+			atomic_fetch_add_explicit(&fc->gauges->evictions, 1, memory_order_relaxed);
 	}
 	if (s->count >= s->nbuckets * 2)
 		shard_grow(s);
@@ -281,6 +294,7 @@ struct cache_entry *cache_insert(struct file_cache *fc, const char *key, size_t 
 	lru_push_front(s, e);
 	s->count++;
 	s->bytes += cost;
+	gauges_add(fc->gauges, (long long)cost, 1);
 	pthread_mutex_unlock(&s->lock);
 	return e;
 }
@@ -298,6 +312,24 @@ void cache_get_stats(struct file_cache *fc, struct cache_stats *out)
 		out->evictions += s->evictions;
 		out->entries += s->count;
 		out->bytes += s->bytes;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+void cache_set_gauges(struct file_cache *fc, struct cache_gauges *g)
+{
+	if (!fc)
+		return;
+	fc->gauges = g;
+	if (!g)
+		return;
+	atomic_store(&g->bytes, 0);
+	atomic_store(&g->entries, 0);
+	atomic_store(&g->evictions, 0);
+	for (int i = 0; i < CACHE_SHARDS; i++) {
+		struct shard *s = &fc->shards[i];
+		pthread_mutex_lock(&s->lock);
+		gauges_add(g, (long long)s->bytes, (long long)s->count);
 		pthread_mutex_unlock(&s->lock);
 	}
 }

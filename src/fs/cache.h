@@ -43,6 +43,15 @@ struct cache_stats {
 
 struct file_cache;
 
+/* Optional gauges the cache keeps up to date as it changes (the statistics
+ * segment hands it a per-process block of shared memory). Written under a
+ * shard lock, on insert and removal only: lookups never touch them. */
+struct cache_gauges {
+	atomic_llong bytes;      /* bytes held (contents + overhead) */
+	atomic_llong entries;
+	atomic_ullong evictions; /* entries dropped to make room */
+};
+
 /* max_bytes 0 disables the cache (every lookup misses, inserts are refused). */
 struct file_cache *cache_new(size_t max_bytes, size_t max_file, int revalidate_ms);
 void cache_free(struct file_cache *fc);
@@ -67,5 +76,10 @@ void cache_release(struct cache_entry *e);
 void cache_get_stats(struct file_cache *fc, struct cache_stats *out);
 
 size_t cache_max_file(const struct file_cache *fc);
+
+/* Points the cache at gauges (NULL: none). Zeroes them and then adds what the
+ * cache holds now, so a process that inherited a cache across fork() can give
+ * it gauges of its own. Call before any other thread uses the cache. */
+void cache_set_gauges(struct file_cache *fc, struct cache_gauges *g);
 
 #endif

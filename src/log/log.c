@@ -14,8 +14,8 @@
 static int access_fd = -1;
 static int error_fd = -1;
 static enum log_level min_level = LOG_INFO;
-static const char *access_path;
-static const char *error_path;
+static char access_path[4096]; /* copies: the configuration may be replaced on reload */
+static char error_path[4096];
 
 static int open_append(const char *path)
 {
@@ -25,8 +25,9 @@ static int open_append(const char *path)
 int log_open(const struct config *cfg)
 {
 	min_level = cfg->log_level;
+	access_path[0] = error_path[0] = '\0';
 	if (cfg->access_log[0]) {
-		access_path = cfg->access_log;
+		snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
 		access_fd = open_append(access_path);
 		if (access_fd < 0) {
 			fprintf(stderr, "spindle: access_log: cannot open '%s': %s\n", access_path, strerror(errno));
@@ -36,7 +37,7 @@ int log_open(const struct config *cfg)
 	if (strcmp(cfg->error_log, "-") == 0) {
 		error_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
 	} else {
-		error_path = cfg->error_log;
+		snprintf(error_path, sizeof(error_path), "%s", cfg->error_log);
 		error_fd = open_append(error_path);
 		if (error_fd < 0) {
 			fprintf(stderr, "spindle: error_log: cannot open '%s': %s\n", error_path, strerror(errno));
@@ -57,7 +58,7 @@ void log_close(void)
 
 static void reopen_one(int fd, const char *path)
 {
-	if (fd < 0 || !path)
+	if (fd < 0 || !path[0])
 		return;
 	int nfd = open_append(path);
 	if (nfd < 0)

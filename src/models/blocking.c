@@ -44,10 +44,9 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 			conn_timeout(c);
 			continue;
 		}
-		/* Nothing to read between requests: hand the connection back rather
-		 * than sleep on it (a draining connection is never idle: conn_drain
-		 * closed it). */
-		if (until_idle && want == CONN_WANT_READ && conn_is_idle(c))
+		/* Waiting for the client to send: hand the connection back rather
+		 * than sleep on it, so a slow or idle client holds no thread. */
+		if (until_idle && want == CONN_WANT_READ && conn_awaits_request(c))
 			return BLOCKING_IDLE;
 		struct pollfd pfd[2] = {
 			{ .fd = fd, .events = want == CONN_WANT_WRITE ? POLLOUT : POLLIN },

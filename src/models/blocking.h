@@ -13,8 +13,8 @@ void blocking_serve(const struct server *srv, int fd, const struct sockaddr *pee
 
 enum blocking_end {
 	BLOCKING_CLOSED, /* the socket is closed and the conn freed */
-	BLOCKING_IDLE,   /* waiting for a request's first byte (conn_is_idle), none
-			    readable now: fd and c go back to the caller */
+	BLOCKING_IDLE,   /* waiting for request bytes (conn_awaits_request), none readable
+			    now: fd and c go back to the caller */
 };
 
 /* Serves c on fd (non-blocking) until it closes or goes idle. Used by the

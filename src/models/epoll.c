@@ -15,6 +15,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
+#include "../stats/stats.h"
 #include "io.h"
 #include "model.h"
 #include "slots.h"
@@ -165,6 +166,7 @@ static void *loop_main(void *arg)
 {
 	struct loop *lp = arg;
 	struct epoll_event events[EPOLL_EVENTS];
+	stats_bind_slot(lp->id); /* stats */
 	int64_t next_scan = conn_now_ms() + EPOLL_SCAN_MS;
 
 	while (!(lp->stopping && lp->nconns == 0)) {

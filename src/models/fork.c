@@ -26,6 +26,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
+#include "../stats/stats.h"
 #include "blocking.h"
 #include "model.h"
 
@@ -120,13 +121,10 @@ static void reap(struct children *ch)
 
 /* Runs in the child: gives it its own stop eventfd and drops the listeners.
  *
- * The stop eventfd and listening sockets are inherited, and server.c's signal
- * handler writes to / shuts down whatever those descriptor numbers hold. Were
- * they left shared, a SIGTERM to one child would wake (and spin) the parent's
- * poll and shut down the listener the parent still accepts on. So the numbers
- * are pointed at a private eventfd: the listening sockets are closed in the
- * child, shutdown() on those numbers fails harmlessly with ENOTSOCK, and the
- * stop wake-up reaches this child only. */
+ * The stop eventfd is inherited, and server.c's signal handler writes to
+ * whatever that descriptor number holds: left shared, a SIGTERM to one child
+ * would wake (and spin) the parent's poll. So that number, and the listeners'
+ * (which the child has no use for), are pointed at a private eventfd. */
 static void child_isolate(struct server *srv)
 {
 	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -151,6 +149,7 @@ static void child_main(struct server *srv, struct acceptor *acc, int fd, struct 
 		       socklen_t len)
 {
 	signals_install(true);
+	stats_process_start(srv, STATS_PROC_PER_CONNECTION); /* stats */
 	close(sigchld_pipe[0]);
 	close(sigchld_pipe[1]);
 	acceptor_close(acc);
@@ -234,7 +233,10 @@ static int fork_run(struct server *srv)
 		rc = 1;
 		goto out;
 	}
-	acceptor_init(&acc, srv->listen_fds[0]);
+	if (acceptor_init_set(&acc, srv->listen_fds, srv->nlisten) < 0) {
+		log_error("fork: cannot watch the listeners: %s", strerror(errno));
+		return 1;
+	}
 	int64_t cap_logged = -1;
 	while (!server_stopping()) {
 		reap(&ch);

@@ -8,6 +8,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
+#include "../stats/stats.h"
 #include "blocking.h"
 #include "model.h"
 
@@ -15,7 +16,11 @@ static int iterative_run(struct server *srv)
 {
 	struct acceptor acc;
 
-	acceptor_init(&acc, srv->listen_fds[0]);
+	stats_bind_slot(0); /* stats */
+	if (acceptor_init_set(&acc, srv->listen_fds, srv->nlisten) < 0) {
+		log_error("iterative: cannot watch the listeners: %s", strerror(errno));
+		return 1;
+	}
 	while (!server_stopping()) {
 		struct sockaddr_storage peer;
 		socklen_t len;

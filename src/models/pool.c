@@ -6,15 +6,17 @@
  * occupy N workers, and with N >= threads a new client waits in the queue
  * until one of them times out (seconds). So a worker serves a connection only
  * while it has work: blocking_serve_until_idle() returns as soon as the
- * connection waits for the first byte of its next request with none readable
- * (conn_is_idle()); the worker then parks (fd, conn) in the pool's epoll set
+ * connection waits for request bytes with none readable (its next request,
+ * or the rest of a slowly sent one: conn_awaits_request()); the worker then parks (fd, conn) in the pool's epoll set
  * (EPOLLONESHOT) and takes the next item. The calling thread of pool_serve()
  * is both the listener and the poller: it waits on one epoll set holding the
  * listening socket, the stop eventfd, a "kick" eventfd and every parked
  * connection; a parked connection that becomes readable is queued as work
  * again, and one whose deadline (conn_wants) passes is timed out there and
  * closed (or queued, if the core still has a 408 to send). A worker is thus
- * held only by a connection sending a request or receiving a response.
+ * held only while bytes are moving: a client that trickles its request or
+ * sits idle holds none (a slow reader of a response still holds one, bounded
+ * by send_timeout).
  *
  * Bounds: the listener accepts only while the queue holds fewer than
  * 2 x threads items and fewer than max_conns connections are open; otherwise
@@ -42,6 +44,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
+#include "../stats/stats.h"
 #include "blocking.h"
 #include "model.h"
 
@@ -154,12 +157,19 @@ static void close_locked(struct pool *p, struct pitem *it)
 	made_room_locked(p);
 }
 
+static void requeue_locked(struct pool *p, struct pitem *it);
+
 /* A worker gives back a connection that waits for its next request. */
 static void park_locked(struct pool *p, struct pitem *it)
 {
 	if (p->draining) {
-		conn_drain(it->c); /* idle: it only wants to close now */
-		close_locked(p, it);
+		/* a worker waits out its drain grace: it may still send a request */
+		int64_t d;
+		conn_drain(it->c);
+		if (conn_wants(it->c, &d) == CONN_WANT_CLOSE)
+			close_locked(p, it);
+		else
+			requeue_locked(p, it);
 		return;
 	}
 	conn_wants(it->c, &it->deadline);
@@ -185,6 +195,7 @@ static void *pool_worker(void *arg)
 {
 	struct pool *p = arg;
 
+	stats_bind_slot(stats_next_id()); /* stats: thread i of this process */
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		while (!p->qhead && !p->shutdown)
@@ -403,13 +414,16 @@ static int pool_loop(struct pool *p)
 	return 0;
 }
 
-static int pool_init(struct pool *p, const struct server *srv, int listen_fd, int nthreads, int max_conns)
+static int pool_init(struct pool *p, const struct server *srv, int nthreads, int max_conns)
 {
 	p->srv = srv;
 	p->qcap = POOL_QUEUE_PER_THREAD * nthreads;
 	p->max_conns = max_conns;
 	p->epfd = p->kick_fd = -1;
-	acceptor_init(&p->acc, listen_fd);
+	if (acceptor_init_set(&p->acc, srv->listen_fds, srv->nlisten) < 0) {
+		log_error("pool: cannot watch the listeners: %s", strerror(errno));
+		return -1;
+	}
 	if (pthread_mutex_init(&p->mu, NULL) || pthread_cond_init(&p->work, NULL)) {
 		log_error("pool: cannot create a mutex or condition variable");
 		return -1;
@@ -430,7 +444,7 @@ static int pool_init(struct pool *p, const struct server *srv, int listen_fd, in
 	return 0;
 }
 
-int pool_serve(const struct server *srv, int listen_fd, int nthreads, int max_conns)
+int pool_serve(const struct server *srv, int nthreads, int max_conns)
 {
 	struct pool *p = calloc(1, sizeof(*p));
 	pthread_t *tids = calloc((size_t)nthreads, sizeof(*tids));
@@ -443,7 +457,7 @@ int pool_serve(const struct server *srv, int listen_fd, int nthreads, int max_co
 		free(tids);
 		return 1;
 	}
-	if (pool_init(p, srv, listen_fd, nthreads, max_conns) < 0) {
+	if (pool_init(p, srv, nthreads, max_conns) < 0) {
 		rc = 1;
 		goto out;
 	}
@@ -497,7 +511,7 @@ out:
 
 static int pool_run(struct server *srv)
 {
-	return pool_serve(srv, srv->listen_fds[0], srv->cfg->threads, srv->cfg->max_connections);
+	return pool_serve(srv, srv->cfg->threads, srv->cfg->max_connections);
 }
 
 const struct model model_pool = {

@@ -20,6 +20,7 @@
 #include "../conn.h"
 #include "../log/log.h"
 #include "../server.h"
+#include "../stats/stats.h"
 #include "model.h"
 #include "pool.h"
 
@@ -73,35 +74,18 @@ static int signals_install(bool restore)
 	return sigaction(SIGUSR1, &sa, &usr1_inherited);
 }
 
-/* Runs in a new worker: a private stop eventfd, and the listening socket
- * moved to a new descriptor number.
- *
- * server.c's signal handler writes to the stop eventfd and shuts down the
- * listeners by descriptor number. Inherited as they are, a SIGTERM to one
- * worker would wake the master and its siblings and shut down the socket all
- * of them accept on. So those numbers are pointed at a private eventfd
- * (shutdown() on them fails with ENOTSOCK) and the worker accepts on a
- * duplicate the handler does not know; the master's stop still shuts the
- * shared socket down for everyone. Returns the listener to use. */
-static int worker_isolate(struct server *srv)
+/* Runs in a new worker: a stop eventfd of its own. The inherited one is the
+ * serving process's, so a SIGTERM to one worker would otherwise wake its
+ * parent and all its siblings. */
+static void worker_isolate(struct server *srv)
 {
 	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	int lfd = fcntl(srv->listen_fds[0], F_DUPFD_CLOEXEC, 0);
 
-	if (efd < 0 || lfd < 0) {
-		log_error("prefork: worker eventfd/dup: %s", strerror(errno));
+	if (efd < 0 || dup3(efd, srv->wake_fd, O_CLOEXEC) < 0) {
+		log_error("prefork: worker eventfd: %s", strerror(errno));
 		_exit(1);
 	}
-	if (dup3(efd, srv->wake_fd, O_CLOEXEC) < 0)
-		goto fail;
-	for (int i = 0; i < srv->nlisten; i++)
-		if (dup3(efd, srv->listen_fds[i], O_CLOEXEC) < 0)
-			goto fail;
 	close(efd);
-	return lfd;
-fail:
-	log_error("prefork: worker dup3: %s", strerror(errno));
-	_exit(1);
 }
 
 static void worker_main(struct server *srv, int max_conns)
@@ -109,18 +93,18 @@ static void worker_main(struct server *srv, int max_conns)
 	signals_install(true);
 	close(sigchld_pipe[0]);
 	close(sigchld_pipe[1]);
-	int lfd = worker_isolate(srv);
-	int rc = pool_serve(srv, lfd, srv->cfg->threads, max_conns);
-	close(lfd);
-	_exit(rc);
+	worker_isolate(srv);
+	_exit(pool_serve(srv, srv->cfg->threads, max_conns));
 }
 
 static int spawn(struct server *srv, struct worker *w, int id, int max_conns)
 {
 	pid_t pid = fork();
 
-	if (pid == 0)
+	if (pid == 0) {
+		stats_process_start(srv, id); /* stats: worker id's slots and cache gauges */
 		worker_main(srv, max_conns);
+	}
 	if (pid < 0) {
 		log_error("prefork: fork worker %d: %s", id, strerror(errno));
 		w->restart_at = conn_now_ms() + PREFORK_RESTART_MIN_MS;

@@ -18,6 +18,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
+#include "../stats/stats.h"
 #include "blocking.h"
 #include "model.h"
 
@@ -52,6 +53,7 @@ static void *thread_main(void *arg)
 	struct tjob *job = arg;
 	struct tmodel *tm = job->tm;
 
+	stats_bind_slot(stats_next_id()); /* stats: threads take slots round-robin */
 	blocking_serve(tm->srv, job->fd, (struct sockaddr *)&job->peer, job->len);
 	free(job);
 	pthread_mutex_lock(&tm->mu);
@@ -166,7 +168,10 @@ static int thread_run(struct server *srv)
 		free(tm);
 		return 1;
 	}
-	acceptor_init(&acc, srv->listen_fds[0]);
+	if (acceptor_init_set(&acc, srv->listen_fds, srv->nlisten) < 0) {
+		log_error("thread: cannot watch the listeners: %s", strerror(errno));
+		return 1;
+	}
 	while (!server_stopping()) {
 		wait_below_cap(tm, max);
 		if (server_stopping())

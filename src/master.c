@@ -1,0 +1,422 @@
+/* master.c - the supervising process.
+ *
+ * A small single-threaded loop that owns the listening sockets, the
+ * configuration and the shared state, and runs the serving process (a
+ * "generation") that executes the chosen model. It restarts a serving process
+ * that dies, replaces it on SIGHUP with one built from the re-read
+ * configuration on the same sockets (so a reload may change the model), and on
+ * SIGTERM/SIGINT stops listening, lets the serving processes drain and exits.
+ * It is a child subreaper, so even the orphans of a killed serving process are
+ * reaped here: no zombies. Nothing here forks after threads exist: the master
+ * never starts a thread. */
+#include "master.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log/log.h"
+#include "models/model.h"
+#include "server.h"
+
+#define MAX_GENERATIONS 8
+#define STARTUP_GRACE_MS 300   /* a new generation must live this long before the old one drains */
+#define RESTART_BACKOFF_MS 1000
+#define KILL_MARGIN_MS 2000    /* after drain_timeout, before SIGKILL */
+
+enum gen_state { GEN_FREE, GEN_STARTING, GEN_SERVING, GEN_DRAINING };
+
+struct generation {
+	enum gen_state state;
+	pid_t pid;
+	struct config cfg;
+	struct server srv;
+	int64_t started_ms;
+	int64_t kill_at_ms;  /* draining: SIGKILL after this */
+	int serial;
+};
+
+struct master {
+	struct generation gens[MAX_GENERATIONS];
+	int current;          /* index of the generation that should be serving */
+	int sigfd;
+	sigset_t blocked;
+	bool stopping;
+	int64_t respawn_at_ms; /* a crashed serving process is restarted at this time (0: none) */
+	int serial;
+	int exit_code;
+	config_builder build;
+	void *build_arg;
+};
+
+/* ---- serving processes ---------------------------------------------- */
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	server_request_stop();
+}
+
+static void on_reopen(int sig)
+{
+	(void)sig;
+	log_reopen();
+}
+
+/* In the child: the signal handling of a serving process. */
+static void serving_signals(const sigset_t *blocked)
+{
+	struct sigaction sa = { 0 };
+
+	sigemptyset(&sa.sa_mask);
+	/* no SA_RESTART: blocking calls return EINTR and see the stop flag */
+	sa.sa_handler = on_stop;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = on_reopen;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGHUP, &sa, NULL); /* reloads are the master's business */
+	sa.sa_handler = SIG_DFL;
+	sa.sa_flags = 0;
+	sigaction(SIGCHLD, &sa, NULL);
+	sigprocmask(SIG_UNBLOCK, blocked, NULL);
+}
+
+static void serving_main(struct master *m, struct generation *g, pid_t master_pid)
+{
+	close(m->sigfd);
+	/* A serving process whose master is gone must not serve on, unsupervised. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	serving_signals(&m->blocked);
+	if (getppid() != master_pid || server_enter_serving(&g->srv) < 0)
+		_exit(1);
+	int rc = g->srv.model->run(&g->srv);
+	server_close(&g->srv);
+	log_close();
+	_exit(rc);
+}
+
+static int spawn(struct master *m, int idx)
+{
+	struct generation *g = &m->gens[idx];
+	pid_t master_pid = getpid();
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		log_error("fork: %m");
+		return -1;
+	}
+	if (pid == 0)
+		serving_main(m, g, master_pid);
+	g->pid = pid;
+	g->state = GEN_STARTING;
+	g->started_ms = conn_now_ms();
+	log_info("generation %d: serving process %d runs the %s model", g->serial, (int)pid, g->srv.model->name);
+	return 0;
+}
+
+/* ---- generations ---------------------------------------------------- */
+
+static int gen_alloc(struct master *m)
+{
+	for (int i = 0; i < MAX_GENERATIONS; i++)
+		if (m->gens[i].state == GEN_FREE)
+			return i;
+	return -1;
+}
+
+/* Builds a generation's server on the master's listeners. */
+static int gen_init(struct master *m, int idx, const struct config *cfg)
+{
+	struct generation *g = &m->gens[idx];
+	const struct model *model = model_find(cfg->model);
+
+	g->cfg = *cfg;
+	if (server_init(&g->srv, &g->cfg, model) < 0) {
+		server_close(&g->srv);
+		return -1;
+	}
+	g->serial = ++m->serial;
+	g->pid = -1;
+	return 0;
+}
+
+static void gen_release(struct master *m, struct generation *g)
+{
+	(void)m;
+	server_close(&g->srv);
+	g->state = GEN_FREE;
+	g->pid = -1;
+}
+
+static void gen_drain(struct master *m, struct generation *g)
+{
+	g->state = GEN_DRAINING;
+	g->kill_at_ms = conn_now_ms() + g->cfg.drain_timeout_ms + KILL_MARGIN_MS;
+	if (g->pid > 0 && kill(g->pid, SIGTERM) < 0 && errno != ESRCH)
+		log_error("kill %d: %m", (int)g->pid);
+	(void)m;
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+static struct generation *gen_by_pid(struct master *m, pid_t pid)
+{
+	for (int i = 0; i < MAX_GENERATIONS; i++)
+		if (m->gens[i].state != GEN_FREE && m->gens[i].pid == pid)
+			return &m->gens[i];
+	return NULL;
+}
+
+static void describe_exit(int status, char *buf, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+}
+
+static void begin_stop(struct master *m);
+
+static void on_child_exit(struct master *m, pid_t pid, int status)
+{
+	struct generation *g = gen_by_pid(m, pid);
+	char how[96];
+
+	if (!g)
+		return; /* an orphan of a dead serving process, reaped as subreaper */
+	describe_exit(status, how, sizeof(how));
+	bool current = g == &m->gens[m->current];
+	bool early_failure = g->state == GEN_STARTING && WIFEXITED(status) && WEXITSTATUS(status) != 0;
+
+	if (g->state == GEN_DRAINING || m->stopping) {
+		log_info("generation %d (pid %d) finished: %s", g->serial, (int)pid, how);
+		gen_release(m, g);
+		return;
+	}
+	if (early_failure && g->serial == 1) {
+		/* the first start failed (say, io_uring refused): no silent retry loop */
+		log_error("serving process %d %s at start-up; stopping", (int)pid, how);
+		m->exit_code = WEXITSTATUS(status);
+		g->pid = -1;
+		begin_stop(m);
+		return;
+	}
+	if (early_failure) {
+		/* a reload's new generation could not start: keep the old one */
+		log_error("reload: the new serving process %s at start-up; still serving with the previous "
+			  "configuration", how);
+		gen_release(m, g);
+		for (int i = 0; i < MAX_GENERATIONS; i++) {
+			if (m->gens[i].state == GEN_SERVING) {
+				m->current = i;
+				break;
+			}
+		}
+		return;
+	}
+	if (current) {
+		log_warn("serving process %d %s: restarting it", (int)pid, how);
+		g->pid = -1;
+		int64_t now = conn_now_ms();
+		/* one that keeps dying at once is restarted at most once a second */
+		m->respawn_at_ms = now - g->started_ms < RESTART_BACKOFF_MS ? now + RESTART_BACKOFF_MS : now;
+		g->state = GEN_SERVING;
+		return;
+	}
+	log_warn("generation %d (pid %d) %s", g->serial, (int)pid, how);
+	gen_release(m, g);
+}
+
+static void reap(struct master *m)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		on_child_exit(m, pid, status);
+}
+
+static void reload(struct master *m)
+{
+	struct generation *cur = &m->gens[m->current];
+	struct config cfg;
+
+	log_info("reload: reading the configuration again");
+	if (m->build(&cfg, m->build_arg) < 0) {
+		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
+		return;
+	}
+	if (strcmp(cfg.bind, cur->cfg.bind) || cfg.port != cur->cfg.port || cfg.reuseport != cur->cfg.reuseport) {
+		log_error("reload: bind, port and reuseport cannot change without a restart; still serving with "
+			  "the old configuration");
+		return;
+	}
+	int idx = gen_alloc(m);
+	if (idx < 0) {
+		log_error("reload: too many generations still draining; try again later");
+		return;
+	}
+	if (gen_init(m, idx, &cfg) < 0) {
+		log_error("reload: cannot set up the new configuration; still serving with the old one");
+		return;
+	}
+	struct generation *g = &m->gens[idx];
+	memcpy(g->srv.listen_fds, cur->srv.listen_fds, sizeof(g->srv.listen_fds));
+	g->srv.nlisten = cur->srv.nlisten;
+	/* the logs may have moved: the new generation inherits freshly opened ones */
+	log_close();
+	if (log_open(&g->cfg) < 0)
+		log_open(&cur->cfg);
+	if (spawn(m, idx) < 0) {
+		gen_release(m, g);
+		return;
+	}
+	m->current = idx;
+	/* the old generation drains once the new one has proved it starts (tick) */
+}
+
+static void begin_stop(struct master *m)
+{
+	if (m->stopping)
+		return;
+	log_info("stopping: draining in-flight requests");
+	m->stopping = true;
+	server_refuse_new(&m->gens[m->current].srv);
+	for (int i = 0; i < MAX_GENERATIONS; i++) {
+		struct generation *g = &m->gens[i];
+		if (g->state == GEN_FREE)
+			continue;
+		if (g->pid > 0)
+			gen_drain(m, g);
+		else
+			gen_release(m, g);
+	}
+}
+
+static void forward(struct master *m, int sig)
+{
+	for (int i = 0; i < MAX_GENERATIONS; i++)
+		if (m->gens[i].state != GEN_FREE && m->gens[i].pid > 0)
+			kill(m->gens[i].pid, sig);
+}
+
+/* Time-driven work: promote a started generation, kill stragglers, respawn. */
+static void tick(struct master *m)
+{
+	int64_t now = conn_now_ms();
+
+	for (int i = 0; i < MAX_GENERATIONS; i++) {
+		struct generation *g = &m->gens[i];
+		if (g->state == GEN_STARTING && now - g->started_ms >= STARTUP_GRACE_MS) {
+			g->state = GEN_SERVING;
+			if (i != m->current) { /* overtaken by a newer reload */
+				gen_drain(m, g);
+				continue;
+			}
+			for (int j = 0; j < MAX_GENERATIONS; j++)
+				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
+					gen_drain(m, &m->gens[j]);
+		}
+		if (g->state == GEN_DRAINING && g->pid > 0 && now >= g->kill_at_ms) {
+			log_warn("generation %d (pid %d) did not drain in time: killing it", g->serial, (int)g->pid);
+			kill(g->pid, SIGKILL);
+			g->kill_at_ms = now + KILL_MARGIN_MS;
+		}
+	}
+	struct generation *cur = &m->gens[m->current];
+	if (!m->stopping && m->respawn_at_ms && now >= m->respawn_at_ms && cur->pid < 0) {
+		m->respawn_at_ms = 0;
+		spawn(m, m->current);
+	}
+}
+
+static bool children_left(struct master *m)
+{
+	for (int i = 0; i < MAX_GENERATIONS; i++)
+		if (m->gens[i].state != GEN_FREE)
+			return true;
+	/* orphans of dead serving processes are ours too (subreaper) */
+	return waitpid(-1, NULL, WNOHANG) == 0;
+}
+
+int master_run(const struct config *cfg, config_builder build, void *build_arg)
+{
+	static struct master m; /* generations hold big configs: not on the stack */
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+
+	m.build = build;
+	m.build_arg = build_arg;
+	m.current = 0;
+	/* sendfile() cannot take MSG_NOSIGNAL: a reset peer must not kill anyone */
+	sigaction(SIGPIPE, &ign, NULL);
+	sigemptyset(&m.blocked);
+	sigaddset(&m.blocked, SIGTERM);
+	sigaddset(&m.blocked, SIGINT);
+	sigaddset(&m.blocked, SIGHUP);
+	sigaddset(&m.blocked, SIGUSR1);
+	sigaddset(&m.blocked, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &m.blocked, NULL);
+	m.sigfd = signalfd(-1, &m.blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (m.sigfd < 0) {
+		log_error("signalfd: %m");
+		return 1;
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+	if (gen_init(&m, 0, cfg) < 0 || server_listen(&m.gens[0].srv) < 0) {
+		server_close_listeners(&m.gens[0].srv);
+		server_close(&m.gens[0].srv);
+		return 1;
+	}
+	log_info("spindle %s (master %d) listening on http://%s:%d/ with the %s model, root %s", SPINDLE_VERSION,
+		 (int)getpid(), cfg->bind, cfg->port, cfg->model, cfg->root);
+	if (spawn(&m, 0) < 0)
+		begin_stop(&m);
+
+	while (!m.stopping || children_left(&m)) {
+		int timeout = 100; /* ticks for start-up grace, drain deadlines, respawns */
+		struct pollfd pfd = { .fd = m.sigfd, .events = POLLIN };
+		if (poll(&pfd, 1, timeout) < 0 && errno != EINTR) {
+			log_error("poll: %m");
+			break;
+		}
+		struct signalfd_siginfo si;
+		while (read(m.sigfd, &si, sizeof(si)) == sizeof(si)) {
+			switch (si.ssi_signo) {
+			case SIGCHLD:
+				break; /* reaped below */
+			case SIGHUP:
+				if (!m.stopping)
+					reload(&m);
+				break;
+			case SIGUSR1:
+				log_reopen();
+				forward(&m, SIGUSR1);
+				break;
+			default: /* SIGTERM, SIGINT */
+				begin_stop(&m);
+				break;
+			}
+		}
+		reap(&m);
+		tick(&m);
+	}
+	server_close_listeners(&m.gens[m.current].srv);
+	for (int i = 0; i < MAX_GENERATIONS; i++)
+		if (m.gens[i].state != GEN_FREE)
+			gen_release(&m, &m.gens[i]);
+	close(m.sigfd);
+	log_info("stopped");
+	return m.exit_code;
+}

@@ -1,0 +1,189 @@
+/* endpoint.c - /metrics (Prometheus text exposition format 0.0.4) and the
+ * /status page, rendered from the same shared segment spindle-stat reads. */
+#include "endpoint.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../server.h"
+#include "snapshot.h"
+#include "stats.h"
+
+static bool path_is(const struct http_request *req, const char *path)
+{
+	size_t n = strlen(path);
+	return n && req->path.len == n && memcmp(req->path.p, path, n) == 0;
+}
+
+static void counter(FILE *f, const char *name, const char *help, uint64_t v)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+}
+
+static void gauge(FILE *f, const char *name, const char *help, double v)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+static void render_metrics(FILE *f, const struct stats_header *h, const struct stats_totals *t)
+{
+	static const char *const methods[] = { "GET", "HEAD", "other" };
+
+	fprintf(f, "# HELP spindle_info The running server.\n# TYPE spindle_info gauge\n"
+		   "spindle_info{version=\"%s\",model=\"%s\",instance=\"%s\"} 1\n",
+		h->version_str, h->model, h->name);
+	gauge(f, "spindle_start_time_seconds", "Start time of the server since the Unix epoch.",
+	      (double)h->start_unix_ns / 1e9);
+	counter(f, "spindle_connections_accepted_total", "Connections accepted.", t->accepted);
+	gauge(f, "spindle_connections_active", "Connections open now.", (double)t->active);
+
+	fprintf(f, "# HELP spindle_requests_total Responses completed, by request method.\n"
+		   "# TYPE spindle_requests_total counter\n");
+	for (int i = 0; i < STATS_NMETHODS; i++)
+		fprintf(f, "spindle_requests_total{method=\"%s\"} %" PRIu64 "\n", methods[i], t->method[i]);
+
+	fprintf(f, "# HELP spindle_responses_total Responses completed, by status code (common codes).\n"
+		   "# TYPE spindle_responses_total counter\n");
+	for (int i = 0; i < STATS_NCODES; i++)
+		fprintf(f, "spindle_responses_total{code=\"%d\"} %" PRIu64 "\n", stats_code_values[i], t->code[i]);
+	fprintf(f, "# HELP spindle_responses_class_total Responses completed, by status class.\n"
+		   "# TYPE spindle_responses_class_total counter\n");
+	for (int i = 0; i < 5; i++)
+		fprintf(f, "spindle_responses_class_total{class=\"%dxx\"} %" PRIu64 "\n", i + 1, t->status_class[i]);
+
+	counter(f, "spindle_bytes_sent_total", "Response body bytes sent.", t->bytes_sent);
+	counter(f, "spindle_keepalive_reuses_total", "Requests after the first on a connection.",
+		t->keepalive_reuses);
+	counter(f, "spindle_timeouts_total", "Connections that reached a deadline (header, body, send, idle).",
+		t->timeouts);
+	counter(f, "spindle_errors_total", "5xx responses plus failed sends.", t->errors);
+	counter(f, "spindle_send_failures_total", "Responses cut short by the peer.", t->send_failures);
+	counter(f, "spindle_cache_hits_total", "File cache lookups that hit.", t->cache_hits);
+	counter(f, "spindle_cache_misses_total", "File cache lookups that missed.", t->cache_misses);
+	counter(f, "spindle_cache_evictions_total", "Cache entries dropped to make room.", t->cache_evictions);
+	gauge(f, "spindle_cache_bytes", "Bytes held by the file cache(s).", (double)t->cache_bytes);
+	gauge(f, "spindle_cache_entries", "Files held by the file cache(s).", (double)t->cache_entries);
+
+	fprintf(f, "# HELP spindle_request_duration_seconds From a request head's arrival to its response's last byte.\n"
+		   "# TYPE spindle_request_duration_seconds histogram\n");
+	uint64_t cum = 0;
+	for (int i = 0; i < STATS_LAT_BUCKETS - 1; i++) {
+		cum += t->latency[i];
+		fprintf(f, "spindle_request_duration_seconds_bucket{le=\"%.9g\"} %" PRIu64 "\n",
+			stats_bucket_le_us(i) / 1e6, cum);
+	}
+	cum += t->latency[STATS_LAT_BUCKETS - 1];
+	fprintf(f, "spindle_request_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+	fprintf(f, "spindle_request_duration_seconds_sum %.9f\n", (double)t->latency_ns_sum / 1e9);
+	fprintf(f, "spindle_request_duration_seconds_count %" PRIu64 "\n", cum);
+
+	fprintf(f, "# HELP spindle_worker_requests_total Responses completed by each worker slot.\n"
+		   "# TYPE spindle_worker_requests_total counter\n");
+	for (uint32_t i = 0; i < h->nslots; i++) {
+		bool bound;
+		uint64_t n = stats_slot_requests(h, i, &bound);
+		if (bound || n)
+			fprintf(f, "spindle_worker_requests_total{worker=\"%u\"} %" PRIu64 "\n", i, n);
+	}
+}
+
+static void render_status(FILE *f, const struct stats_header *h, const struct stats_totals *t)
+{
+	double up = (double)(t->taken_mono_ns - h->start_mono_ns) / 1e9;
+	uint64_t done = t->requests;
+	fprintf(f, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>spindle status</title>\n"
+		   "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
+		   "th{text-align:left}.bar{background:#48c;height:10px;display:inline-block}</style></head><body>\n");
+	fprintf(f, "<h1>spindle %s</h1>\n<table>\n", h->version_str);
+	fprintf(f, "<tr><th>instance</th><td>%s</td></tr>\n<tr><th>model</th><td>%s (%d workers, %d threads)</td></tr>\n",
+		h->name, h->model, h->workers, h->threads);
+	fprintf(f, "<tr><th>pid</th><td>%d</td></tr>\n<tr><th>uptime</th><td>%.0f s</td></tr>\n", (int)h->pid, up);
+	fprintf(f, "<tr><th>requests</th><td>%" PRIu64 "</td></tr>\n<tr><th>requests/s since start</th><td>%.1f</td></tr>\n",
+		done, up > 0 ? (double)done / up : 0.0);
+	fprintf(f, "<tr><th>connections</th><td>%" PRId64 " active, %" PRIu64 " accepted</td></tr>\n", t->active,
+		t->accepted);
+	fprintf(f, "<tr><th>body bytes sent</th><td>%" PRIu64 "</td></tr>\n", t->bytes_sent);
+	uint64_t lookups = t->cache_hits + t->cache_misses;
+	fprintf(f, "<tr><th>cache</th><td>%.1f%% hits, %" PRId64 " files, %" PRId64 " bytes, %" PRIu64 " evictions</td></tr>\n",
+		lookups ? 100.0 * (double)t->cache_hits / (double)lookups : 0.0, t->cache_entries, t->cache_bytes,
+		t->cache_evictions);
+	fprintf(f, "<tr><th>timeouts / errors</th><td>%" PRIu64 " / %" PRIu64 "</td></tr>\n</table>\n", t->timeouts,
+		t->errors);
+
+	fprintf(f, "<h2>status mix</h2>\n<table>\n");
+	for (int i = 0; i < 5; i++)
+		fprintf(f, "<tr><th>%dxx</th><td>%" PRIu64 "</td><td>%.1f%%</td></tr>\n", i + 1, t->status_class[i],
+			done ? 100.0 * (double)t->status_class[i] / (double)done : 0.0);
+	fprintf(f, "</table>\n<h2>latency</h2>\n<table>\n");
+	static const double qs[] = { 0.5, 0.9, 0.99, 0.999 };
+	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
+		fprintf(f, "<tr><th>p%g</th><td>%.0f &micro;s</td></tr>\n", qs[i] * 100, stats_quantile_us(t->latency, qs[i]));
+	fprintf(f, "<tr><th>mean</th><td>%.0f &micro;s</td></tr>\n</table>\n",
+		done ? (double)t->latency_ns_sum / 1e3 / (double)done : 0.0);
+
+	fprintf(f, "<h2>per worker</h2>\n<table>\n");
+	uint64_t most = 1;
+	for (uint32_t i = 0; i < h->nslots; i++) {
+		uint64_t n = stats_slot_requests(h, i, NULL);
+		if (n > most)
+			most = n;
+	}
+	for (uint32_t i = 0; i < h->nslots; i++) {
+		bool bound;
+		uint64_t n = stats_slot_requests(h, i, &bound);
+		if (bound || n)
+			fprintf(f, "<tr><th>%u</th><td>%" PRIu64 "</td><td style=\"text-align:left\"><span class=\"bar\" "
+				   "style=\"width:%dpx\"></span></td></tr>\n",
+				i, n, (int)(300 * n / most));
+	}
+	fprintf(f, "</table>\n</body></html>\n");
+}
+
+/* Closes the stream (which is when buf and len become final) and answers. */
+static bool finish(FILE *f, char **buf, size_t *len, int status, const char *type, struct dyn_response *out)
+{
+	if (!f || fclose(f) != 0 || !*buf) {
+		free(*buf);
+		*out = (struct dyn_response){ .status = 500, .content_type = "text/plain; charset=utf-8" };
+		out->body = strdup("statistics unavailable\n");
+		out->len = out->body ? strlen(out->body) : 0;
+		return true;
+	}
+	*out = (struct dyn_response){ .status = status, .content_type = type, .body = *buf, .len = *len };
+	return true;
+}
+
+bool stats_endpoint(const struct server *srv, const struct sockaddr_storage *peer,
+		    const struct http_request *req, struct dyn_response *out)
+{
+	const struct config *cfg = srv->cfg;
+	if (!cfg->metrics)
+		return false;
+	bool metrics = path_is(req, cfg->metrics_path);
+	if (!metrics && !path_is(req, cfg->status_path))
+		return false;
+	const struct stats_header *h = stats_segment(srv);
+	if (!h || !stats_peer_allowed(srv, peer)) {
+		static const char msg[] = "403 Forbidden: statistics are not available to this address\n";
+		*out = (struct dyn_response){ .status = 403, .content_type = "text/plain; charset=utf-8" };
+		out->body = strdup(msg);
+		out->len = out->body ? sizeof(msg) - 1 : 0;
+		return true;
+	}
+	struct stats_totals t;
+	stats_sum(h, &t);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return finish(NULL, &buf, &len, 500, NULL, out);
+	if (metrics) {
+		render_metrics(f, h, &t);
+		return finish(f, &buf, &len, 200, "text/plain; version=0.0.4; charset=utf-8", out);
+	}
+	render_status(f, h, &t);
+	return finish(f, &buf, &len, 200, "text/html; charset=utf-8", out);
+}

@@ -1,0 +1,101 @@
+/* shm.h - the layout of the statistics segment (/dev/shm/spindle-NAME),
+ * shared by the server that writes it and every reader (spindle-stat, the
+ * /metrics and status endpoints).
+ *
+ *     [header][cache blocks x ncaches][slots x nslots]
+ *
+ * Each slot is a cache-line-aligned block of counters written by one worker
+ * (thread or process), so writers never share a line; readers sum the slots.
+ * Counters are lock-free 64-bit atomics, process-shared because the mapping
+ * is MAP_SHARED. Only ever add fields at the end of a struct, and bump
+ * STATS_VERSION when a reader could misread the layout. */
+#ifndef SPINDLE_STATS_SHM_H
+#define SPINDLE_STATS_SHM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../fs/cache.h"
+
+#define STATS_MAGIC 0x31544c53444e5053ULL /* "SPNDSLT1" little-endian */
+#define STATS_VERSION 1
+#define STATS_LINE 64
+#define STATS_MAX_SLOTS 1024
+/* Cache blocks come in two halves: a reload's new generation uses the half
+ * its predecessor does not, so the two never share gauges. */
+#define STATS_CACHE_HALF 512
+/* Latency buckets: bucket i < STATS_LAT_BUCKETS - 1 counts requests that took
+ * at most 2^i microseconds (and more than 2^(i-1)); the last one the rest
+ * (over 2^26 us, about 67 s). */
+#define STATS_LAT_BUCKETS 28
+
+enum stats_method { STATS_GET, STATS_HEAD, STATS_OTHER, STATS_NMETHODS };
+enum stats_code { STATS_200, STATS_206, STATS_304, STATS_400, STATS_404, STATS_500, STATS_NCODES };
+extern const int stats_code_values[STATS_NCODES];
+
+struct stats_slot {
+	_Alignas(STATS_LINE) atomic_uint bound; /* a worker has bound itself to this slot */
+	atomic_ullong accepted;         /* connections */
+	atomic_ullong closed;           /* active = accepted - closed, summed over slots */
+	atomic_ullong requests;         /* responses completed by this worker */
+	atomic_ullong method[STATS_NMETHODS];
+	atomic_ullong status_class[5];  /* 1xx .. 5xx */
+	atomic_ullong code[STATS_NCODES];
+	atomic_ullong bytes_sent;       /* body bytes */
+	atomic_ullong keepalive_reuses; /* requests after the first on a connection */
+	atomic_ullong cache_hits;
+	atomic_ullong cache_misses;
+	atomic_ullong timeouts;
+	atomic_ullong errors;           /* 5xx responses + failed sends */
+	atomic_ullong send_failures;
+	atomic_ullong latency_ns_sum;
+	atomic_ullong latency[STATS_LAT_BUCKETS];
+};
+
+/* The gauges of one process's file cache. */
+struct stats_cache_block {
+	_Alignas(STATS_LINE) struct cache_gauges g;
+};
+
+/* The first fields keep their offsets in every version, so a newer spindle
+ * can tell whether the segment's owner still lives. */
+struct stats_header {
+	uint64_t magic;          /* written last, with release order, once all else is set */
+	uint32_t version;
+	uint32_t header_size;
+	uint64_t layout_size;    /* the whole segment, bytes */
+	int32_t pid;             /* the creator: the process owning the listeners */
+	uint32_t reserved;
+	uint64_t pid_starttime;  /* /proc/PID/stat starttime: tells a reused pid apart */
+	/* version 1 */
+	int64_t start_unix_ns;   /* CLOCK_REALTIME at creation */
+	int64_t start_mono_ns;   /* CLOCK_MONOTONIC at creation (system-wide) */
+	atomic_ullong generation;/* bumped when the serving processes are replaced */
+	atomic_uint next_proc;   /* per-connection processes number themselves from it */
+	uint32_t nslots;
+	uint32_t ncaches;
+	uint32_t slot_size;
+	uint64_t caches_off;
+	uint64_t slots_off;
+	int32_t port;
+	int32_t workers;
+	int32_t threads;
+	int32_t cache_size_mb;
+	char name[64];           /* the instance name (stats_name, or the port) */
+	char model[32];
+	char version_str[16];
+	char bind[64];
+	char root[512];
+};
+
+static inline struct stats_slot *stats_slot_at(const struct stats_header *h, uint32_t i)
+{
+	return (struct stats_slot *)((char *)h + h->slots_off + (uint64_t)i * h->slot_size);
+}
+
+static inline struct stats_cache_block *stats_cache_at(const struct stats_header *h, uint32_t i)
+{
+	return (struct stats_cache_block *)((char *)h + h->caches_off + (uint64_t)i * sizeof(struct stats_cache_block));
+}
+
+#endif

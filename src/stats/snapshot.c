@@ -1,0 +1,154 @@
+/* snapshot.c - summing the statistics segment for readers. */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const int stats_code_values[STATS_NCODES] = { 200, 206, 304, 400, 404, 500 };
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+int64_t stats_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void stats_sum(const struct stats_header *h, struct stats_totals *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->taken_mono_ns = stats_mono_ns();
+	for (uint32_t i = 0; i < h->nslots; i++) {
+		struct stats_slot *s = stats_slot_at(h, i);
+		t->accepted += LOAD(s->accepted);
+		t->closed += LOAD(s->closed);
+		t->requests += LOAD(s->requests);
+		for (int k = 0; k < STATS_NMETHODS; k++)
+			t->method[k] += LOAD(s->method[k]);
+		for (int k = 0; k < 5; k++)
+			t->status_class[k] += LOAD(s->status_class[k]);
+		for (int k = 0; k < STATS_NCODES; k++)
+			t->code[k] += LOAD(s->code[k]);
+		t->bytes_sent += LOAD(s->bytes_sent);
+		t->keepalive_reuses += LOAD(s->keepalive_reuses);
+		t->cache_hits += LOAD(s->cache_hits);
+		t->cache_misses += LOAD(s->cache_misses);
+		t->timeouts += LOAD(s->timeouts);
+		t->errors += LOAD(s->errors);
+		t->send_failures += LOAD(s->send_failures);
+		t->latency_ns_sum += LOAD(s->latency_ns_sum);
+		for (int k = 0; k < STATS_LAT_BUCKETS; k++)
+			t->latency[k] += LOAD(s->latency[k]);
+	}
+	for (uint32_t i = 0; i < h->ncaches; i++) {
+		struct stats_cache_block *c = stats_cache_at(h, i);
+		t->cache_bytes += LOAD(c->g.bytes);
+		t->cache_entries += LOAD(c->g.entries);
+		t->cache_evictions += LOAD(c->g.evictions);
+	}
+	/* closed is read after accepted: a connection opening and closing in
+	 * between could make this -1 for a moment */
+	t->active = (int64_t)(t->accepted - t->closed);
+	if (t->active < 0)
+		t->active = 0;
+}
+
+uint64_t stats_slot_requests(const struct stats_header *h, uint32_t i, bool *bound)
+{
+	struct stats_slot *s = stats_slot_at(h, i);
+	if (bound)
+		*bound = LOAD(s->bound) != 0;
+	return LOAD(s->requests);
+}
+
+double stats_bucket_le_us(int i)
+{
+	if (i >= STATS_LAT_BUCKETS - 1)
+		return INFINITY;
+	return (double)(1ULL << i);
+}
+
+double stats_quantile_us(const uint64_t hist[STATS_LAT_BUCKETS], double q)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < STATS_LAT_BUCKETS; i++)
+		total += hist[i];
+	if (total == 0)
+		return 0;
+	double rank = q * (double)total, seen = 0;
+	for (int i = 0; i < STATS_LAT_BUCKETS; i++) {
+		if (hist[i] == 0 || seen + (double)hist[i] < rank) {
+			seen += (double)hist[i];
+			continue;
+		}
+		double lo = i == 0 ? 0 : (double)(1ULL << (i - 1));
+		double hi = i == STATS_LAT_BUCKETS - 1 ? lo * 2 : (double)(1ULL << i);
+		return lo + (hi - lo) * ((rank - seen) / (double)hist[i]);
+	}
+	return stats_bucket_le_us(STATS_LAT_BUCKETS - 2);
+}
+
+const char *stats_check(const struct stats_header *h, size_t len)
+{
+	if (len < sizeof(struct stats_header))
+		return "the segment is too small to be a spindle statistics segment";
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != STATS_MAGIC)
+		return "not a spindle statistics segment (or not initialised yet)";
+	if (h->version != STATS_VERSION)
+		return "written by a different spindle version (layout mismatch)";
+	if (h->layout_size > len || h->nslots == 0 || h->nslots > STATS_MAX_SLOTS ||
+	    h->slot_size < sizeof(struct stats_slot) ||
+	    h->slots_off + (uint64_t)h->nslots * h->slot_size > h->layout_size ||
+	    h->caches_off + (uint64_t)h->ncaches * sizeof(struct stats_cache_block) > h->slots_off)
+		return "the segment's layout is inconsistent";
+	return NULL;
+}
+
+const struct stats_header *stats_attach(const char *name, size_t *len, char *err, size_t errlen)
+{
+	char shm[128];
+	struct stat st;
+
+	snprintf(shm, sizeof(shm), "/spindle-%s", name);
+	int fd = shm_open(shm, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			snprintf(err, errlen, "no spindle instance named '%s' (/dev/shm%s does not exist)", name, shm);
+		else
+			snprintf(err, errlen, "/dev/shm%s: %s", shm, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(struct stats_header)) {
+		snprintf(err, errlen, "/dev/shm%s: not a spindle statistics segment", shm);
+		close(fd);
+		return NULL;
+	}
+	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		snprintf(err, errlen, "/dev/shm%s: mmap: %s", shm, strerror(errno));
+		return NULL;
+	}
+	const char *why = stats_check(p, (size_t)st.st_size);
+	if (why) {
+		snprintf(err, errlen, "/dev/shm%s: %s", shm, why);
+		munmap(p, (size_t)st.st_size);
+		return NULL;
+	}
+	*len = (size_t)st.st_size;
+	return p;
+}
+
+void stats_detach(const struct stats_header *h, size_t len)
+{
+	if (h)
+		munmap((void *)h, len);
+}

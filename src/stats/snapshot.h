@@ -1,0 +1,54 @@
+/* snapshot.h - reading the statistics segment: attach (read-only), sum the
+ * slots, and turn the latency histogram into percentiles. Shared by the
+ * server's endpoints and spindle-stat, so all of them report the same numbers.
+ * Needs nothing but libc. */
+#ifndef SPINDLE_STATS_SNAPSHOT_H
+#define SPINDLE_STATS_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm.h"
+
+/* Sums over every slot (and every cache block), read with relaxed loads:
+ * each counter is exact, the set is not one instant (no reader can stop the
+ * writers, and none needs to). */
+struct stats_totals {
+	uint64_t accepted, closed, requests;
+	uint64_t method[STATS_NMETHODS];
+	uint64_t status_class[5];
+	uint64_t code[STATS_NCODES];
+	uint64_t bytes_sent, keepalive_reuses;
+	uint64_t cache_hits, cache_misses, cache_evictions;
+	int64_t cache_bytes, cache_entries;
+	uint64_t timeouts, errors, send_failures;
+	uint64_t latency_ns_sum;
+	uint64_t latency[STATS_LAT_BUCKETS];
+	int64_t active;  /* accepted - closed */
+	int64_t taken_mono_ns;
+};
+
+void stats_sum(const struct stats_header *h, struct stats_totals *t);
+
+/* The slot's completed requests; *bound says whether a worker ever used it. */
+uint64_t stats_slot_requests(const struct stats_header *h, uint32_t i, bool *bound);
+
+/* The q-quantile (0 < q < 1) of the histogram, in microseconds, interpolated
+ * within its power-of-two bucket; 0 when empty. */
+double stats_quantile_us(const uint64_t hist[STATS_LAT_BUCKETS], double q);
+
+/* Upper bound of bucket i in microseconds (the last bucket: infinity). */
+double stats_bucket_le_us(int i);
+
+/* Checks that len bytes at h hold a segment this code can read; else
+ * returns a reason. */
+const char *stats_check(const struct stats_header *h, size_t len);
+
+/* Maps /dev/shm/spindle-NAME read-only. NULL with a message in err. */
+const struct stats_header *stats_attach(const char *name, size_t *len, char *err, size_t errlen);
+void stats_detach(const struct stats_header *h, size_t len);
+
+int64_t stats_mono_ns(void);
+
+#endif

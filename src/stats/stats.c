@@ -1,0 +1,449 @@
+/* stats.c - creating, reclaiming and writing the statistics segment. */
+#include "stats.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../fs/cache.h"
+#include "../log/log.h"
+#include "../models/model.h"
+#include "../server.h"
+#include "cidr.h"
+#include "snapshot.h"
+
+/* One per server_init(): a generation of serving processes. A reload in the
+ * creating process (the master) maps the same segment again and carries on
+ * counting in it; the name goes when the last generation using it closes. */
+struct stats {
+	struct stats_header *h;
+	size_t len;
+	char shm_name[96];     /* "/spindle-NAME", or "" for a private mapping */
+	pid_t creator;         /* only this process removes the name */
+	ino_t ino;             /* of the segment, to never unlink a successor's */
+	uint32_t cache_base;   /* first cache block of this generation */
+	uint32_t ncaches;      /* cache blocks it uses */
+	struct cidr_list allow;
+};
+
+/* The named segment this process created, and how many generations use it. */
+static ino_t seg_ino;
+static char seg_name[96];
+static int seg_refs;
+
+_Thread_local struct stats_slot *stats_thread_slot;
+struct stats_slot *stats_process_slot;
+
+/* This process's view: set in the creator, inherited across fork() and
+ * adjusted by stats_process_start(). */
+static struct stats_header *proc_h;
+static int proc_base;
+static uint32_t proc_cache_base, proc_ncaches;
+static atomic_int proc_next_id;
+
+#define PROBE_WAIT_MS 20
+#define PROBE_TRIES 25 /* half a second for a starting instance to fill its header */
+
+/* Field 22 of /proc/PID/stat, the process's start time in clock ticks since
+ * boot: with the pid it names one process, even after the pid is reused.
+ * 0 when unknown. */
+static uint64_t proc_starttime(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	if (!p)
+		return 0;
+	/* after ") ": field 3 (state) ... field 22; a zombie is dead already */
+	if (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+		return 0;
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static bool owner_alive(pid_t pid, uint64_t starttime)
+{
+	if (pid <= 0 || pid == getpid())
+		return false;
+	uint64_t now = proc_starttime(pid);
+	if (starttime != 0 && access("/proc/self/stat", F_OK) == 0)
+		return now == starttime; /* 0: gone, or a zombie */
+	/* no /proc: trust kill(pid, 0) */
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+enum probe { PROBE_GONE, PROBE_STALE, PROBE_LIVE };
+
+/* Looks at an existing segment: is its creator still running? */
+static enum probe probe(const char *shm_name, pid_t *pid_out)
+{
+	for (int tries = 0;; tries++) {
+		int fd = shm_open(shm_name, O_RDONLY | O_CLOEXEC, 0);
+		if (fd < 0)
+			return errno == ENOENT ? PROBE_GONE : PROBE_STALE;
+		struct stat st;
+		struct stats_header *h = MAP_FAILED;
+		if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(*h))
+			h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (h != MAP_FAILED) {
+			bool ours = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == STATS_MAGIC;
+			*pid_out = h->pid;
+			bool alive = ours && owner_alive(h->pid, h->pid_starttime);
+			munmap(h, sizeof(*h));
+			if (ours)
+				return alive ? PROBE_LIVE : PROBE_STALE;
+		}
+		/* empty or foreign: maybe an instance is still filling it in */
+		if (tries == PROBE_TRIES)
+			return PROBE_STALE;
+		struct timespec ts = { 0, PROBE_WAIT_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static bool name_ok(const char *s)
+{
+	if (!*s || strlen(s) > 60)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
+			return false;
+	return true;
+}
+
+/* Truncating copy (the header keeps a summary, long roots are cut). */
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* Creates the named segment: fd, or -1 after saying why (live owner). Sets
+ * *fallback when the name cannot be used at all. */
+static int create_named(const char *shm_name, const char *inst, bool *fallback)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST) {
+			log_warn("stats: shm_open %s: %s: statistics stay private (no spindle-stat)", shm_name,
+				 strerror(errno));
+			*fallback = true;
+			return -1;
+		}
+		pid_t pid = 0;
+		switch (probe(shm_name, &pid)) {
+		case PROBE_LIVE:
+			log_error("stats: instance '%s' is in use by a running spindle (pid %d)", inst, (int)pid);
+			fprintf(stderr,
+				"spindle: statistics instance '%s' (/dev/shm%s) is in use by a running spindle, "
+				"pid %d: stop it, or set another stats_name\n",
+				inst, shm_name, (int)pid);
+			return -1;
+		case PROBE_STALE:
+			log_warn("stats: reclaiming stale segment /dev/shm%s (left by pid %d, no longer running)",
+				 shm_name, (int)pid);
+			if (shm_unlink(shm_name) < 0 && errno != ENOENT) {
+				log_warn("stats: shm_unlink %s: %s", shm_name, strerror(errno));
+				*fallback = true;
+				return -1;
+			}
+			break;
+		case PROBE_GONE:
+			break;
+		}
+	}
+	log_warn("stats: %s keeps reappearing: statistics stay private", shm_name);
+	*fallback = true;
+	return -1;
+}
+
+int stats_open(struct server *srv)
+{
+	const struct config *cfg = srv->cfg;
+	struct stats *st = calloc(1, sizeof(*st));
+	char inst[64], why[160];
+	int fd = -1;
+
+	if (!st) {
+		log_error("stats: out of memory");
+		return -1;
+	}
+	if (cidr_list_parse(cfg->stats_allow, &st->allow, why, sizeof(why)) < 0) {
+		/* config_validate() already refused this; a caller skipping it lands here */
+		log_error("stats: stats_allow: %s", why);
+		free(st);
+		return -1;
+	}
+	if (strcmp(cfg->stats_name, "auto") == 0)
+		snprintf(inst, sizeof(inst), "%d", cfg->port);
+	else
+		copy_str(inst, sizeof(inst), cfg->stats_name);
+	if (!name_ok(inst)) {
+		log_error("stats: stats_name '%s': use letters, digits, '-', '_' or '.'", inst);
+		free(st);
+		return -1;
+	}
+
+	long long w = srv->workers, t = cfg->threads > 0 ? cfg->threads : 1;
+	long long nslots = w * t > w ? w * t : w;
+	if (nslots < 1)
+		nslots = 1;
+	if (nslots > STATS_MAX_SLOTS)
+		nslots = STATS_MAX_SLOTS;
+	long long ncaches = w < 1 ? 1 : w > STATS_CACHE_HALF ? STATS_CACHE_HALF : w;
+	/* Room for the most slots and cache blocks any reload may want: tmpfs
+	 * only allocates the pages that are written. */
+	size_t hdr = (sizeof(struct stats_header) + STATS_LINE - 1) / STATS_LINE * STATS_LINE;
+	size_t caches_off = hdr;
+	size_t slots_off = caches_off + (size_t)2 * STATS_CACHE_HALF * sizeof(struct stats_cache_block);
+	size_t len = slots_off + (size_t)STATS_MAX_SLOTS * sizeof(struct stats_slot);
+
+	bool fallback = false, reuse = false;
+	struct stat sb;
+	snprintf(st->shm_name, sizeof(st->shm_name), "/spindle-%s", inst);
+	if (seg_refs > 0 && strcmp(seg_name, st->shm_name) == 0) {
+		/* a reload: the segment is ours, keep counting in it */
+		fd = shm_open(st->shm_name, O_RDWR | O_CLOEXEC, 0);
+		reuse = fd >= 0 && fstat(fd, &sb) == 0 && sb.st_ino == seg_ino && (size_t)sb.st_size >= len;
+		if (!reuse && fd >= 0)
+			close(fd);
+	}
+	if (!reuse)
+		fd = create_named(st->shm_name, inst, &fallback);
+	if (fd < 0 && !fallback) {
+		free(st);
+		return -1;
+	}
+	void *p;
+	if (fd >= 0) {
+		st->creator = getpid(); /* from here on, stats_close() removes the name */
+		if (!reuse && ftruncate(fd, (off_t)len) < 0) {
+			log_error("stats: ftruncate %s: %s", st->shm_name, strerror(errno));
+			goto fail;
+		}
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (fstat(fd, &sb) == 0)
+			st->ino = sb.st_ino;
+		close(fd);
+		fd = -1;
+	} else {
+		st->shm_name[0] = '\0';
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	}
+	if (p == MAP_FAILED) {
+		log_error("stats: mmap: %s", strerror(errno));
+		goto fail;
+	}
+	st->h = p;
+	st->len = len;
+
+	struct stats_header *h = st->h;
+	if (reuse) {
+		/* the new generation's summary; the counters carry on */
+		unsigned long long gen = atomic_fetch_add(&h->generation, 1) + 1;
+		if ((uint32_t)nslots > h->nslots)
+			h->nslots = (uint32_t)nslots;
+		st->cache_base = (uint32_t)((gen - 1) % 2) * STATS_CACHE_HALF;
+		goto summary;
+	}
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	h->version = STATS_VERSION;
+	h->header_size = sizeof(*h);
+	h->layout_size = len;
+	h->pid = getpid();
+	h->pid_starttime = proc_starttime(getpid());
+	h->start_unix_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
+	h->start_mono_ns = stats_mono_ns();
+	atomic_init(&h->generation, 1);
+	h->nslots = (uint32_t)nslots;
+	h->ncaches = 2 * STATS_CACHE_HALF;
+	h->slot_size = sizeof(struct stats_slot);
+	h->caches_off = caches_off;
+	h->slots_off = slots_off;
+summary:
+	h->port = cfg->port;
+	h->workers = srv->workers;
+	h->threads = cfg->threads;
+	h->cache_size_mb = (int32_t)(cfg->cache_size >> 20);
+	copy_str(h->name, sizeof(h->name), inst);
+	copy_str(h->model, sizeof(h->model), srv->model ? srv->model->name : "?");
+	copy_str(h->version_str, sizeof(h->version_str), SPINDLE_VERSION);
+	copy_str(h->bind, sizeof(h->bind), cfg->bind);
+	copy_str(h->root, sizeof(h->root), cfg->root);
+	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */
+
+	st->ncaches = (uint32_t)ncaches;
+	if (st->ino) {
+		if (!reuse) {
+			seg_ino = st->ino;
+			snprintf(seg_name, sizeof(seg_name), "%s", st->shm_name);
+			seg_refs = 0;
+		}
+		seg_refs++;
+	}
+	srv->stats = st;
+	proc_h = h;
+	proc_base = 0;
+	atomic_store(&proc_next_id, 0);
+	stats_process_slot = stats_slot_at(h, 0);
+	proc_cache_base = st->cache_base;
+	proc_ncaches = st->ncaches;
+	cache_set_gauges(srv->cache, &stats_cache_at(h, st->cache_base)->g);
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (!reuse && st->creator == getpid() && st->shm_name[0])
+		shm_unlink(st->shm_name);
+	free(st);
+	return -1;
+}
+
+void stats_close(struct server *srv)
+{
+	struct stats *st = srv->stats;
+	if (!st)
+		return;
+	srv->stats = NULL;
+	if (st->h == proc_h) {
+		cache_set_gauges(srv->cache, NULL);
+		stats_process_slot = NULL;
+		stats_thread_slot = NULL;
+		proc_h = NULL;
+	}
+	if (st->creator == getpid()) {
+		/* this generation's processes are gone: so are their caches */
+		for (uint32_t i = 0; i < st->ncaches; i++) {
+			struct cache_gauges *g = &stats_cache_at(st->h, st->cache_base + i)->g;
+			atomic_store(&g->bytes, 0);
+			atomic_store(&g->entries, 0);
+		}
+		if (st->ino && st->ino == seg_ino && --seg_refs == 0) {
+			struct stat sb;
+			char path[128];
+			snprintf(path, sizeof(path), "/dev/shm%s", st->shm_name);
+			/* never remove a segment another instance created under the name since */
+			if (stat(path, &sb) == 0 && sb.st_ino == st->ino && shm_unlink(st->shm_name) < 0 && errno != ENOENT)
+				log_warn("stats: shm_unlink %s: %s", st->shm_name, strerror(errno));
+			seg_ino = 0;
+		}
+	}
+	munmap(st->h, st->len);
+	free(st);
+}
+
+static struct stats_slot *slot_for(long long id)
+{
+	long long n = proc_h->nslots;
+	long long i = ((proc_base + id) % n + n) % n;
+	struct stats_slot *s = stats_slot_at(proc_h, (uint32_t)i);
+	atomic_store_explicit(&s->bound, 1, memory_order_relaxed);
+	return s;
+}
+
+void stats_bind_slot(int id)
+{
+	if (proc_h)
+		stats_thread_slot = slot_for(id);
+}
+
+int stats_next_id(void)
+{
+	return atomic_fetch_add_explicit(&proc_next_id, 1, memory_order_relaxed);
+}
+
+void stats_process_start(struct server *srv, int proc)
+{
+	if (!proc_h)
+		return;
+	atomic_store(&proc_next_id, 0);
+	if (proc >= 0) {
+		proc_base = proc * (srv->cfg->threads > 0 ? srv->cfg->threads : 1);
+		/* the master's cache was empty when it forked: this worker's starts at zero */
+		cache_set_gauges(srv->cache, &stats_cache_at(proc_h, proc_cache_base + (uint32_t)proc % proc_ncaches)->g);
+		stats_process_slot = slot_for(0);
+	} else {
+		proc_base = 0;
+		cache_set_gauges(srv->cache, NULL);
+		stats_process_slot = slot_for(atomic_fetch_add(&proc_h->next_proc, 1));
+	}
+	stats_thread_slot = stats_process_slot;
+}
+
+void stats_new_generation(const struct server *srv)
+{
+	if (srv->stats)
+		atomic_fetch_add(&srv->stats->h->generation, 1);
+}
+
+const struct stats_header *stats_segment(const struct server *srv)
+{
+	return srv->stats ? srv->stats->h : NULL;
+}
+
+bool stats_peer_allowed(const struct server *srv, const struct sockaddr_storage *peer)
+{
+	return srv->stats && cidr_list_match(&srv->stats->allow, (const struct sockaddr *)peer);
+}
+
+static int latency_bucket(int64_t ns)
+{
+	if (ns <= 1000)
+		return 0;
+	uint64_t us = ((uint64_t)ns + 999) / 1000; /* round up: bucket i holds <= 2^i us */
+	int i = 64 - __builtin_clzll(us - 1);
+	return i < STATS_LAT_BUCKETS - 1 ? i : STATS_LAT_BUCKETS - 1;
+}
+
+void stats_response(enum stats_method method, int status, uint64_t body_bytes, int64_t latency_ns, bool reused)
+{
+	struct stats_slot *s = stats_here();
+	if (!s)
+		return;
+	STATS_ADD(s, requests, 1);
+	STATS_ADD(s, method[method], 1);
+	if (status >= 100 && status < 600)
+		STATS_ADD(s, status_class[status / 100 - 1], 1);
+	int ci = -1;
+	switch (status) {
+	case 200: ci = STATS_200; break;
+	case 206: ci = STATS_206; break;
+	case 304: ci = STATS_304; break;
+	case 400: ci = STATS_400; break;
+	case 404: ci = STATS_404; break;
+	case 500: ci = STATS_500; break;
+	}
+	if (ci >= 0)
+		STATS_ADD(s, code[ci], 1);
+	if (status >= 500)
+		STATS_ADD(s, errors, 1);
+	if (body_bytes)
+		STATS_ADD(s, bytes_sent, body_bytes);
+	if (reused)
+		STATS_ADD(s, keepalive_reuses, 1);
+	if (latency_ns < 0)
+		latency_ns = 0;
+	STATS_ADD(s, latency_ns_sum, (unsigned long long)latency_ns);
+	STATS_ADD(s, latency[latency_bucket(latency_ns)], 1);
+}

@@ -1,0 +1,118 @@
+/* stats.h - live statistics: the writer side.
+ *
+ * The process that owns the listeners creates one shared-memory segment per
+ * instance (stats_open, from server_init, before anything forks). Every worker
+ * thread or process binds itself to a slot of counters (stats_bind_slot) and
+ * the connection core adds to "its" slot with relaxed atomic adds: no lock,
+ * no system call. A thread that never bound itself counts into its process's
+ * default slot. Readers (snapshot.h) sum the slots. */
+#ifndef SPINDLE_STATS_STATS_H
+#define SPINDLE_STATS_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "shm.h"
+
+struct server;
+struct stats; /* the per-process handle, in struct server */
+
+/* Creates /dev/shm/spindle-NAME, reclaiming a stale one (its creator is
+ * gone); refuses (-1, after saying why) while another instance uses the name.
+ * Falls back to private shared memory, with a warning, when /dev/shm is not
+ * usable, so the endpoints still work. */
+int stats_open(struct server *srv);
+/* Unmaps; the creating process also removes the name. */
+void stats_close(struct server *srv);
+
+/* Binds the calling thread to slot id (offset by its process's base, modulo
+ * the number of slots). */
+void stats_bind_slot(int id);
+/* A process-wide counter, for models that number their threads as they start. */
+int stats_next_id(void);
+
+/* In a freshly forked serving process. proc >= 0: worker proc of a prefork
+ * model (its threads get slots proc*threads + t, its cache gauges of its
+ * own); proc < 0: a process per connection (a slot from a shared counter;
+ * its short-lived cache reports no gauges). */
+#define STATS_PROC_PER_CONNECTION (-1)
+void stats_process_start(struct server *srv, int proc);
+
+/* A new generation of serving processes (after a reload). */
+void stats_new_generation(const struct server *srv);
+
+/* The mapped segment (for the endpoints), or NULL. */
+const struct stats_header *stats_segment(const struct server *srv);
+/* May this client see the statistics endpoints (stats_allow)? */
+bool stats_peer_allowed(const struct server *srv, const struct sockaddr_storage *peer);
+
+/* ---- hooks for the connection core ---------------------------------- */
+
+extern _Thread_local struct stats_slot *stats_thread_slot;
+extern struct stats_slot *stats_process_slot;
+
+static inline struct stats_slot *stats_here(void)
+{
+	struct stats_slot *s = stats_thread_slot;
+	return s ? s : stats_process_slot;
+}
+
+#define STATS_ADD(s, field, n) atomic_fetch_add_explicit(&(s)->field, (n), memory_order_relaxed)
+
+static inline void stats_conn_opened(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, accepted, 1);
+}
+
+static inline void stats_conn_closed(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, closed, 1);
+}
+
+static inline void stats_cache_lookup(bool hit)
+{
+	struct stats_slot *s = stats_here();
+	if (s) {
+		if (hit)
+			STATS_ADD(s, cache_hits, 1);
+		else
+			STATS_ADD(s, cache_misses, 1);
+	}
+}
+
+static inline void stats_timeout(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, timeouts, 1);
+}
+
+static inline void stats_send_failed(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s) {
+		STATS_ADD(s, send_failures, 1);
+		STATS_ADD(s, errors, 1);
+	}
+}
+
+/* A monotonic nanosecond clock reading (vDSO, no system call). */
+static inline int64_t stats_clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A response completed: its method (enum stats_method), status, body bytes,
+ * nanoseconds since its request head arrived, and whether it was not the
+ * connection's first. */
+void stats_response(enum stats_method method, int status, uint64_t body_bytes, int64_t latency_ns, bool reused);
+
+#endif

@@ -1,0 +1,243 @@
+/* workload.c - seed 002's CPU-delay + shared-bucket endpoint (see workload.h). */
+#include "workload.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "../log/log.h"
+#include "../server.h"
+
+/* A delay is bounded so one request cannot pin a worker for minutes. */
+#define WORKLOAD_MAX_DELAY_US (60ull * 1000 * 1000)
+
+/* One cache line per bucket, so neighbouring buckets' locks do not false-share. */
+struct bucket {
+	pthread_mutex_t lock;
+	uint64_t count;
+} __attribute__((aligned(64)));
+
+struct workload_shm {
+	pthread_mutex_t global;  /* used instead of the bucket locks when bucket_lock = global */
+	struct bucket buckets[];
+};
+
+struct workload {
+	struct workload_shm *shm;  /* MAP_SHARED: inherited by every forked process */
+	size_t map_len;
+	uint32_t nbuckets;
+	bool global_lock;
+	uint64_t unit_us;
+	const char *path;
+	size_t path_len;
+};
+
+static int mutex_init_shared(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int err = pthread_mutexattr_init(&a);
+	if (err)
+		return -err;
+	err = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	/* Robust: a fork-model child killed while holding a lock must not wedge
+	 * every later request on that bucket. */
+	if (!err)
+		err = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	if (!err)
+		err = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return -err;
+}
+
+static void mutex_lock_robust(pthread_mutex_t *m)
+{
+	/* EOWNERDEAD: the previous owner died inside the critical section; the
+	 * count is a single store, so it is consistent either way. */
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+}
+
+int workload_new(const struct config *cfg, struct workload **out)
+{
+	*out = NULL;
+	if (!cfg->workload)
+		return 0;
+	struct workload *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->nbuckets = (uint32_t)cfg->buckets;
+	w->global_lock = cfg->bucket_global_lock;
+	w->unit_us = (uint64_t)cfg->work_unit_us;
+	w->path = cfg->workload_path;
+	w->path_len = strlen(cfg->workload_path);
+	w->map_len = sizeof(struct workload_shm) + (size_t)w->nbuckets * sizeof(struct bucket);
+	/* Anonymous and shared: made before any fork, so fork/prefork children
+	 * see the same pages; nothing to unlink if we crash. */
+	void *p = mmap(NULL, w->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		int err = errno;
+		log_error("workload: mmap %zu bytes: %s", w->map_len, strerror(err));
+		free(w);
+		return -err;
+	}
+	w->shm = p;
+	int err = mutex_init_shared(&w->shm->global);
+	for (uint32_t i = 0; !err && i < w->nbuckets; i++)
+		err = mutex_init_shared(&w->shm->buckets[i].lock);
+	if (err) {
+		log_error("workload: process-shared mutex: %s", strerror(-err));
+		munmap(p, w->map_len);
+		free(w);
+		return err;
+	}
+	*out = w;
+	return 0;
+}
+
+void workload_free(struct workload *w)
+{
+	if (!w)
+		return;
+	/* No pthread_mutex_destroy: other processes may still map the pages. */
+	munmap(w->shm, w->map_len);
+	free(w);
+}
+
+uint64_t workload_bump(struct workload *w, uint32_t b)
+{
+	pthread_mutex_t *m = w->global_lock ? &w->shm->global : &w->shm->buckets[b].lock;
+	mutex_lock_robust(m);
+	uint64_t v = ++w->shm->buckets[b].count;
+	pthread_mutex_unlock(m);
+	return v;
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* CPU work, not a sleep: the seed's delay models computation, so it must
+ * occupy the core (a sleeping thread would let others run for free). */
+static void spin_for_us(uint64_t us)
+{
+	uint64_t end = now_us() + us;
+	while (now_us() < end)
+		;
+}
+
+static int parse_u64(const char *p, size_t n, uint64_t *v)
+{
+	if (n == 0 || n > 9)
+		return -1;
+	uint64_t x = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		x = x * 10 + (uint64_t)(p[i] - '0');
+	}
+	*v = x;
+	return 0;
+}
+
+int workload_parse_query(const char *q, size_t len, uint64_t *delay, uint64_t *bucket, const char **why)
+{
+	bool have_delay = false, have_bucket = false;
+	size_t i = 0;
+	while (q && i < len) {
+		size_t end = i;
+		while (end < len && q[end] != '&')
+			end++;
+		const char *eq = memchr(q + i, '=', end - i);
+		size_t klen = eq ? (size_t)(eq - (q + i)) : end - i;
+		const char *val = eq ? eq + 1 : q + end;
+		size_t vlen = (size_t)(q + end - val);
+		if (klen == 5 && !memcmp(q + i, "delay", 5)) {
+			if (have_delay) {
+				*why = "delay given twice";
+				return -1;
+			}
+			if (parse_u64(val, vlen, delay) < 0) {
+				*why = "delay is not a decimal number";
+				return -1;
+			}
+			have_delay = true;
+		} else if (klen == 6 && !memcmp(q + i, "bucket", 6)) {
+			if (have_bucket) {
+				*why = "bucket given twice";
+				return -1;
+			}
+			if (parse_u64(val, vlen, bucket) < 0) {
+				*why = "bucket is not a decimal number";
+				return -1;
+			}
+			have_bucket = true;
+		}
+		i = end + 1;
+	}
+	if (!have_delay) {
+		*why = "missing delay";
+		return -1;
+	}
+	if (!have_bucket) {
+		*why = "missing bucket";
+		return -1;
+	}
+	return 0;
+}
+
+static bool text_response(struct dyn_response *out, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static bool text_response(struct dyn_response *out, int status, const char *fmt, ...)
+{
+	char buf[160];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	*out = (struct dyn_response){ .status = status, .content_type = "text/plain; charset=utf-8" };
+	out->body = malloc((size_t)n + 1);
+	if (!out->body) {
+		out->status = 500;  /* the core sends an empty 500 */
+		return true;
+	}
+	memcpy(out->body, buf, (size_t)n);
+	out->len = (size_t)n;
+	return true;
+}
+
+bool workload_endpoint(const struct server *srv, const struct sockaddr_storage *peer,
+		       const struct http_request *req, struct dyn_response *out)
+{
+	(void)peer;
+	struct workload *w = srv->workload;
+	if (!w || req->path.len != w->path_len || memcmp(req->path.p, w->path, w->path_len) != 0)
+		return false;
+
+	uint64_t delay = 0, bucket = 0;
+	const char *why = NULL;
+	if (workload_parse_query(req->query.p, req->query.len, &delay, &bucket, &why) < 0)
+		return text_response(out, 400, "workload: %s (want ?delay=N&bucket=B)\n", why);
+	if (bucket >= w->nbuckets)
+		return text_response(out, 400, "workload: bucket %llu out of range (0..%u)\n",
+				     (unsigned long long)bucket, w->nbuckets - 1);
+	if (delay * w->unit_us > WORKLOAD_MAX_DELAY_US)
+		return text_response(out, 400, "workload: delay %llu x %llu us exceeds 60 s\n",
+				     (unsigned long long)delay, (unsigned long long)w->unit_us);
+
+	spin_for_us(delay * w->unit_us);
+	uint64_t v = workload_bump(w, (uint32_t)bucket);
+	return text_response(out, 200, "%llu\n", (unsigned long long)v);
+}

@@ -1,0 +1,655 @@
+"""The master process: restarting a killed serving process (and a killed
+prefork worker), reloads on SIGHUP under load (also switching models), a bad
+config refused on reload, SIGTERM draining a download and leaving no process
+behind, and a model that cannot start.
+
+Every connection goes to 127.0.0.1; only processes started here are signalled
+(the master, and its own descendants found through /proc)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import util
+from conftest import A_TXT, HUGE_SIZE
+
+try:
+    MODELS = util.list_models()
+except Exception:  # the suite's own tests report a missing binary
+    MODELS = []
+
+WRK = shutil.which("wrk") or ("/usr/bin/wrk" if os.path.exists("/usr/bin/wrk") else None)
+
+
+def need(*models: str) -> None:
+    missing = [m for m in models if m not in MODELS]
+    if missing:
+        pytest.skip(f"model(s) not built in: {missing}")
+
+
+# --------------------------------------------------------------------------
+# /proc helpers
+# --------------------------------------------------------------------------
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return out
+    for t in tasks:
+        try:
+            out += [int(x) for x in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    for _ in range(100000):
+        if not todo:
+            break
+        for c in _children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state first)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _state(pid: int) -> str | None:
+    st = _stat(pid)
+    return st[0] if st else None
+
+
+def _identity(pid: int) -> tuple[int, str] | None:
+    """(pid, start time): tells a process from a later one reusing its pid."""
+    st = _stat(pid)
+    return (pid, st[19]) if st else None
+
+
+def _live(pid: int) -> bool:
+    return _state(pid) not in (None, "Z")
+
+
+def _serving(master: int) -> list[int]:
+    return [p for p in _children(master) if _live(p)]
+
+
+def _one_serving(master: int, timeout: float = 3.0) -> int:
+    pids = util.wait_for(lambda: (lambda s: s if len(s) == 1 else None)(_serving(master)), timeout)
+    assert pids, f"expected exactly one serving process, found {_serving(master)}"
+    return pids[0]
+
+
+def _log(srv: util.Server) -> str:
+    return srv.error_log.read_text(errors="replace") if srv.error_log.exists() else ""
+
+
+def _wait_log(srv: util.Server, pattern: str, timeout: float) -> re.Match | None:
+    rx = re.compile(pattern)
+    return util.wait_for(lambda: rx.search(_log(srv)), timeout)
+
+
+def _server_socket_inode(server_port: int, client_port: int) -> str | None:
+    """The inode of the server's end of a loopback TCP connection."""
+    want_local = f"0100007F:{server_port:04X}"
+    want_rem = f"0100007F:{client_port:04X}"
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if f[1] == want_local and f[2] == want_rem:
+            return f[9]
+    return None
+
+
+def _owner(pids: list[int], inode: str) -> int | None:
+    target = f"socket:[{inode}]"
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                        return pid
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return None
+
+
+# --------------------------------------------------------------------------
+# servers
+# --------------------------------------------------------------------------
+
+class ConfigServer(util.Server):
+    """A server whose model comes from a config file (--config, no --model), so
+    that a reload re-reading the file can change it."""
+
+    def __init__(self, config: Path, root: Path, workdir: Path, settings: dict | None = None):
+        super().__init__("(from config)", root, workdir, settings,
+                         extra_args=["--config", str(config)])
+
+    def argv(self) -> list[str]:
+        a = super().argv()
+        i = a.index("--model")
+        del a[i:i + 2]
+        return a
+
+
+@pytest.fixture
+def instances(tmp_path):
+    """start(model, root=..., **settings) -> a started util.Server (or
+    config=PATH for a ConfigServer); every one still running at teardown is
+    stopped and must exit 0."""
+    started: list[util.Server] = []
+
+    def start(model: str | None = None, root: Path | None = None, config: Path | None = None,
+              **settings) -> util.Server:
+        workdir = tmp_path / f"srv{len(started)}"
+        if config is not None:
+            srv = ConfigServer(config, root, workdir, settings)
+        else:
+            srv = util.Server(model, root, workdir, settings)
+        started.append(srv)
+        return srv.start()
+
+    yield start
+    errors = []
+    for srv in started:
+        if srv.alive():
+            try:
+                rc = srv.stop(timeout=20)
+            except util.ServerError as e:
+                errors.append(str(e))
+                continue
+            if rc != 0:
+                errors.append(f"exit status {rc} after SIGTERM\n{srv.diagnostics()}")
+        srv.kill()
+    assert not errors, "\n".join(errors)
+
+
+# --------------------------------------------------------------------------
+# load generators
+# --------------------------------------------------------------------------
+
+class KeepAliveLoad:
+    """nconn threads, each sending GET /a.txt on a keep-alive connection in a
+    loop and verifying every answer. A response carrying "Connection: close"
+    ends the connection cleanly and the thread reconnects; anything else that
+    goes wrong (reset, EOF without a response, bad status or body, timeout) is
+    a failure."""
+
+    def __init__(self, port: int, nconn: int = 4, max_seconds: float = 40):
+        self.port = port
+        self.nconn = nconn
+        self.max_seconds = max_seconds
+        self.stop_ev = threading.Event()
+        self.lock = threading.Lock()
+        self.failures: list[str] = []
+        self.requests = 0
+        self.reconnects = 0
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
+                        for i in range(nconn)]
+
+    def _run(self, i: int):
+        deadline = time.monotonic() + self.max_seconds
+        conn, served = None, 0
+        while not self.stop_ev.is_set() and time.monotonic() < deadline:
+            try:
+                if conn is None:
+                    conn, served = util.Conn.open(self.port, timeout=5), 0
+                conn.send(util.build_request("GET", "/a.txt"))
+                r = conn.read_response(timeout=5)
+                if r.status != 200 or r.body != A_TXT:
+                    raise AssertionError(f"status {r.status}, body {r.body[:60]!r}")
+                served += 1
+                with self.lock:
+                    self.requests += 1
+                if (r.header("Connection") or "").lower() == "close":
+                    conn.close()
+                    conn = None
+                    with self.lock:
+                        self.reconnects += 1
+            except Exception as e:
+                with self.lock:
+                    self.failures.append(f"client {i}, request {served + 1} on its connection: "
+                                         f"{e!r} at {time.monotonic():.3f}")
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.01)
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        self.stop_ev.set()
+        for t in self.threads:
+            t.join(10)
+
+
+class ShortConnLoad:
+    """Threads opening one connection per request (Connection: close); each
+    attempt is recorded as (monotonic start time, error or None)."""
+
+    def __init__(self, port: int, nthreads: int = 3, max_seconds: float = 30):
+        self.port = port
+        self.max_seconds = max_seconds
+        self.stop_ev = threading.Event()
+        self.lock = threading.Lock()
+        self.attempts: list[tuple[float, str | None]] = []
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(nthreads)]
+
+    def _run(self):
+        deadline = time.monotonic() + self.max_seconds
+        while not self.stop_ev.is_set() and time.monotonic() < deadline:
+            t0 = time.monotonic()
+            err = None
+            try:
+                with util.Conn.open(self.port, timeout=5) as c:
+                    c.send(util.build_request("GET", "/a.txt", {"Connection": "close"}))
+                    r = c.read_response()
+                if r.status != 200 or r.body != A_TXT:
+                    err = f"status {r.status}, body {r.body[:60]!r}"
+            except Exception as e:
+                err = repr(e)
+            with self.lock:
+                self.attempts.append((t0, err))
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        self.stop_ev.set()
+        for t in self.threads:
+            t.join(10)
+
+
+def _run_wrk(port: int, seconds: int) -> subprocess.Popen:
+    return subprocess.Popen([WRK, "-t1", "-c20", f"-d{seconds}s", "--timeout", "5s",
+                             f"http://{util.HOST}:{port}/a.txt"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wrk_result(p: subprocess.Popen, timeout: float) -> dict:
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        raise AssertionError(f"wrk did not finish in {timeout}s:\n{out}")
+    res = {"out": out, "rc": p.returncode, "socket_errors": {}, "non2xx": 0, "requests": 0}
+    m = re.search(r"(\d+) requests in", out)
+    if m:
+        res["requests"] = int(m.group(1))
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        res["socket_errors"] = dict(zip(("connect", "read", "write", "timeout"),
+                                        map(int, m.groups())))
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        res["non2xx"] = int(m.group(1))
+    return res
+
+
+# --------------------------------------------------------------------------
+# kill -9
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["epoll", "pool"])
+def test_kill9_serving_process_is_replaced(model, instances, docroot):
+    need(model)
+    srv = instances(model, root=docroot.path)
+    master = srv.proc.pid
+    old = _one_serving(master)
+    time.sleep(1.1)  # past the master's quick-death restart backoff (1 s)
+    assert srv.get("/a.txt").body == A_TXT
+    t0 = time.monotonic()
+    os.kill(old, signal.SIGKILL)
+    new = util.wait_for(lambda: [p for p in _serving(master) if p != old], 2.0)
+    assert new, f"no new serving process 2 s after kill -9 of {old}\n{srv.diagnostics()}"
+    assert len(new) == 1, f"several serving processes: {new}"
+
+    def served():
+        try:
+            return srv.get("/a.txt", timeout=1).body == A_TXT
+        except Exception:
+            return False
+    assert util.wait_for(served, max(0.1, 2.5 - (time.monotonic() - t0))), \
+        f"requests fail after the restart\n{srv.diagnostics()}"
+    for _ in range(20):
+        assert srv.get("/a.txt").body == A_TXT
+    assert _state(old) is None, f"the killed serving process {old} is left as state {_state(old)}"
+    assert re.search(rf"serving process {old} killed by signal 9\b.*restarting", _log(srv)), _log(srv)
+    srv.assert_alive()
+
+
+def test_kill9_prefork_worker_under_load(instances, docroot):
+    """One prefork worker is killed under load: it is replaced, keep-alive
+    connections held by the other workers keep working, and only connections
+    opened before the worker died may fail."""
+    need("prefork")
+    nworkers = 3
+    srv = instances("prefork", root=docroot.path, workers=nworkers, threads=4,
+                    keepalive_timeout=30)
+    master = srv.proc.pid
+    serving = _one_serving(master)
+    workers = util.wait_for(lambda: (lambda w: w if len(w) == nworkers else None)(
+        [p for p in _children(serving) if _live(p)]), 3)
+    assert workers, f"expected {nworkers} workers, found {_children(serving)}"
+    time.sleep(1.1)  # past prefork's per-worker restart backoff (1 s)
+
+    # keep-alive connections, each mapped to the worker holding it
+    held: list[tuple[util.Conn, int]] = []
+    try:
+        for _ in range(40):
+            c = srv.connect()
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response().body == A_TXT
+            inode = util.wait_for(lambda: _server_socket_inode(srv.port, c.sock.getsockname()[1]), 1)
+            owner = util.wait_for(lambda: _owner(workers, inode), 1) if inode else None
+            assert owner, "cannot find which prefork worker holds a connection"
+            held.append((c, owner))
+            owners = {o for _, o in held}
+            if len(held) >= 9 and len(owners) >= 2:
+                break
+        owners = [o for _, o in held]
+        assert len(set(owners)) >= 2, f"all connections went to one worker: {owners}"
+        victim = max(set(owners), key=owners.count)
+
+        with ShortConnLoad(srv.port, nthreads=3) as load:
+            time.sleep(0.5)
+            os.kill(victim, signal.SIGKILL)
+            assert util.wait_for(lambda: not _live(victim), 2), "the worker did not die"
+            t_dead = time.monotonic()
+            replaced = util.wait_for(lambda: (lambda w: w if len(w) == nworkers else None)(
+                [p for p in _children(serving) if _live(p)]), 2.5)
+            time.sleep(0.7)
+        assert replaced and victim not in replaced, \
+            f"worker {victim} not replaced: workers now {_children(serving)}\n{srv.diagnostics()}"
+        assert _serving(master) == [serving], "the serving process itself changed"
+        late = [(t - t_dead, e) for t, e in load.attempts if e is not None and t > t_dead]
+        ok_after = sum(1 for t, e in load.attempts if e is None and t > t_dead)
+        assert not late, (f"{len(late)} request(s) on connections opened after the worker "
+                          f"died failed: {late[:5]}")
+        assert ok_after > 10, f"too few requests completed after the kill ({ok_after})"
+        # the other workers' keep-alive connections are untouched
+        for c, owner in held:
+            if owner == victim:
+                continue
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response(timeout=3).body == A_TXT, f"a connection of worker {owner} broke"
+    finally:
+        for c, _ in held:
+            c.close()
+    assert re.search(rf"prefork: worker \d+ \(pid {victim}\) killed by signal 9: restarting",
+                     _log(srv)), _log(srv)
+    srv.assert_alive()
+
+
+# --------------------------------------------------------------------------
+# SIGHUP
+# --------------------------------------------------------------------------
+
+GEN_RE = r"generation {n}: serving process (\d+) runs the {model} model"
+
+
+@pytest.mark.skipif(WRK is None, reason="wrk is not installed")
+@pytest.mark.parametrize("model", ["epoll", "pool", "prefork"])
+def test_sighup_twice_under_load_zero_failures(model, instances, docroot):
+    need(model)
+    srv = instances(model, root=docroot.path, keepalive_timeout=30)
+    master = srv.proc.pid
+    first = _one_serving(master)
+    wrk = _run_wrk(srv.port, 4)
+    with KeepAliveLoad(srv.port, nconn=4) as load:
+        time.sleep(1.0)
+        srv.signal(signal.SIGHUP)
+        m2 = _wait_log(srv, GEN_RE.format(n=2, model=model), 3)
+        time.sleep(1.2)
+        srv.signal(signal.SIGHUP)
+        m3 = _wait_log(srv, GEN_RE.format(n=3, model=model), 3)
+        res = _wrk_result(wrk, timeout=15)
+        load.stop()
+    assert m2 and m3, f"the reloads did not start generations 2 and 3\n{srv.diagnostics()}"
+    assert res["rc"] == 0 and res["requests"] > 0, res["out"]
+    assert not any(res["socket_errors"].values()), \
+        f"wrk socket errors across two reloads: {res['socket_errors']}\n{res['out']}"
+    assert res["non2xx"] == 0, f"wrk non-2xx responses across two reloads\n{res['out']}"
+    assert not load.failures, (f"{len(load.failures)} failed keep-alive requests of "
+                               f"{load.requests}:\n" + "\n".join(load.failures[:10]))
+    assert load.requests > 50
+    now = _one_serving(master, timeout=15)  # the old generations drained away
+    assert now != first and now == int(m3.group(1)), (first, now, m3.group(1))
+    assert srv.get("/a.txt").body == A_TXT
+
+
+RELOAD_PAIRS = [("pool", "epoll"), ("epoll", "pool"), ("epoll", "prefork"), ("fork", "uring")]
+
+
+@pytest.mark.parametrize("old,new", RELOAD_PAIRS, ids=[f"{a}-to-{b}" for a, b in RELOAD_PAIRS])
+def test_reload_switches_model(old, new, instances, docroot, tmp_path):
+    need(old, new)
+    conf = tmp_path / "spindle.conf"
+    conf.write_text(f"[server]\nmodel = {old}\nworkers = 2\n[http]\nkeepalive_timeout = 30\n")
+    srv = instances(config=conf, root=docroot.path)
+    assert _wait_log(srv, GEN_RE.format(n=1, model=old), 3), srv.diagnostics()
+    master = srv.proc.pid
+    first = _one_serving(master)
+    with KeepAliveLoad(srv.port, nconn=4) as load:
+        time.sleep(0.5)
+        conf.write_text(f"[server]\nmodel = {new}\nworkers = 2\n[http]\nkeepalive_timeout = 30\n")
+        srv.signal(signal.SIGHUP)
+        m = _wait_log(srv, GEN_RE.format(n=2, model=new), 3)
+        assert m, f"no 'generation 2 ... runs the {new} model' line\n{srv.diagnostics()}"
+        gen2 = int(m.group(1))
+        done = _wait_log(srv, rf"generation 1 \(pid {first}\) finished", 15)
+        time.sleep(0.3)
+        load.stop()
+    assert done, f"generation 1 did not finish draining\n{srv.diagnostics()}"
+    assert not load.failures, (f"{len(load.failures)} failed requests of {load.requests} "
+                               f"across the {old} -> {new} reload:\n" + "\n".join(load.failures[:10]))
+    assert _one_serving(master) == gen2
+    # every listener inherited from the first generation is served by the new model
+    for i in range(40):
+        t0 = time.monotonic()
+        r = srv.get("/a.txt", headers={"Connection": "close"}, timeout=2)
+        assert r.body == A_TXT and time.monotonic() - t0 < 1, f"fresh connection {i}"
+
+
+@pytest.mark.parametrize("bad,line,what", [
+    ("no_such_key = 1", 3, "unknown key 'no_such_key'"),
+    ("model = nope", 3, "unknown model 'nope'"),
+], ids=["unknown-key", "unknown-model"])
+def test_reload_with_bad_config_is_refused(bad, line, what, instances, docroot, tmp_path):
+    need("epoll")
+    conf = tmp_path / "spindle.conf"
+    good = "[server]\nmodel = epoll\n"
+    conf.write_text(good)
+    srv = instances(config=conf, root=docroot.path)
+    master = srv.proc.pid
+    first = _one_serving(master)
+    conf.write_text(good + bad + "\n")  # the bad line is line 3
+    srv.signal(signal.SIGHUP)
+    refused = _wait_log(srv, r"reload: the new configuration is invalid", 3)
+    assert refused, f"no refusal logged\n{srv.diagnostics()}"
+    log = _log(srv)
+    assert f"{conf}:{line}:" in log and what in log, f"no line naming {conf}:{line}\n{log}"
+    time.sleep(0.6)  # longer than a new generation's start-up grace
+    assert _serving(master) == [first], f"the serving process changed: {_serving(master)}"
+    assert "generation 2" not in _log(srv)
+    for _ in range(10):
+        assert srv.get("/a.txt").body == A_TXT
+    # fixed again, a reload works
+    conf.write_text(good)
+    srv.signal(signal.SIGHUP)
+    assert _wait_log(srv, GEN_RE.format(n=2, model="epoll"), 3), srv.diagnostics()
+    assert srv.get("/a.txt").body == A_TXT
+
+
+# --------------------------------------------------------------------------
+# SIGTERM
+# --------------------------------------------------------------------------
+
+def _refused(port: int) -> bool:
+    try:
+        with socket.create_connection((util.HOST, port), timeout=0.5) as s:
+            s.sendall(util.build_request("GET", "/a.txt"))
+            s.settimeout(0.5)
+            try:
+                return s.recv(100) == b""
+            except socket.timeout:
+                return False
+            except ConnectionResetError:
+                return True
+    except (ConnectionRefusedError, ConnectionResetError):
+        return True
+    except (TimeoutError, socket.timeout):
+        return False
+
+
+@pytest.mark.parametrize("model", ["epoll", "pool", "prefork", "fork"])
+def test_sigterm_drains_download_and_leaves_no_process(model, instances, huge_docroot):
+    need(model)
+    srv = instances(model, root=huge_docroot.path)
+    master = srv.proc.pid
+    digest = hashlib.sha256((huge_docroot.path / "huge.bin").read_bytes()).hexdigest()
+    with srv.connect(timeout=30, rcvbuf=16384) as c:
+        c.send(util.build_request("GET", "/huge.bin"))
+        head = c.read_head(time.monotonic() + 5)
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        got = bytearray(c.buf)
+        c.buf = b""
+        for _ in range(20):  # a slow reader
+            got += c.sock.recv(16384)
+            time.sleep(0.01)
+        assert len(got) < HUGE_SIZE // 2
+        # every process of the instance, as it is mid-download
+        procs = [i for i in (_identity(p) for p in _descendants(master)) if i]
+        assert procs, "no serving process found"
+        srv.signal(signal.SIGTERM)
+        assert util.wait_for(lambda: _refused(srv.port), 3), \
+            "new connections still accepted after SIGTERM"
+        assert srv.alive(), "the master exited before the download finished"
+        deadline = time.monotonic() + 60
+        while len(got) < HUGE_SIZE and time.monotonic() < deadline:
+            chunk = c.sock.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+            if len(got) < HUGE_SIZE // 2:
+                time.sleep(0.002)  # still slow for the first half
+    assert len(got) == HUGE_SIZE, f"download cut at {len(got)} of {HUGE_SIZE} bytes"
+    assert hashlib.sha256(got).hexdigest() == digest
+    try:
+        rc = srv.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the master did not exit within 15 s of the drain\n{srv.diagnostics()}")
+    finally:
+        srv._close_files()
+    assert rc == 0, srv.diagnostics()
+    srv.stopped = True
+    # nothing of the instance is left: no orphan still running, no zombie
+    left = util.wait_for(lambda: [(p, _state(p)) for p, start in procs
+                                  if _identity(p) == (p, start)] or None, 0.01)
+    assert not left, f"processes of the instance left after the master exited: {left}"
+
+
+# --------------------------------------------------------------------------
+# a model that cannot start
+# --------------------------------------------------------------------------
+
+def test_unknown_model_exits_nonzero_with_message(docroot):
+    r = util.run_spindle("--port", str(util.free_port()), "--root", str(docroot.path),
+                         "--model", "nope")
+    assert r.returncode != 0
+    assert "nope" in r.stderr and "model" in r.stderr, r.stderr
+
+
+def _kill_tree(p: subprocess.Popen) -> None:
+    """SIGKILLs a master started here and every descendant of it."""
+    if p.poll() is None:
+        for pid in reversed(_descendants(p.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.kill()
+    p.wait(5)
+
+
+def _start_limited(nofile: int, model: str, root: Path, workdir: Path) -> tuple[subprocess.Popen, Path, int]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "error.log"
+    port = util.free_port()
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    p = subprocess.Popen([str(util.spindle_bin()), "--bind", util.HOST, "--port", str(port),
+                          "--root", str(root), "--model", model, "--set", f"error_log={log}"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=open(workdir / "stderr.txt", "wb"), preexec_fn=limit)
+    return p, log, port
+
+
+def _first_limit_where(model: str, root: Path, tmp_path: Path, pred_log: str):
+    """Starts the model under RLIMIT_NOFILE = 6, 7, ...: returns
+    (nofile, exit status, log) for the first limit at which the master listens
+    but the model fails, or None if it starts at once."""
+    for n in range(6, 40):
+        p, log, _ = _start_limited(n, model, root, tmp_path / f"n{n}")
+        try:
+            rc = p.wait(3)
+        except subprocess.TimeoutExpired:
+            return None  # it runs at this limit
+        finally:
+            _kill_tree(p)
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if "listening on" in text and re.search(pred_log, text):
+            return n, rc, text
+    return None
+
+
+def test_model_that_cannot_start_stops_the_master(docroot, tmp_path):
+    """io_uring refused (here: no descriptor left for the ring, since
+    sysctls are not ours to change): the serving process fails at start-up and
+    the master exits non-zero with a clear message rather than retrying."""
+    need("uring")
+    found = _first_limit_where("uring", docroot.path, tmp_path, r"io_uring unavailable")
+    if found is None:
+        pytest.skip("could not make io_uring set-up fail without changing the system")
+    n, rc, text = found
+    assert rc != 0, f"RLIMIT_NOFILE={n}: the master exited 0\n{text}"
+    assert re.search(r"io_uring unavailable: .*; choose another model", text), text
+    assert re.search(r"serving process \d+ exited with status \d+ at start-up; stopping", text), text
