@@ -31,7 +31,7 @@ PY       := $(VENV)/bin/python
 
 .PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench clean
 
-TSAN_MODELS ?= epoll
+TSAN_MODELS ?= epoll or pool
 
 all: spindle spindle-stat
 
@@ -70,6 +70,8 @@ test: deps
 	$(BUILD)/unit_tests --jobs 2
 	$(PY) -m pytest -q tests/integration
 	$(MAKE) asan-test
+	$(MAKE) tsan-test
+	$(MAKE) valgrind
 	$(MAKE) fuzz-run
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build, running the integration suite.
