@@ -141,9 +141,8 @@ static bool parse_number(const char *s, long long *out)
 	return true;
 }
 
-/* "30", "30s", "500ms", "2m" (and "250us" when us_ok) -> milliseconds, or
- * microseconds when us_ok. */
-static bool parse_duration_unit(const char *s, long long *out, bool us_ok)
+/* A whole number followed by a unit suffix: "500ms" -> 500, "ms". */
+static bool parse_with_unit(const char *s, long long *v, const char **unit)
 {
 	char num[32];
 	size_t n = strspn(s, "0123456789");
@@ -151,12 +150,17 @@ static bool parse_duration_unit(const char *s, long long *out, bool us_ok)
 		return false;
 	memcpy(num, s, n);
 	num[n] = '\0';
-	long long v;
-	if (!parse_number(num, &v))
-		return false;
-	const char *unit = s + n;
-	long long scale = us_ok ? 1000 : 1; /* per millisecond */
-	if (v > LLONG_MAX / (60000 * scale))
+	*unit = s + n;
+	return parse_number(num, v);
+}
+
+/* "30", "30s", "500ms", "2m" (and "250us" when us_ok) -> milliseconds, or
+ * microseconds when us_ok. */
+static bool parse_duration_unit(const char *s, long long *out, bool us_ok)
+{
+	long long v, scale = us_ok ? 1000 : 1; /* per millisecond */
+	const char *unit;
+	if (!parse_with_unit(s, &v, &unit) || v > LLONG_MAX / (60000 * scale))
 		return false;
 	if (*unit == '\0' || strcmp(unit, "s") == 0)
 		v *= 1000 * scale;
@@ -178,17 +182,10 @@ static bool parse_duration(const char *s, long long *ms)
 /* "4096", "16k", "1m", "1g" -> bytes. */
 static bool parse_size(const char *s, long long *bytes)
 {
-	char num[32];
-	size_t n = strspn(s, "0123456789");
-	if (n == 0 || n >= sizeof(num))
+	long long v, mult = 1;
+	const char *unit;
+	if (!parse_with_unit(s, &v, &unit))
 		return false;
-	memcpy(num, s, n);
-	num[n] = '\0';
-	long long v;
-	if (!parse_number(num, &v))
-		return false;
-	const char *unit = s + n;
-	long long mult = 1;
 	if (*unit && unit[1] == '\0') {
 		switch (*unit) {
 		case 'k': case 'K': mult = 1LL << 10; break;

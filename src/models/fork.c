@@ -28,6 +28,7 @@
 #include "../server.h"
 #include "../stats/stats.h"
 #include "blocking.h"
+#include "child_signals.h"
 #include "model.h"
 
 #define FORK_BACKOFF_MS 100  /* after fork() fails (EAGAIN: process limit) */
@@ -38,46 +39,7 @@ struct children {
 	int n, cap;
 };
 
-static int sigchld_pipe[2] = { -1, -1 };
-
-static struct sigaction usr1_inherited; /* main.c's, restored in children */
-
-static void on_sigchld(int sig)
-{
-	int saved = errno;
-	(void)sig;
-	ssize_t n = write(sigchld_pipe[1], "c", 1); /* full pipe: a wake-up is pending anyway */
-	(void)n;
-	errno = saved;
-}
-
-/* SIGUSR1 reopens the logs here, and the loop passes it on to the children,
- * which hold their own descriptors for the log files. */
-static void on_sigusr1(int sig)
-{
-	int saved = errno;
-	(void)sig;
-	log_reopen();
-	ssize_t n = write(sigchld_pipe[1], "u", 1);
-	(void)n;
-	errno = saved;
-}
-
-/* Installs (or, with restore, removes) this file's SIGCHLD and SIGUSR1 handlers. */
-static int signals_install(bool restore)
-{
-	static struct sigaction old_chld;
-	struct sigaction sa = { .sa_handler = on_sigchld, .sa_flags = SA_RESTART | SA_NOCLDSTOP };
-
-	if (restore)
-		return sigaction(SIGCHLD, &old_chld, NULL) | sigaction(SIGUSR1, &usr1_inherited, NULL);
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGCHLD, &sa, &old_chld) < 0)
-		return -1;
-	sa.sa_handler = on_sigusr1;
-	sa.sa_flags = SA_RESTART;
-	return sigaction(SIGUSR1, &sa, &usr1_inherited);
-}
+static int sig_fd = -1; /* child_signals: SIGCHLD and SIGUSR1 arrive here */
 
 static void children_remove(struct children *ch, pid_t pid)
 {
@@ -100,14 +62,11 @@ static void signal_all(const struct children *ch, int sig)
  * SIGUSR1 on to the children. */
 static void reap(struct children *ch)
 {
-	char buf[64];
-	bool reopen = false;
+	bool reopen;
 	int status;
-	ssize_t n;
 	pid_t pid;
 
-	while ((n = read(sigchld_pipe[0], buf, sizeof(buf))) > 0)
-		reopen |= memchr(buf, 'u', (size_t)n) != NULL;
+	reopen = child_signals_drain();
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
 			log_warn("fork: child %d killed by signal %d", (int)pid, WTERMSIG(status));
@@ -148,10 +107,8 @@ fail:
 static void child_main(struct server *srv, struct acceptor *acc, int fd, struct sockaddr_storage *peer,
 		       socklen_t len)
 {
-	signals_install(true);
+	child_signals_in_child();
 	stats_process_start(srv, STATS_PROC_PER_CONNECTION); /* stats */
-	close(sigchld_pipe[0]);
-	close(sigchld_pipe[1]);
 	acceptor_close(acc);
 	child_isolate(srv);
 	blocking_serve(srv, fd, (struct sockaddr *)peer, len);
@@ -163,7 +120,7 @@ static void child_main(struct server *srv, struct acceptor *acc, int fd, struct 
 static void wait_events(const struct server *srv, int listen_fd, bool watch_listener, int timeout_ms)
 {
 	struct pollfd pfd[3] = {
-		{ .fd = sigchld_pipe[0], .events = POLLIN },
+		{ .fd = sig_fd, .events = POLLIN },
 		{ .fd = srv->wake_fd, .events = POLLIN },
 		{ .fd = listen_fd, .events = POLLIN },
 	};
@@ -223,19 +180,16 @@ static int fork_run(struct server *srv)
 		log_error("fork: out of memory for %d child slots", ch.cap);
 		return 1;
 	}
-	if (pipe2(sigchld_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
-		log_error("fork: pipe2: %s", strerror(errno));
+	sig_fd = child_signals_open();
+	if (sig_fd < 0) {
+		log_error("fork: signal pipe: %s", strerror(errno));
 		free(ch.pids);
 		return 1;
 	}
-	if (signals_install(false) < 0) {
-		log_error("fork: sigaction: %s", strerror(errno));
-		rc = 1;
-		goto out;
-	}
 	if (acceptor_init_set(&acc, srv->listen_fds, srv->nlisten) < 0) {
 		log_error("fork: cannot watch the listeners: %s", strerror(errno));
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	int64_t cap_logged = -1;
 	while (!server_stopping()) {
@@ -278,12 +232,9 @@ static int fork_run(struct server *srv)
 	}
 	acceptor_close(&acc);
 	drain_children(srv, &ch);
-	if (signals_install(true) < 0)
-		log_warn("fork: restoring signal handlers: %s", strerror(errno));
 out:
-	close(sigchld_pipe[0]);
-	close(sigchld_pipe[1]);
-	sigchld_pipe[0] = sigchld_pipe[1] = -1;
+	child_signals_close();
+	sig_fd = -1;
 	free(ch.pids);
 	return rc;
 }

@@ -21,6 +21,7 @@
 #include "../log/log.h"
 #include "../server.h"
 #include "../stats/stats.h"
+#include "child_signals.h"
 #include "model.h"
 #include "pool.h"
 
@@ -33,46 +34,7 @@ struct worker {
 	int64_t restart_at; /* when not running */
 };
 
-static int sigchld_pipe[2] = { -1, -1 };
-
-static struct sigaction usr1_inherited; /* main.c's, restored in children */
-
-static void on_sigchld(int sig)
-{
-	int saved = errno;
-	(void)sig;
-	ssize_t n = write(sigchld_pipe[1], "c", 1); /* full pipe: a wake-up is pending anyway */
-	(void)n;
-	errno = saved;
-}
-
-/* SIGUSR1 reopens the logs here, and the loop passes it on to the children,
- * which hold their own descriptors for the log files. */
-static void on_sigusr1(int sig)
-{
-	int saved = errno;
-	(void)sig;
-	log_reopen();
-	ssize_t n = write(sigchld_pipe[1], "u", 1);
-	(void)n;
-	errno = saved;
-}
-
-/* Installs (or, with restore, removes) this file's SIGCHLD and SIGUSR1 handlers. */
-static int signals_install(bool restore)
-{
-	static struct sigaction old_chld;
-	struct sigaction sa = { .sa_handler = on_sigchld, .sa_flags = SA_RESTART | SA_NOCLDSTOP };
-
-	if (restore)
-		return sigaction(SIGCHLD, &old_chld, NULL) | sigaction(SIGUSR1, &usr1_inherited, NULL);
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGCHLD, &sa, &old_chld) < 0)
-		return -1;
-	sa.sa_handler = on_sigusr1;
-	sa.sa_flags = SA_RESTART;
-	return sigaction(SIGUSR1, &sa, &usr1_inherited);
-}
+static int sig_fd = -1; /* child_signals: SIGCHLD and SIGUSR1 arrive here */
 
 /* Runs in a new worker: a stop eventfd of its own. The inherited one is the
  * serving process's, so a SIGTERM to one worker would otherwise wake its
@@ -90,9 +52,7 @@ static void worker_isolate(struct server *srv)
 
 static void worker_main(struct server *srv, int max_conns)
 {
-	signals_install(true);
-	close(sigchld_pipe[0]);
-	close(sigchld_pipe[1]);
+	child_signals_in_child();
 	worker_isolate(srv);
 	_exit(pool_serve(srv, srv->cfg->threads, max_conns));
 }
@@ -134,14 +94,11 @@ static void signal_all(const struct worker *ws, int n, int sig)
  * to the workers. Returns how many run. */
 static int reap(struct worker *ws, int n, bool stopping)
 {
-	char buf[64];
-	bool reopen = false;
+	bool reopen;
 	int status, live = 0;
-	ssize_t got;
 	pid_t pid;
 
-	while ((got = read(sigchld_pipe[0], buf, sizeof(buf))) > 0)
-		reopen |= memchr(buf, 'u', (size_t)got) != NULL;
+	reopen = child_signals_drain();
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		int i = find(ws, n, pid);
 		if (i < 0)
@@ -170,7 +127,7 @@ static int reap(struct worker *ws, int n, bool stopping)
 static void wait_events(const struct server *srv, int timeout_ms)
 {
 	struct pollfd pfd[2] = {
-		{ .fd = sigchld_pipe[0], .events = POLLIN },
+		{ .fd = sig_fd, .events = POLLIN },
 		{ .fd = srv->wake_fd, .events = POLLIN },
 	};
 	int n = poll(pfd, server_stopping() ? 1 : 2, timeout_ms);
@@ -231,15 +188,11 @@ static int prefork_run(struct server *srv)
 		log_error("prefork: out of memory");
 		return 1;
 	}
-	if (pipe2(sigchld_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
-		log_error("prefork: pipe2: %s", strerror(errno));
+	sig_fd = child_signals_open();
+	if (sig_fd < 0) {
+		log_error("prefork: signal pipe: %s", strerror(errno));
 		free(ws);
 		return 1;
-	}
-	if (signals_install(false) < 0) {
-		log_error("prefork: sigaction: %s", strerror(errno));
-		rc = 1;
-		goto out;
 	}
 	log_info("prefork: %d workers x %d threads", n, srv->cfg->threads);
 	for (int i = 0; i < n && !server_stopping(); i++)
@@ -258,12 +211,8 @@ static int prefork_run(struct server *srv)
 		wait_events(srv, next < 0 ? -1 : (int)(next > now ? next - now : 0));
 	}
 	drain_workers(srv, ws, n);
-	if (signals_install(true) < 0)
-		log_warn("prefork: restoring signal handlers: %s", strerror(errno));
-out:
-	close(sigchld_pipe[0]);
-	close(sigchld_pipe[1]);
-	sigchld_pipe[0] = sigchld_pipe[1] = -1;
+	child_signals_close();
+	sig_fd = -1;
 	free(ws);
 	return rc;
 }
