@@ -64,6 +64,9 @@ void conn_timeout(struct conn *c);
 /* Graceful stop: a busy connection closes after its response; an idle one
  * gets a short grace in which a request is still answered (with close). */
 void conn_drain(struct conn *c);
+/* Contract for completion-based drivers: conn_drain() and conn_timeout() never
+ * move or free the input buffer, so a receive in flight into the span that
+ * conn_input_space() returned stays valid until its completion is reported. */
 
 /* True while the connection waits for bytes of a request from the client (its
  * first byte, the rest of its head, or a body to discard): a driver may park

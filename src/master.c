@@ -103,7 +103,10 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	int rc = g->srv.model->run(&g->srv);
 	server_close(&g->srv);
 	log_close();
-	_exit(rc);
+	/* exit(), not _exit(): the model has released everything by now, and a
+	 * sanitizer build checks this process for leaks at exit (the master
+	 * writes nothing through stdio, so nothing is flushed twice). */
+	exit(rc);
 }
 
 static int spawn(struct master *m, int idx)
@@ -200,7 +203,14 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 	bool early_failure = g->state == GEN_STARTING && WIFEXITED(status) && WEXITSTATUS(status) != 0;
 
 	if (g->state == GEN_DRAINING || m->stopping) {
-		log_info("generation %d (pid %d) finished: %s", g->serial, (int)pid, how);
+		bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+		if (clean)
+			log_info("generation %d (pid %d) finished: %s", g->serial, (int)pid, how);
+		else
+			log_error("generation %d (pid %d) did not finish cleanly: %s", g->serial, (int)pid, how);
+		/* the final stop reports it (a sanitizer's leak report, a crash) */
+		if (!clean && m->stopping && m->exit_code == 0)
+			m->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 		gen_release(m, g);
 		return;
 	}

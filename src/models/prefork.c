@@ -54,7 +54,8 @@ static void worker_main(struct server *srv, int max_conns)
 {
 	child_signals_in_child();
 	worker_isolate(srv);
-	_exit(pool_serve(srv, srv->cfg->threads, max_conns));
+	int rc = pool_serve(srv, srv->cfg->threads, max_conns);
+	exit(rc); /* a normal exit, so sanitizer builds check the worker for leaks */
 }
 
 static int spawn(struct server *srv, struct worker *w, int id, int max_conns)
