@@ -119,16 +119,8 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 	c->cfg = srv->cfg;
 	c->state = ST_HEAD;
 	c->file_fd = -1;
-	c->in_cap = c->cfg->max_head < CONN_MIN_INPUT ? c->cfg->max_head : CONN_MIN_INPUT;
-	c->in = malloc(c->in_cap);
 	c->seg_max = 2 * c->cfg->max_ranges + 3;
-	c->segs = calloc(c->seg_max, sizeof(*c->segs));
-	c->hdr_cap = 1024;
-	c->hdr = malloc(c->hdr_cap);
-	if (!c->in || !c->segs || !c->hdr) {
-		conn_free(c);
-		return NULL;
-	}
+	/* buffers come with the first bytes (conn_input_space, conn_out_buffers) */
 	c->head_started = c->last_progress = conn_now_ms();
 	strcpy(c->peer, "-");
 	if (peer && peerlen <= sizeof(c->peer_addr))
@@ -176,6 +168,32 @@ void conn_free(struct conn *c)
 	free(c->segs);
 	free(c->hdr);
 	free(c);
+}
+
+/* The buffers a response is built in; allocated per busy period, so an idle
+ * keep-alive connection holds only its struct (see conn_release_idle). */
+static bool conn_out_buffers(struct conn *c)
+{
+	if (!c->segs)
+		c->segs = calloc(c->seg_max, sizeof(*c->segs));
+	if (!c->hdr) {
+		c->hdr = malloc(1024);
+		c->hdr_cap = c->hdr ? 1024 : 0;
+	}
+	return c->segs && c->hdr;
+}
+
+void conn_release_idle(struct conn *c)
+{
+	if (c->state != ST_HEAD || c->in_start != c->in_end)
+		return;
+	free(c->in);
+	free(c->hdr);
+	free(c->segs);
+	c->in = c->hdr = NULL;
+	c->segs = NULL;
+	c->in_cap = c->hdr_cap = 0;
+	c->in_start = c->in_end = c->next_start = 0;
 }
 
 /* ---- building responses ---------------------------------------------- */
@@ -777,6 +795,11 @@ static void process_input(struct conn *c)
 		c->idle = false;
 		c->head_started = conn_now_ms();
 	}
+	if (!conn_out_buffers(c)) {
+		log_error("out of memory for a response");
+		c->state = ST_CLOSE;
+		return;
+	}
 	int r = http_parse_request(c->in + c->in_start, c->in_end - c->in_start, &c->srv->limits, &c->req);
 	if (r == 0)
 		return;
@@ -828,6 +851,12 @@ static void make_body_room(struct conn *c)
 
 struct iovec conn_input_space(struct conn *c)
 {
+	if (!c->in) {
+		c->in_cap = c->cfg->max_head < CONN_MIN_INPUT ? c->cfg->max_head : CONN_MIN_INPUT;
+		c->in = malloc(c->in_cap);
+		if (!c->in)
+			c->in_cap = 0; /* an empty span: the driver reads nothing, and closes */
+	}
 	if (c->state == ST_LINGER) {
 		c->in_start = c->in_end = 0;
 		return (struct iovec){ c->in, c->in_cap };

@@ -74,6 +74,12 @@ void conn_drain(struct conn *c);
  * readable or conn_wants' deadline passes. */
 bool conn_awaits_request(const struct conn *c);
 
+/* A driver about to wait for a connection's next request may call this: an
+ * idle connection (nothing buffered, no response pending) gives back its
+ * buffers, so thousands of idle keep-alive clients cost little memory. Not
+ * while a receive into conn_input_space() is in flight. */
+void conn_release_idle(struct conn *c);
+
 /* Monotonic milliseconds, the clock deadlines are expressed in. */
 int64_t conn_now_ms(void);
 

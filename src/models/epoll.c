@@ -71,8 +71,11 @@ static void econn_run(struct loop *lp, struct econn *e)
 			return;
 		}
 		bool *ready = want == CONN_WANT_WRITE ? &e->can_write : &e->can_read;
-		if (!*ready && want != CONN_WANT_SHUTDOWN)
+		if (!*ready && want != CONN_WANT_SHUTDOWN) {
+			if (want == CONN_WANT_READ)
+				conn_release_idle(e->c); /* only acts between requests */
 			return;
+		}
 		enum io_result r = io_step(e->c, e->fd, want);
 		if (r != IO_PROGRESS)
 			*ready = false;

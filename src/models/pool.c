@@ -173,6 +173,7 @@ static void park_locked(struct pool *p, struct pitem *it)
 		return;
 	}
 	conn_wants(it->c, &it->deadline);
+	conn_release_idle(it->c); /* between requests, give the buffers back */
 	/* Armed under the lock, so the poller cannot time it out or close it
 	 * between the two steps. A one-shot registration fires once; arming
 	 * checks readiness, so bytes that came meanwhile are not missed. */
