@@ -69,6 +69,7 @@ test: deps
 	$(MAKE) all $(BUILD)/unit_tests
 	$(BUILD)/unit_tests --jobs 2
 	$(PY) -m pytest -q tests/integration
+	$(PY) -m pytest -q tests/bench
 	$(MAKE) asan-test
 	$(MAKE) tsan-test
 	$(MAKE) valgrind

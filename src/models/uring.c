@@ -41,6 +41,7 @@
 #define URING_SQ_ENTRIES 1024
 #define URING_FILE_CHUNK (128 * 1024) /* file bytes read and sent per step */
 #define URING_CANCEL_GRACE_MS 2000   /* after the drain deadline, for cancels to land */
+
 /* max_connections is shared by the loops (slots.h). An accept in flight
  * cannot hold a slot while it waits (an idle loop would starve a busy one),
  * so a connection takes its slot when accepted; one that finds none is parked

@@ -1,0 +1,128 @@
+"""Small raw-socket HTTP clients the lab runs as separate processes, pinned to
+the load generator's core (python -m bench.client ...). They print one JSON
+object on stdout.
+
+  latency HOST PORT PATH N PAR SIZE   seed 001: N requests, PAR at a time, each on
+                                      a new connection with Connection: close;
+                                      per-request time from connect() to the
+                                      last body byte
+  idle HOST PORT PATH N SIZE          opens N keep-alive connections, does one
+                                      request on each, prints READY, then holds
+                                      them until stdin closes
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import time
+
+
+def _raise_nofile() -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, int]:
+    """Returns (status, body length); reads exactly Content-Length bytes."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1])
+    length = 0
+    for ln in lines[1:]:
+        if ln.lower().startswith(b"content-length:"):
+            length = int(ln.split(b":", 1)[1])
+    await reader.readexactly(length)
+    return status, length
+
+
+async def _latency(host, port, path, n, par, size):
+    req = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+    sem = asyncio.Semaphore(par)
+    times, errors = [], []
+
+    async def one(i):
+        async with sem:
+            t0 = time.perf_counter()
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 30)
+                writer.write(req)
+                status, length = await asyncio.wait_for(_read_response(reader), 30)
+                writer.close()
+                dt = time.perf_counter() - t0
+                if status != 200 or length != size:
+                    errors.append(f"request {i}: status {status}, {length} bytes (want 200, {size})")
+                else:
+                    times.append(dt)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
+                errors.append(f"request {i}: {type(e).__name__}: {e}")
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    wall = time.perf_counter() - t0
+    out = {"ok": len(times), "errors": len(errors), "error_samples": errors[:5], "wall_s": wall}
+    if times:
+        out.update(avg_ms=statistics.mean(times) * 1e3, min_ms=min(times) * 1e3,
+                   max_ms=max(times) * 1e3,
+                   std_ms=(statistics.pstdev(times) * 1e3 if len(times) > 1 else 0.0),
+                   p50_ms=statistics.median(times) * 1e3, rps=len(times) / wall)
+    return out
+
+
+async def _idle(host, port, path, n, size):
+    req = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    conns, errors = [], []
+    sem = asyncio.Semaphore(200)  # bounded burst: stays far below the listen backlog
+
+    async def one(i):
+        async with sem:
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 30)
+                writer.write(req)
+                status, length = await asyncio.wait_for(_read_response(reader), 30)
+                if status != 200 or length != size:
+                    errors.append(f"conn {i}: status {status}, {length} bytes")
+                conns.append((reader, writer))
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
+                errors.append(f"conn {i}: {type(e).__name__}: {e}")
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    # Every connection must still be open (a server that closed some would
+    # make them readable with EOF).
+    await asyncio.sleep(0.2)
+    open_now = sum(1 for r, _ in conns if not r.at_eof())
+    print(json.dumps({"opened": len(conns), "open": open_now, "errors": len(errors),
+                      "error_samples": errors[:5], "setup_s": time.perf_counter() - t0}),
+          flush=True)
+    # Hold until the lab closes our stdin (it measures the server meanwhile).
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    open_end = sum(1 for r, _ in conns if not r.at_eof())
+    for _, w in conns:
+        w.close()
+    print(json.dumps({"open_at_end": open_end}), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    nofile = _raise_nofile()
+    cmd = argv[0]
+    if cmd == "latency":
+        host, port, path, n, par, size = argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5]), int(argv[6])
+        out = asyncio.run(_latency(host, port, path, n, par, size))
+        out["nofile"] = nofile
+        print(json.dumps(out))
+        return 0
+    if cmd == "idle":
+        host, port, path, n, size = argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5])
+        asyncio.run(_idle(host, port, path, n, size))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,103 @@
+"""Parsers for the load generators' output: ab's text report and the JSON
+line our wrk Lua scripts print from done(). Pure functions (tested in
+tests/bench/test_parsers.py against captured outputs)."""
+from __future__ import annotations
+
+import json
+import re
+
+
+class ParseError(ValueError):
+    pass
+
+
+def _num(pat: str, text: str, cast=float, default=None):
+    m = re.search(pat, text, re.M)
+    if not m:
+        if default is not None:
+            return default
+        raise ParseError(f"ab output has no match for {pat!r}")
+    return cast(m.group(1))
+
+
+def parse_ab(text: str) -> dict:
+    """ApacheBench 2.3 output -> metrics. Raises ParseError when the run did not
+    finish (ab prints no 'Requests per second' after aborting)."""
+    if "Requests per second" not in text:
+        m = re.search(r"Total of (\d+) requests completed", text)
+        done = f"{m.group(1)} requests completed" if m else "no summary"
+        err = [ln for ln in text.splitlines() if "apr_" in ln or "rror" in ln]
+        raise ParseError(f"ab aborted ({done}): {'; '.join(err)[:300] or text[-300:]}")
+    r = {
+        "complete": _num(r"^Complete requests:\s+(\d+)", text, int),
+        "failed": _num(r"^Failed requests:\s+(\d+)", text, int),
+        "non2xx": _num(r"^Non-2xx responses:\s+(\d+)", text, int, 0),
+        "keepalive_requests": _num(r"^Keep-Alive requests:\s+(\d+)", text, int, 0),
+        "doc_length": _num(r"^Document Length:\s+(\d+) bytes", text, int),
+        "time_taken_s": _num(r"^Time taken for tests:\s+([\d.]+) seconds", text),
+        "total_bytes": _num(r"^Total transferred:\s+(\d+) bytes", text, int),
+        "body_bytes": _num(r"^(?:HTML|Body) transferred:\s+(\d+) bytes", text, int),
+        "rps": _num(r"^Requests per second:\s+([\d.]+)", text),
+        "mean_ms": _num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$", text),
+        "mean_across_ms": _num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean, across", text),
+        "concurrency": _num(r"^Concurrency Level:\s+(\d+)", text, int),
+    }
+    # Failed requests break down as (Connect: a, Receive: b, Length: c, Exceptions: d)
+    m = re.search(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+    r["failed_detail"] = ({"connect": int(m.group(1)), "receive": int(m.group(2)),
+                           "length": int(m.group(3)), "exceptions": int(m.group(4))} if m else {})
+    m = re.search(r"^Total:\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+(\d+)", text, re.M)
+    if m:
+        r.update(total_min_ms=int(m.group(1)), total_mean_ms=int(m.group(2)),
+                 total_sd_ms=float(m.group(3)), total_median_ms=int(m.group(4)),
+                 total_max_ms=int(m.group(5)))
+    for p in (50, 66, 75, 80, 90, 95, 98, 99):
+        v = re.search(rf"^\s+{p}%\s+(\d+)", text, re.M)
+        if v:
+            r[f"p{p}_ms"] = int(v.group(1))
+    r["errors"] = r["failed"] + r["non2xx"]
+    return r
+
+
+def parse_wrk(text: str) -> dict:
+    """The JSON object our Lua done() prints on a line starting 'SPINDLE_BENCH ',
+    plus wrk's own 'Non-2xx or 3xx' and 'Socket errors' lines as a cross-check."""
+    line = next((ln for ln in text.splitlines() if ln.startswith("SPINDLE_BENCH ")), None)
+    if line is None:
+        raise ParseError(f"wrk printed no SPINDLE_BENCH summary: {text[-300:]!r}")
+    try:
+        d = json.loads(line[len("SPINDLE_BENCH "):])
+    except json.JSONDecodeError as e:
+        raise ParseError(f"bad wrk summary JSON: {e}") from None
+    dur_s = d["duration_us"] / 1e6
+    if dur_s <= 0:
+        raise ParseError("wrk summary with zero duration")
+    r = {
+        "requests": d["requests"],
+        "bytes": d["bytes"],
+        "duration_s": dur_s,
+        "rps": d["requests"] / dur_s,
+        "mbps": d["bytes"] / dur_s / 1e6,
+        "err_connect": d["errors"]["connect"],
+        "err_read": d["errors"]["read"],
+        "err_write": d["errors"]["write"],
+        "err_status": d["errors"]["status"],
+        "err_timeout": d["errors"]["timeout"],
+        "mean_ms": d["latency"]["mean"] / 1000.0,
+        "stdev_ms": d["latency"]["stdev"] / 1000.0,
+        "max_ms": d["latency"]["max"] / 1000.0,
+        "p50_ms": d["latency"]["p50"] / 1000.0,
+        "p90_ms": d["latency"]["p90"] / 1000.0,
+        "p99_ms": d["latency"]["p99"] / 1000.0,
+        "status_counts": d.get("status", {}),
+    }
+    m = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    r["non2xx"] = int(m.group(1)) if m else 0
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        wrk_own = tuple(int(x) for x in m.groups())
+        if wrk_own != (r["err_connect"], r["err_read"], r["err_write"], r["err_timeout"]):
+            raise ParseError(f"wrk socket errors {wrk_own} disagree with the Lua summary")
+    r["errors"] = (r["err_connect"] + r["err_read"] + r["err_write"] + r["err_timeout"]
+                   + max(r["err_status"], r["non2xx"]))
+    return r
