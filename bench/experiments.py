@@ -298,6 +298,52 @@ def idle_rss(lab: Lab, models: list[str]) -> None:
                         f"threads {r['threads']}")
 
 
+# --------------------------------------------------------------------------
+# Every model on the seeds' two headline loads (the table issue 3 asks for)
+# --------------------------------------------------------------------------
+
+def models(lab: Lab, models: list[str]) -> None:
+    dur = 10 if lab.full else 3
+    cells = []
+    for m in models + ["nginx"]:
+        key = NGINX if m == "nginx" else spindle(m)
+        cells.append(Cell("models", f"{m} ab -c 30 -n 1000 page", key, {"tool": "ab"},
+                          _ab(PAGE, 1000, 30, False)))
+        # one keep-alive connection holds the iterative server: count the others as starved
+        ka = _iterative_keepalive(200, dur) if m == "iterative" else None
+        cells.append(Cell("models", f"{m} wrk -c 200 keep-alive hello", key, {"tool": "wrk"},
+                          ka or (lambda lab_, s, d=dur: lab_.wrk(s, HELLO, 200, d))))
+    lab.note("models", f"`ab -c 30 -n 1000` on the 4537-byte page (seed 000's test) and `wrk -t1 -c 200 "
+                       f"-d {dur}s` with keep-alive on the 13-byte file, every model and nginx on one core "
+                       f"(workers = 1, nginx worker_processes 1).")
+    run_cells(lab, "models", cells, lab.repeats, [PAGE, HELLO], fmt_ab)
+
+
+# --------------------------------------------------------------------------
+# What the statistics and the file cache cost (or save)
+# --------------------------------------------------------------------------
+
+OVERHEAD_VARIANTS = (
+    ("stats on, cache on", {}),
+    ("stats off, cache on", {"stats": "off"}),
+    ("stats on, cache off", {"cache_size": "0"}),
+    ("stats off, cache off", {"stats": "off", "cache_size": "0"}),
+)
+
+
+def overhead(lab: Lab, models: list[str]) -> None:
+    dur = 10 if lab.full else 3
+    cells = []
+    for path in (PAGE, HELLO):
+        for label, settings in OVERHEAD_VARIANTS:
+            cells.append(Cell("overhead", f"epoll {label} {lab.sizes[path]}B", spindle("epoll", **settings),
+                              {"variant": label, "body": lab.sizes[path]},
+                              lambda lab_, s, p=path, d=dur: lab_.wrk(s, p, 100, d)))
+    lab.note("overhead", f"epoll on one core, `wrk -t1 -c 100 -d {dur}s` with keep-alive, with the shared-"
+                         f"memory statistics (`stats`) and the file cache (`cache_size = 0`) switched on and off.")
+    run_cells(lab, "overhead", cells, lab.repeats, [PAGE, HELLO], fmt_wrk)
+
+
 EXPERIMENTS = {
     "seed000": seed000,
     "seed001": seed001,
@@ -306,4 +352,6 @@ EXPERIMENTS = {
     "seed004": seed004,
     "downloads": downloads,
     "idle_rss": idle_rss,
+    "models": models,
+    "overhead": overhead,
 }

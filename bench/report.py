@@ -386,6 +386,44 @@ class Report:
              label=lambda r: f"{r['server']} {r['body']}B {'-k' if r['keepalive'] else 'close'}")
         self.img(save(fig, self.out, "seed003_smallbodies.png"), "seed 003")
 
+    # -- every model, the issue table ------------------------------------------
+
+    def models(self):
+        exp = "models"
+        rows = select(self.rows, exp)
+        if not rows:
+            return
+        self.head(exp, "Every model on the two headline loads")
+        ab = {r["server"]: r for r in rows if r["tool"] == "ab"}
+        wrk = {r["server"]: r for r in rows if r["tool"] == "wrk"}
+        trs = []
+        for name in ab:
+            a, w = ab.get(name), wrk.get(name)
+            trs.append([name, spread(a, "rps"), num(a.get("p99_ms") if a else None),
+                        spread(w, "rps"), num(w.get("p99_ms") if w else None, 2), f"{errs(a)} / {errs(w)}"])
+        self.md.append(table(["server", "ab -c 30 req/s (4537 B)", "ab p99 ms", "wrk -c 200 keep-alive req/s "
+                              "(13 B)", "wrk p99 ms", "failed (ab / wrk)"], trs))
+        self.compare("Models", "req/s, ab -c 30 -n 1000, 4537 B", ab.get("epoll"), ab.get("nginx"), "rps")
+        self.compare("Models", "req/s, wrk -c 200 keep-alive, 13 B", wrk.get("epoll"), wrk.get("nginx"), "rps")
+
+    # -- statistics and cache cost ---------------------------------------------
+
+    def overhead(self):
+        exp = "overhead"
+        rows = select(self.rows, exp)
+        if not rows:
+            return
+        self.head(exp, "What the statistics and the file cache cost")
+        trs = []
+        for body in sorted({r["body"] for r in rows}):
+            base = next((r for r in rows if r["body"] == body and r["variant"] == "stats on, cache on"), None)
+            for r in (r for r in rows if r["body"] == body):
+                ratio = f"{r['rps'] / base['rps']:.3f}" if base and base.get("rps") and r.get("rps") else "—"
+                trs.append([f"{body} B", r["variant"], spread(r, "rps"), ratio, spread(r, "mean_ms", 2),
+                            num(r.get("p99_ms"), 2), errs(r)])
+        self.md.append(table(["body", "epoll", "req/s", "÷ (stats on, cache on)", "mean ms", "p99 ms",
+                              "errors"], trs))
+
     # -- seed 004 -----------------------------------------------------------
 
     def seed004(self):
@@ -510,6 +548,8 @@ class Report:
         self.seed003()
         self.seed004()
         self.beyond()
+        self.models()
+        self.overhead()
         self.failures()
         man = self.man
         top = [f"# spindle lab report — {man['mode']} mode, {man['started']}\n",

@@ -59,6 +59,7 @@ static const struct config_key config_keys[] = {
 	K("cache", "cache_size", KEY_SIZE, cache_size, 0, (long long)1 << 40),
 	K("cache", "cache_max_file", KEY_SIZE, cache_max_file, 0, (long long)1 << 32),
 	K("cache", "cache_revalidate", KEY_DURATION, cache_revalidate_ms, 0, 3600000),
+	K("stats", "stats", KEY_BOOL, stats, 0, 0),
 	K("stats", "stats_name", KEY_STRING, stats_name, 0, 0),
 	K("stats", "metrics", KEY_BOOL, metrics, 0, 0),
 	K("stats", "metrics_path", KEY_STRING, metrics_path, 0, 0),
@@ -106,6 +107,7 @@ void config_defaults(struct config *cfg)
 	cfg->access_log[0] = '\0';
 	strcpy(cfg->error_log, "-");
 	cfg->log_level = LOG_INFO;
+	cfg->stats = true;
 	strcpy(cfg->stats_name, "auto");
 	cfg->metrics = false;
 	strcpy(cfg->metrics_path, "/metrics");
@@ -443,6 +445,10 @@ int config_validate(struct config *cfg)
 	if (strchr(cfg->index, '/')) {
 		report("%s: index: '%s' must be a file name, not a path",
 			cfg->source, cfg->index);
+		return -1;
+	}
+	if (cfg->metrics && !cfg->stats) {
+		report("%s: metrics = on needs stats = on (the endpoints read the statistics)", cfg->source);
 		return -1;
 	}
 	if (cfg->max_request_line > cfg->max_head) {

@@ -49,6 +49,7 @@ struct config {
 	int cache_revalidate_ms; /* how long a cached file may go unchecked */
 
 	/* [stats] */
+	bool stats;           /* publish counters in shared memory (off: no segment, no counting) */
 	char stats_name[64];  /* shared-memory instance name; "auto" = from the port */
 	bool metrics;         /* serve metrics_path and status_path */
 	char metrics_path[128];
