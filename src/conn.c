@@ -67,6 +67,7 @@ struct conn {
 	size_t req_len;          /* bytes of its head, at in[start] */
 	bool have_req;
 	uint64_t body_left;      /* Content-Length bytes still to discard */
+	int64_t body_started;    /* when its discarding began: the body's deadline counts from here */
 	bool body_chunked;
 	struct http_chunked chunked;
 
@@ -313,11 +314,33 @@ static bool ensure_hdr_cap(struct conn *c, size_t need)
 	return true;
 }
 
-/* 301 to the same path with a slash, the query kept (RFC 9110 15.4.2). */
-static void respond_redirect_slash(struct conn *c)
+/* Percent-encodes a decoded path for a Location header: everything but
+ * unreserved characters, sub-delims, ':', '@' and '/' (RFC 3986 3.3). */
+static size_t encode_path(const char *in, size_t len, char *out)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)in[i];
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    strchr("-._~!$&'()*+,;=:@/", ch)) {
+			out[o++] = (char)ch;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		}
+	}
+	return o;
+}
+
+/* 301 to the same directory with a slash, the query kept (RFC 9110 15.4.2).
+ * Built from the canonical path, never the raw one: "//host" as a Location
+ * would send the client to another site. */
+static void respond_redirect_slash(struct conn *c, const char *rel, size_t rel_len)
 {
 	const struct http_request *r = &c->req;
-	size_t cap = r->path.len + r->query.len + 32;
+	size_t cap = 3 * rel_len + r->query.len + 32;
 	char *loc = malloc(cap);
 
 	if (!loc || !ensure_hdr_cap(c, cap + 512)) {
@@ -325,11 +348,12 @@ static void respond_redirect_slash(struct conn *c)
 		respond_status(c, 500, false, NULL);
 		return;
 	}
+	size_t n = (size_t)snprintf(loc, cap, "Location: /");
+	n += encode_path(rel, rel_len, loc + n);
 	if (r->query.p)
-		snprintf(loc, cap, "Location: %.*s/?%.*s\r\n", (int)r->path.len, r->path.p, (int)r->query.len,
-			 r->query.p);
+		snprintf(loc + n, cap - n, "/?%.*s\r\n", (int)r->query.len, r->query.p);
 	else
-		snprintf(loc, cap, "Location: %.*s/\r\n", (int)r->path.len, r->path.p);
+		snprintf(loc + n, cap - n, "/\r\n");
 	respond_status(c, 301, false, loc);
 	free(loc);
 }
@@ -695,7 +719,7 @@ static void respond_request(struct conn *c)
 	if (S_ISDIR(st.st_mode)) {
 		close(fd);
 		if (!pr.trailing_slash) {
-			respond_redirect_slash(c);
+			respond_redirect_slash(c, rel, pr.len);
 			return;
 		}
 		/* Open the index by its full path, so a symlinked index is confined too. */
@@ -822,7 +846,7 @@ static void process_input(struct conn *c)
 		c->body_chunked = c->req.chunked;
 		c->body_left = c->req.content_length;
 		memset(&c->chunked, 0, sizeof(c->chunked));
-		c->last_progress = conn_now_ms();
+		c->body_started = c->last_progress = conn_now_ms();
 		consume_body(c);
 		return;
 	}
@@ -1022,7 +1046,8 @@ enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms)
 			*deadline_ms = c->head_started + cfg->header_timeout_ms;
 		return CONN_WANT_READ;
 	case ST_BODY:
-		*deadline_ms = c->last_progress + cfg->header_timeout_ms;
+		/* absolute too: a body dribbled a byte at a time must not hold a worker */
+		*deadline_ms = c->body_started + cfg->header_timeout_ms;
 		return CONN_WANT_READ;
 	case ST_SEND:
 		*deadline_ms = c->last_progress + cfg->send_timeout_ms;
@@ -1044,9 +1069,11 @@ void conn_timeout(struct conn *c)
 {
 	if (c->state != ST_LINGER)
 		stats_timeout(); /* stats: the end of a linger is routine, not a timeout */
-	if (c->state == ST_HEAD && c->in_start != c->in_end) {
-		/* part of a request arrived, too slowly: say so, then close */
-		c->have_req = false;
+	if ((c->state == ST_HEAD && c->in_start != c->in_end) || c->state == ST_BODY) {
+		/* part of a request (its head, or its body) arrived, too slowly:
+		 * say so, then close; framing is lost, so nothing after it counts */
+		if (c->state == ST_HEAD)
+			c->have_req = false;
 		c->stats_t0 = stats_clock_ns(); /* stats */
 		respond_status(c, 408, true, NULL);
 		c->next_start = c->in_end;

@@ -119,8 +119,11 @@ int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t
 			return -EAGAIN;
 		case EMFILE:
 		case ENFILE:
+			/* another thread may have taken the spare's number meanwhile */
 			if (a->spare < 0)
-				return -errno;
+				a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (a->spare < 0)
+				return -EAGAIN; /* nothing to free: wait for a connection to close */
 			/* Free one descriptor, take the connection off the queue and drop it.
 			 * accept4() reserves a descriptor before looking at the queue, so
 			 * EMFILE comes even when nobody waits: then there is nothing to do. */

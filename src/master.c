@@ -11,6 +11,7 @@
  * never starts a thread. */
 #include "master.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -42,6 +43,7 @@ struct generation {
 	int64_t started_ms;
 	int64_t kill_at_ms;  /* draining: SIGKILL after this */
 	int serial;
+	int spawns;          /* 1: its first start (may fail early); more: restarts after crashes */
 };
 
 struct master {
@@ -51,8 +53,10 @@ struct master {
 	sigset_t blocked;
 	bool stopping;
 	int64_t respawn_at_ms; /* a crashed serving process is restarted at this time (0: none) */
+	int64_t stop_kill_at_ms; /* stopping: orphans still alive then are killed */
 	int serial;
 	int exit_code;
+	bool ever_served;     /* some serving process got past its start-up grace */
 	config_builder build;
 	void *build_arg;
 };
@@ -122,7 +126,8 @@ static int spawn(struct master *m, int idx)
 	if (pid == 0)
 		serving_main(m, g, master_pid);
 	g->pid = pid;
-	g->state = GEN_STARTING;
+	/* a first start proves itself during a grace; a restart just serves */
+	g->state = ++g->spawns == 1 ? GEN_STARTING : GEN_SERVING;
 	g->started_ms = conn_now_ms();
 	log_info("generation %d: serving process %d runs the %s model", g->serial, (int)pid, g->srv.model->name);
 	return 0;
@@ -151,6 +156,7 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	}
 	g->serial = ++m->serial;
 	g->pid = -1;
+	g->spawns = 0;
 	return 0;
 }
 
@@ -164,11 +170,59 @@ static void gen_release(struct master *m, struct generation *g)
 
 static void gen_drain(struct master *m, struct generation *g)
 {
+	if (g->pid <= 0) { /* between a crash and its restart: nothing to drain */
+		gen_release(m, g);
+		return;
+	}
 	g->state = GEN_DRAINING;
 	g->kill_at_ms = conn_now_ms() + g->cfg.drain_timeout_ms + KILL_MARGIN_MS;
 	if (g->pid > 0 && kill(g->pid, SIGTERM) < 0 && errno != ESRCH)
 		log_error("kill %d: %m", (int)g->pid);
 	(void)m;
+}
+
+/* ---- orphans ---------------------------------------------------------- */
+
+/* Descendants reparented to the master (a subreaper) that no generation owns,
+ * e.g. workers of a serving process that was killed. Sends them sig (0: just
+ * counts them). */
+static int signal_orphans(struct master *m, int sig)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t self = getpid();
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char path[64], buf[512];
+		pid_t pid = (pid_t)atoi(de->d_name);
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = '\0';
+		const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+		char state;
+		int ppid;
+		if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2 || ppid != self || state == 'Z')
+			continue;
+		bool owned = false;
+		for (int i = 0; i < MAX_GENERATIONS; i++)
+			owned |= m->gens[i].state != GEN_FREE && m->gens[i].pid == pid;
+		if (owned)
+			continue;
+		n++;
+		if (sig)
+			kill(pid, sig);
+	}
+	closedir(d);
+	return n;
 }
 
 /* ---- events ---------------------------------------------------------- */
@@ -214,7 +268,7 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 		gen_release(m, g);
 		return;
 	}
-	if (early_failure && g->serial == 1) {
+	if (early_failure && g->serial == 1 && !m->ever_served) {
 		/* the first start failed (say, io_uring refused): no silent retry loop */
 		log_error("serving process %d %s at start-up; stopping", (int)pid, how);
 		m->exit_code = WEXITSTATUS(status);
@@ -223,17 +277,19 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 		return;
 	}
 	if (early_failure) {
-		/* a reload's new generation could not start: keep the old one */
-		log_error("reload: the new serving process %s at start-up; still serving with the previous "
-			  "configuration", how);
-		gen_release(m, g);
+		/* a reload's new generation could not start: keep the old one, if
+		 * one still serves (else restart this one, below) */
 		for (int i = 0; i < MAX_GENERATIONS; i++) {
-			if (m->gens[i].state == GEN_SERVING) {
+			if (&m->gens[i] != g && m->gens[i].state == GEN_SERVING) {
+				log_error("reload: the new serving process %s at start-up; still serving with the "
+					  "previous configuration", how);
+				gen_release(m, g);
 				m->current = i;
-				break;
+				return;
 			}
 		}
-		return;
+		current = true;
+		g->state = GEN_SERVING;
 	}
 	if (current) {
 		log_warn("serving process %d %s: restarting it", (int)pid, how);
@@ -303,15 +359,17 @@ static void begin_stop(struct master *m)
 	log_info("stopping: draining in-flight requests");
 	m->stopping = true;
 	server_refuse_new(&m->gens[m->current].srv);
+	int64_t kill_at = conn_now_ms() + KILL_MARGIN_MS;
 	for (int i = 0; i < MAX_GENERATIONS; i++) {
 		struct generation *g = &m->gens[i];
 		if (g->state == GEN_FREE)
 			continue;
-		if (g->pid > 0)
-			gen_drain(m, g);
-		else
-			gen_release(m, g);
+		gen_drain(m, g);
+		if (g->state == GEN_DRAINING && g->kill_at_ms > kill_at)
+			kill_at = g->kill_at_ms;
 	}
+	signal_orphans(m, SIGTERM); /* they drain like any serving process */
+	m->stop_kill_at_ms = kill_at;
 }
 
 static void forward(struct master *m, int sig)
@@ -330,6 +388,7 @@ static void tick(struct master *m)
 		struct generation *g = &m->gens[i];
 		if (g->state == GEN_STARTING && now - g->started_ms >= STARTUP_GRACE_MS) {
 			g->state = GEN_SERVING;
+			m->ever_served = true;
 			if (i != m->current) { /* overtaken by a newer reload */
 				gen_drain(m, g);
 				continue;
@@ -345,9 +404,14 @@ static void tick(struct master *m)
 		}
 	}
 	struct generation *cur = &m->gens[m->current];
-	if (!m->stopping && m->respawn_at_ms && now >= m->respawn_at_ms && cur->pid < 0) {
+	if (!m->stopping && m->respawn_at_ms && now >= m->respawn_at_ms && cur->state != GEN_FREE && cur->pid < 0) {
 		m->respawn_at_ms = 0;
-		spawn(m, m->current);
+		if (spawn(m, m->current) < 0) /* fork failed: try again later */
+			m->respawn_at_ms = now + RESTART_BACKOFF_MS;
+	}
+	if (m->stopping && m->stop_kill_at_ms && now >= m->stop_kill_at_ms) {
+		signal_orphans(m, SIGKILL);
+		m->stop_kill_at_ms = now + KILL_MARGIN_MS;
 	}
 }
 
@@ -356,8 +420,7 @@ static bool children_left(struct master *m)
 	for (int i = 0; i < MAX_GENERATIONS; i++)
 		if (m->gens[i].state != GEN_FREE)
 			return true;
-	/* orphans of dead serving processes are ours too (subreaper) */
-	return waitpid(-1, NULL, WNOHANG) == 0;
+	return signal_orphans(m, 0) > 0; /* reaped by reap() as they exit */
 }
 
 int master_run(const struct config *cfg, config_builder build, void *build_arg)

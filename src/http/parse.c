@@ -642,10 +642,8 @@ enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *
 				st->state = HTTP_CH_EXT;
 			} else if (c == '\r') {
 				st->state = HTTP_CH_SIZE_LF;
-			} else if (c == '\n') {
-				goto size_line_done;
 			} else {
-				goto fail;
+				goto fail; /* a bare LF included: see HTTP_CH_SIZE_LF */
 			}
 			break;
 		case HTTP_CH_SIZE_WS:
@@ -661,15 +659,15 @@ enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *
 			 * vector. */
 			if (c == '\r')
 				st->state = HTTP_CH_SIZE_LF;
-			else if (c == '\n')
-				goto size_line_done;
 			else if (!HTTP_IS(c, HTTP_C_VALUE))
 				goto fail;
 			break;
 		case HTTP_CH_SIZE_LF:
+			/* RFC 9112 2.2 lets a recipient accept a bare LF only in the
+			 * start line and header fields: chunk framing needs CRLF, or a
+			 * proxy that reads "5\n" differently could smuggle a request. */
 			if (c != '\n')
 				goto fail;
-		size_line_done:
 			st->line_len = 0;
 			/* last-chunk: the trailer section follows. */
 			st->state = st->remaining ? HTTP_CH_DATA : HTTP_CH_TRAILER;
@@ -677,8 +675,6 @@ enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *
 		case HTTP_CH_DATA_END:
 			if (c == '\r')
 				st->state = HTTP_CH_DATA_LF;
-			else if (c == '\n')
-				st->state = HTTP_CH_SIZE0;
 			else
 				goto fail;
 			break;
@@ -690,8 +686,6 @@ enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *
 		case HTTP_CH_TRAILER:
 			if (c == '\r') {
 				st->state = HTTP_CH_END_LF;
-			} else if (c == '\n') {
-				goto done;
 			} else if (HTTP_IS(c, HTTP_C_TCHAR)) {
 				st->state = HTTP_CH_TR_NAME;
 			} else {
@@ -708,9 +702,6 @@ enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *
 		case HTTP_CH_TR_VALUE:
 			if (c == '\r') {
 				st->state = HTTP_CH_TR_LF;
-			} else if (c == '\n') {
-				st->line_len = 0;
-				st->state = HTTP_CH_TRAILER;
 			} else if (!HTTP_IS(c, HTTP_C_VALUE)) {
 				goto fail;
 			}

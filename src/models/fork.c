@@ -12,6 +12,7 @@
  * drains its current response), waits up to drain_timeout, then SIGKILLs and
  * reaps the stragglers. The parent never creates a thread, so fork() is safe. */
 #include <errno.h>
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -105,8 +106,12 @@ fail:
 }
 
 static void child_main(struct server *srv, struct acceptor *acc, int fd, struct sockaddr_storage *peer,
-		       socklen_t len)
+		       socklen_t len, pid_t parent)
 {
+	/* finish this connection, but not unsupervised if the serving process died */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(1);
 	child_signals_in_child();
 	stats_process_start(srv, STATS_PROC_PER_CONNECTION); /* stats */
 	acceptor_close(acc);
@@ -219,9 +224,10 @@ static int fork_run(struct server *srv)
 			}
 			continue;
 		}
+		pid_t parent = getpid();
 		pid_t pid = fork();
 		if (pid == 0)
-			child_main(srv, &acc, fd, &peer, len);
+			child_main(srv, &acc, fd, &peer, len, parent);
 		close(fd); /* the child has its own copy */
 		if (pid < 0) {
 			log_warn("fork: fork: %s: a connection was dropped", strerror(errno));

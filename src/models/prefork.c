@@ -8,6 +8,7 @@
  * SIGCHLD writes to a self-pipe the master polls; every wake-up reaps with
  * waitpid(-1, WNOHANG). Each worker gets max_connections / W connections. */
 #include <errno.h>
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -50,8 +51,13 @@ static void worker_isolate(struct server *srv)
 	close(efd);
 }
 
-static void worker_main(struct server *srv, int max_conns)
+static void worker_main(struct server *srv, int max_conns, pid_t parent)
 {
+	/* A worker whose serving process died must not serve on, unsupervised,
+	 * beside the restarted one's workers. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(1);
 	child_signals_in_child();
 	worker_isolate(srv);
 	int rc = pool_serve(srv, srv->cfg->threads, max_conns);
@@ -60,11 +66,12 @@ static void worker_main(struct server *srv, int max_conns)
 
 static int spawn(struct server *srv, struct worker *w, int id, int max_conns)
 {
+	pid_t parent = getpid();
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		stats_process_start(srv, id); /* stats: worker id's slots and cache gauges */
-		worker_main(srv, max_conns);
+		worker_main(srv, max_conns, parent);
 	}
 	if (pid < 0) {
 		log_error("prefork: fork worker %d: %s", id, strerror(errno));
