@@ -653,3 +653,43 @@ def test_model_that_cannot_start_stops_the_master(docroot, tmp_path):
     assert rc != 0, f"RLIMIT_NOFILE={n}: the master exited 0\n{text}"
     assert re.search(r"io_uring unavailable: .*; choose another model", text), text
     assert re.search(r"serving process \d+ exited with status \d+ at start-up; stopping", text), text
+
+
+# --------------------------------------------------------------------------
+# Regressions found in review
+# --------------------------------------------------------------------------
+
+def test_kill9_after_reload_is_restarted(instances, docroot):
+    """A crash of a reload's generation (after it started) is restarted, not
+    taken for a failed reload that leaves nothing serving."""
+    srv = instances("epoll", root=docroot.path)
+    master = srv.proc.pid
+    first = _one_serving(master)
+    os.kill(master, signal.SIGHUP)
+    second = util.wait_for(lambda: [p for p in _serving(master) if p != first], 3.0)
+    assert second, f"no generation 2 after SIGHUP\n{srv.diagnostics()}"
+    time.sleep(1.2)  # past the start-up grace and the quick-death backoff
+    os.kill(second[0], signal.SIGKILL)
+
+    def served():
+        try:
+            return srv.get("/a.txt", timeout=1).body == A_TXT
+        except Exception:
+            return False
+    assert util.wait_for(served, 3.0), f"nothing serves after a crash following a reload\n{srv.diagnostics()}"
+    srv.assert_alive()
+
+
+def test_prefork_workers_die_with_their_serving_process(instances, docroot):
+    """kill -9 of prefork's serving process: its workers do not serve on as
+    orphans beside the restarted ones, and SIGTERM still ends everything."""
+    srv = instances("prefork", root=docroot.path, workers=2)
+    master = srv.proc.pid
+    serving = _one_serving(master)
+    workers = util.wait_for(lambda: _children(serving) if len(_children(serving)) == 2 else None, 3.0)
+    assert workers, f"prefork did not start 2 workers\n{srv.diagnostics()}"
+    os.kill(serving, signal.SIGKILL)
+    gone = util.wait_for(lambda: all(_state(w) is None for w in workers), 3.0)
+    assert gone, f"old workers {workers} outlived their serving process: {[_state(w) for w in workers]}"
+    assert util.wait_for(lambda: [p for p in _serving(master) if p != serving], 3.0)
+    assert srv.stop(timeout=20) == 0, f"the master did not exit cleanly\n{srv.diagnostics()}"

@@ -94,6 +94,15 @@ def test_directory_without_slash_redirects(server):
     assert resp.header("Content-Length") == str(len(resp.body))
 
 
+def test_directory_redirect_never_points_off_site(server):
+    """"//sub" must not become a protocol-relative Location ("//sub/" = host sub)."""
+    with server.connect() as c:
+        c.send(b"GET //sub HTTP/1.1\r\nHost: t\r\n\r\n")
+        resp = c.read_response()
+    assert resp.status == 301
+    assert resp.header("Location") == "/sub/", resp.header("Location")
+
+
 def test_directory_redirect_preserves_query(server):
     resp = server.get("/sub?x=1&y=2")
     assert resp.status == 301

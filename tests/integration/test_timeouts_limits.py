@@ -166,3 +166,14 @@ def test_max_connections_extra_client_waits_in_backlog(servers, model):
     finally:
         for h in holders:
             h.close()
+
+
+def test_body_deadline_not_extended_by_dribbling(quick):
+    """A request body sent a byte at a time does not hold the connection past
+    the header_timeout (absolute from the end of the head): 408 and close."""
+    with quick.connect() as c:
+        elapsed, data = _trickle_until_closed(
+            c, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n", 5)
+    assert elapsed is not None, "a dribbled body kept the connection for 5 s"
+    assert elapsed <= 2.5, f"body deadline hit after {elapsed:.2f}s (expected ~1s)"
+    _assert_408_or_nothing(data)
