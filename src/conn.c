@@ -937,6 +937,7 @@ void conn_output(struct conn *c, struct conn_output *out)
 	out->file_fd = -1;
 	out->file_len = 0;
 	out->total = 0;
+	out->more = false;
 	for (size_t i = c->seg_cur; i < c->nsegs; i++) {
 		const struct seg *s = &c->segs[i];
 		size_t skip = i == c->seg_cur ? c->seg_off : 0;
@@ -946,6 +947,8 @@ void conn_output(struct conn *c, struct conn_output *out)
 				out->file_off = s->off + (off_t)skip;
 				out->file_len = s->len - skip;
 				out->total = out->file_len;
+			} else {
+				out->more = true; /* the head, then the file: one packet, not two */
 			}
 			return;
 		}

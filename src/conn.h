@@ -42,6 +42,7 @@ struct conn_output {
 	off_t file_off;
 	size_t file_len;
 	size_t total;       /* bytes this output describes */
+	bool more;          /* memory now, file bytes right after: send with MSG_MORE */
 };
 
 struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, socklen_t peerlen);

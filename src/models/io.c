@@ -35,7 +35,7 @@ static enum io_result do_write(struct conn *c, int fd)
 	do {
 		if (out.iovcnt > 0) {
 			struct msghdr msg = { .msg_iov = out.iov, .msg_iovlen = (size_t)out.iovcnt };
-			n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+			n = sendmsg(fd, &msg, MSG_NOSIGNAL | (out.more ? MSG_MORE : 0));
 		} else {
 			off_t off = out.file_off;
 			size_t len = out.file_len < IO_SENDFILE_CHUNK ? out.file_len : IO_SENDFILE_CHUNK;

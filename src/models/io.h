@@ -15,7 +15,8 @@ enum io_result {
  * non-blocking socket, and reports it to the core. */
 enum io_result io_step(struct conn *c, int fd, enum conn_want want);
 
-/* Largest file chunk sent in one call, so one big download cannot hog a loop. */
-#define IO_SENDFILE_CHUNK (512 * 1024)
+/* Largest file chunk sent in one call, so one big download cannot hog a loop
+ * (nginx's sendfile_max_chunk is the same). */
+#define IO_SENDFILE_CHUNK (2 * 1024 * 1024)
 
 #endif
