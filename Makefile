@@ -50,7 +50,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(CORE_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
-run: spindle
+run: all
 	./spindle --config server.conf --port $(PORT) $(if $(MODEL),--model $(MODEL))
 
 # Test dependencies: Debian packages when missing, Python packages in a local venv.
