@@ -50,7 +50,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(CORE_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
-run: all
+# A fresh machine gets the compiler and libraries first (a no-op when present).
+run:
+	@./scripts/install-deps.sh build
+	$(MAKE) all
 	./spindle --config server.conf --port $(PORT) $(if $(MODEL),--model $(MODEL))
 
 # Test dependencies: Debian packages when missing, Python packages in a local venv.
