@@ -138,6 +138,8 @@ int server_enter_serving(struct server *srv)
 	/* A stop eventfd of this process's own: one inherited from the master
 	 * would let an old generation's stop wake the new one during a reload. */
 	atomic_store(&stop_requested, 0);
+	if (stop_eventfd >= 0)
+		close(stop_eventfd); /* a serving process's child: its parent's */
 	stop_eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	srv->wake_fd = stop_eventfd;
 	if (srv->wake_fd < 0) {

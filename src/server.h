@@ -46,7 +46,8 @@ void server_close_listeners(struct server *srv);
 /* At final shutdown: new connections are refused from now on. */
 void server_refuse_new(const struct server *srv);
 
-/* In a serving process, before its model runs: its own stop eventfd. */
+/* In a serving process before its model runs, or in a child it forks: a stop
+ * eventfd of its own (an inherited one is closed). */
 int server_enter_serving(struct server *srv);
 
 /* Async-signal-safe: asks this process's drivers to stop accepting and

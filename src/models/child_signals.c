@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "../log/log.h"
+#include "../server.h"
 
 static int sig_pipe[2] = { -1, -1 };
 static struct sigaction old_chld, old_usr1;
@@ -67,9 +69,27 @@ void child_signals_close(void)
 	sig_pipe[0] = sig_pipe[1] = -1;
 }
 
-void child_signals_in_child(void)
+pid_t child_fork(struct server *srv)
 {
-	child_signals_close();
+	sigset_t stops, old;
+	pid_t parent = getpid();
+
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGINT);
+	/* the forking models' parents are single-threaded: the process mask is theirs */
+	sigprocmask(SIG_BLOCK, &stops, &old);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1); /* the parent died already */
+		child_signals_close();
+		if (server_enter_serving(srv) < 0)
+			_exit(1);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return pid;
 }
 
 bool child_signals_drain(void)

@@ -12,8 +12,15 @@
 int child_signals_open(void);
 /* Restores the handlers that were there before and closes the pipe. */
 void child_signals_close(void);
-/* In a freshly forked child: the same, so the child starts clean. */
-void child_signals_in_child(void);
+struct server;
+
+/* fork() for a serving process's children (a fork connection, a prefork
+ * worker). Stop signals are blocked across it, so before the child can handle
+ * one it already dies with its parent (PDEATHSIG), has dropped the pipe above
+ * and has a stop eventfd of its own: a stop sent to one child wakes that child
+ * only, never its parent or siblings. Returns as fork() does. */
+#include <sys/types.h>
+pid_t child_fork(struct server *srv);
 /* Empties the pipe; true when a SIGUSR1 came (pass it on to the children). */
 bool child_signals_drain(void);
 

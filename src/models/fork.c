@@ -12,13 +12,11 @@
  * drains its current response), waits up to drain_timeout, then SIGKILLs and
  * reaps the stragglers. The parent never creates a thread, so fork() is safe. */
 #include <errno.h>
-#include <sys/prctl.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,43 +77,13 @@ static void reap(struct children *ch)
 		signal_all(ch, SIGUSR1);
 }
 
-/* Runs in the child: gives it its own stop eventfd and drops the listeners.
- *
- * The stop eventfd is inherited, and server.c's signal handler writes to
- * whatever that descriptor number holds: left shared, a SIGTERM to one child
- * would wake (and spin) the parent's poll. So that number, and the listeners'
- * (which the child has no use for), are pointed at a private eventfd. */
-static void child_isolate(struct server *srv)
-{
-	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-
-	if (efd < 0) {
-		log_error("fork: child eventfd: %s", strerror(errno));
-		_exit(1);
-	}
-	if (dup3(efd, srv->wake_fd, O_CLOEXEC) < 0)
-		goto fail;
-	for (int i = 0; i < srv->nlisten; i++)
-		if (dup3(efd, srv->listen_fds[i], O_CLOEXEC) < 0)
-			goto fail;
-	close(efd);
-	return;
-fail:
-	log_error("fork: child dup3: %s", strerror(errno));
-	_exit(1);
-}
-
+/* In the child (set up by child_fork): serve the one connection. */
 static void child_main(struct server *srv, struct acceptor *acc, int fd, struct sockaddr_storage *peer,
-		       socklen_t len, pid_t parent)
+		       socklen_t len)
 {
-	/* finish this connection, but not unsupervised if the serving process died */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (getppid() != parent)
-		_exit(1);
-	child_signals_in_child();
 	stats_process_start(srv, STATS_PROC_PER_CONNECTION); /* stats */
 	acceptor_close(acc);
-	child_isolate(srv);
+	server_close_listeners(srv); /* the child has no use for them */
 	blocking_serve(srv, fd, (struct sockaddr *)peer, len);
 	_exit(0);
 }
@@ -132,13 +100,6 @@ static void wait_events(const struct server *srv, int listen_fd, bool watch_list
 	int n = poll(pfd, watch_listener ? 3 : 2, timeout_ms);
 	if (n < 0 && errno != EINTR)
 		log_error("fork: poll: %s", strerror(errno));
-	/* A child that got a stop of its own before child_isolate() ran wrote to
-	 * the shared eventfd: clear it, or this poll would spin. */
-	if (n > 0 && (pfd[1].revents & POLLIN) && !server_stopping()) {
-		uint64_t v;
-		ssize_t r = read(srv->wake_fd, &v, sizeof(v));
-		(void)r;
-	}
 }
 
 static void drain_children(const struct server *srv, struct children *ch)
@@ -224,10 +185,9 @@ static int fork_run(struct server *srv)
 			}
 			continue;
 		}
-		pid_t parent = getpid();
-		pid_t pid = fork();
+		pid_t pid = child_fork(srv);
 		if (pid == 0)
-			child_main(srv, &acc, fd, &peer, len, parent);
+			child_main(srv, &acc, fd, &peer, len);
 		close(fd); /* the child has its own copy */
 		if (pid < 0) {
 			log_warn("fork: fork: %s: a connection was dropped", strerror(errno));

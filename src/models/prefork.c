@@ -8,13 +8,11 @@
  * SIGCHLD writes to a self-pipe the master polls; every wake-up reaps with
  * waitpid(-1, WNOHANG). Each worker gets max_connections / W connections. */
 #include <errno.h>
-#include <sys/prctl.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,41 +35,21 @@ struct worker {
 
 static int sig_fd = -1; /* child_signals: SIGCHLD and SIGUSR1 arrive here */
 
-/* Runs in a new worker: a stop eventfd of its own. The inherited one is the
- * serving process's, so a SIGTERM to one worker would otherwise wake its
- * parent and all its siblings. */
-static void worker_isolate(struct server *srv)
+/* In a new worker (set up by child_fork, which also makes it die with the
+ * serving process rather than serve on unsupervised beside a restarted one). */
+static void worker_main(struct server *srv, int max_conns)
 {
-	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-
-	if (efd < 0 || dup3(efd, srv->wake_fd, O_CLOEXEC) < 0) {
-		log_error("prefork: worker eventfd: %s", strerror(errno));
-		_exit(1);
-	}
-	close(efd);
-}
-
-static void worker_main(struct server *srv, int max_conns, pid_t parent)
-{
-	/* A worker whose serving process died must not serve on, unsupervised,
-	 * beside the restarted one's workers. */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (getppid() != parent)
-		_exit(1);
-	child_signals_in_child();
-	worker_isolate(srv);
 	int rc = pool_serve(srv, srv->cfg->threads, max_conns);
 	exit(rc); /* a normal exit, so sanitizer builds check the worker for leaks */
 }
 
 static int spawn(struct server *srv, struct worker *w, int id, int max_conns)
 {
-	pid_t parent = getpid();
-	pid_t pid = fork();
+	pid_t pid = child_fork(srv);
 
 	if (pid == 0) {
 		stats_process_start(srv, id); /* stats: worker id's slots and cache gauges */
-		worker_main(srv, max_conns, parent);
+		worker_main(srv, max_conns);
 	}
 	if (pid < 0) {
 		log_error("prefork: fork worker %d: %s", id, strerror(errno));
@@ -141,13 +119,6 @@ static void wait_events(const struct server *srv, int timeout_ms)
 	int n = poll(pfd, server_stopping() ? 1 : 2, timeout_ms);
 	if (n < 0 && errno != EINTR)
 		log_error("prefork: poll: %s", strerror(errno));
-	/* A worker stopped before worker_isolate() ran wrote to the shared
-	 * eventfd: clear it, or this poll would spin. */
-	if (n > 0 && (pfd[1].revents & POLLIN) && !server_stopping()) {
-		uint64_t v;
-		ssize_t r = read(srv->wake_fd, &v, sizeof(v));
-		(void)r;
-	}
 }
 
 static void drain_workers(const struct server *srv, struct worker *ws, int n)
