@@ -42,61 +42,15 @@ def need(*models: str) -> None:
 # /proc helpers
 # --------------------------------------------------------------------------
 
-def _children(pid: int) -> list[int]:
-    out = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return out
-    for t in tasks:
-        try:
-            out += [int(x) for x in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return out
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    for _ in range(100000):
-        if not todo:
-            break
-        for c in _children(todo.pop()):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name (state first)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-
-
-def _state(pid: int) -> str | None:
-    st = _stat(pid)
-    return st[0] if st else None
-
-
 def _identity(pid: int) -> tuple[int, str] | None:
     """(pid, start time): tells a process from a later one reusing its pid."""
-    st = _stat(pid)
+    st = util.proc_stat(pid)
     return (pid, st[19]) if st else None
 
 
-def _live(pid: int) -> bool:
-    return _state(pid) not in (None, "Z")
-
-
-def _serving(master: int) -> list[int]:
-    return [p for p in _children(master) if _live(p)]
-
-
 def _one_serving(master: int, timeout: float = 3.0) -> int:
-    pids = util.wait_for(lambda: (lambda s: s if len(s) == 1 else None)(_serving(master)), timeout)
-    assert pids, f"expected exactly one serving process, found {_serving(master)}"
+    pids = util.wait_for(lambda: (lambda s: s if len(s) == 1 else None)(util.serving_pids(master)), timeout)
+    assert pids, f"expected exactly one serving process, found {util.serving_pids(master)}"
     return pids[0]
 
 
@@ -336,7 +290,7 @@ def test_kill9_serving_process_is_replaced(model, instances, docroot):
     assert srv.get("/a.txt").body == A_TXT
     t0 = time.monotonic()
     os.kill(old, signal.SIGKILL)
-    new = util.wait_for(lambda: [p for p in _serving(master) if p != old], 2.0)
+    new = util.wait_for(lambda: [p for p in util.serving_pids(master) if p != old], 2.0)
     assert new, f"no new serving process 2 s after kill -9 of {old}\n{srv.diagnostics()}"
     assert len(new) == 1, f"several serving processes: {new}"
 
@@ -349,7 +303,7 @@ def test_kill9_serving_process_is_replaced(model, instances, docroot):
         f"requests fail after the restart\n{srv.diagnostics()}"
     for _ in range(20):
         assert srv.get("/a.txt").body == A_TXT
-    assert _state(old) is None, f"the killed serving process {old} is left as state {_state(old)}"
+    assert util.proc_state(old) is None, f"the killed serving process {old} is left as state {util.proc_state(old)}"
     assert re.search(rf"serving process {old} killed by signal 9\b.*restarting", _log(srv)), _log(srv)
     srv.assert_alive()
 
@@ -365,8 +319,8 @@ def test_kill9_prefork_worker_under_load(instances, docroot):
     master = srv.proc.pid
     serving = _one_serving(master)
     workers = util.wait_for(lambda: (lambda w: w if len(w) == nworkers else None)(
-        [p for p in _children(serving) if _live(p)]), 3)
-    assert workers, f"expected {nworkers} workers, found {_children(serving)}"
+        [p for p in util.proc_children(serving) if util.proc_live(p)]), 3)
+    assert workers, f"expected {nworkers} workers, found {util.proc_children(serving)}"
     time.sleep(1.1)  # past prefork's per-worker restart backoff (1 s)
 
     # keep-alive connections, each mapped to the worker holding it
@@ -390,14 +344,14 @@ def test_kill9_prefork_worker_under_load(instances, docroot):
         with ShortConnLoad(srv.port, nthreads=3) as load:
             time.sleep(0.5)
             os.kill(victim, signal.SIGKILL)
-            assert util.wait_for(lambda: not _live(victim), 2), "the worker did not die"
+            assert util.wait_for(lambda: not util.proc_live(victim), 2), "the worker did not die"
             t_dead = time.monotonic()
             replaced = util.wait_for(lambda: (lambda w: w if len(w) == nworkers else None)(
-                [p for p in _children(serving) if _live(p)]), 2.5)
+                [p for p in util.proc_children(serving) if util.proc_live(p)]), 2.5)
             time.sleep(0.7)
         assert replaced and victim not in replaced, \
-            f"worker {victim} not replaced: workers now {_children(serving)}\n{srv.diagnostics()}"
-        assert _serving(master) == [serving], "the serving process itself changed"
+            f"worker {victim} not replaced: workers now {util.proc_children(serving)}\n{srv.diagnostics()}"
+        assert util.serving_pids(master) == [serving], "the serving process itself changed"
         late = [(t - t_dead, e) for t, e in load.attempts if e is not None and t > t_dead]
         ok_after = sum(1 for t, e in load.attempts if e is None and t > t_dead)
         assert not late, (f"{len(late)} request(s) on connections opened after the worker "
@@ -506,7 +460,7 @@ def test_reload_with_bad_config_is_refused(bad, line, what, instances, docroot, 
     log = _log(srv)
     assert f"{conf}:{line}:" in log and what in log, f"no line naming {conf}:{line}\n{log}"
     time.sleep(0.6)  # longer than a new generation's start-up grace
-    assert _serving(master) == [first], f"the serving process changed: {_serving(master)}"
+    assert util.serving_pids(master) == [first], f"the serving process changed: {util.serving_pids(master)}"
     assert "generation 2" not in _log(srv)
     for _ in range(10):
         assert srv.get("/a.txt").body == A_TXT
@@ -555,7 +509,7 @@ def test_sigterm_drains_download_and_leaves_no_process(model, instances, huge_do
             time.sleep(0.01)
         assert len(got) < HUGE_SIZE // 2
         # every process of the instance, as it is mid-download
-        procs = [i for i in (_identity(p) for p in _descendants(master)) if i]
+        procs = [i for i in (_identity(p) for p in util.proc_descendants(master)) if i]
         assert procs, "no serving process found"
         srv.signal(signal.SIGTERM)
         assert util.wait_for(lambda: _refused(srv.port), 3), \
@@ -580,7 +534,7 @@ def test_sigterm_drains_download_and_leaves_no_process(model, instances, huge_do
     assert rc == 0, srv.diagnostics()
     srv.stopped = True
     # nothing of the instance is left: no orphan still running, no zombie
-    left = util.wait_for(lambda: [(p, _state(p)) for p, start in procs
+    left = util.wait_for(lambda: [(p, util.proc_state(p)) for p, start in procs
                                   if _identity(p) == (p, start)] or None, 0.01)
     assert not left, f"processes of the instance left after the master exited: {left}"
 
@@ -599,7 +553,7 @@ def test_unknown_model_exits_nonzero_with_message(docroot):
 def _kill_tree(p: subprocess.Popen) -> None:
     """SIGKILLs a master started here and every descendant of it."""
     if p.poll() is None:
-        for pid in reversed(_descendants(p.pid)):
+        for pid in reversed(util.proc_descendants(p.pid)):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -666,7 +620,7 @@ def test_kill9_after_reload_is_restarted(instances, docroot):
     master = srv.proc.pid
     first = _one_serving(master)
     os.kill(master, signal.SIGHUP)
-    second = util.wait_for(lambda: [p for p in _serving(master) if p != first], 3.0)
+    second = util.wait_for(lambda: [p for p in util.serving_pids(master) if p != first], 3.0)
     assert second, f"no generation 2 after SIGHUP\n{srv.diagnostics()}"
     time.sleep(1.2)  # past the start-up grace and the quick-death backoff
     os.kill(second[0], signal.SIGKILL)
@@ -686,10 +640,10 @@ def test_prefork_workers_die_with_their_serving_process(instances, docroot):
     srv = instances("prefork", root=docroot.path, workers=2)
     master = srv.proc.pid
     serving = _one_serving(master)
-    workers = util.wait_for(lambda: _children(serving) if len(_children(serving)) == 2 else None, 3.0)
+    workers = util.wait_for(lambda: util.proc_children(serving) if len(util.proc_children(serving)) == 2 else None, 3.0)
     assert workers, f"prefork did not start 2 workers\n{srv.diagnostics()}"
     os.kill(serving, signal.SIGKILL)
-    gone = util.wait_for(lambda: all(_state(w) is None for w in workers), 3.0)
-    assert gone, f"old workers {workers} outlived their serving process: {[_state(w) for w in workers]}"
-    assert util.wait_for(lambda: [p for p in _serving(master) if p != serving], 3.0)
+    gone = util.wait_for(lambda: all(util.proc_state(w) is None for w in workers), 3.0)
+    assert gone, f"old workers {workers} outlived their serving process: {[util.proc_state(w) for w in workers]}"
+    assert util.wait_for(lambda: [p for p in util.serving_pids(master) if p != serving], 3.0)
     assert srv.stop(timeout=20) == 0, f"the master did not exit cleanly\n{srv.diagnostics()}"

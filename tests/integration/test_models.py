@@ -47,45 +47,8 @@ def _proc_nofile(pid: int) -> int:
     raise AssertionError(f"no 'Max open files' in /proc/{pid}/limits")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return out
-    for t in tasks:
-        try:
-            out += [int(x) for x in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return out
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    for _ in range(100000):  # bounded walk
-        if not todo:
-            break
-        for c in _children(todo.pop()):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _state(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
 def _fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def _serving_pids(master: int) -> list[int]:
-    return [p for p in _children(master) if _state(p) not in (None, "Z")]
 
 
 async def _keepalive_client(port: int, nreq: int, idx: int, files: dict[str, bytes],
@@ -217,18 +180,18 @@ def test_no_zombies_or_fd_leaks_after_2000_connections(model, fresh_server, docr
     srv.assert_alive()
 
     def zombies():
-        return [(p, pp) for pp in [master] + _descendants(master) for p in _children(pp)
-                if _state(p) == "Z"]
+        return [(p, pp) for pp in [master] + util.proc_descendants(master) for p in util.proc_children(pp)
+                if util.proc_state(p) == "Z"]
 
     # settle: a child that just exited may not be reaped yet
     left = util.wait_for(lambda: not zombies(), 3)
     assert left, f"zombie processes (pid, parent) left behind: {zombies()}"
-    serving = _serving_pids(master)
+    serving = util.serving_pids(master)
     assert len(serving) == 1, f"expected one serving process, found {serving}"
     if model == "fork":
         # every per-connection child is gone (the connections are all closed)
-        assert util.wait_for(lambda: not _children(serving[0]), 3), \
-            f"fork: children still running: {_children(serving[0])}"
+        assert util.wait_for(lambda: not util.proc_children(serving[0]), 3), \
+            f"fork: children still running: {util.proc_children(serving[0])}"
     for what, pid in (("master", master), ("serving process", serving[0])):
         n = _fd_count(pid)
         assert n < 64, f"{what} {pid} holds {n} descriptors after 2000 connections: " \
@@ -336,7 +299,7 @@ def test_at_descriptor_limit_no_spin_and_connections_still_served(model, docroot
                         f"(one process per connection)")
         assert len(held) >= 5, f"only {len(held)} connections served under RLIMIT_NOFILE={NOFILE}"
         time.sleep(0.5)
-        procs = [master] + _descendants(master)
+        procs = [master] + util.proc_descendants(master)
 
         def cpu_ticks():
             total = 0

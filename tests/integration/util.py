@@ -473,3 +473,54 @@ def wait_for(pred, timeout: float, interval: float = 0.05):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(interval)
+
+
+# --------------------------------------------------------------------------
+# /proc: the instance's process tree (the master, serving processes, workers)
+# --------------------------------------------------------------------------
+
+def proc_children(pid: int) -> list[int]:
+    out = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return out
+    for t in tasks:
+        try:
+            out += [int(x) for x in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def proc_descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    for _ in range(100000):  # bounded walk
+        if not todo:
+            break
+        for c in proc_children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state first)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def proc_state(pid: int) -> str | None:
+    st = proc_stat(pid)
+    return st[0] if st else None
+
+
+def proc_live(pid: int) -> bool:
+    return proc_state(pid) not in (None, "Z")
+
+
+def serving_pids(master: int) -> list[int]:
+    """The master's live children: its serving process(es)."""
+    return [p for p in proc_children(master) if proc_live(p)]
