@@ -3,28 +3,10 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../src/fs/path.h"
-
-/* Input at the end of a page followed by PROT_NONE: an over-read faults. */
-static struct span path_guarded(const char *s, size_t n)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	char *m = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert(m != MAP_FAILED);
-	cr_assert(n <= pg);
-	cr_assert(mprotect(m + pg, pg, PROT_NONE) == 0);
-	memcpy(m + pg - n, s, n);
-	return (struct span){ m + pg - n, n };
-}
-
-static void path_unguard(struct span s)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	munmap((char *)s.p + s.len - pg, 2 * pg); /* the input ends where the guard page starts */
-}
+#include "guard.h"
 
 enum { SLASH = 1, DOT = 2 };
 
@@ -129,7 +111,7 @@ Test(path, table)
 	for (size_t i = 0; i < sizeof(path_cases) / sizeof(path_cases[0]); i++) {
 		const struct path_case *c = &path_cases[i];
 		size_t n = c->raw_len ? c->raw_len : strlen(c->raw);
-		struct span raw = path_guarded(c->raw, n);
+		struct span raw = guarded(c->raw, n);
 		char out[256];
 		struct path_result res;
 		memset(out, 'X', sizeof(out));
@@ -147,7 +129,7 @@ Test(path, table)
 		} else {
 			cr_expect_eq(out[0], '\0', "\"%s\": out not emptied on error", c->raw);
 		}
-		path_unguard(raw);
+		unguard(raw);
 	}
 }
 

@@ -4,29 +4,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../src/http/range.h"
-
-/* Copies s to the very end of a page followed by an inaccessible one, so a
- * parser that reads past value.len faults instead of passing by luck. */
-static struct span range_guarded(const char *s, size_t n)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	char *m = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert(m != MAP_FAILED);
-	cr_assert(n <= pg);
-	cr_assert(mprotect(m + pg, pg, PROT_NONE) == 0);
-	memcpy(m + pg - n, s, n);
-	return (struct span){ m + pg - n, n };
-}
-
-static void range_unguard(struct span s)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	munmap((char *)s.p + s.len - pg, 2 * pg); /* the input ends where the guard page starts */
-}
+#include "guard.h"
 
 #define R(a, b) { (a), (b) }
 #define MAXR 8
@@ -133,7 +114,7 @@ Test(range, table)
 		const struct range_case *c = &range_cases[i];
 		struct byte_range out[MAXR];
 		size_t count = 12345;
-		struct span v = range_guarded(c->hdr, strlen(c->hdr));
+		struct span v = guarded(c->hdr, strlen(c->hdr));
 		enum range_result r = range_parse(v, c->size, out, c->max, &count);
 
 		cr_expect_eq(r, c->want, "\"%s\" size %llu: result %d, want %d", c->hdr,
@@ -151,7 +132,7 @@ Test(range, table)
 		} else {
 			cr_expect_eq(count, 0, "\"%s\": count %zu on non-OK", c->hdr, count);
 		}
-		range_unguard(v);
+		unguard(v);
 	}
 }
 
