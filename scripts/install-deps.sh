@@ -2,20 +2,20 @@
 # Install the Debian packages spindle's build and tests need, only when missing.
 #   scripts/install-deps.sh         build + test dependencies
 #   scripts/install-deps.sh build   only what building spindle needs (make run)
-#   scripts/install-deps.sh bench   also the benchmark lab tools (wrk, ab, nginx)
+#   scripts/install-deps.sh bench   also the benchmark lab tools (ab, nginx; wrk is a test dependency)
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
 build_packages=(build-essential libinih-dev liburing-dev)
 packages=(
   "${build_packages[@]}" pkg-config clang libcriterion-dev
-  libclang-rt-14-dev valgrind curl python3-venv python3-pip
+  libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk
 )
 
 for arg in "$@"; do
   case "$arg" in
     build) packages=("${build_packages[@]}") ;;
-    bench) packages+=(wrk apache2-utils nginx-light) ;;
+    bench) packages+=(apache2-utils nginx-light) ;;
     -h|--help) echo "usage: $0 [build|bench]"; exit 0 ;;
     *) echo "install-deps: unknown argument: $arg (expected: build or bench)" >&2; exit 2 ;;
   esac

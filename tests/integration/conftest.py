@@ -43,6 +43,9 @@ def _models() -> tuple[list[str], str | None]:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "concurrent: needs two connections served at once (skipped for iterative)")
+    config.addinivalue_line(
+        "markers", "expect_restart: the test kills or crashes a serving process on purpose, "
+        "so its teardown tolerates a restart")
 
 
 def pytest_generate_tests(metafunc):

@@ -72,6 +72,20 @@ def spindle_version() -> str:
     return m.group(1)
 
 
+def time_scale() -> float:
+    """Factor for sub-second time bounds: the sanitizer targets set
+    SPINDLE_TIME_SCALE (ASan ~3, TSan ~5) instead of loosening bounds for all."""
+    try:
+        return max(1.0, float(os.environ.get("SPINDLE_TIME_SCALE", "1")))
+    except ValueError:
+        return 1.0
+
+
+def scaled(seconds: float) -> float:
+    """A time bound, stretched by time_scale() under sanitizers."""
+    return seconds * time_scale()
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
