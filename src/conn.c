@@ -408,6 +408,32 @@ static void add_body_range(struct conn *c, uint64_t first, uint64_t last)
 		add_seg(c, NULL, (off_t)first, len);
 }
 
+#define MULTIPART_BOUNDARY_LEN 16
+
+static size_t decimal_digits(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+/* Bytes of one multipart part head ("\r\n--B\r\nContent-Type: T\r\n
+ * Content-Range: bytes F-L/S\r\n\r\n") with offsets of the given widths:
+ * sized from the real type, so a long one (.pptx) fits (issue 9.8). */
+static size_t multipart_part_head_len(size_t mime_len, size_t first_digits, size_t last_digits,
+				      uint64_t size)
+{
+	return sizeof("\r\n--") - 1 + MULTIPART_BOUNDARY_LEN + sizeof("\r\nContent-Type: ") - 1 + mime_len +
+	       sizeof("\r\nContent-Range: bytes ") - 1 + first_digits + 1 + last_digits + 1 +
+	       decimal_digits(size) + sizeof("\r\n\r\n") - 1;
+}
+
+/* What the rest of a multipart head can take after the common fields. */
+#define MULTIPART_HEAD_TAIL 160
+
 /* multipart/byteranges (RFC 9110 14.6): part headers live in hdr after the head. */
 static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, uint64_t size,
 			      const struct byte_range *ranges, size_t n)
@@ -415,7 +441,7 @@ static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, 
 	/* A random boundary: it must not occur in the parts, and should not
 	 * reveal anything (an address, a counter) about the server. */
 	static _Thread_local uint64_t state;
-	char boundary[24];
+	char boundary[MULTIPART_BOUNDARY_LEN + 1];
 	while (state == 0 && getrandom(&state, sizeof(state), 0) != sizeof(state))
 		;
 	state ^= state << 13; /* xorshift64 */
@@ -423,15 +449,19 @@ static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, 
 	state ^= state << 17;
 	snprintf(boundary, sizeof(boundary), "%016llx", (unsigned long long)state);
 
-	/* Parts first (to know the length), into the space after a reserved head. */
-	size_t head_reserve = 768;
-	if (!ensure_hdr_cap(c, head_reserve + n * 160 + 64)) {
+	/* Parts first (to know the length), into the space after the head:
+	 * what is built of it so far plus a bound on what it still needs. */
+	size_t mime_len = strlen(mime), digits = decimal_digits(size);
+	size_t head_reserve = b->len + MULTIPART_HEAD_TAIL;
+	size_t parts_cap = n * multipart_part_head_len(mime_len, digits, digits, size) +
+			   sizeof("\r\n----\r\n") - 1 + MULTIPART_BOUNDARY_LEN;
+	if (!ensure_hdr_cap(c, head_reserve + parts_cap)) {
 		respond_status(c, 500, true, NULL);
 		return;
 	}
 	b->p = c->hdr;
 	b->cap = head_reserve;
-	struct hbuf parts = { c->hdr + head_reserve, 0, c->hdr_cap - head_reserve, false };
+	struct hbuf parts = { c->hdr + head_reserve, 0, parts_cap, false };
 	size_t part_start[n + 1], part_len[n + 1];
 	uint64_t total = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -524,15 +554,17 @@ static void respond_file(struct conn *c, struct file_view *f)
 	c->entry = f->entry;
 	c->mem = f->entry ? f->entry->data : NULL;
 
-	/* RFC 9110 13.2.2: If-None-Match first; If-Modified-Since only without it. */
-	bool not_modified = false;
-	if (r->if_none_match.p) {
-		not_modified = http_etag_list_matches(r->if_none_match, f->etag, f->etag_len);
-	} else if (r->if_modified_since.p) {
-		time_t since;
-		not_modified = http_date_parse(r->if_modified_since, &since) && f->mtime <= since;
+	/* RFC 9110 13.2.2: If-Match, If-Unmodified-Since, If-None-Match,
+	 * If-Modified-Since in that order (response.c), then If-Range. */
+	struct http_validators v = { f->etag, f->etag_len, f->mtime };
+	int pre = http_preconditions(r, &v);
+	if (pre == 412) {
+		if (f->fd >= 0)
+			close(f->fd);
+		respond_status(c, 412, false, NULL); /* releases the entry */
+		return;
 	}
-	if (not_modified) {
+	if (pre == 304) {
 		if (f->fd >= 0)
 			close(f->fd);
 		head_start(c, &b, 304);
@@ -549,8 +581,15 @@ static void respond_file(struct conn *c, struct file_view *f)
 	struct byte_range ranges[c->cfg->max_ranges];
 	size_t nranges = 0;
 	enum range_result rr = RANGE_IGNORE;
-	if (r->range.p && (!r->if_range.p || http_if_range_matches(r->if_range, f->etag, f->etag_len, f->mtime, time(NULL))))
+	if (http_range_applies(r, &v, time(NULL)))
 		rr = range_parse(r->range, size, ranges, c->cfg->max_ranges, &nranges);
+	if (rr == RANGE_OK && nranges > 1) {
+		/* Bound the cost (issue 9.3): merge what overlaps or lies closer
+		 * than one part head, and send the file once when the ranges add
+		 * up to more than it. */
+		uint64_t gap = multipart_part_head_len(strlen(f->mime), 1, 1, size);
+		rr = range_coalesce(ranges, &nranges, size, gap);
+	}
 	if (rr == RANGE_UNSATISFIABLE) {
 		if (f->fd >= 0)
 			close(f->fd);

@@ -265,7 +265,7 @@ static void http_connection_tokens(const char *p, const char *e, bool *close, bo
 
 struct http_seen {
 	unsigned host, content_length, transfer_encoding;
-	bool range_dup, ims_dup;
+	bool range_dup, ims_dup, ius_dup;
 	bool close, keep_alive;
 	struct span te;
 };
@@ -308,6 +308,11 @@ static int http_header(struct http_request *req, struct http_seen *s, const char
 				s->range_dup = true;
 			else
 				req->if_range = v;
+		} else if (HTTP_NAME_IS("if-match") && !span_is_set(req->if_match)) {
+			/* A list like If-None-Match, first field line only:
+			 * clients send one line; a tag on a second line would
+			 * be missed and the request answered 412. */
+			req->if_match = v;
 		}
 		break;
 	case 10:
@@ -359,6 +364,15 @@ static int http_header(struct http_request *req, struct http_seen *s, const char
 				s->ims_dup = true;
 			else
 				req->if_modified_since = v;
+		}
+		break;
+	case 19:
+		if (HTTP_NAME_IS("if-unmodified-since")) {
+			/* RFC 9110 13.1.4: a list of dates is not a valid date. */
+			if (span_is_set(req->if_unmodified_since))
+				s->ius_dup = true;
+			else
+				req->if_unmodified_since = v;
 		}
 		break;
 	}
@@ -549,6 +563,8 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 	}
 	if (seen.ims_dup)
 		req->if_modified_since = (struct span){ NULL, 0 };
+	if (seen.ius_dup)
+		req->if_unmodified_since = (struct span){ NULL, 0 };
 	if (span_is_set(authority))
 		req->host = authority;
 	/* RFC 9112 9.3: 1.1 persists unless "close"; 1.0 only when asked. */

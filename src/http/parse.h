@@ -46,6 +46,9 @@ struct http_request {
 	struct span if_modified_since;
 	struct span range;
 	struct span if_range;
+	struct span if_match;            /* a list; first field line only, like If-None-Match */
+	struct span if_unmodified_since;
+	struct span expect;
 	struct span user_agent;
 	struct span referer;
 

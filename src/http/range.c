@@ -2,10 +2,15 @@
  * ranges out, no I/O, no allocation.
  *
  * Policy, for the core to rely on:
- *  - Ranges are returned in request order and are NOT coalesced or sorted.
- *    Overlapping or out-of-order ranges are legal (RFC 9110 14.2 only lets a
- *    server ignore them); the defence against CVE-2011-3192 style abuse is the
- *    `max` bound on the number of range-specs, counted before any is dropped.
+ *  - range_parse() returns ranges in request order. Overlapping or
+ *    out-of-order ranges are legal syntax; the first defence against
+ *    CVE-2011-3192 style abuse is the `max` bound on the number of
+ *    range-specs, counted before any is dropped. The second is
+ *    range_coalesce(), which the core applies before answering: requests
+ *    whose ranges add up to more than the file get the file once (200, as
+ *    nginx does), and the rest are sorted and merged where they overlap, touch
+ *    or leave a gap cheaper to send than a part header (RFC 9110 14.6), so a
+ *    response never carries much more than the bytes it covers.
  *  - Any syntax error anywhere in the list makes the whole header RANGE_IGNORE
  *    (RFC 9110 14.2: a server MAY ignore an invalid ranges-specifier), so the
  *    result never depends on a prefix of a broken header.
@@ -146,4 +151,46 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 		return RANGE_UNSATISFIABLE;
 	*count = n;
 	return RANGE_OK;
+}
+
+enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t size, uint64_t gap)
+{
+	size_t n = *count, out = 0;
+	uint64_t sum = 0;
+
+	/* nginx's rule: a set that asks for more bytes than the file has is an
+	 * amplification attempt (or pointless); the whole file, once, is the
+	 * honest answer (RFC 9110 14.2 lets a server ignore Range). */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t len = r[i].last - r[i].first + 1;
+		if (len > size - sum)
+			return RANGE_IGNORE;
+		sum += len;
+	}
+
+	/* Insertion sort by first offset: n is at most max_ranges (1000), and
+	 * usually a handful already in order, where this is linear. */
+	for (size_t i = 1; i < n; i++) {
+		struct byte_range key = r[i];
+		size_t j = i;
+		for (; j > 0 && r[j - 1].first > key.first; j--)
+			r[j] = r[j - 1];
+		r[j] = key;
+	}
+
+	/* Merge into r[out]: overlapping ("0-9,5-14"), adjacent ("0-9,10-19")
+	 * or separated by fewer than `gap` bytes. last + 1 cannot wrap (last <
+	 * size), and the gap is compared by subtraction so a huge `gap` cannot
+	 * wrap either. */
+	for (size_t i = 0; i < n; i++) {
+		if (out > 0 && (r[i].first <= r[out - 1].last + 1 ||
+				r[i].first - (r[out - 1].last + 1) < gap)) {
+			if (r[i].last > r[out - 1].last)
+				r[out - 1].last = r[i].last;
+			continue;
+		}
+		r[out++] = r[i];
+	}
+	*count = out;
+	return out ? RANGE_OK : RANGE_IGNORE;
 }

@@ -26,4 +26,13 @@ enum range_result {
 enum range_result range_parse(struct span value, uint64_t size, struct byte_range *out, size_t max,
 			      size_t *count);
 
+/* Bounds what a range set can cost (RFC 9110 14.2, 14.6). When the ranges
+ * (each already clamped to size) add up to more than size -> RANGE_IGNORE:
+ * serve the whole representation once, as nginx does. Otherwise sorts them
+ * by offset and merges those that overlap, touch, or are separated by fewer
+ * than `gap` bytes (the caller passes what one more multipart part header
+ * would cost, so merging never makes the response bigger); sets *count to
+ * what remains and returns RANGE_OK. */
+enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t size, uint64_t gap);
+
 #endif

@@ -1,4 +1,5 @@
-/* response.c - status texts, built-in error pages and validator comparison. */
+/* response.c - status texts, built-in error pages, validator comparison and
+ * the evaluation of conditional requests (RFC 9110 13). Pure. */
 #include "response.h"
 
 #include <stdio.h>
@@ -9,6 +10,7 @@
 const char *http_status_text(int status)
 {
 	switch (status) {
+	case 100: return "Continue";
 	case 200: return "OK";
 	case 204: return "No Content";
 	case 206: return "Partial Content";
@@ -20,9 +22,11 @@ const char *http_status_text(int status)
 	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
 	case 411: return "Length Required";
+	case 412: return "Precondition Failed";
 	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
 	case 416: return "Range Not Satisfiable";
+	case 417: return "Expectation Failed";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
@@ -54,19 +58,25 @@ static bool is_ows(char ch)
 	return ch == ' ' || ch == '\t';
 }
 
-bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len)
+/* Whether an entity-tag list contains etag (RFC 9110 8.8.3.2). The weak
+ * comparison ignores a W/ prefix; the strong one never matches a weak tag
+ * (our own tags are always strong). "*" matches any current representation. */
+static bool etag_list_matches(struct span field, const char *etag, size_t etag_len, bool strong)
 {
 	const char *p = field.p, *end = field.p + field.len;
 
 	while (p < end) {
+		bool weak = false;
 		while (p < end && (is_ows(*p) || *p == ','))
 			p++;
 		if (p == end)
 			break;
 		if (*p == '*')
 			return true;
-		if (end - p >= 2 && p[0] == 'W' && p[1] == '/')
-			p += 2; /* weak comparison ignores the W/ prefix */
+		if (end - p >= 2 && p[0] == 'W' && p[1] == '/') {
+			p += 2;
+			weak = true;
+		}
 		const char *tag = p;
 		if (p < end && *p == '"') {
 			p++;
@@ -78,10 +88,55 @@ bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len
 			while (p < end && *p != ',' && !is_ows(*p))
 				p++;
 		}
-		if ((size_t)(p - tag) == etag_len && memcmp(tag, etag, etag_len) == 0)
+		if ((!strong || !weak) && (size_t)(p - tag) == etag_len && memcmp(tag, etag, etag_len) == 0)
 			return true;
 	}
 	return false;
+}
+
+bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len)
+{
+	return etag_list_matches(field, etag, etag_len, false);
+}
+
+bool http_etag_list_matches_strong(struct span field, const char *etag, size_t etag_len)
+{
+	return etag_list_matches(field, etag, etag_len, true);
+}
+
+int http_preconditions(const struct http_request *r, const struct http_validators *v)
+{
+	bool safe = r->method == HTTP_GET || r->method == HTTP_HEAD;
+	time_t t;
+
+	/* 1. If-Match (strong); 2. If-Unmodified-Since only without it, and
+	 * ignored unless it is a valid date (13.1.4). */
+	if (r->if_match.p) {
+		if (!http_etag_list_matches_strong(r->if_match, v->etag, v->etag_len))
+			return 412;
+	} else if (r->if_unmodified_since.p && http_date_parse(r->if_unmodified_since, &t)) {
+		if (v->mtime > t)
+			return 412;
+	}
+	/* 3. If-None-Match (weak); 4. If-Modified-Since only without it, and
+	 * only for GET and HEAD. */
+	if (r->if_none_match.p) {
+		if (http_etag_list_matches(r->if_none_match, v->etag, v->etag_len))
+			return safe ? 304 : 412;
+	} else if (safe && r->if_modified_since.p && http_date_parse(r->if_modified_since, &t)) {
+		if (v->mtime <= t)
+			return 304;
+	}
+	return 0;
+}
+
+bool http_range_applies(const struct http_request *r, const struct http_validators *v, time_t now)
+{
+	/* 5. Range is for GET only (RFC 9110 14.2; HEAD mirrors GET's headers),
+	 * and If-Range makes it conditional on the representation. */
+	if (!r->range.p || (r->method != HTTP_GET && r->method != HTTP_HEAD))
+		return false;
+	return !r->if_range.p || http_if_range_matches(r->if_range, v->etag, v->etag_len, v->mtime, now);
 }
 
 bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified,

@@ -1,10 +1,12 @@
 """Conditional requests (RFC 9110 13) and byte ranges (RFC 9110 14)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import util
-from conftest import A_TXT, RANGE_DATA
+from conftest import A_TXT, RANGE_DATA, RANGE_MTIME
 
 LEN = len(RANGE_DATA)
 OLD_DATE = "Sat, 01 Jan 2000 00:00:00 GMT"
@@ -106,6 +108,81 @@ def test_conditional_via_httpx(server, meta):
         assert r.status_code == 304 and r.content == b""
         r = c.get("/range.txt", headers={"If-None-Match": '"x"'})
         assert r.status_code == 200 and r.content == RANGE_DATA
+
+
+# If-Match and If-Unmodified-Since (issue 9.13), in the order of RFC 9110 13.2.2.
+
+def assert_412(resp):
+    assert resp.status == 412, resp
+    assert resp.header("Content-Length") == str(len(resp.body))
+    assert resp.header("Content-Range") is None
+
+
+def test_if_match_current_etag_200(server, meta):
+    resp = get(server, [("If-Match", meta["etag"])])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+
+
+def test_if_match_star_200(server, meta):
+    resp = get(server, [("If-Match", "*")])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+
+
+def test_if_match_list_containing_etag_200(server, meta):
+    resp = get(server, [("If-Match", f'"nope", {meta["etag"]}')])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+
+
+def test_if_match_other_etag_412(server, meta):
+    assert_412(get(server, [("If-Match", '"some-other-tag"')]))
+
+
+def test_if_match_weak_etag_412(server, meta):
+    """If-Match uses the strong comparison: W/ never matches (RFC 9110 13.1.1)."""
+    assert_412(get(server, [("If-Match", "W/" + meta["etag"])]))
+
+
+def test_head_if_match_other_etag_412(server, meta):
+    resp = get(server, [("If-Match", '"x"')], method="HEAD")
+    assert resp.status == 412 and resp.body == b""
+
+
+def test_if_unmodified_since_older_412(server, meta):
+    assert_412(get(server, [("If-Unmodified-Since", OLD_DATE)]))
+
+
+@pytest.mark.parametrize("when", ["lm", "Fri, 01 Jan 2100 00:00:00 GMT", "not a date"])
+def test_if_unmodified_since_not_failing_200(server, meta, when):
+    resp = get(server, [("If-Unmodified-Since", meta["lm"] if when == "lm" else when)])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+
+
+def test_if_match_wins_over_if_unmodified_since(server, meta):
+    """Step 2 only without If-Match: a matching If-Match makes a failing
+    If-Unmodified-Since irrelevant."""
+    resp = get(server, [("If-Match", meta["etag"]), ("If-Unmodified-Since", OLD_DATE)])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+
+
+def test_if_match_failing_beats_if_none_match_304(server, meta):
+    assert_412(get(server, [("If-Match", '"x"'), ("If-None-Match", meta["etag"])]))
+
+
+def test_if_unmodified_since_failing_beats_if_modified_since_304(server, meta):
+    assert_412(get(server, [("If-Unmodified-Since", OLD_DATE), ("If-Modified-Since", meta["lm"])]))
+
+
+def test_if_match_passing_then_if_none_match_304(server, meta):
+    assert_304(get(server, [("If-Match", meta["etag"]), ("If-None-Match", meta["etag"])]),
+               meta["etag"])
+
+
+def test_if_match_failing_beats_range(server, meta):
+    assert_412(get(server, [("If-Match", '"x"'), ("Range", "bytes=0-9")]))
+
+
+def test_if_match_passing_with_range_206(server, meta):
+    assert_206(get(server, [("If-Match", meta["etag"]), ("Range", "bytes=0-9")]), 0, 9)
 
 
 # --------------------------------------------------------------------------
@@ -218,7 +295,24 @@ def test_if_range_weak_etag_full_200(server, meta):
     assert (resp.status, resp.body) == (200, RANGE_DATA)
 
 
-def check_multipart(resp, ranges):
+# A file long enough that ranges can lie further apart than a multipart part
+# head costs (below that they are merged, see the amplification tests).
+MULTI_DATA = bytes((i * 7 + i // 251) % 256 for i in range(8192))
+MULTI_LEN = len(MULTI_DATA)
+
+
+@pytest.fixture
+def multi(docroot):
+    """/multi.bin: MULTI_DATA, written into the shared root on first use."""
+    p = docroot.path / "multi.bin"
+    if not p.exists():
+        p.write_bytes(MULTI_DATA)
+        os.utime(p, (RANGE_MTIME, RANGE_MTIME))
+    return "/multi.bin"
+
+
+def check_multipart(resp, ranges, data=RANGE_DATA, ctype_of_part=None):
+    size = len(data)
     assert resp.status == 206, resp
     assert resp.header("Content-Range") is None, "multipart response has a top-level Content-Range"
     ctype = resp.header("Content-Type")
@@ -226,19 +320,29 @@ def check_multipart(resp, ranges):
     assert resp.header("Content-Length") == str(len(resp.body))
     parts = util.parse_multipart_byteranges(ctype, resp.body)
     assert len(parts) == len(ranges), f"expected {len(ranges)} parts, got {len(parts)}"
-    for (hdrs, data), (first, last) in zip(parts, ranges):
-        assert hdrs.get("content-range") == f"bytes {first}-{last}/{LEN}", hdrs
+    for (hdrs, part), (first, last) in zip(parts, ranges):
+        assert hdrs.get("content-range") == f"bytes {first}-{last}/{size}", hdrs
         assert "content-type" in hdrs
-        assert data == RANGE_DATA[first:last + 1]
+        if ctype_of_part is not None:
+            assert hdrs["content-type"] == ctype_of_part
+        assert part == data[first:last + 1]
 
 
-def test_two_ranges_multipart(server):
-    check_multipart(get(server, [("Range", "bytes=0-9,20-29")]), [(0, 9), (20, 29)])
+def assert_single_206(resp, first, last, data):
+    assert resp.status == 206, resp
+    assert resp.header("Content-Range") == f"bytes {first}-{last}/{len(data)}"
+    assert resp.header("Content-Length") == str(last - first + 1)
+    assert resp.body == data[first:last + 1]
 
 
-def test_three_ranges_with_suffix_multipart(server):
-    check_multipart(get(server, [("Range", "bytes=0-0, 60-69, -4")]),
-                    [(0, 0), (60, 69), (LEN - 4, LEN - 1)])
+def test_two_ranges_multipart(server, multi):
+    check_multipart(get(server, [("Range", "bytes=0-9,2000-2009")], target=multi),
+                    [(0, 9), (2000, 2009)], MULTI_DATA)
+
+
+def test_three_ranges_with_suffix_multipart(server, multi):
+    check_multipart(get(server, [("Range", "bytes=0-0, 3000-3009, -4")], target=multi),
+                    [(0, 0), (3000, 3009), (MULTI_LEN - 4, MULTI_LEN - 1)], MULTI_DATA)
 
 
 def test_multipart_with_one_unsatisfiable_range_dropped(server):
@@ -251,10 +355,10 @@ def test_multipart_with_one_unsatisfiable_range_dropped(server):
         assert_206(resp, 0, 4)
 
 
-def test_max_ranges_exactly_is_honoured(server):
-    ranges = [(i * 4, i * 4 + 1) for i in range(16)]
+def test_max_ranges_exactly_is_honoured(server, multi):
+    ranges = [(i * 500, i * 500 + 1) for i in range(16)]
     spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges)
-    check_multipart(get(server, [("Range", spec)]), ranges)
+    check_multipart(get(server, [("Range", spec)], target=multi), ranges, MULTI_DATA)
 
 
 def test_more_than_max_ranges_full_200(server):
@@ -263,11 +367,109 @@ def test_more_than_max_ranges_full_200(server):
     assert (resp.status, resp.body) == (200, RANGE_DATA)
 
 
-def test_max_ranges_configurable(servers):
+def test_max_ranges_configurable(servers, multi):
     srv = servers(max_ranges=2)
-    resp = get(srv, [("Range", "bytes=0-1,4-5,8-9")])
-    assert (resp.status, resp.body) == (200, RANGE_DATA)
-    check_multipart(get(srv, [("Range", "bytes=0-1,4-5")]), [(0, 1), (4, 5)])
+    resp = get(srv, [("Range", "bytes=0-1,4000-4001,6000-6001")], target=multi)
+    assert (resp.status, resp.body) == (200, MULTI_DATA)
+    check_multipart(get(srv, [("Range", "bytes=0-1,4000-4001")], target=multi),
+                    [(0, 1), (4000, 4001)], MULTI_DATA)
+
+
+# Range amplification (issue 9.3): overlapping, adjacent and nearly adjacent
+# ranges are merged, and a set adding up to more than the file gets it once.
+
+def test_overlapping_ranges_merged_into_one(server, multi):
+    assert_single_206(get(server, [("Range", "bytes=0-999,500-1499")], target=multi),
+                      0, 1499, MULTI_DATA)
+
+
+def test_adjacent_ranges_merged_into_one(server, multi):
+    assert_single_206(get(server, [("Range", "bytes=100-199,200-299")], target=multi),
+                      100, 299, MULTI_DATA)
+
+
+def test_contained_range_merged(server, multi):
+    assert_single_206(get(server, [("Range", "bytes=100-999,200-299")], target=multi),
+                      100, 999, MULTI_DATA)
+
+
+def test_out_of_order_ranges_sorted(server, multi):
+    check_multipart(get(server, [("Range", "bytes=5000-5009,0-9,2500-2509")], target=multi),
+                    [(0, 9), (2500, 2509), (5000, 5009)], MULTI_DATA)
+
+
+def test_overlapping_and_distant_ranges(server, multi):
+    check_multipart(get(server, [("Range", "bytes=6000-6099,0-99,50-149,6050-6199")], target=multi),
+                    [(0, 149), (6000, 6199)], MULTI_DATA)
+
+
+@pytest.mark.parametrize("spec", ["bytes=0-,0-", "bytes=" + ",".join(["0-"] * 16),
+                                  "bytes=" + ",".join(["-8192"] * 16),
+                                  "bytes=0-5000,3000-"])
+def test_ranges_adding_up_to_more_than_file_200(server, multi, spec):
+    """nginx's rule: ranges whose lengths add up to more than the file get
+    the whole file once (200), never max_ranges copies of it."""
+    resp = get(server, [("Range", spec)], target=multi)
+    assert (resp.status, resp.body) == (200, MULTI_DATA), f"{spec!r}: {resp}"
+    assert resp.header("Content-Range") is None
+
+
+def test_many_small_ranges_with_tiny_gaps_merged(server, multi):
+    """16 one-byte ranges two bytes apart: as parts, their heads would be
+    ~60x the data (an amplification of its own); merged, the response is
+    one range no longer than the span they cover."""
+    ranges = [(i * 3, i * 3) for i in range(16)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges)
+    resp = get(server, [("Range", spec)], target=multi)
+    assert_single_206(resp, 0, 45, MULTI_DATA)
+
+
+def test_multipart_response_bounded_by_covered_span(server, multi):
+    """Ranges 40 bytes apart, closer than a part head costs, are merged
+    rather than each given a head: the body stays within the span they
+    cover plus one head, not 16 heads for 16 bytes."""
+    ranges = [(i * 41, i * 41) for i in range(16)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges)
+    resp = get(server, [("Range", spec)], target=multi)
+    span = ranges[-1][1] - ranges[0][0] + 1
+    assert resp.status == 206
+    assert len(resp.body) <= span + 256, \
+        f"{len(resp.body)} bytes sent for {len(ranges)} bytes asked, spread over {span}"
+
+
+# Multipart with the longest types in the MIME table (issue 9.8): part heads
+# sized from the real type, not a fixed guess.
+LONG_TYPES = {
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+LONG_DATA = bytes(range(256)) * (12_000_000 // 256)
+
+
+@pytest.mark.parametrize("ext", sorted(LONG_TYPES))
+def test_multipart_long_mime_type(servers, docroot, ext):
+    """Many parts with 8-digit offsets: each part head is longer than the
+    old fixed 160-byte guess (which answered 500)."""
+    srv = servers(max_ranges=100)
+    p = docroot.path / f"long.{ext}"
+    if not p.exists():
+        p.write_bytes(LONG_DATA)
+    ranges = [(10_000_000 + i * 10_000, 10_000_000 + i * 10_000 + 9) for i in range(100)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges)
+    resp = get(srv, [("Range", spec)], target=f"/long.{ext}")
+    check_multipart(resp, ranges, LONG_DATA, ctype_of_part=LONG_TYPES[ext])
+
+
+@pytest.mark.parametrize("ext", sorted(LONG_TYPES))
+def test_multipart_long_mime_type_head(server, docroot, ext):
+    p = docroot.path / f"long.{ext}"
+    if not p.exists():
+        p.write_bytes(LONG_DATA)
+    resp = get(server, [("Range", "bytes=0-9,11000000-11000009")], method="HEAD",
+               target=f"/long.{ext}")
+    assert resp.status == 206, resp
+    assert resp.header("Content-Type").startswith("multipart/byteranges")
 
 
 def test_head_with_range_206_no_body(server):

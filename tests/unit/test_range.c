@@ -166,3 +166,89 @@ Test(range, exactly_max)
 	cr_expect_eq(count, 2);
 	cr_expect_eq(range_parse((struct span){ h, strlen(h) }, 100, out, 3, &count), RANGE_IGNORE);
 }
+
+/* range_coalesce (issue 9.3): parsed ranges in, the set actually served out. */
+struct coalesce_case {
+	const char *hdr;
+	uint64_t size, gap;
+	enum range_result want;
+	size_t n;
+	struct byte_range r[MAXR];
+};
+
+static const struct coalesce_case coalesce_cases[] = {
+	/* disjoint ranges far apart stay, sorted by offset */
+	{ "bytes=0-9,50-59", 100, 10, RANGE_OK, 2, { R(0, 9), R(50, 59) } },
+	{ "bytes=50-59,0-9", 100, 10, RANGE_OK, 2, { R(0, 9), R(50, 59) } },
+	{ "bytes=80-89,0-9,40-49", 100, 10, RANGE_OK, 3, { R(0, 9), R(40, 49), R(80, 89) } },
+	/* overlapping, contained and duplicate ranges merge */
+	{ "bytes=0-9,5-14", 100, 0, RANGE_OK, 1, { R(0, 14) } },
+	{ "bytes=0-29,5-14", 100, 0, RANGE_OK, 1, { R(0, 29) } },
+	{ "bytes=5-14,0-29", 100, 0, RANGE_OK, 1, { R(0, 29) } },
+	{ "bytes=0-1,0-1", 100, 0, RANGE_OK, 1, { R(0, 1) } },
+	/* adjacent ranges merge even with no gap allowance */
+	{ "bytes=0-9,10-19", 100, 0, RANGE_OK, 1, { R(0, 19) } },
+	{ "bytes=10-19,0-9", 100, 0, RANGE_OK, 1, { R(0, 19) } },
+	{ "bytes=0-9,11-19", 100, 0, RANGE_OK, 2, { R(0, 9), R(11, 19) } },
+	/* gaps below the allowance merge, at or above it do not */
+	{ "bytes=0-9,19-29", 100, 10, RANGE_OK, 1, { R(0, 29) } },
+	{ "bytes=0-9,20-29", 100, 10, RANGE_OK, 2, { R(0, 9), R(20, 29) } },
+	{ "bytes=0-0,3-3,6-6,9-9", 100, 2, RANGE_OK, 4, { R(0, 0), R(3, 3), R(6, 6), R(9, 9) } },
+	{ "bytes=0-0,3-3,6-6,9-9", 100, 3, RANGE_OK, 1, { R(0, 9) } },
+	/* a chain: each merge extends what the next is compared with */
+	{ "bytes=0-9,8-20,19-40,60-70", 100, 0, RANGE_OK, 2, { R(0, 40), R(60, 70) } },
+	/* a huge allowance merges everything, without wrapping */
+	{ "bytes=0-0,-1", 100, UINT64_MAX, RANGE_OK, 1, { R(0, 99) } },
+	/* adding up to exactly the file is fine; more is served as a 200 (nginx) */
+	{ "bytes=0-49,50-99", 100, 0, RANGE_OK, 1, { R(0, 99) } },
+	{ "bytes=0-50,50-99", 100, 0, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=0-,0-", 100, 0, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=-100,-100", 100, 0, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=0-0,0-0,0-0,0-0,0-0,0-0,0-0", 5, 0, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=0-0,0-0,0-0,0-0,0-0", 5, 0, RANGE_OK, 1, { R(0, 0) } },
+	/* lengths near 2^64 must not wrap the sum into "small" */
+	{ "bytes=0-,1-", UINT64_MAX, 0, RANGE_IGNORE, 0, { R(0, 0) } },
+	/* one range is left alone */
+	{ "bytes=10-", 100, 50, RANGE_OK, 1, { R(10, 99) } },
+};
+
+Test(range, coalesce_table)
+{
+	for (size_t i = 0; i < sizeof(coalesce_cases) / sizeof(coalesce_cases[0]); i++) {
+		const struct coalesce_case *c = &coalesce_cases[i];
+		struct byte_range out[MAXR];
+		size_t count;
+		cr_assert_eq(range_parse((struct span){ c->hdr, strlen(c->hdr) }, c->size, out, MAXR, &count),
+			     RANGE_OK, "\"%s\" does not parse", c->hdr);
+		enum range_result r = range_coalesce(out, &count, c->size, c->gap);
+		cr_expect_eq(r, c->want, "\"%s\" size %llu gap %llu: result %d, want %d", c->hdr,
+			     (unsigned long long)c->size, (unsigned long long)c->gap, r, c->want);
+		if (r != RANGE_OK || c->want != RANGE_OK)
+			continue;
+		cr_expect_eq(count, c->n, "\"%s\": count %zu, want %zu", c->hdr, count, c->n);
+		for (size_t k = 0; k < c->n && k < count; k++)
+			cr_expect(out[k].first == c->r[k].first && out[k].last == c->r[k].last,
+				  "\"%s\" range %zu: %llu-%llu, want %llu-%llu", c->hdr, k,
+				  (unsigned long long)out[k].first, (unsigned long long)out[k].last,
+				  (unsigned long long)c->r[k].first, (unsigned long long)c->r[k].last);
+	}
+}
+
+/* max_ranges (1000) ranges in reverse order: sorted back, and merged only
+ * once the gap allowance exceeds the 5-byte gaps between them. */
+Test(range, coalesce_max_ranges_reverse_order)
+{
+	struct byte_range r[1000];
+	size_t n = 1000;
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct byte_range){ (999 - i) * 10, (999 - i) * 10 + 4 };
+	cr_assert_eq(range_coalesce(r, &n, 10000, 5), RANGE_OK);
+	cr_assert_eq(n, 1000);
+	for (size_t i = 0; i < n; i++)
+		cr_expect(r[i].first == i * 10 && r[i].last == i * 10 + 4, "r[%zu] = %llu-%llu", i,
+			  (unsigned long long)r[i].first, (unsigned long long)r[i].last);
+	n = 1000;
+	cr_assert_eq(range_coalesce(r, &n, 10000, 6), RANGE_OK);
+	cr_expect_eq(n, 1);
+	cr_expect(r[0].first == 0 && r[0].last == 9994);
+}
