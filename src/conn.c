@@ -70,6 +70,7 @@ struct conn {
 	int64_t body_started;    /* when its discarding began: the body's deadline counts from here */
 	bool body_chunked;
 	struct http_chunked chunked;
+	bool interim;            /* sending "100 Continue"; the body is read after it */
 
 	/* the current response */
 	int status;
@@ -693,6 +694,18 @@ static int cache_reopen(const char *key, void *arg)
 	return file_open_beneath(srv->root_fd, key, srv->cfg->symlinks);
 }
 
+/* The status a request gets whatever its body holds, or 0: lets a client
+ * that waits for "100 Continue" learn it before it sends the body. Must
+ * agree with respond_request()'s first checks. */
+static int request_refusal(const struct http_request *r)
+{
+	if (r->method == HTTP_METHOD_UNKNOWN)
+		return 501;
+	if (r->method != HTTP_GET && r->method != HTTP_HEAD)
+		return 405;
+	return 0;
+}
+
 /* Static files: resolve, confine, open, then answer. */
 static void respond_request(struct conn *c)
 {
@@ -705,12 +718,9 @@ static void respond_request(struct conn *c)
 	c->linger = false;
 	c->last_progress = conn_now_ms();
 
-	if (r->method == HTTP_METHOD_UNKNOWN) {
-		respond_status(c, 501, false, NULL);
-		return;
-	}
-	if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
-		respond_status(c, 405, false, "Allow: GET, HEAD\r\n");
+	int refused = request_refusal(r);
+	if (refused) {
+		respond_status(c, refused, false, refused == 405 ? "Allow: GET, HEAD\r\n" : NULL);
 		return;
 	}
 	struct dyn_response dyn;
@@ -845,6 +855,36 @@ static struct span raw_first_line(const struct conn *c)
 	return (struct span){ p, i };
 }
 
+enum expectation {
+	EXPECT_NONE,     /* no Expect, or one we ignore (HTTP/1.0) */
+	EXPECT_CONTINUE, /* 100-continue */
+	EXPECT_UNKNOWN,  /* anything else -> 417 */
+};
+
+static enum expectation expectation_of(const struct http_request *r)
+{
+	/* RFC 9110 10.1.1: a 100-continue from an HTTP/1.0 client MUST be
+	 * ignored (1.0 has no interim responses); Apache ignores any Expect
+	 * from 1.0, and so do we. */
+	if (!r->expect.p || r->version_minor == 0)
+		return EXPECT_NONE;
+	if (span_eq_nocase(r->expect, "100-continue"))
+		return EXPECT_CONTINUE;
+	return EXPECT_UNKNOWN;
+}
+
+/* An interim response in the segment list; the final one follows the body. */
+static void send_continue(struct conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	c->nsegs = c->seg_cur = c->seg_off = 0;
+	c->sent = 0;
+	add_seg(c, cont, 0, sizeof(cont) - 1);
+	c->interim = true;
+	c->state = ST_SEND;
+	c->last_progress = conn_now_ms();
+}
+
 /* Parses and answers as many buffered requests as possible (one at a time). */
 static void process_input(struct conn *c)
 {
@@ -877,7 +917,15 @@ static void process_input(struct conn *c)
 	c->req_len = (size_t)r;
 	c->next_start = c->in_start + (size_t)r;
 	c->keep_alive = c->req.keep_alive && !c->draining;
-	if (c->req.chunked || (c->req.has_content_length && c->req.content_length > 0)) {
+	bool has_body = c->req.chunked || (c->req.has_content_length && c->req.content_length > 0);
+	enum expectation ex = expectation_of(&c->req);
+	if (ex == EXPECT_UNKNOWN) {
+		/* RFC 9110 10.1.1: 417. A body announced with it may or may
+		 * not follow, so framing is in doubt: close after. */
+		respond_status(c, 417, has_body, NULL);
+		return;
+	}
+	if (has_body) {
 		if (c->req.has_content_length && c->req.content_length > c->cfg->max_body) {
 			respond_status(c, 413, true, NULL);
 			return;
@@ -886,6 +934,18 @@ static void process_input(struct conn *c)
 		c->body_left = c->req.content_length;
 		memset(&c->chunked, 0, sizeof(c->chunked));
 		c->body_started = c->last_progress = conn_now_ms();
+		if (ex == EXPECT_CONTINUE && c->in_end == c->next_start) {
+			/* The client waits for us before sending the body. */
+			int refused = request_refusal(&c->req);
+			if (refused) {
+				/* the final status at once (RFC 9110 10.1.1); the
+				 * client may send the body anyway: close after */
+				respond_status(c, refused, true, refused == 405 ? "Allow: GET, HEAD\r\n" : NULL);
+				return;
+			}
+			send_continue(c);
+			return;
+		}
 		consume_body(c);
 		return;
 	}
@@ -1042,6 +1102,17 @@ static void finish_response(struct conn *c)
 	process_input(c);
 }
 
+/* "100 Continue" is out: now the client sends the body, which is read and
+ * discarded before the final response, as without Expect. */
+static void finish_interim(struct conn *c)
+{
+	c->interim = false;
+	c->nsegs = c->seg_cur = c->seg_off = 0;
+	c->sent = c->head_len = 0;
+	c->state = ST_BODY;
+	c->body_started = c->last_progress = conn_now_ms();
+}
+
 void conn_output_done(struct conn *c, size_t n)
 {
 	c->sent += n;
@@ -1057,8 +1128,12 @@ void conn_output_done(struct conn *c, size_t n)
 		c->seg_cur++;
 		c->seg_off = 0;
 	}
-	if (c->seg_cur == c->nsegs)
-		finish_response(c);
+	if (c->seg_cur == c->nsegs) {
+		if (c->interim)
+			finish_interim(c);
+		else
+			finish_response(c);
+	}
 }
 
 void conn_output_failed(struct conn *c)

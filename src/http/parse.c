@@ -297,6 +297,12 @@ static int http_header(struct http_request *req, struct http_seen *s, const char
 				req->range = v;
 		}
 		break;
+	case 6:
+		/* Several Expect lines are joined like any list; the first is
+		 * enough to see an expectation we cannot meet (RFC 9110 10.1.1). */
+		if (HTTP_NAME_IS("expect") && !span_is_set(req->expect))
+			req->expect = v;
+		break;
 	case 7:
 		if (HTTP_NAME_IS("referer") && !span_is_set(req->referer))
 			req->referer = v;

@@ -316,3 +316,143 @@ def test_chunked_body_over_max_body_413(servers):
         assert resp.status == 413
         assert c.wait_closed(2)
     assert srv.get("/a.txt").body == A_TXT
+
+
+# --------------------------------------------------------------------------
+# Expect: 100-continue (RFC 9110 10.1.1; issue 9.12)
+# --------------------------------------------------------------------------
+
+def expect_head(method="GET", target="/a.txt", body_len=5, expect="100-continue", version="HTTP/1.1",
+                chunked=False):
+    framing = ("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(body_len))
+    return util.build_request(method, target, [framing, ("Expect", expect)], version=version)
+
+
+def test_expect_100_continue_answered_before_body_then_pipelined(server):
+    """The client sends the head only and waits (bounded) for 100 Continue,
+    as curl does; without it the request would hang until the body deadline."""
+    with server.connect() as c:
+        c.send(expect_head(body_len=5))
+        interim = c.read_response(timeout=util.scaled(3))
+        assert (interim.status, interim.reason) == (100, "Continue"), interim
+        assert interim.headers == [], "100 Continue carries no fields here"
+        c.send(b"hello" + util.build_request("GET", "/index.html"))
+        final = c.read_response()
+        assert (final.status, final.body) == (200, A_TXT)
+        nxt = c.read_response()
+        assert (nxt.status, nxt.body) == (200, INDEX_HTML)
+
+
+def test_expect_100_continue_chunked_body(server):
+    with server.connect() as c:
+        c.send(expect_head(chunked=True))
+        assert c.read_response(timeout=util.scaled(3)).status == 100
+        c.send(b"5\r\nhello\r\n0\r\n\r\n" + util.build_request("GET", "/index.html"))
+        assert (c.read_response().body, c.read_response().body) == (A_TXT, INDEX_HTML)
+
+
+def test_expect_100_continue_twice_on_one_connection(server):
+    with server.connect() as c:
+        for _ in range(2):
+            c.send(expect_head(body_len=3))
+            assert c.read_response(timeout=util.scaled(3)).status == 100
+            c.send(b"abc")
+            assert c.read_response().body == A_TXT
+
+
+def test_expect_100_continue_with_body_already_sent(server):
+    """A client that did not wait: the body is here, so the 100 may be
+    omitted (RFC 9110 10.1.1); either way the final answer follows and the
+    connection stays in step."""
+    with server.connect() as c:
+        c.send(expect_head(body_len=5) + b"hello" + util.build_request("GET", "/index.html"))
+        r = c.read_response()
+        if r.status == 100:
+            r = c.read_response()
+        assert (r.status, r.body) == (200, A_TXT)
+        assert c.read_response().body == INDEX_HTML
+
+
+@pytest.mark.parametrize("method,status", [("POST", 405), ("PUT", 405), ("BREW", 501)])
+def test_expect_100_continue_refused_request_gets_final_status_at_once(server, method, status):
+    """A request refused whatever its body is answered without waiting for
+    the body, and closed (the client may or may not send it)."""
+    with server.connect() as c:
+        c.send(expect_head(method=method, body_len=1000))
+        r = c.read_response(timeout=util.scaled(3))
+        assert r.status == status, r
+        assert r.header("Connection") == "close"
+        if status == 405:
+            assert r.header("Allow") == "GET, HEAD"
+    assert_still_serving(server)
+
+
+def test_expect_100_continue_too_large_413_at_once(servers):
+    srv = servers(max_body=1000)
+    with srv.connect() as c:
+        c.send(expect_head(body_len=1001))
+        r = c.read_response(timeout=util.scaled(3))
+        assert r.status == 413
+        assert c.wait_closed(util.scaled(2))
+
+
+@pytest.mark.parametrize("expect", ["something-else", "100-continue, foo", "100-continuex"])
+def test_unknown_expectation_417(server, expect):
+    with server.connect() as c:
+        c.send(util.build_request("GET", "/a.txt", [("Expect", expect)]))
+        r = c.read_response()
+        assert r.status == 417, r
+        # no body was announced, so framing is intact and the connection goes on
+        c.send(util.build_request("GET", "/index.html"))
+        assert c.read_response().body == INDEX_HTML
+
+
+def test_unknown_expectation_with_body_417_and_close(server):
+    with server.connect() as c:
+        c.send(expect_head(expect="fast-please", body_len=50))
+        r = c.read_response(timeout=util.scaled(3))
+        assert r.status == 417
+        assert r.header("Connection") == "close"
+    assert_still_serving(server)
+
+
+def test_expect_case_insensitive(server):
+    with server.connect() as c:
+        c.send(expect_head(expect="100-Continue", body_len=2))
+        assert c.read_response(timeout=util.scaled(3)).status == 100
+        c.send(b"ok")
+        assert c.read_response().body == A_TXT
+
+
+@pytest.mark.parametrize("expect", ["100-continue", "something-else"])
+def test_expect_ignored_from_http10_client(server, expect):
+    """RFC 9110 10.1.1: a 100-continue from an HTTP/1.0 client is ignored
+    (1.0 has no interim responses), and so is any other expectation."""
+    with server.connect() as c:
+        c.send(expect_head(version="HTTP/1.0", body_len=5, expect=expect) + b"hello")
+        r = c.read_response()
+        assert (r.status, r.body) == (200, A_TXT), r
+        assert not c.buf.startswith(b"HTTP/1.1 100"), "interim response sent to HTTP/1.0"
+
+
+def test_expect_100_continue_with_curl(server, tmp_path):
+    """curl sends Expect: 100-continue for a body above 1 MiB and waits up to
+    --expect100-timeout for the 100; with a 20 s wait, a server that never
+    answers it shows as a slow request."""
+    import shutil
+    import subprocess
+    import time
+    curl = shutil.which("curl")
+    assert curl, "curl is a test dependency"
+    body = tmp_path / "body.bin"
+    body.write_bytes(b"x" * 500_000)
+    t0 = time.monotonic()
+    r = subprocess.run([curl, "-sS", "--noproxy", "*", "-X", "GET", "--data-binary", f"@{body}",
+                        "-H", "Expect: 100-continue", "--expect100-timeout", "20",
+                        "-o", "-", "-w", "\n%{http_code}", f"http://127.0.0.1:{server.port}/a.txt"],
+                       capture_output=True, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    out, code = r.stdout.rsplit(b"\n", 1)
+    assert (code, out) == (b"200", A_TXT)
+    assert elapsed < util.scaled(10), f"curl waited {elapsed:.1f}s: no 100 Continue"
