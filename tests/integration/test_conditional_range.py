@@ -157,6 +157,13 @@ def test_if_unmodified_since_not_failing_200(server, meta, when):
     assert (resp.status, resp.body) == (200, RANGE_DATA)
 
 
+def test_if_unmodified_since_twice_ignored(server, meta):
+    """Two fields make a list of dates, which is not a valid date (RFC 9110
+    13.1.4): ignored, even though the first alone would fail."""
+    resp = get(server, [("If-Unmodified-Since", OLD_DATE), ("If-Unmodified-Since", meta["lm"])])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+
+
 def test_if_match_wins_over_if_unmodified_since(server, meta):
     """Step 2 only without If-Match: a matching If-Match makes a failing
     If-Unmodified-Since irrelevant."""
