@@ -1,6 +1,7 @@
 /* test_range.c - range_parse against a table of raw header values. */
 #include <criterion/criterion.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -251,4 +252,69 @@ Test(range, coalesce_max_ranges_reverse_order)
 	cr_assert_eq(range_coalesce(r, &n, 10000, 6), RANGE_OK);
 	cr_expect_eq(n, 1);
 	cr_expect(r[0].first == 0 && r[0].last == 9994);
+}
+
+/* Random range sets (a fixed xorshift seed, so failures reproduce): the result
+ * is sorted, disjoint, separated by at least `gap` bytes, covers every byte
+ * asked for, and covers no byte that is neither asked for nor in a gap
+ * shorter than `gap` between asked-for bytes. */
+Test(range, coalesce_properties)
+{
+	uint64_t s = 0x9e3779b97f4a7c15u;
+	enum { SIZE = 200 };
+	for (int iter = 0; iter < 20000; iter++) {
+		struct byte_range r[16];
+		bool asked[SIZE] = { false };
+		size_t n = 1 + (size_t)(s % 16);
+		uint64_t gap = (s >> 8) % 8;
+		for (size_t i = 0; i < n; i++) {
+			s ^= s << 13;
+			s ^= s >> 7;
+			s ^= s << 17;
+			uint64_t a = s % SIZE, len = 1 + (s >> 20) % 12;
+			uint64_t b = a + len - 1 < SIZE ? a + len - 1 : SIZE - 1;
+			r[i] = (struct byte_range){ a, b };
+			for (uint64_t k = a; k <= b; k++)
+				asked[k] = true;
+		}
+		uint64_t sum = 0;
+		for (size_t i = 0; i < n; i++)
+			sum += r[i].last - r[i].first + 1;
+		size_t m = n;
+		enum range_result res = range_coalesce(r, &m, SIZE, gap);
+		if (sum > SIZE) {
+			cr_assert_eq(res, RANGE_IGNORE, "iter %d: sum %llu > size must be ignored", iter,
+				     (unsigned long long)sum);
+			continue;
+		}
+		cr_assert_eq(res, RANGE_OK, "iter %d", iter);
+		cr_assert(m >= 1 && m <= n, "iter %d: %zu ranges from %zu", iter, m, n);
+		bool covered[SIZE] = { false };
+		for (size_t i = 0; i < m; i++) {
+			cr_assert(r[i].first <= r[i].last && r[i].last < SIZE, "iter %d: bad range", iter);
+			if (i > 0)
+				cr_assert(r[i].first > r[i - 1].last + 1 &&
+					  r[i].first - (r[i - 1].last + 1) >= gap,
+					  "iter %d: ranges %zu and %zu not merged", iter, i - 1, i);
+			for (uint64_t k = r[i].first; k <= r[i].last; k++)
+				covered[k] = true;
+		}
+		for (size_t k = 0; k < SIZE; k++) {
+			if (asked[k])
+				cr_assert(covered[k], "iter %d: byte %zu asked, not covered", iter, k);
+		}
+		/* an unasked covered byte lies in a run of unasked bytes shorter than gap */
+		for (size_t k = 0; k < SIZE;) {
+			if (!covered[k] || asked[k]) {
+				k++;
+				continue;
+			}
+			size_t run = 0;
+			while (k + run < SIZE && covered[k + run] && !asked[k + run])
+				run++;
+			cr_assert(run < gap, "iter %d: %zu unasked bytes at %zu with gap %llu", iter, run, k,
+				  (unsigned long long)gap);
+			k += run;
+		}
+	}
 }
