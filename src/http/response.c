@@ -78,6 +78,12 @@ bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len
 			while (p < end && *p != ',' && !is_ows(*p))
 				p++;
 		}
+		if (p < end && *p != ',' && !is_ows(*p)) {
+			/* junk glued to a quoted tag ("abc"x): not an entity-tag, so no match */
+			while (p < end && *p != ',')
+				p++;
+			continue;
+		}
 		if ((size_t)(p - tag) == etag_len && memcmp(tag, etag, etag_len) == 0)
 			return true;
 	}
