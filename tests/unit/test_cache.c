@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../src/fs/cache.h"
@@ -120,7 +121,7 @@ Test(cache, disabled_cache_never_holds_anything)
 	cache_free(fc);
 }
 
-Test(cache, byte_bound_holds_under_a_sweep_and_evicts_lru)
+Test(cache, byte_bound_holds_under_a_sweep)
 {
 	const size_t bound = 64 * 1024;
 	struct file_cache *fc = cache_new(bound, 8192, 100000);
@@ -140,11 +141,165 @@ Test(cache, byte_bound_holds_under_a_sweep_and_evicts_lru)
 	struct cache_stats st;
 	cache_get_stats(fc, &st);
 	cr_assert_gt(st.evictions, 300);
-	/* the most recent file is still there, the first one long gone */
+	/* the most recent file is still there, the first one long gone (order of
+	 * use is tested on its own below: this sweep never touches an entry twice) */
 	struct cache_entry *e = cache_lookup(fc, "f399", 4, 1, reopen, NULL);
 	cr_assert_not_null(e);
 	cache_release(e);
 	cr_assert_null(cache_lookup(fc, "f000", 4, 1, reopen, NULL));
+	cache_free(fc);
+}
+
+/* The shard a key lands in, computed as cache.c does (FNV-1a, top byte), so a
+ * test can fill one shard and know exactly which entries compete. */
+static unsigned shard_of(const char *key)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (const char *p = key; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 0x100000001b3ULL;
+	}
+	return (unsigned)((h >> 56) % 16);
+}
+
+/* n names "lruN" that share one shard. */
+static void same_shard_names(char names[][16], int n)
+{
+	int found = 0;
+	unsigned want = 0;
+	for (int i = 0; found < n && i < 100000; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "lru%d", i);
+		if (found == 0)
+			want = shard_of(name);
+		if (shard_of(name) == want)
+			strcpy(names[found++], name);
+	}
+	cr_assert_eq(found, n);
+}
+
+static bool cached(struct file_cache *fc, const char *name, int64_t now)
+{
+	struct cache_entry *e = cache_lookup(fc, name, strlen(name), now, reopen, NULL);
+	cache_release(e);
+	return e != NULL;
+}
+
+/* Least recently *used*, not least recently inserted: the first entry, used
+ * again just before the shard overflows, must survive, and the second,
+ * inserted later but never used since, must go. A FIFO cache evicts the first
+ * one and fails here. */
+Test(cache, evicts_least_recently_used_not_first_inserted)
+{
+	char names[4][16];
+	same_shard_names(names, 4);
+	char buf[1000];
+	memset(buf, 'l', sizeof(buf));
+	/* room in the shard for three entries, not four */
+	size_t cost = sizeof(buf) + sizeof(struct cache_entry) + strlen(names[0]) + 8;
+	struct file_cache *fc = cache_new(16 * (3 * cost + cost / 2), 4096, 100000);
+	for (int i = 0; i < 4; i++)
+		write_file(names[i], buf, sizeof(buf));
+	for (int i = 0; i < 3; i++)
+		cache_release(load(fc, names[i], 0));
+	cr_assert(cached(fc, names[0], 1), "touch the oldest entry");
+	cache_release(load(fc, names[3], 2)); /* one must go */
+	struct cache_stats st;
+	cache_get_stats(fc, &st);
+	cr_assert_eq(st.evictions, 1);
+	cr_assert(cached(fc, names[0], 3), "%s was used most recently but one: kept", names[0]);
+	cr_assert_not(cached(fc, names[1], 3), "%s was the least recently used: evicted", names[1]);
+	cr_assert(cached(fc, names[2], 3));
+	cr_assert(cached(fc, names[3], 3));
+	cache_free(fc);
+}
+
+/* The other half: without the touch, insertion order decides. */
+Test(cache, evicts_the_oldest_when_nothing_was_used)
+{
+	char names[4][16];
+	same_shard_names(names, 4);
+	char buf[1000];
+	memset(buf, 'l', sizeof(buf));
+	size_t cost = sizeof(buf) + sizeof(struct cache_entry) + strlen(names[0]) + 8;
+	struct file_cache *fc = cache_new(16 * (3 * cost + cost / 2), 4096, 100000);
+	for (int i = 0; i < 4; i++) {
+		write_file(names[i], buf, sizeof(buf));
+		cache_release(load(fc, names[i], 0));
+	}
+	cr_assert_not(cached(fc, names[0], 1));
+	cr_assert(cached(fc, names[1], 1));
+	cache_free(fc);
+}
+
+/* Revalidation must not drop what did not change, or every drop test below
+ * would pass against a cache that drops everything. */
+Test(cache, unchanged_file_survives_revalidation)
+{
+	struct file_cache *fc = cache_new(1 << 20, 1 << 16, 1000);
+	write_file("a.txt", "same", 4);
+	cache_release(load(fc, "a.txt", 0));
+	cr_assert(cached(fc, "a.txt", 1000));
+	cr_assert(cached(fc, "a.txt", 5000));
+	struct cache_stats st;
+	cache_get_stats(fc, &st);
+	cr_assert_eq(st.hits, 2);
+	cache_free(fc);
+}
+
+static void set_mtime(const char *name, time_t sec, long nsec)
+{
+	struct timespec t[2] = { { sec, nsec }, { sec, nsec } };
+	cr_assert_eq(utimensat(dir_fd, name, t, 0), 0);
+}
+
+/* Same size, same inode, only the modification time moves (a rewrite with
+ * same-length content, or touch): dropped after the window. */
+Test(cache, mtime_only_change_is_dropped)
+{
+	struct file_cache *fc = cache_new(1 << 20, 1 << 16, 1000);
+	write_file("a.txt", "abc", 3);
+	set_mtime("a.txt", 1600000000, 0);
+	cache_release(load(fc, "a.txt", 0));
+	cr_assert(cached(fc, "a.txt", 1000), "unchanged: kept");
+	set_mtime("a.txt", 1600000000, 1); /* one nanosecond */
+	cr_assert_not(cached(fc, "a.txt", 2000), "a nanosecond's difference is a different file");
+	cache_release(load(fc, "a.txt", 2000));
+	set_mtime("a.txt", 1600000001, 1); /* one second, same size */
+	cr_assert_not(cached(fc, "a.txt", 3000));
+	cache_free(fc);
+}
+
+/* Another file renamed over the name (how deployments replace files): same
+ * size, same mtime, only the inode differs. */
+Test(cache, rename_over_is_dropped)
+{
+	struct file_cache *fc = cache_new(1 << 20, 1 << 16, 1000);
+	write_file("a.txt", "old", 3);
+	set_mtime("a.txt", 1600000000, 0);
+	cache_release(load(fc, "a.txt", 0));
+	write_file("a.new", "new", 3); /* made while a.txt exists: a different inode */
+	set_mtime("a.new", 1600000000, 0);
+	cr_assert_eq(renameat(dir_fd, "a.new", dir_fd, "a.txt"), 0);
+	cr_assert_not(cached(fc, "a.txt", 1000), "a different inode is a different file");
+	struct cache_entry *e = load(fc, "a.txt", 1000);
+	cr_assert_eq(memcmp(e->data, "new", 3), 0);
+	cache_release(e);
+	cr_assert(cached(fc, "a.txt", 1001));
+	cache_free(fc);
+}
+
+/* cache_max_file is the largest size cached: equal is in, one more is out. */
+Test(cache, max_file_boundary)
+{
+	struct file_cache *fc = cache_new(1 << 20, 4, 1000);
+	write_file("four", "1234", 4);
+	write_file("five", "12345", 5);
+	cache_release(load(fc, "four", 0));
+	cr_assert(cached(fc, "four", 1), "exactly cache_max_file bytes: cached");
+	cr_assert_null(load(fc, "five", 0));
+	cr_assert_not(cached(fc, "five", 1));
+	cr_assert_eq(cache_max_file(fc), 4);
 	cache_free(fc);
 }
 
