@@ -150,29 +150,31 @@ Test(cache, byte_bound_holds_under_a_sweep)
 	cache_free(fc);
 }
 
-/* The shard a key lands in, computed as cache.c does (FNV-1a, top byte), so a
- * test can fill one shard and know exactly which entries compete. */
-static unsigned shard_of(const char *key)
+/* Do a and b share a shard? Found through the public interface: in a cache
+ * whose every shard holds one entry, b evicts a only when they share one. */
+static bool same_shard(const char *a, const char *b, size_t size)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (const char *p = key; *p; p++) {
-		h ^= (unsigned char)*p;
-		h *= 0x100000001b3ULL;
-	}
-	return (unsigned)((h >> 56) % 16);
+	size_t cost = size + sizeof(struct cache_entry) + strlen(a) + 8;
+	struct file_cache *probe = cache_new(16 * (cost + cost / 2), 4096, 100000);
+	cache_release(load(probe, a, 0));
+	cache_release(load(probe, b, 0));
+	struct cache_stats st;
+	cache_get_stats(probe, &st);
+	cache_free(probe);
+	return st.evictions == 1;
 }
 
-/* n names "lruN" that share one shard. */
-static void same_shard_names(char names[][16], int n)
+/* n names "lruN" (files of size bytes, written here) that share one shard. */
+static void same_shard_names(char names[][16], int n, size_t size)
 {
+	char buf[4096];
+	memset(buf, 'l', size);
 	int found = 0;
-	unsigned want = 0;
-	for (int i = 0; found < n && i < 100000; i++) {
+	for (int i = 0; found < n && i < 2000; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "lru%d", i);
-		if (found == 0)
-			want = shard_of(name);
-		if (shard_of(name) == want)
+		write_file(name, buf, size);
+		if (found == 0 || same_shard(names[0], name, size))
 			strcpy(names[found++], name);
 	}
 	cr_assert_eq(found, n);
@@ -192,14 +194,12 @@ static bool cached(struct file_cache *fc, const char *name, int64_t now)
 Test(cache, evicts_least_recently_used_not_first_inserted)
 {
 	char names[4][16];
-	same_shard_names(names, 4);
 	char buf[1000];
 	memset(buf, 'l', sizeof(buf));
+	same_shard_names(names, 4, sizeof(buf));
 	/* room in the shard for three entries, not four */
 	size_t cost = sizeof(buf) + sizeof(struct cache_entry) + strlen(names[0]) + 8;
 	struct file_cache *fc = cache_new(16 * (3 * cost + cost / 2), 4096, 100000);
-	for (int i = 0; i < 4; i++)
-		write_file(names[i], buf, sizeof(buf));
 	for (int i = 0; i < 3; i++)
 		cache_release(load(fc, names[i], 0));
 	cr_assert(cached(fc, names[0], 1), "touch the oldest entry");
@@ -218,17 +218,40 @@ Test(cache, evicts_least_recently_used_not_first_inserted)
 Test(cache, evicts_the_oldest_when_nothing_was_used)
 {
 	char names[4][16];
-	same_shard_names(names, 4);
 	char buf[1000];
 	memset(buf, 'l', sizeof(buf));
+	same_shard_names(names, 4, sizeof(buf));
 	size_t cost = sizeof(buf) + sizeof(struct cache_entry) + strlen(names[0]) + 8;
 	struct file_cache *fc = cache_new(16 * (3 * cost + cost / 2), 4096, 100000);
-	for (int i = 0; i < 4; i++) {
-		write_file(names[i], buf, sizeof(buf));
+	for (int i = 0; i < 4; i++)
 		cache_release(load(fc, names[i], 0));
-	}
 	cr_assert_not(cached(fc, names[0], 1));
 	cr_assert(cached(fc, names[1], 1));
+	cache_free(fc);
+}
+
+/* Keys that differ only in their last characters (f00, f01, ... as in any
+ * directory of numbered files) must spread over the shards: each shard has
+ * 1/16 of the byte budget, so keys piling into one shard make the cache hold
+ * a sixteenth of what it may, and evict while it is nearly empty. */
+Test(cache, similar_keys_spread_over_shards)
+{
+	char buf[1000];
+	memset(buf, 's', sizeof(buf));
+	size_t cost = sizeof(buf) + sizeof(struct cache_entry) + 3 + 8;
+	/* room for 48 such files 2.7 times over, 8 per shard */
+	struct file_cache *fc = cache_new(16 * (8 * cost + cost / 2), 4096, 100000);
+	for (int i = 0; i < 48; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%02d", i);
+		write_file(name, buf, sizeof(buf));
+		cache_release(load(fc, name, 0));
+	}
+	struct cache_stats st;
+	cache_get_stats(fc, &st);
+	cr_assert_eq(st.evictions, 0, "%llu of 48 small files evicted from a cache with room for 128",
+		     (unsigned long long)st.evictions);
+	cr_assert_eq(st.entries, 48);
 	cache_free(fc);
 }
 
