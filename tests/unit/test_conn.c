@@ -4,6 +4,7 @@
  * over a real struct server and a temporary document root. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -826,4 +827,125 @@ Test(conn, release_idle_then_serve_again)
 	cr_assert_eq(count(s, "HTTP/1.1 200 OK\r\n"), 3, "%s", s);
 	free(s);
 	drive_end(&d);
+}
+
+/* ---- validators end to end ------------------------------------------- */
+
+static void last_modified_of(const char *name, char out[HTTP_DATE_LEN + 1], char *etag, size_t etaglen)
+{
+	struct stat st;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", ts.dir, name);
+	cr_assert_eq(stat(path, &st), 0);
+	http_date_format(st.st_mtime, out);
+	snprintf(etag, etaglen, "\"%llx-%llx\"", (unsigned long long)st.st_mtime, (unsigned long long)st.st_size);
+}
+
+static char *ask(const char *req)
+{
+	return run_whole(req, strlen(req), NULL);
+}
+
+/* If-Range with a date: a file modified this second has only a weak
+ * Last-Modified, so the whole file comes back; an older one gets its range. */
+Test(conn, if_range_date_is_judged_against_the_clock)
+{
+	char lm[HTTP_DATE_LEN + 1], etag[64], req[512];
+	struct timespec now[2] = { { 0, UTIME_NOW }, { 0, UTIME_NOW } };
+	char path[128];
+	snprintf(path, sizeof(path), "%s/a.txt", ts.dir);
+	cr_assert_eq(utimensat(AT_FDCWD, path, now, 0), 0);
+	last_modified_of("a.txt", lm, etag, sizeof(etag));
+	snprintf(req, sizeof(req), "GET /a.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\nIf-Range: %s\r\n\r\n", lm);
+	char *s = ask(req);
+	/* the file was touched a moment ago: unless a second boundary passed in
+	 * between, its date is a weak validator and the answer is the whole file */
+	if (strcmp(lm, http_date_now()) == 0)
+		cr_assert(strncmp(s, "HTTP/1.1 200 OK\r\n", 17) == 0, "%s", s);
+	free(s);
+
+	/* another file (the first is cached with its old validators for a while),
+	 * modified long ago */
+	struct timespec old[2] = { { 1600000000, 0 }, { 1600000000, 0 } };
+	snprintf(path, sizeof(path), "%s/b.txt", ts.dir);
+	cr_assert_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+	last_modified_of("b.txt", lm, etag, sizeof(etag));
+	snprintf(req, sizeof(req), "GET /b.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\nIf-Range: %s\r\n\r\n", lm);
+	s = ask(req);
+	cr_assert(strncmp(s, "HTTP/1.1 206 Partial Content\r\n", 30) == 0, "%s", s);
+	cr_assert(strstr(s, "\r\n\r\nsecon"));
+	free(s);
+	/* by entity tag; a different tag gets the whole file */
+	snprintf(req, sizeof(req), "GET /b.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\nIf-Range: %s\r\n\r\n", etag);
+	s = ask(req);
+	cr_assert(strncmp(s, "HTTP/1.1 206 ", 13) == 0, "%s", s);
+	free(s);
+	s = ask("GET /b.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\nIf-Range: \"nope\"\r\n\r\n");
+	cr_assert(strncmp(s, "HTTP/1.1 200 ", 13) == 0, "%s", s);
+	free(s);
+}
+
+Test(conn, if_none_match_list_gives_304_without_body)
+{
+	char lm[HTTP_DATE_LEN + 1], etag[64], req[512];
+	last_modified_of("a.txt", lm, etag, sizeof(etag));
+	snprintf(req, sizeof(req), "GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"x\", W/%s\r\n\r\n", etag);
+	char *s = ask(req);
+	cr_assert(strncmp(s, "HTTP/1.1 304 Not Modified\r\n", 27) == 0, "%s", s);
+	cr_assert_null(strstr(s, A_TXT));
+	cr_assert_null(strstr(s, "Content-Length"), "%s", s);
+	free(s);
+	s = ask("GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"x\", \"y\"\r\n\r\n");
+	cr_assert(strncmp(s, "HTTP/1.1 200 OK\r\n", 17) == 0, "%s", s);
+	free(s);
+}
+
+/* Every copy of the (random) multipart boundary in s becomes "B...". */
+static void unboundary(char *s)
+{
+	const char *at = strstr(s, "boundary=");
+	cr_assert_not_null(at);
+	char b[80];
+	size_t n = strcspn(at + 9, "\r");
+	cr_assert(n > 0 && n < sizeof(b));
+	memcpy(b, at + 9, n);
+	b[n] = '\0';
+	for (char *p = s; (p = strstr(p, b)); p += n)
+		memset(p, 'B', n);
+}
+
+Test(conn, multipart_ranges_output_one_byte_at_a_time)
+{
+	const char *req = "GET /b.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-5,-5\r\n\r\n";
+	char *whole = ask(req);
+	cr_assert(strncmp(whole, "HTTP/1.1 206 ", 13) == 0, "%s", whole);
+	cr_assert(strstr(whole, "Content-Type: multipart/byteranges; boundary="), "%s", whole);
+	cr_assert(strstr(whole, "Content-Range: bytes 0-5/44\r\n\r\nsecond\r\n"), "%s", whole);
+	cr_assert(strstr(whole, "Content-Range: bytes 39-43/44\r\n\r\nirst\n\r\n"), "%s", whole);
+	unboundary(whole);
+	struct drive d;
+	drive_start(&d, 4096, 1);
+	feeds(&d, req);
+	char *s = normalized(&d);
+	unboundary(s);
+	cr_assert_str_eq(s, whole);
+	free(s);
+	free(whole);
+	drive_end(&d);
+}
+
+Test(conn, http10_closes_unless_keep_alive)
+{
+	enum conn_want w;
+	const char *r1 = "GET /a.txt HTTP/1.0\r\n\r\n";
+	char *s = run_whole(r1, strlen(r1), &w);
+	cr_assert(strncmp(s, "HTTP/1.1 200 OK\r\n", 17) == 0, "%s", s);
+	cr_assert(strstr(s, "Connection: close\r\n"));
+	cr_assert_eq(w, CONN_WANT_CLOSE);
+	free(s);
+	const char *r2 = "GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+	s = run_whole(r2, strlen(r2), &w);
+	cr_assert(strstr(s, "Connection: keep-alive\r\n"), "%s", s);
+	cr_assert_eq(w, CONN_WANT_READ);
+	free(s);
 }
