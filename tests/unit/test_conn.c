@@ -301,7 +301,7 @@ Test(conn, output_accepted_one_byte_at_a_time)
 }
 
 /* Files too big for memory go out as a file range (sendfile) after the head. */
-Test(conn, file_range_output_in_partial_steps, .init = setup_files)
+Test(conn_config, file_range_output_in_partial_steps, .init = setup_files, .fini = teardown)
 {
 	ts.cfg.cache_size = 0;
 	ts.cfg.sendfile_min = 0;
@@ -330,7 +330,7 @@ Test(conn, file_range_output_in_partial_steps, .init = setup_files)
 }
 
 /* The head and a file range: one packet, so the head is marked "more". */
-Test(conn, head_before_file_range_is_marked_more, .init = setup_files)
+Test(conn_config, head_before_file_range_is_marked_more, .init = setup_files, .fini = teardown)
 {
 	ts.cfg.cache_size = 0;
 	ts.cfg.sendfile_min = 0;
@@ -458,7 +458,7 @@ Test(conn, bad_request_loses_framing)
 
 /* ---- errors mid-body ------------------------------------------------- */
 
-Test(conn, body_over_max_body_is_413_and_close, .init = setup_files)
+Test(conn_config, body_over_max_body_is_413_and_close, .init = setup_files, .fini = teardown)
 {
 	ts.cfg.max_body = 100;
 	test_server_open(&ts);
@@ -644,7 +644,7 @@ Test(conn, timeout_while_idle_keep_alive_closes_without_408)
 
 /* The header deadline is absolute: bytes trickling in do not move it. The
  * idle keep-alive deadline counts from the last response. */
-Test(conn, deadlines_per_state, .init = setup_files)
+Test(conn_config, deadlines_per_state, .init = setup_files, .fini = teardown)
 {
 	ts.cfg.header_timeout_ms = 5000;
 	ts.cfg.keepalive_timeout_ms = 20000;
