@@ -1,5 +1,5 @@
 /* test_cache.c - the LRU file cache: hits, revalidation, the byte bound, and
- * concurrent readers (run under TSan by `make tsan-unit`). */
+ * concurrent readers (the TSan run is tests/tsan/cache_stress.c, `make tsan-test`). */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <pthread.h>

@@ -650,11 +650,14 @@ Test(conn_config, deadlines_per_state, .init = setup_files, .fini = teardown)
 	ts.cfg.keepalive_timeout_ms = 20000;
 	ts.cfg.send_timeout_ms = 40000;
 	test_server_open(&ts);
+	/* each deadline is checked against clock readings taken just before
+	 * and after the step that sets it: exact, however loaded the machine */
 	struct drive d;
-	drive_start(&d, 4096, SIZE_MAX);
 	int64_t t0 = conn_now_ms(), dl, dl2;
+	drive_start(&d, 4096, SIZE_MAX);
+	int64_t t1 = conn_now_ms();
 	cr_assert_eq(want_of(&d, &dl), CONN_WANT_READ);
-	cr_assert(dl >= t0 + 5000 - 50 && dl <= t0 + 5000, "fresh connection: header deadline, got %lld",
+	cr_assert(dl >= t0 + 5000 && dl <= t1 + 5000, "fresh connection: header deadline, got %lld",
 		  (long long)(dl - t0));
 
 	feeds(&d, "GET /a.txt HTTP/1.1\r\n");
@@ -664,10 +667,11 @@ Test(conn_config, deadlines_per_state, .init = setup_files, .fini = teardown)
 	want_of(&d, &dl2);
 	cr_assert_eq(dl2, dl, "trickling bytes must not extend the header deadline");
 
+	t0 = conn_now_ms();
 	feeds(&d, "\r\n");
-	int64_t t1 = conn_now_ms();
+	t1 = conn_now_ms();
 	cr_assert_eq(want_of(&d, &dl), CONN_WANT_READ);
-	cr_assert(dl >= t1 + 20000 - 50 && dl <= t1 + 20000, "idle keep-alive: %lld", (long long)(dl - t1));
+	cr_assert(dl >= t0 + 20000 && dl <= t1 + 20000, "idle keep-alive: %lld", (long long)(dl - t0));
 
 	/* mid-response: the send timeout */
 	d.out_step = 1;
@@ -675,10 +679,11 @@ Test(conn_config, deadlines_per_state, .init = setup_files, .fini = teardown)
 	const char *req = "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n";
 	memcpy(sp.iov_base, req, strlen(req));
 	conn_input_done(d.c, (ssize_t)strlen(req));
+	t0 = conn_now_ms();
 	send_some(&d);
-	int64_t t2 = conn_now_ms();
+	t1 = conn_now_ms();
 	cr_assert_eq(want_of(&d, &dl), CONN_WANT_WRITE);
-	cr_assert(dl >= t2 + 40000 - 50 && dl <= t2 + 40000, "sending: %lld", (long long)(dl - t2));
+	cr_assert(dl >= t0 + 40000 && dl <= t1 + 40000, "sending: %lld", (long long)(dl - t0));
 
 	/* mid-body: absolute from the body's start */
 	d.out_step = SIZE_MAX;
@@ -700,8 +705,9 @@ Test(conn, drain_while_idle_gives_a_short_grace)
 	drive_start(&d, 4096, SIZE_MAX);
 	int64_t t0 = conn_now_ms(), dl;
 	conn_drain(d.c);
+	int64_t t1 = conn_now_ms();
 	cr_assert_eq(want_of(&d, &dl), CONN_WANT_READ, "not closed at once: a request may be on its way");
-	cr_assert(dl >= t0 && dl <= t0 + 1000 + 50, "the grace is a second at most: %lld", (long long)(dl - t0));
+	cr_assert(dl >= t0 + 1000 && dl <= t1 + 1000, "a second's grace: %lld", (long long)(dl - t0));
 	/* a request within the grace is answered, with close */
 	enum conn_want w = feeds(&d, "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
 	char *s = normalized(&d);
@@ -728,8 +734,9 @@ Test(conn, drain_between_keep_alive_requests)
 	feeds(&d, "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
 	int64_t t0 = conn_now_ms(), dl;
 	conn_drain(d.c);
+	int64_t t1 = conn_now_ms();
 	cr_assert_eq(want_of(&d, &dl), CONN_WANT_READ);
-	cr_assert(dl <= t0 + 1000 + 50, "the idle keep-alive timeout no longer applies: %lld",
+	cr_assert(dl >= t0 + 1000 && dl <= t1 + 1000, "the drain grace replaces the keep-alive timeout: %lld",
 		  (long long)(dl - t0));
 	size_t before = d.outlen;
 	conn_timeout(d.c);
@@ -948,4 +955,70 @@ Test(conn, http10_closes_unless_keep_alive)
 	cr_assert(strstr(s, "Connection: keep-alive\r\n"), "%s", s);
 	cr_assert_eq(w, CONN_WANT_READ);
 	free(s);
+}
+
+/* Many pipelined requests, more than the input buffer holds: the buffer is
+ * compacted between them and every request is answered, in order. */
+Test(conn, pipelined_burst_larger_than_the_buffer)
+{
+	enum { N = 600 };
+	char *in = malloc(N * 64), *p = in;
+	for (int i = 0; i < N; i++)
+		p += sprintf(p, "GET /%s HTTP/1.1\r\nHost: x\r\n\r\n", i % 3 == 2 ? "missing" : i % 3 ? "b.txt" : "a.txt");
+	size_t len = (size_t)(p - in);
+	cr_assert_gt(len, 4 * 4096);
+	for (size_t chunk = 1000; chunk <= len; chunk += len - 1000) {
+		struct drive d;
+		drive_start(&d, chunk, 777);
+		cr_assert_eq(feed(&d, in, len), CONN_WANT_READ);
+		cr_assert_eq(d.fed, len);
+		char *s = normalized(&d);
+		cr_assert_eq(count(s, "HTTP/1.1 "), N, "chunk %zu: %zu responses", chunk, count(s, "HTTP/1.1 "));
+		cr_assert_eq(count(s, A_TXT), N / 3);
+		cr_assert_eq(count(s, B_TXT), N / 3);
+		cr_assert_eq(count(s, "404 Not Found\r\n"), N / 3);
+		/* in order: a, b, 404, a, b, 404 ... */
+		const char *q = s;
+		for (int i = 0; i < N; i++) {
+			const char *want = i % 3 == 2 ? "404 Not Found" : i % 3 ? B_TXT : A_TXT;
+			q = strstr(q, want);
+			cr_assert_not_null(q, "response %d (%s) missing or out of order", i, want);
+			q += strlen(want);
+		}
+		free(s);
+		drive_end(&d);
+	}
+	free(in);
+}
+
+/* A head that fills the whole buffer at max_head without ending is refused
+ * (431), never left waiting with no room to read into. */
+Test(conn_config, incomplete_head_at_max_head_is_431, .init = setup_files, .fini = teardown)
+{
+	ts.cfg.max_head = 256;
+	ts.cfg.max_request_line = 128;
+	test_server_open(&ts);
+	char in[256];
+	size_t n = (size_t)sprintf(in, "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Pad: ");
+	memset(in + n, 'p', sizeof(in) - n);
+	for (size_t chunk = 1; chunk <= sizeof(in); chunk *= 16) {
+		struct drive d;
+		drive_start(&d, chunk, SIZE_MAX);
+		feed(&d, in, sizeof(in));
+		char *s = normalized(&d);
+		cr_assert(strncmp(s, "HTTP/1.1 431 ", 13) == 0, "chunk %zu: %s", chunk, s);
+		free(s);
+		drive_end(&d);
+	}
+	/* a complete head of exactly max_head bytes is served */
+	n = (size_t)sprintf(in, "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Pad: ");
+	memset(in + n, 'p', sizeof(in) - n - 4);
+	memcpy(in + sizeof(in) - 4, "\r\n\r\n", 4);
+	struct drive d;
+	drive_start(&d, 7, SIZE_MAX);
+	feed(&d, in, sizeof(in));
+	char *s = normalized(&d);
+	cr_assert(strncmp(s, "HTTP/1.1 200 OK\r\n", 17) == 0, "%s", s);
+	free(s);
+	drive_end(&d);
 }
