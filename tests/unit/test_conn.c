@@ -1022,3 +1022,18 @@ Test(conn_config, incomplete_head_at_max_head_is_431, .init = setup_files, .fini
 	free(s);
 	drive_end(&d);
 }
+
+/* If-Range with a Wednesday date ("Wed, ..." begins like a weak tag "W/"). */
+Test(conn, if_range_date_on_a_wednesday)
+{
+	char path[128], lm[HTTP_DATE_LEN + 1], etag[64], req[512];
+	snprintf(path, sizeof(path), "%s/b.txt", ts.dir);
+	struct timespec wed[2] = { { 1700086400, 0 }, { 1700086400, 0 } }; /* Wed, 15 Nov 2023 */
+	cr_assert_eq(utimensat(AT_FDCWD, path, wed, 0), 0);
+	last_modified_of("b.txt", lm, etag, sizeof(etag));
+	cr_assert(strncmp(lm, "Wed, ", 5) == 0, "%s", lm);
+	snprintf(req, sizeof(req), "GET /b.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\nIf-Range: %s\r\n\r\n", lm);
+	char *s = ask(req);
+	cr_assert(strncmp(s, "HTTP/1.1 206 Partial Content\r\n", 30) == 0, "%s", s);
+	free(s);
+}

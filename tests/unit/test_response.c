@@ -104,6 +104,18 @@ Test(response, if_range_date_with_injected_clock)
 	cr_assert_not(if_range("yesterday", lm, lm + 100));
 }
 
+/* Every day of the week: "Wed, ..." starts with the same letter as a weak
+ * tag ("W/...") and must still be read as a date. */
+Test(response, if_range_date_on_every_weekday)
+{
+	for (int day = 0; day < 7; day++) {
+		time_t lm = 1700000000 + day * 86400;
+		char date[HTTP_DATE_LEN + 1];
+		http_date_format(lm, date);
+		cr_expect(if_range(date, lm, lm + 100), "If-Range: %s should match its Last-Modified", date);
+	}
+}
+
 Test(response, status_texts_and_builtin_pages)
 {
 	static const int codes[] = { 200, 206, 301, 304, 400, 403, 404, 405, 408, 413, 414, 416, 431, 500, 501, 503, 505 };
