@@ -93,7 +93,8 @@ bool http_etag_list_matches(struct span field, const char *etag, size_t etag_len
 bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified,
 			   time_t now)
 {
-	if (field.len > 0 && (field.p[0] == '"' || field.p[0] == 'W'))
+	/* a tag is quoted or "W/"-prefixed: "Wed, ..." is a date, not a weak tag */
+	if (field.len > 0 && (field.p[0] == '"' || (field.len >= 2 && field.p[0] == 'W' && field.p[1] == '/')))
 		return field.len == etag_len && memcmp(field.p, etag, etag_len) == 0;
 	time_t t;
 	/* a file modified within the current second may change again unseen */
