@@ -1037,3 +1037,53 @@ Test(conn, if_range_date_on_a_wednesday)
 	cr_assert(strncmp(s, "HTTP/1.1 206 Partial Content\r\n", 30) == 0, "%s", s);
 	free(s);
 }
+
+/* max_ranges parts make more pieces than one conn_output() can describe
+ * (CONN_IOV_MAX): the rest follows in the next, whole and in order. */
+static void check_sixteen_parts(void);
+
+Test(conn, multipart_with_more_pieces_than_one_output_holds)
+{
+	check_sixteen_parts();
+}
+
+/* The same, every part a file range between memory pieces. */
+Test(conn_config, multipart_from_the_file, .init = setup_files, .fini = teardown)
+{
+	ts.cfg.cache_size = 0;
+	ts.cfg.sendfile_min = 0;
+	test_server_open(&ts);
+	check_sixteen_parts();
+}
+
+static void check_sixteen_parts(void)
+{
+	char req[512];
+	int n = snprintf(req, sizeof(req), "GET /b.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=");
+	for (int i = 0; i < 16; i++)
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "%s%d-%d", i ? "," : "", 2 * i, 2 * i);
+	n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n\r\n");
+	cr_assert_eq(ts.cfg.max_ranges, 16);
+	char *whole = ask(req);
+	cr_assert(strncmp(whole, "HTTP/1.1 206 ", 13) == 0, "%s", whole);
+	cr_assert_eq(count(whole, "Content-Range: bytes "), 16, "%s", whole);
+	for (int i = 0; i < 16; i++) {
+		char part[64];
+		snprintf(part, sizeof(part), "Content-Range: bytes %d-%d/44\r\n\r\n%c\r\n", 2 * i, 2 * i, B_TXT[2 * i]);
+		cr_assert(strstr(whole, part), "part %d missing: %s", i, whole);
+	}
+	/* the declared length is what was sent */
+	const char *cl = strstr(whole, "Content-Length: ");
+	const char *body = strstr(whole, "\r\n\r\n") + 4;
+	cr_assert_eq(strtoul(cl + 16, NULL, 10), strlen(body));
+	unboundary(whole);
+	struct drive d;
+	drive_start(&d, 4096, 3);
+	feeds(&d, req);
+	char *s = normalized(&d);
+	unboundary(s);
+	cr_assert_str_eq(s, whole);
+	free(s);
+	free(whole);
+	drive_end(&d);
+}
