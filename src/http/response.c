@@ -88,6 +88,12 @@ static bool etag_list_matches(struct span field, const char *etag, size_t etag_l
 			while (p < end && *p != ',' && !is_ows(*p))
 				p++;
 		}
+		if (p < end && *p != ',' && !is_ows(*p)) {
+			/* junk glued to a quoted tag ("abc"x): not an entity-tag, so no match */
+			while (p < end && *p != ',')
+				p++;
+			continue;
+		}
 		if ((!strong || !weak) && (size_t)(p - tag) == etag_len && memcmp(tag, etag, etag_len) == 0)
 			return true;
 	}
@@ -142,7 +148,8 @@ bool http_range_applies(const struct http_request *r, const struct http_validato
 bool http_if_range_matches(struct span field, const char *etag, size_t etag_len, time_t last_modified,
 			   time_t now)
 {
-	if (field.len > 0 && (field.p[0] == '"' || field.p[0] == 'W'))
+	/* a tag is quoted or "W/"-prefixed: "Wed, ..." is a date, not a weak tag */
+	if (field.len > 0 && (field.p[0] == '"' || (field.len >= 2 && field.p[0] == 'W' && field.p[1] == '/')))
 		return field.len == etag_len && memcmp(field.p, etag, etag_len) == 0;
 	time_t t;
 	/* a file modified within the current second may change again unseen */

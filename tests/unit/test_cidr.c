@@ -75,12 +75,49 @@ Test(cidr, bad_lists)
 	}
 }
 
-Test(cidr, too_many)
+/* CIDR_MAX prefixes is the limit: exactly that many are accepted (and the last
+ * one matches), one more is refused with a message. */
+Test(cidr, count_boundary)
 {
 	char list[(CIDR_MAX + 1) * 16] = "";
-	for (int i = 0; i <= CIDR_MAX; i++)
+	for (int i = 0; i < CIDR_MAX; i++)
 		sprintf(list + strlen(list), "10.0.%d.0/24 ", i);
 	struct cidr_list l;
-	char err[128];
+	char err[128] = "";
+	cr_assert_eq(cidr_list_parse(list, &l, err, sizeof(err)), 0, "%d prefixes: %s", CIDR_MAX, err);
+	cr_assert_eq(l.n, CIDR_MAX);
+	char last[32];
+	snprintf(last, sizeof(last), "10.0.%d.9", CIDR_MAX - 1);
+	cr_assert(allowed(list, last), "the %dth prefix is in force", CIDR_MAX);
+	cr_assert_not(allowed(list, "10.0.200.1"));
+
+	sprintf(list + strlen(list), "10.0.%d.0/24", CIDR_MAX);
 	cr_assert_eq(cidr_list_parse(list, &l, err, sizeof(err)), -1);
+	char want[32];
+	snprintf(want, sizeof(want), "more than %d", CIDR_MAX);
+	cr_assert(strstr(err, want), "%s", err);
+
+	/* separators after the last prefix do not count as one more */
+	list[0] = '\0';
+	for (int i = 0; i < CIDR_MAX; i++)
+		sprintf(list + strlen(list), "10.0.%d.0/24, \t", i);
+	cr_assert_eq(cidr_list_parse(list, &l, err, sizeof(err)), 0, "%s", err);
+}
+
+/* Prefix lengths at their ends: 0 and 32 (IPv4), 0 and 128 (IPv6). */
+Test(cidr, prefix_length_boundaries)
+{
+	cr_assert(allowed("10.1.2.3/32", "10.1.2.3"));
+	cr_assert_not(allowed("10.1.2.3/32", "10.1.2.2"));
+	cr_assert(allowed("10.1.2.3/31", "10.1.2.2"));
+	cr_assert(allowed("::1/128", "::1"));
+	cr_assert_not(allowed("::1/128", "::0"));
+	cr_assert(allowed("::1/127", "::0"));
+	cr_assert(allowed("1.2.3.4/0", "255.255.255.255"));
+	cr_assert(allowed("::/0", "::ffff:1.2.3.4"));
+	struct cidr_list l;
+	char err[128];
+	cr_assert_eq(cidr_list_parse("10.0.0.0/32", &l, err, sizeof(err)), 0);
+	cr_assert_eq(cidr_list_parse("::/128", &l, err, sizeof(err)), 0);
+	cr_assert_eq(cidr_list_parse("::/129", &l, err, sizeof(err)), -1);
 }

@@ -1,128 +1,136 @@
-/* test_response.c - conditional request evaluation (RFC 9110 13.2.2) and
- * entity-tag list comparison, over hand-built requests. */
+/* test_response.c - validators: ETag lists (If-None-Match, weak comparison)
+ * and If-Range (strong comparison; a date only when it is a strong
+ * validator, judged against an injected clock), status texts and pages. */
 #include <criterion/criterion.h>
-
+#include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "../../src/http/date.h"
 #include "../../src/http/response.h"
+#include "guard.h"
 
-#define ETAG "\"5f5e1000-7c\""
-#define MTIME ((time_t)1600000000)                   /* Sun, 13 Sep 2020 12:26:40 GMT */
-#define D_MTIME "Sun, 13 Sep 2020 12:26:40 GMT"
-#define D_OLDER "Sat, 01 Jan 2000 00:00:00 GMT"
-#define D_NEWER "Fri, 01 Jan 2100 00:00:00 GMT"
+#define ETAG "\"5f5e100-2a\""
 
-static const struct http_validators V = { ETAG, sizeof(ETAG) - 1, MTIME };
-
-static struct span sp(const char *s)
-{
-	return s ? (struct span){ s, strlen(s) } : (struct span){ NULL, 0 };
-}
-
-struct pre_case {
-	enum http_method method;
-	const char *if_match, *ius, *inm, *ims;
-	int want;
+struct list_case {
+	const char *field;
+	bool want;
 };
 
-static const struct pre_case pre_cases[] = {
-	/* nothing conditional */
-	{ HTTP_GET, NULL, NULL, NULL, NULL, 0 },
-	/* 1. If-Match: strong comparison, "*" matches, lists */
-	{ HTTP_GET, ETAG, NULL, NULL, NULL, 0 },
-	{ HTTP_GET, "*", NULL, NULL, NULL, 0 },
-	{ HTTP_GET, "\"a\", " ETAG, NULL, NULL, NULL, 0 },
-	{ HTTP_GET, "\"a\"", NULL, NULL, NULL, 412 },
-	{ HTTP_GET, "W/" ETAG, NULL, NULL, NULL, 412 },
-	{ HTTP_GET, "\"a\", W/" ETAG, NULL, NULL, NULL, 412 },
-	{ HTTP_HEAD, "\"a\"", NULL, NULL, NULL, 412 },
-	{ HTTP_GET, "", NULL, NULL, NULL, 412 },
-	/* 2. If-Unmodified-Since: only without If-Match; invalid dates ignored */
-	{ HTTP_GET, NULL, D_MTIME, NULL, NULL, 0 },
-	{ HTTP_GET, NULL, D_NEWER, NULL, NULL, 0 },
-	{ HTTP_GET, NULL, D_OLDER, NULL, NULL, 412 },
-	{ HTTP_GET, NULL, "yesterday", NULL, NULL, 0 },
-	{ HTTP_GET, ETAG, D_OLDER, NULL, NULL, 0 },    /* If-Match wins */
-	{ HTTP_GET, "\"a\"", D_NEWER, NULL, NULL, 412 },
-	/* 3. If-None-Match after both: a failed precondition beats a 304 */
-	{ HTTP_GET, NULL, NULL, ETAG, NULL, 304 },
-	{ HTTP_GET, NULL, NULL, "W/" ETAG, NULL, 304 }, /* weak comparison */
-	{ HTTP_GET, NULL, NULL, "*", NULL, 304 },
-	{ HTTP_GET, NULL, NULL, "\"a\"", NULL, 0 },
-	{ HTTP_GET, "\"a\"", NULL, ETAG, NULL, 412 },
-	{ HTTP_GET, NULL, D_OLDER, ETAG, NULL, 412 },
-	{ HTTP_GET, ETAG, NULL, ETAG, NULL, 304 },
-	{ HTTP_GET, ETAG, D_OLDER, ETAG, NULL, 304 },
-	{ HTTP_POST, NULL, NULL, ETAG, NULL, 412 },      /* not GET/HEAD: 412, not 304 */
-	/* 4. If-Modified-Since only without If-None-Match, only for GET/HEAD */
-	{ HTTP_GET, NULL, NULL, NULL, D_MTIME, 304 },
-	{ HTTP_HEAD, NULL, NULL, NULL, D_NEWER, 304 },
-	{ HTTP_GET, NULL, NULL, NULL, D_OLDER, 0 },
-	{ HTTP_GET, NULL, NULL, NULL, "garbage", 0 },
-	{ HTTP_GET, NULL, NULL, "\"a\"", D_MTIME, 0 },  /* If-None-Match decides */
-	{ HTTP_POST, NULL, NULL, NULL, D_MTIME, 0 },
-	{ HTTP_GET, "\"a\"", NULL, NULL, D_MTIME, 412 },
-	{ HTTP_GET, NULL, D_OLDER, NULL, D_MTIME, 412 },
-};
-
-Test(response, precondition_order)
+Test(response, etag_list_table)
 {
-	for (size_t i = 0; i < sizeof(pre_cases) / sizeof(pre_cases[0]); i++) {
-		const struct pre_case *c = &pre_cases[i];
-		struct http_request r = { .method = c->method };
-		r.if_match = sp(c->if_match);
-		r.if_unmodified_since = sp(c->ius);
-		r.if_none_match = sp(c->inm);
-		r.if_modified_since = sp(c->ims);
-		int got = http_preconditions(&r, &V);
-		cr_expect_eq(got, c->want,
-			     "case %zu (%s; If-Match %s; IUS %s; INM %s; IMS %s): %d, want %d", i,
-			     http_method_name(c->method), c->if_match ? c->if_match : "-",
-			     c->ius ? c->ius : "-", c->inm ? c->inm : "-", c->ims ? c->ims : "-", got,
-			     c->want);
+	static const struct list_case cases[] = {
+		{ ETAG, true },
+		{ "W/" ETAG, true },                       /* weak comparison ignores W/ */
+		{ "*", true },
+		{ "  *  ", true },
+		{ "\"other\", " ETAG, true },
+		{ "\"other\"," ETAG, true },               /* no space after the comma */
+		{ "\"a\" ,\t" ETAG " , \"b\"", true },
+		{ ",," ETAG ",,", true },                  /* empty list elements (RFC 9110 5.6.1) */
+		{ "\"a\", W/" ETAG, true },
+		{ "\"other\"", false },
+		{ "", false },
+		{ ",", false },
+		{ "\"5f5e100-2a", false },                 /* unterminated */
+		{ "\"5f5e100-2a\"x", false },              /* trailing junk glued on */
+		{ "\"5f5e100-2\"", false },                /* a prefix of the tag */
+		{ "\"5f5e100-2aa\"", false },              /* the tag is a prefix */
+		{ "5f5e100-2a", false },                   /* unquoted */
+		{ "w/" ETAG, false },                      /* W/ is case-sensitive */
+		{ "\"x, " ETAG "\"", false },              /* inside another tag's quotes */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct span f = guarded(cases[i].field, strlen(cases[i].field));
+		cr_expect_eq(http_etag_list_matches(f, ETAG, strlen(ETAG)), cases[i].want, "'%s': want %d",
+			     cases[i].field, cases[i].want);
+		unguard(f);
 	}
 }
 
-/* Step 5: If-Range only decides whether a Range is honoured. */
-Test(response, range_applies)
+Test(response, etag_format)
 {
-	time_t now = MTIME + 100;
-	struct http_request r = { .method = HTTP_GET };
-	cr_expect(!http_range_applies(&r, &V, now), "no Range");
-	r.range = sp("bytes=0-1");
-	cr_expect(http_range_applies(&r, &V, now));
-	r.if_range = sp(ETAG);
-	cr_expect(http_range_applies(&r, &V, now));
-	r.if_range = sp("W/" ETAG);
-	cr_expect(!http_range_applies(&r, &V, now), "weak tag in If-Range");
-	r.if_range = sp("\"other\"");
-	cr_expect(!http_range_applies(&r, &V, now));
-	r.if_range = sp(D_MTIME);
-	cr_expect(http_range_applies(&r, &V, now));
-	cr_expect(!http_range_applies(&r, &V, MTIME), "Last-Modified of this second is weak");
-	r.if_range = sp(D_OLDER);
-	cr_expect(!http_range_applies(&r, &V, now));
-	r.if_range = sp(NULL);
-	r.method = HTTP_POST;
-	cr_expect(!http_range_applies(&r, &V, now), "Range is defined for GET only");
+	char e[HTTP_ETAG_MAX];
+	size_t n = http_etag(e, 100000000, 42);
+	cr_assert_str_eq(e, ETAG);
+	cr_assert_eq(n, strlen(ETAG));
+	/* the largest values still fit */
+	n = http_etag(e, (time_t)0x7fffffffffffffffLL, UINT64_MAX);
+	cr_assert_eq(n, strlen(e));
+	cr_assert_lt(n, (size_t)HTTP_ETAG_MAX);
 }
 
-Test(response, etag_lists)
+static bool if_range(const char *field, time_t last_modified, time_t now)
 {
-	struct span f = sp("W/\"x\", " ETAG);
-	cr_expect(http_etag_list_matches(f, ETAG, strlen(ETAG)));
-	cr_expect(http_etag_list_matches_strong(f, ETAG, strlen(ETAG)));
-	f = sp("\"x\",W/" ETAG);
-	cr_expect(http_etag_list_matches(f, ETAG, strlen(ETAG)));
-	cr_expect(!http_etag_list_matches_strong(f, ETAG, strlen(ETAG)));
-	f = sp("\"5f5e1000-7\"");
-	cr_expect(!http_etag_list_matches_strong(f, ETAG, strlen(ETAG)), "a prefix is no match");
+	struct span f = guarded(field, strlen(field));
+	bool r = http_if_range_matches(f, ETAG, strlen(ETAG), last_modified, now);
+	unguard(f);
+	return r;
 }
 
-Test(response, status_texts)
+Test(response, if_range_etag_is_strong_comparison)
 {
-	cr_expect_str_eq(http_status_text(100), "Continue");
-	cr_expect_str_eq(http_status_text(412), "Precondition Failed");
-	cr_expect_str_eq(http_status_text(417), "Expectation Failed");
+	time_t lm = 1700000000;
+	cr_assert(if_range(ETAG, lm, lm + 100));
+	cr_assert_not(if_range("W/" ETAG, lm, lm + 100), "a weak tag never matches If-Range");
+	cr_assert_not(if_range("\"other\"", lm, lm + 100));
+	cr_assert_not(if_range("\"5f5e100-2\"", lm, lm + 100));
+	cr_assert_not(if_range("*", lm, lm + 100));
+	cr_assert_not(if_range("", lm, lm + 100));
+}
+
+/* RFC 9110 8.8.2.2: a Last-Modified is a strong validator only when it is at
+ * least a second older than the moment the response is made. */
+Test(response, if_range_date_with_injected_clock)
+{
+	time_t lm = 1700000000;
+	char date[HTTP_DATE_LEN + 1];
+	http_date_format(lm, date);
+
+	cr_assert_not(if_range(date, lm, lm), "modified this very second: weak, so no range");
+	cr_assert(if_range(date, lm, lm + 1), "a second later it is strong");
+	cr_assert(if_range(date, lm, lm + 86400));
+	cr_assert_not(if_range(date, lm, lm - 5), "a clock behind the file: not strong");
+
+	/* the date must equal Last-Modified exactly: older or newer means changed */
+	char other[HTTP_DATE_LEN + 1];
+	http_date_format(lm - 1, other);
+	cr_assert_not(if_range(other, lm, lm + 100));
+	http_date_format(lm + 1, other);
+	cr_assert_not(if_range(other, lm, lm + 100));
+
+	/* the obsolete formats are dates too (RFC 9110 5.6.7) */
+	cr_assert(if_range("Tuesday, 14-Nov-23 22:13:20 GMT", lm, lm + 100));
+	cr_assert(if_range("Tue Nov 14 22:13:20 2023", lm, lm + 100));
+	cr_assert_not(if_range("yesterday", lm, lm + 100));
+}
+
+/* Every day of the week: "Wed, ..." starts with the same letter as a weak
+ * tag ("W/...") and must still be read as a date. */
+Test(response, if_range_date_on_every_weekday)
+{
+	for (int day = 0; day < 7; day++) {
+		time_t lm = 1700000000 + day * 86400;
+		char date[HTTP_DATE_LEN + 1];
+		http_date_format(lm, date);
+		cr_expect(if_range(date, lm, lm + 100), "If-Range: %s should match its Last-Modified", date);
+	}
+}
+
+Test(response, status_texts_and_builtin_pages)
+{
+	static const int codes[] = { 200, 206, 301, 304, 400, 403, 404, 405, 408, 413, 414, 416, 431, 500, 501, 503, 505 };
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		cr_expect_str_neq(http_status_text(codes[i]), "Unknown", "%d", codes[i]);
+	cr_assert_str_eq(http_status_text(408), "Request Timeout");
+	cr_assert_str_eq(http_status_text(299), "Unknown");
+
+	char page[512];
+	size_t n = http_builtin_page(404, page, sizeof(page));
+	cr_assert_eq(n, strlen(page));
+	cr_assert(strstr(page, "<title>404 Not Found</title>"));
+	/* a short buffer truncates and reports what it holds */
+	char small[16];
+	n = http_builtin_page(404, small, sizeof(small));
+	cr_assert_eq(n, sizeof(small) - 1);
+	cr_assert_eq(strlen(small), n);
 }

@@ -1,0 +1,233 @@
+/* test_config.c - values of server.conf keys: durations, sizes and numbers at
+ * their bounds and past them, overflow refused (never wrapped), and the
+ * messages that name the problem. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/config.h"
+
+static char last_msg[1024];
+static int nmsgs;
+
+static void capture(const char *msg)
+{
+	snprintf(last_msg, sizeof(last_msg), "%s", msg);
+	nmsgs++;
+}
+
+static void setup(void)
+{
+	last_msg[0] = '\0';
+	nmsgs = 0;
+	config_set_reporter(capture);
+}
+
+static void teardown(void)
+{
+	config_set_reporter(NULL);
+}
+
+TestSuite(config, .init = setup, .fini = teardown);
+
+struct int_case {
+	const char *key, *value;
+	long long want; /* -1: refused */
+};
+
+/* Applies key=value to defaults; returns the int field's value, or -1. */
+static long long set_int(const char *key, const char *value, const int *field, struct config *cfg)
+{
+	int before = *field;
+	if (config_set(cfg, key, value, "--set") < 0) {
+		cr_expect_eq(*field, before, "%s=%s: a refused value must leave the field alone", key, value);
+		cr_expect(strstr(last_msg, key) != NULL, "%s=%s: the message names the key: %s", key, value, last_msg);
+		return -1;
+	}
+	return *field;
+}
+
+Test(config, durations_bounds_and_overflow)
+{
+	static const struct int_case cases[] = {
+		{ "header_timeout", "10", 10000 },           /* bare: seconds */
+		{ "header_timeout", "10s", 10000 },
+		{ "header_timeout", "500ms", 500 },
+		{ "header_timeout", "2m", 120000 },
+		{ "header_timeout", "1ms", 1 },              /* the minimum */
+		{ "header_timeout", "0", -1 },               /* below it */
+		{ "header_timeout", "0ms", -1 },
+		{ "header_timeout", "3600000ms", 3600000 },  /* the maximum, three ways */
+		{ "header_timeout", "3600s", 3600000 },
+		{ "header_timeout", "60m", 3600000 },
+		{ "header_timeout", "3600001ms", -1 },
+		{ "header_timeout", "3601", -1 },
+		{ "header_timeout", "61m", -1 },
+		/* would overflow int, then long long, when scaled: refused, not wrapped */
+		{ "header_timeout", "2147484", -1 },         /* 2147484000 ms > INT_MAX */
+		{ "header_timeout", "4294968ms", -1 },       /* 2^32 + a little: would wrap to ~0 in 32 bits */
+		{ "header_timeout", "4294967297ms", -1 },    /* 2^32 + 1: wraps to 1 if truncated */
+		{ "header_timeout", "153722867280912m", -1 },/* LLONG_MAX / 60000: the largest that scales */
+		{ "header_timeout", "153722867280913m", -1 },/* one more overflows the multiply */
+		{ "header_timeout", "307445734561826m", -1 },  /* x 60000 wraps to 8384 ms in 64 bits */
+		{ "header_timeout", "18446744073709552", -1 }, /* x 1000 wraps to 384 ms */
+		{ "header_timeout", "9223372036854775807", -1 },
+		{ "header_timeout", "9223372036854775807ms", -1 },
+		{ "header_timeout", "9223372036854775808ms", -1 }, /* overflows strtoll itself */
+		{ "header_timeout", "99999999999999999999999999999999s", -1 },
+		/* not durations */
+		{ "header_timeout", "", -1 },
+		{ "header_timeout", "-1", -1 },
+		{ "header_timeout", "+5", -1 },
+		{ "header_timeout", " 5", -1 },
+		{ "header_timeout", "5 s", -1 },
+		{ "header_timeout", "1.5s", -1 },
+		{ "header_timeout", "1h", -1 },
+		{ "header_timeout", "5us", -1 },             /* microseconds only where they are meant */
+		{ "header_timeout", "ms", -1 },
+		{ "drain_timeout", "0", 0 },                 /* drain may be zero */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config cfg;
+		config_defaults(&cfg);
+		const int *field = strcmp(cases[i].key, "drain_timeout") ? &cfg.header_timeout_ms : &cfg.drain_timeout_ms;
+		cr_expect_eq(set_int(cases[i].key, cases[i].value, field, &cfg), cases[i].want, "%s=%s: want %lld",
+			     cases[i].key, cases[i].value, cases[i].want);
+	}
+}
+
+Test(config, microsecond_durations)
+{
+	static const struct int_case cases[] = {
+		{ "work_unit", "250us", 250 },
+		{ "work_unit", "1us", 1 },
+		{ "work_unit", "0us", -1 },
+		{ "work_unit", "1ms", 1000 },
+		{ "work_unit", "2", 2000000 },               /* bare: seconds */
+		{ "work_unit", "10s", 10000000 },            /* the maximum */
+		{ "work_unit", "10000001us", -1 },
+		{ "work_unit", "11s", -1 },
+		{ "work_unit", "153722867280m", -1 },        /* overflows 60000 * 1000 * v */
+		{ "work_unit", "9223372036854775807us", -1 },
+		{ "work_unit", "4294967297us", -1 },
+		{ "work_unit", "18446744073710s", -1 },      /* x 1000000 wraps to 448384 us */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config cfg;
+		config_defaults(&cfg);
+		cr_expect_eq(set_int(cases[i].key, cases[i].value, &cfg.work_unit_us, &cfg), cases[i].want,
+			     "%s=%s: want %lld", cases[i].key, cases[i].value, cases[i].want);
+	}
+}
+
+struct size_case {
+	const char *key, *value;
+	bool ok;
+	unsigned long long want;
+};
+
+Test(config, sizes_bounds_and_overflow)
+{
+	static const struct size_case cases[] = {
+		{ "max_head", "4096", true, 4096 },
+		{ "max_head", "16k", true, 16384 },
+		{ "max_head", "16K", true, 16384 },
+		{ "max_head", "1m", true, 1 << 20 },
+		{ "max_head", "4m", true, 1 << 22 },          /* the maximum */
+		{ "max_head", "4194305", false, 0 },
+		{ "max_head", "256", true, 256 },             /* the minimum */
+		{ "max_head", "255", false, 0 },
+		{ "max_head", "1t", false, 0 },
+		{ "max_head", "1kb", false, 0 },
+		{ "max_head", "k", false, 0 },
+		{ "max_head", "-1k", false, 0 },
+		{ "max_body", "0", true, 0 },
+		{ "max_body", "1099511627776", true, 1ULL << 40 }, /* the maximum */
+		{ "max_body", "1024g", true, 1ULL << 40 },
+		{ "max_body", "1099511627777", false, 0 },
+		{ "max_body", "1025g", false, 0 },
+		{ "max_body", "8589934591g", false, 0 },      /* fits in 63 bits, over the bound */
+		{ "max_body", "8589934592g", false, 0 },      /* 2^63: overflows the multiply */
+		{ "max_body", "9007199254740992k", false, 0 },/* 2^53 * 2^10 = 2^63 */
+		{ "max_body", "17179869185g", false, 0 },     /* (2^34 + 1) x 2^30 wraps to 1g */
+		{ "max_body", "18446744073709551616", false, 0 },
+		{ "cache_max_file", "4g", true, 1ULL << 32 }, /* the maximum */
+		{ "cache_max_file", "4294967297", false, 0 },
+		{ "cache_size", "0", true, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config cfg, before;
+		config_defaults(&cfg);
+		before = cfg;
+		int r = config_set(&cfg, cases[i].key, cases[i].value, "--set");
+		unsigned long long got = !strcmp(cases[i].key, "max_body") ? cfg.max_body
+				       : !strcmp(cases[i].key, "max_head") ? cfg.max_head
+				       : !strcmp(cases[i].key, "cache_max_file") ? cfg.cache_max_file
+				       : cfg.cache_size;
+		if (cases[i].ok) {
+			cr_expect_eq(r, 0, "%s=%s: refused: %s", cases[i].key, cases[i].value, last_msg);
+			cr_expect_eq(got, cases[i].want, "%s=%s: got %llu", cases[i].key, cases[i].value, got);
+		} else {
+			cr_expect_eq(r, -1, "%s=%s: accepted as %llu", cases[i].key, cases[i].value, got);
+			cr_expect_eq(memcmp(&cfg, &before, sizeof(cfg)), 0, "%s=%s changed the config", cases[i].key,
+				     cases[i].value);
+		}
+	}
+}
+
+Test(config, whole_numbers)
+{
+	static const struct int_case cases[] = {
+		{ "port", "0", 0 },
+		{ "port", "65535", 65535 },
+		{ "port", "65536", -1 },
+		{ "port", "4294967376", -1 },               /* 2^32 + 80: 80 if truncated to int first */
+		{ "port", "99999999999999999999", -1 },
+		{ "port", "80k", -1 },                      /* units only on sizes */
+		{ "port", "80s", -1 },
+		{ "port", "0x50", -1 },
+		{ "port", "", -1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config cfg;
+		config_defaults(&cfg);
+		cr_expect_eq(set_int(cases[i].key, cases[i].value, &cfg.port, &cfg), cases[i].want, "%s=%s: want %lld",
+			     cases[i].key, cases[i].value, cases[i].want);
+	}
+}
+
+Test(config, messages_name_the_problem)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	cr_assert_eq(config_set(&cfg, "header_timeout", "61m", "--set"), -1);
+	cr_assert(strstr(last_msg, "--set") && strstr(last_msg, "header_timeout") && strstr(last_msg, "out of range"),
+		  "%s", last_msg);
+	cr_assert_eq(config_set(&cfg, "header_timeout", "1h", "--set"), -1);
+	cr_assert(strstr(last_msg, "is not a duration"), "%s", last_msg);
+	cr_assert_eq(config_set(&cfg, "nosuchkey", "1", "--set"), -1);
+	cr_assert(strstr(last_msg, "unknown key 'nosuchkey'"), "%s", last_msg);
+	cr_assert_eq(nmsgs, 3);
+}
+
+/* A file: the line of the first bad value is reported, nothing exits. */
+Test(config, file_reports_the_line)
+{
+	char path[] = "/tmp/spindle-conf-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	const char *text = "[http]\nheader_timeout = 5s\nmax_body = 1m\nmax_head = 9223372036854775807k\n";
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	struct config cfg;
+	config_defaults(&cfg);
+	int r = config_load_file(&cfg, path);
+	unlink(path);
+	cr_assert_eq(r, -1);
+	char want[64];
+	snprintf(want, sizeof(want), "%s:4: max_head", path);
+	cr_assert(strstr(last_msg, want), "%s", last_msg);
+	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
+}
