@@ -24,6 +24,10 @@ struct bucket {
 
 struct workload_shm {
 	pthread_mutex_t global;  /* used instead of the bucket locks when bucket_lock = global */
+	/* Units of work completed (delay and hold), for the lab's check that CPU
+	 * work served per second never exceeds the cores (atomic: no lock). */
+	uint64_t delay_units;
+	uint64_t hold_units;
 	struct bucket buckets[];
 };
 
@@ -276,8 +280,10 @@ bool workload_endpoint(const struct server *srv, const struct sockaddr_storage *
 		return false;
 
 	if (req->query.len == 6 && !memcmp(req->query.p, "totals", 6))
-		return text_response(out, 200, "total %llu buckets %u\n",
-				     (unsigned long long)workload_total(w), w->nbuckets);
+		return text_response(out, 200, "total %llu buckets %u delay_units %llu hold_units %llu\n",
+				     (unsigned long long)workload_total(w), w->nbuckets,
+				     (unsigned long long)__atomic_load_n(&w->shm->delay_units, __ATOMIC_RELAXED),
+				     (unsigned long long)__atomic_load_n(&w->shm->hold_units, __ATOMIC_RELAXED));
 
 	struct work_query wq;
 	const char *why = NULL;
@@ -293,5 +299,7 @@ bool workload_endpoint(const struct server *srv, const struct sockaddr_storage *
 
 	work_for_us(w->kind, wq.delay * w->unit_us);
 	uint64_t v = workload_bump(w, (uint32_t)wq.bucket, wq.hold * w->unit_us);
+	__atomic_fetch_add(&w->shm->delay_units, wq.delay, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->shm->hold_units, wq.hold, __ATOMIC_RELAXED);
 	return text_response(out, 200, "%llu\n", (unsigned long long)v);
 }

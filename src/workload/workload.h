@@ -2,8 +2,9 @@
  * does N units of work (delay_kind: CPU time, wall-clock spinning or a sleep),
  * then takes bucket B's lock (or the one global lock), does H more units while
  * holding it (so lock contention can be measured), adds 1 and answers the new
- * count. GET <workload_path>?totals answers "total T buckets N": the sum over
- * every bucket, which the lab checks against the requests it saw served.
+ * count. GET <workload_path>?totals answers "total T buckets N delay_units D
+ * hold_units H": the sum over every bucket (the lab checks it against the
+ * requests it saw served) and the units of work completed so far.
  *
  * The buckets and their locks live in one anonymous MAP_SHARED mapping made
  * by workload_new() before any serving process forks, with process-shared

@@ -206,12 +206,16 @@ def _concurrent_gets(server, targets: list[str]) -> float:
     return elapsed
 
 
-def _totals(server) -> int:
+def _totals_all(server) -> dict:
     r = server.get("/work?totals")
     assert r.status == 200, r
-    words = r.body.split()
-    assert words[0] == b"total" and words[2] == b"buckets", r.body
-    return int(words[1])
+    words = r.body.decode().split()
+    assert words[0::2] == ["total", "buckets", "delay_units", "hold_units"], r.body
+    return dict(zip(words[0::2], map(int, words[1::2])))
+
+
+def _totals(server) -> int:
+    return _totals_all(server)["total"]
 
 
 def test_cpu_delays_cannot_overlap_on_one_core(fresh_server, model):
@@ -282,11 +286,15 @@ def test_hold_on_separate_buckets_overlaps(fresh_server, model):
 
 def test_totals_add_up_to_requests_served(servers, model):
     server = servers(**ON)
-    before = _totals(server)
+    before = _totals_all(server)
     for b in range(16):
-        assert server.get(f"/work?delay=0&bucket={b}").status == 200
-    assert server.get("/work?delay=0&bucket=99").status == 400   # not counted
-    assert _totals(server) == before + 16
+        assert server.get(f"/work?delay={b % 3}&bucket={b}&hold={b % 2}").status == 200
+    assert server.get("/work?delay=1&bucket=99").status == 400   # not counted
+    after = _totals_all(server)
+    assert after["total"] == before["total"] + 16
+    assert after["buckets"] == 16
+    assert after["delay_units"] == before["delay_units"] + sum(b % 3 for b in range(16))
+    assert after["hold_units"] == before["hold_units"] + 8
 
 
 def test_delay_kind_is_validated():
