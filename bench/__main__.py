@@ -66,6 +66,8 @@ def main() -> int:
     ap.add_argument("--models", default="", help="comma-separated spindle models (default: all)")
     ap.add_argument("--spindle", default=str(REPO / "spindle"), help="the spindle binary")
     ap.add_argument("--report-only", metavar="DIR", help="re-render report.md and plots from DIR/results.json")
+    ap.add_argument("--publish", metavar="DIR", default="", help="after a complete run, replace DIR's report, "
+                                                                 "data and plots with this run's (make bench: docs/bench)")
     args = ap.parse_args()
     if args.report_only:
         return rerender(Path(args.report_only))
@@ -132,7 +134,24 @@ def main() -> int:
     from . import report   # matplotlib: only needed once there is something to plot
     report.write(lab, out, man)
     print(f"done in {elapsed / 60:.1f} min: {out / 'report.md'}", flush=True)
+    if args.publish and not interrupted:
+        publish(out, Path(args.publish))
     return 130 if interrupted else 0
+
+
+PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json")
+
+
+def publish(out: Path, dest: Path) -> None:
+    """docs/bench holds exactly one run: its report, data and plots."""
+    import shutil
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in list(dest.glob("*.png")) + [dest / n for n in PUBLISHED]:
+        old.unlink(missing_ok=True)
+    for f in [out / n for n in PUBLISHED] + sorted(out.glob("*.png")):
+        if f.exists():
+            shutil.copy2(f, dest / f.name)
+    print(f"published to {dest}", flush=True)
 
 
 if __name__ == "__main__":

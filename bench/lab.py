@@ -439,7 +439,8 @@ http {{
         if m["errors"]:
             problems.append(f"{m['errors']} of {m['requests']} requests failed: {m['error_samples'][:2]}")
         if m["sent_rate"] < rate * 0.95:
-            problems.append(f"vegeta sent {m['sent_rate']:.0f}/s of the {rate:g}/s asked (generator-bound)")
+            problems.append(f"vegeta sent only {m['sent_rate']:.0f}/s of the {rate:g}/s asked: the generator fell "
+                            f"behind (out of CPU or of its {max_workers} workers), so this cell is not open loop")
         m["problems"] = problems
         return m
 
