@@ -26,6 +26,7 @@ from .manifest import manifest
 CELL_OVERHEAD_S = 0.8
 SERVER_START_S = 1.0
 COUNT_BASED_CELL_S = 2.0      # seed 001's 500-request runs
+OPEN_LOOP_DRAIN_S = 1.0       # vegeta waits up to its timeout for requests still in flight
 
 
 def _interrupt(signum, frame):
@@ -48,6 +49,7 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
         t += p["repeats"] * (timed * (cell_s + warmup_s + CELL_OVERHEAD_S)
                              + p["count_based"] * (COUNT_BASED_CELL_S + warmup_s + CELL_OVERHEAD_S))
         t += p["servers"] * SERVER_START_S
+        t += p["repeats"] * p["open_loop"] * OPEN_LOOP_DRAIN_S
     return t
 
 

@@ -41,6 +41,12 @@ def compare(a: dict | None, b: dict | None, key: str, higher_better: bool = True
     return verdict((a[key + "_min"], a[key + "_max"]), (b[key + "_min"], b[key + "_max"]), higher_better)
 
 
+def settled(a: dict | None, b: dict | None, key: str) -> bool:
+    """Both cells valid and repeated: a comparison of them can settle a claim,
+    including a claim of *no* difference."""
+    return usable(a, key) and usable(b, key) and a["reps_ok"] >= 2 and b["reps_ok"] >= 2
+
+
 def val(r: dict | None, key: str, digits: int = 0) -> str:
     if r is None:
         return "not run"
@@ -78,9 +84,10 @@ def seed000(rows):
     v = compare(p15, pool, "rps")
     out.append(_row("000", "15 pool threads bring no significant gain over 5",
                     f"pool-15 {val(p15, 'rps')} vs pool-5 {val(pool, 'rps')} req/s",
-                    UNSETTLED if not (usable(p15, "rps") and usable(pool, "rps")) else (FAILS if v == "ahead" else HOLDS),
+                    UNSETTLED if not settled(p15, pool, "rps") else (FAILS if v == "ahead" else HOLDS),
                     "15 threads ahead with non-overlapping ranges" if v == "ahead" else
-                    "no separation between the two ranges, or 15 behind"))
+                    ("no separation between the two ranges, or 15 behind" if settled(p15, pool, "rps")
+                     else "a cell is missing, invalid or ran once")))
 
     high = [find(rows, "seed000", part="fork1024", conc=c) for c in (100, 1000)]
     ran = [r for r in high if r is not None]
@@ -173,13 +180,14 @@ def seed002(rows):
         lo = next((r for r in d if r["hold"] == hold and r["lock"] == "bucket" and r["buckets"] == 32), None)
         hi = next((r for r in d if r["hold"] == hold and r["lock"] == "bucket" and r["buckets"] == 2048), None)
         v = compare(hi, lo, "rps")
-        valid = usable(lo, "rps") and usable(hi, "rps")
+        valid = settled(lo, hi, "rps")
         out.append(_row("002", f"the bucket count makes no difference (hold = {hold}: "
                                f"{'lock held for the increment only, as the seed' if not hold else '1 ms of work inside the lock'})",
                         f"32 buckets {val(lo, 'rps')}, 2048 buckets {val(hi, 'rps')} req/s",
                         UNSETTLED if not valid else (FAILS if v in ("ahead", "behind") else HOLDS),
                         "2048 and 32 buckets separated: contention shows" if v in ("ahead", "behind") else
-                        ("no separation between 32 and 2048 buckets" if valid else "a cell is missing/invalid")))
+                        ("no separation between 32 and 2048 buckets" if valid
+                         else "a cell is missing, invalid or ran once")))
     return out
 
 
@@ -194,10 +202,12 @@ def seed003(rows):
                     + (f" (ratio {ratio:.2f}; seed: {SEED003_RPS[('epoll', ka)] / SEED003_RPS[('nginx', ka)]:.2f})"
                        if ratio else ""))
         if ka:
-            if ratio is None:
-                res, why = UNSETTLED, "a cell is missing/invalid"
-            elif v == UNSETTLED or abs(ratio - 1) <= 0.10:
-                res, why = HOLDS, "within 10% or ranges overlap"
+            if ratio is None or not settled(ep, ng, "rps"):
+                res, why = UNSETTLED, "a cell is missing, invalid or ran once"
+            elif abs(ratio - 1) <= 0.10:
+                res, why = HOLDS, "medians within 10% of each other"
+            elif v == UNSETTLED:
+                res, why = UNSETTLED, "medians more than 10% apart, but the ranges overlap"
             else:
                 res, why = FAILS, f"epoll {v} nginx by more than 10%, ranges apart"
             out.append(_row("003", "the reactor is on par with nginx with keep-alive (ab -k -c 200)", measured, res, why))

@@ -257,8 +257,8 @@ def seed004(lab: Lab, models: list[str]) -> None:
                                   {"conc": c, "keepalive": ka}, _ab(PAGE, c, ka, dur), warm_path=PAGE))
     lab.note("seed004", f"`ab -t {dur:g} -c C` with -k (keep-alive, as the seed) and without, C = "
                         f"{', '.join(map(str, SEED004_CONCS))}, on the 4537-byte page: time-based, so each "
-                        f"connection makes many requests (a check flags any cell with fewer than 50 per "
-                        f"connection). spindle prefork with 4 worker processes x 10 threads as the seed; nginx "
+                        f"connection slot makes many requests, not just the initial burst (a check flags a cell "
+                        f"with fewer than 10 per slot). spindle prefork with 4 worker processes x 10 threads as the seed; nginx "
                         f"with worker_processes 4 (equal workers); both on ONE core (the seed had 14).")
     run_cells(lab, "seed004", cells, lab.repeats, [PAGE], fmt_ab)
 
@@ -277,10 +277,10 @@ def openloop(lab: Lab, models: list[str]) -> None:
         for m in models + ["nginx"]:
             key = NGINX if m == "nginx" else spindle(m, threads=64)
             cells.append(Cell("openloop", f"{m} {rate}/s", key, {"rate": rate},
-                              lambda lab_, s, r=rate: lab_.vegeta(s, [HELLO], r, dur, timeout="2s", max_workers=1000),
+                              lambda lab_, s, r=rate: lab_.vegeta(s, [HELLO], r, dur, timeout="1s", max_workers=1000),
                               warm_path=HELLO))
     lab.note("openloop", f"vegeta (open loop: it sends at the given rate whatever the server answers, up to "
-                         f"1000 requests outstanding, 2 s timeout) for {dur:g} s per rate on the 13-byte file, "
+                         f"1000 requests outstanding; a request unanswered after 1 s is an error: the server is saturated) for {dur:g} s per rate on the 13-byte file, "
                          f"keep-alive; every model (threads = 64 for the pools) and nginx on one core. Latency "
                          f"is from the scheduled send time, so queueing behind a slow server counts, unlike in "
                          f"ab/wrk. Rates: {', '.join(map(str, OPEN_RATES))}/s; a cell whose generator used over "

@@ -26,7 +26,7 @@ COLORS = {"iterative": "#8c564b", "fork": "#d62728", "fork-nofile1024": "#d62728
           "nginx-seed003": "#000000"}
 SKIP = {"exp", "cell", "server", "kind", "model", "cpus", "workers", "rep", "cmd", "tool", "raw",
         "problems", "failed_run", "failed_detail", "status_counts", "error_samples", "subs", "invalid",
-        "lat_ms", "cdf", "client_bound"}
+        "lat_ms", "cdf", "client_bound", "fell_behind"}
 
 
 # --------------------------------------------------------------------------
@@ -64,6 +64,7 @@ def aggregate(records: list[dict]) -> list[dict]:
         if inv:
             row["invalid"] = "; ".join(inv)
         row["client_bound"] = any(r.get("client_bound") for r in ok)
+        row["fell_behind"] = any(r.get("fell_behind") for r in ok)
         row["lat_ms"] = sorted(x for r in ok for x in r.get("lat_ms", []))
         cdfs = [r["cdf"] for r in ok if r.get("cdf")]
         if cdfs:
@@ -137,7 +138,8 @@ def cpu_cols(r) -> list[str]:
     if r is None or r.get("invalid") or "server_cpu_s" not in r:
         return ["—", "—", "—"]
     us = r.get("server_us_per_req")
-    gen = f"{r['gen_share']:.0%}" + (" **client-bound**" if r.get("client_bound") else "")
+    gen = f"{r['gen_share']:.0%}" + (" **client-bound**" if r.get("client_bound") else "") \
+        + (" **fell behind its rate**" if r.get("fell_behind") else "")
     return [num(us, 1) if us is not None else "—", gen, f"{r.get('other_cores', 0):.2f}"]
 
 
@@ -243,6 +245,8 @@ class Report:
             v = {"ahead": "epoll ahead", "behind": "**epoll behind**"}.get(v, "unsettled (ranges overlap)")
         if ep.get("client_bound") or ng.get("client_bound"):
             v += "; client-bound cell"
+        if ep.get("fell_behind") or ng.get("fell_behind"):
+            v += "; generator fell behind its rate"
         if ep.get("errors_total") or ng.get("errors_total"):
             v += "; errors, see section"
         self.headline.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), f"{ratio:.2f}", v])
@@ -492,12 +496,15 @@ class Report:
                     continue
                 ax.plot([r["rate"] for r in pts], [r[key] for r in pts], marker="o", color=COLORS.get(m),
                         linestyle="--" if m == "nginx" else "-", label=m)
-                bad = [r for r in pts if r.get("errors_total") or r.get("client_bound")]
+                bad = [r for r in pts if r.get("errors_total") or r.get("client_bound") or r.get("fell_behind")]
                 ax.scatter([r["rate"] for r in bad], [r[key] for r in bad], marker="x", s=80, color="red", zorder=4,
-                           label="errors or client-bound")
+                           label="errors, client-bound, or the generator fell behind its rate")
             ax.set_yscale("log")
+            ax.set_xscale("log")
+            ax.set_xticks(rates)
+            ax.set_xticklabels([f"{x:,}" for x in rates])
             _style(ax, f"{title} latency against offered load (1 core)", f"{title} latency, ms (log)",
-                   "offered load, requests/s")
+                   "offered load, requests/s (log)")
         self.save_fig(fig, "openloop_latency.png", "latency against offered load", list(axes))
         # Server CPU per request per model, at the lowest rate (every server keeps up there)
         low = [r for r in rows if r["rate"] == rates[0] and r.get("server_us_per_req")]

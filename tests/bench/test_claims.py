@@ -94,3 +94,18 @@ def test_seed003_and_seed004_claims():
     v = verdicts(rows4, "004")
     assert v["keep-alive is slower than a new connection per request (prefork 4 x 10)"] == "does not hold"
     assert v["~32k req/s at c = 10…100 without keep-alive"] == "does not hold"
+
+
+def test_no_difference_claims_need_repeats_too():
+    rows = [row("seed003", "epoll", "rps", 2000, 2200, 2400, reps=1, keepalive=True),
+            row("seed003", "nginx-seed003", "rps", 3000, 3200, 3400, reps=1, keepalive=True)]
+    assert verdicts(rows, "003")["the reactor is on par with nginx with keep-alive (ab -k -c 200)"] == "unsettled"
+    rows = [row("seed003", "epoll", "rps", 1500, 2200, 3300, keepalive=True),
+            row("seed003", "nginx-seed003", "rps", 3000, 3200, 3400, keepalive=True)]
+    # 30% apart but the ranges overlap: neither on par nor shown to differ
+    assert verdicts(rows, "003")["the reactor is on par with nginx with keep-alive (ab -k -c 200)"] == "unsettled"
+    rows = [row("seed003", "epoll", "rps", 2000, 2200, 2400, keepalive=True),
+            row("seed003", "nginx-seed003", "rps", 3000, 3200, 3400, keepalive=True)]
+    assert verdicts(rows, "003")["the reactor is on par with nginx with keep-alive (ab -k -c 200)"] == "does not hold"
+    one = [dict(r, reps_ok=1) for r in seed000_rows()]
+    assert verdicts(one, "000")["15 pool threads bring no significant gain over 5"] == "unsettled"
