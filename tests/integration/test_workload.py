@@ -159,10 +159,14 @@ def _pin_to_one_core(master: int) -> int:
     processes created later inherit it from their (pinned) creator."""
     cpu = min(os.sched_getaffinity(0))
     for pid in _tree(master):
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:   # a fork-model child that just exited
+            continue
+        for tid in tids:
             try:
                 os.sched_setaffinity(int(tid), {cpu})
-            except (ProcessLookupError, OSError):
+            except OSError:         # the thread exited meanwhile
                 pass
     return cpu
 
