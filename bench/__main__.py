@@ -35,7 +35,8 @@ def _interrupt(signum, frame):
 
 def rerender(out: Path) -> int:
     data = json.loads((out / "results.json").read_text())
-    lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}))
+    lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}),
+                          server_memory=data.get("server_memory", []))
     from . import report
     report.write(lab, out, data["manifest"])
     print(f"re-rendered {out / 'report.md'}")

@@ -6,15 +6,27 @@ CPU_TOLERANCE = 1.05        # cpu-mode work served per wall second may exceed th
 CLIENT_BOUND = 0.90         # a generator that used > 90% of its core may be what limited the cell
 
 
-def cpu_work_check(units: int, unit_s: float, wall_s: float, cores: int, kind: str) -> tuple[float, str | None]:
+CPU_SLACK_S = 0.05          # /proc CPU times are sampled: allow this much on top of the 5%
+
+
+def cpu_work_check(units: int, unit_s: float, wall_s: float, cores: int, kind: str,
+                   server_cpu_s: float | None = None) -> tuple[float, str | None]:
     """Delay-seconds served per wall second, and why the cell is invalid (or None).
-    Only `cpu` work is bounded by the cores: wall spinning and sleeps may overlap."""
+    Only `cpu` work is bounded: by the cores, and by the CPU time the server's
+    processes actually used over the same window (wall spinning and sleeps may
+    overlap, and are credited without using the CPU)."""
     if wall_s <= 0:
         return 0.0, "no wall time measured"
-    rate = units * unit_s / wall_s
-    if kind == "cpu" and rate > cores * CPU_TOLERANCE:
+    work_s = units * unit_s
+    rate = work_s / wall_s
+    if kind != "cpu":
+        return rate, None
+    if rate > cores * CPU_TOLERANCE:
         return rate, (f"served {rate:.2f} CPU-seconds of cpu work per second on {cores} core(s) "
                       f"(more than {cores} x {CPU_TOLERANCE:.2f}): the delay cannot be CPU work")
+    if server_cpu_s is not None and work_s > server_cpu_s * CPU_TOLERANCE + CPU_SLACK_S:
+        return rate, (f"credited {work_s:.2f} s of cpu work while the server used {server_cpu_s:.2f} CPU-s: "
+                      f"the delay cannot be CPU work")
     return rate, None
 
 

@@ -153,6 +153,7 @@ class Lab:
         self.notes: dict[str, list[str]] = {}
         self.servers: list[Server] = []
         self.nginx_confs: dict[str, str] = {}
+        self.server_memory: list[dict] = []   # each server's idle memory right after start
         self.cell_no = 0
 
     # -- docroot ------------------------------------------------------------
@@ -565,12 +566,14 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
     return out
 
 
-def workload_checks(m: dict, before: dict | None, after: dict | None, wall_s: float, wl: dict) -> dict:
-    """The seed-002 validity checks after a cell (see bench/checks.py)."""
+def workload_checks(m: dict, before: dict | None, after: dict | None, wall_s: float, wl: dict,
+                    server_cpu_s: float | None = None) -> dict:
+    """The seed-002 validity checks after a cell (see bench/checks.py). wall_s and
+    server_cpu_s cover the same window as the two totals."""
     if before is None or after is None:
         return {"invalid": "could not read /work?totals before and after the cell"}
     units = (after["delay_units"] - before["delay_units"]) + (after["hold_units"] - before["hold_units"])
-    rate, why_cpu = checks.cpu_work_check(units, wl["unit_s"], wall_s, wl["cores"], wl["kind"])
+    rate, why_cpu = checks.cpu_work_check(units, wl["unit_s"], wall_s, wl["cores"], wl["kind"], server_cpu_s)
     delta = after["total"] - before["total"]
     why_bucket = checks.bucket_check(delta, _served(m), wl["in_flight"])
     out = {"work_s_per_s": rate, "bucket_delta": delta}
@@ -601,6 +604,7 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
             s = lab.start(kind, model, cpus, workers, dict(settings))
             lab.precheck(s, paths)
             running[key] = s
+            lab.server_memory.append({"exp": exp, "server": s.label, "workers": s.workers, **s.memory()})
         k = 0
         for rep in range(1, repeats + 1):
             for c in cells:
@@ -632,7 +636,9 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                     m.update(account(m, wall, srv1 - srv0, gen, procstat.machine_delta(mach0, mach1), load_cpus))
                     if c.workload:
                         tot1 = lab.totals(s)
-                        m.update(workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload))
+                        srv_end = procstat.tree_cpu_s(s.pids())
+                        m.update(workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
+                                                 server_cpu_s=srv_end - srv0))
                 rec = {"exp": exp, "cell": c.name, "server": s.label, "kind": s.kind,
                        "model": s.model, "cpus": s.cpus, "workers": s.workers, "rep": rep,
                        **c.params, **m, "elapsed_s": wall, "loadavg1": loadavg(),

@@ -27,6 +27,16 @@ def test_seed_report_figures_are_invalid_in_cpu_mode():
     assert checks.cpu_work_check(5900, 0.001, 3.0, 2, "cpu")[1] is None
 
 
+def test_cpu_work_credited_without_cpu_time_is_invalid():
+    # delay_kind = wall (the old lab): 16 threads spinning on the clock on one core
+    # are credited 0.64 s of "work" per second while the server used 0.39 CPU-s/s.
+    rate, why = checks.cpu_work_check(1920, 0.001, 3.0, 1, "cpu", server_cpu_s=1.17)
+    assert rate == 0.64 and "server used 1.17 CPU-s" in why
+    assert checks.cpu_work_check(1920, 0.001, 3.0, 1, "cpu", server_cpu_s=1.90)[1] is None
+    # sampling slack: a hair over is still valid
+    assert checks.cpu_work_check(1920, 0.001, 3.0, 1, "cpu", server_cpu_s=1.80)[1] is None
+
+
 def test_wall_and_sleep_kinds_may_overlap():
     assert checks.cpu_work_check(9000, 0.001, 3.0, 1, "wall")[1] is None
     assert checks.cpu_work_check(9000, 0.001, 3.0, 1, "sleep")[1] is None
