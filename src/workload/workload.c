@@ -194,22 +194,30 @@ static int parse_u64(const char *p, size_t n, uint64_t *v)
 	return 0;
 }
 
-/* One "key=digits" field, at most once. Returns 1 when key matched, 0 when it
- * is another key, -1 on error (with *why). */
-static int take_field(const char *k, size_t klen, const char *v, size_t vlen, const char *name,
+/* One "key=digits" field of the query. */
+struct query_key {
+	const char *name;
+	const char *twice;       /* the reasons given back to the client */
+	const char *not_number;
+};
+
+static const struct query_key key_delay = { "delay", "delay given twice", "delay is not a decimal number" };
+static const struct query_key key_bucket = { "bucket", "bucket given twice", "bucket is not a decimal number" };
+static const struct query_key key_hold = { "hold", "hold given twice", "hold is not a decimal number" };
+
+/* Returns 1 when the field is `key` (stored in *out), 0 when it is another
+ * key, -1 on error (*why set): each key at most once. */
+static int take_field(const char *k, size_t klen, const char *v, size_t vlen, const struct query_key *key,
 		      uint64_t *out, bool *seen, const char **why)
 {
-	size_t nlen = strlen(name);
-	if (klen != nlen || memcmp(k, name, nlen) != 0)
+	if (klen != strlen(key->name) || memcmp(k, key->name, klen) != 0)
 		return 0;
 	if (*seen) {
-		*why = !strcmp(name, "delay") ? "delay given twice"
-			: !strcmp(name, "bucket") ? "bucket given twice" : "hold given twice";
+		*why = key->twice;
 		return -1;
 	}
 	if (parse_u64(v, vlen, out) < 0) {
-		*why = !strcmp(name, "delay") ? "delay is not a decimal number"
-			: !strcmp(name, "bucket") ? "bucket is not a decimal number" : "hold is not a decimal number";
+		*why = key->not_number;
 		return -1;
 	}
 	*seen = true;
@@ -229,9 +237,9 @@ int workload_parse_query(const char *q, size_t len, struct work_query *out, cons
 		size_t klen = eq ? (size_t)(eq - (q + i)) : end - i;
 		const char *val = eq ? eq + 1 : q + end;
 		size_t vlen = (size_t)(q + end - val);
-		if (take_field(q + i, klen, val, vlen, "delay", &out->delay, &have_delay, why) < 0 ||
-		    take_field(q + i, klen, val, vlen, "bucket", &out->bucket, &have_bucket, why) < 0 ||
-		    take_field(q + i, klen, val, vlen, "hold", &out->hold, &have_hold, why) < 0)
+		if (take_field(q + i, klen, val, vlen, &key_delay, &out->delay, &have_delay, why) < 0 ||
+		    take_field(q + i, klen, val, vlen, &key_bucket, &out->bucket, &have_bucket, why) < 0 ||
+		    take_field(q + i, klen, val, vlen, &key_hold, &out->hold, &have_hold, why) < 0)
 			return -1;
 		i = end + 1;
 	}
