@@ -29,7 +29,7 @@ UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 VENV     := .venv
 PY       := $(VENV)/bin/python
 
-.PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench clean
+.PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench bench-smoke clean
 
 TSAN_MODELS ?= epoll or pool
 
@@ -127,14 +127,22 @@ fuzz-run: fuzz
 valgrind: spindle
 	./scripts/valgrind-check.sh
 
-# The benchmark lab: wrk, ab and nginx-light from Debian, matplotlib into the
-# venv; `make bench` is the quick grid (~7 min), `make bench FULL=1` the whole
-# matrix. Results go to bench/results/<timestamp>/ (gitignored).
+# The benchmark lab: ab and nginx-light from Debian, vegeta built with Go into
+# build/go/bin, matplotlib into the venv. `make bench` is the default run (about
+# 17 min on 2 cores; `python -m bench --plan` prints the estimate): results in
+# bench/results/<timestamp>/ (gitignored), published to docs/bench/.
+# `make bench-smoke` checks the whole pipeline with tiny durations.
 bench: spindle
 	@./scripts/install-deps.sh bench
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -m pip install -q -r bench/requirements.txt
-	$(PY) -m bench $(if $(FULL),--full)
+	$(PY) -m bench --publish docs/bench $(BENCH_ARGS)
+
+bench-smoke: spindle
+	@./scripts/install-deps.sh bench
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q -r bench/requirements.txt
+	$(PY) -m bench --smoke $(BENCH_ARGS)
 
 clean:
 	rm -rf build spindle spindle-asan spindle-tsan spindle-stat

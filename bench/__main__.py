@@ -1,6 +1,9 @@
-"""python -m bench [--full] [--only EXP,...] [--repeats N] [--out DIR]
+"""python -m bench [--smoke] [--only EXP,...] [--repeats N] [--cores 1,2,4] [--plan] [--out DIR]
 
-Runs the lab (see bench/README.md) and writes bench/results/<timestamp>/."""
+Runs the lab (see bench/README.md) and writes bench/results/<timestamp>/.
+The default run is what `make bench` does (about 17 minutes on 2 cores; --plan
+prints the estimate without running anything); --smoke runs every cell once
+with tiny durations, to check the whole pipeline end to end."""
 from __future__ import annotations
 
 import argparse
@@ -13,9 +16,17 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from . import experiments, report
+from . import experiments
 from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, loadavg
 from .manifest import manifest
+
+# Seconds a measured cell costs beyond its duration and warm-up (generator
+# start-up, totals, parsing), and a server's start-up with its pre-check:
+# measured on smoke runs of this machine.
+CELL_OVERHEAD_S = 0.8
+SERVER_START_S = 1.0
+COUNT_BASED_CELL_S = 2.0      # seed 001's 500-request runs
+OPEN_LOOP_DRAIN_S = 1.0       # vegeta waits up to its timeout for requests still in flight
 
 
 def _interrupt(signum, frame):
@@ -24,45 +35,87 @@ def _interrupt(signum, frame):
 
 def rerender(out: Path) -> int:
     data = json.loads((out / "results.json").read_text())
-    lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}))
+    lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}),
+                          server_memory=data.get("server_memory", []))
+    from . import report
     report.write(lab, out, data["manifest"])
     print(f"re-rendered {out / 'report.md'}")
     return 0
 
 
+def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
+    t = 0.0
+    for p in plan:
+        timed = p["cells"] - p["count_based"]
+        t += p["repeats"] * (timed * (cell_s + warmup_s + CELL_OVERHEAD_S)
+                             + p["count_based"] * (COUNT_BASED_CELL_S + warmup_s + CELL_OVERHEAD_S))
+        t += p["servers"] * SERVER_START_S
+        t += p["repeats"] * p["open_loop"] * OPEN_LOOP_DRAIN_S
+    return t
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    ap.add_argument("--full", action="store_true", help="the whole matrix (default: quick grids)")
-    ap.add_argument("--only", default="", help="comma-separated experiments: " + ",".join(experiments.EXPERIMENTS))
-    ap.add_argument("--repeats", type=int, default=0, help="repeats per cell (default: quick 3, full 5)")
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smoke", action="store_true", help="every cell once, 1 s each: checks the pipeline")
+    ap.add_argument("--only", default="", help="comma-separated experiments: " + ",".join(experiments.EXPERIMENTS)
+                    + f" (default: {','.join(experiments.DEFAULT)})")
+    ap.add_argument("--repeats", type=int, default=0, help="repeats per cell (default 3; smoke 1)")
+    ap.add_argument("--cell-seconds", type=float, default=0, help="seconds per time-based cell (default 3; smoke 1)")
+    ap.add_argument("--cores", default="1,2,4", help="core counts for seed 002 (a); those above the machine's "
+                                                     "are reported as not run")
+    ap.add_argument("--plan", action="store_true", help="print the cells and the time estimate, run nothing")
     ap.add_argument("--out", default="", help="results directory (default bench/results/<timestamp>)")
     ap.add_argument("--models", default="", help="comma-separated spindle models (default: all)")
     ap.add_argument("--spindle", default=str(REPO / "spindle"), help="the spindle binary")
     ap.add_argument("--report-only", metavar="DIR", help="re-render report.md and plots from DIR/results.json")
+    ap.add_argument("--publish", metavar="DIR", default="", help="after a complete run, replace DIR's report, "
+                                                                 "data and plots with this run's (make bench: docs/bench)")
     args = ap.parse_args()
     if args.report_only:
         return rerender(Path(args.report_only))
 
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else REPO / "bench" / "results" / stamp
-    out.mkdir(parents=True, exist_ok=True)
-    repeats = args.repeats or (5 if args.full else 3)
+    repeats = args.repeats or (1 if args.smoke else 3)
+    cell_s = args.cell_seconds or (1.0 if args.smoke else 3.0)
+    warmup_s = 0.3 if args.smoke else 0.5
+    cores = [int(x) for x in args.cores.split(",") if x]
     spindle = Path(args.spindle)
     lm = subprocess.run([str(spindle), "--list-models"], capture_output=True, text=True, check=True)
     all_models = [ln.split()[0] for ln in lm.stdout.splitlines() if ln.strip()]
     models = [m for m in args.models.split(",") if m] or all_models
-    names = [n for n in args.only.split(",") if n] or list(experiments.EXPERIMENTS)
+    names = [n for n in args.only.split(",") if n] or list(experiments.DEFAULT)
     for n in names:
         if n not in experiments.EXPERIMENTS:
             ap.error(f"unknown experiment {n!r}")
 
-    lab = Lab(out, args.full, repeats, spindle)
+    if args.plan:
+        import tempfile
+        lab = Lab(Path(tempfile.mkdtemp(prefix="spindle-plan-")), args.smoke, repeats, spindle, cell_s,
+                  warmup_s, cores)
+        lab.plan = []
+        for n in names:
+            experiments.EXPERIMENTS[n](lab, models)
+        lab.cleanup()
+        total = 0
+        for p in lab.plan:
+            t = estimate_s([p], cell_s, warmup_s)
+            total += t
+            print(f"{p['exp']:<10} {p['cells']:3d} cells x {p['repeats']} repeats, {p['servers']:2d} servers: "
+                  f"~{t / 60:.1f} min")
+        print(f"total: {sum(p['cells'] * p['repeats'] for p in lab.plan)} measurements, ~{total / 60:.1f} min "
+              f"({cell_s:g} s per cell + {warmup_s:g} s warm-up + {CELL_OVERHEAD_S:g} s overhead)")
+        return 0
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else REPO / "bench" / "results" / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    lab = Lab(out, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
     lab.load_at_start = loadavg()
     # SIGTERM/SIGINT: stop our servers (finally below), then exit.
     signal.signal(signal.SIGTERM, _interrupt)
-    mode = "FULL" if args.full else "quick"
-    print(f"spindle lab ({mode}, {repeats} repeats): server on CPU {SERVER_CPUS}, load on CPU {LOAD_CPUS}; "
-          f"results in {out}", flush=True)
+    mode = "smoke" if args.smoke else "default"
+    print(f"spindle lab ({mode}: {repeats} repeat(s), {cell_s:g} s cells, {warmup_s:g} s warm-up): server on "
+          f"CPU {SERVER_CPUS}, load on CPU {LOAD_CPUS}; results in {out}", flush=True)
     t0 = time.monotonic()
     started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     interrupted = False
@@ -79,10 +132,29 @@ def main() -> int:
     elapsed = time.monotonic() - t0
     man = manifest(lab, models, mode, repeats, started, elapsed, names)
     man["interrupted"] = interrupted
+    man["cell_s"], man["warmup_s"], man["cores_asked"] = cell_s, warmup_s, cores
     (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+    from . import report   # matplotlib: only needed once there is something to plot
     report.write(lab, out, man)
     print(f"done in {elapsed / 60:.1f} min: {out / 'report.md'}", flush=True)
+    if args.publish and not interrupted:
+        publish(out, Path(args.publish))
     return 130 if interrupted else 0
+
+
+PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json")
+
+
+def publish(out: Path, dest: Path) -> None:
+    """docs/bench holds exactly one run: its report, data and plots."""
+    import shutil
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in list(dest.glob("*.png")) + [dest / n for n in PUBLISHED]:
+        old.unlink(missing_ok=True)
+    for f in [out / n for n in PUBLISHED] + sorted(out.glob("*.png")):
+        if f.exists():
+            shutil.copy2(f, dest / f.name)
+    print(f"published to {dest}", flush=True)
 
 
 if __name__ == "__main__":

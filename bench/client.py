@@ -5,7 +5,10 @@ object on stdout.
   latency HOST PORT PATH N PAR SIZE   seed 001: N requests, PAR at a time, each on
                                       a new connection with Connection: close;
                                       per-request time from connect() to the
-                                      last body byte
+                                      last body byte. With SIZE =
+                                      "any:DMIN:DMAX:BUCKETS", PATH's {d} and {b}
+                                      become a random delay and bucket per request
+                                      (workload requests; any body size)
   idle HOST PORT PATH N SIZE          opens N keep-alive connections, does one
                                       request on each, prints READY, then holds
                                       them until stdin closes
@@ -41,11 +44,19 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, int]:
 
 
 async def _latency(host, port, path, n, par, size):
-    req = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+    import random
+    spec = None
+    if isinstance(size, str):      # "any:DMIN:DMAX:BUCKETS": workload requests, any body size
+        _, dmin, dmax, nb = size.split(":")
+        spec = (int(dmin), int(dmax), int(nb))
     sem = asyncio.Semaphore(par)
     times, errors = [], []
 
     async def one(i):
+        target = path
+        if spec:
+            target = path.format(d=random.randint(spec[0], spec[1]), b=random.randrange(spec[2]))
+        req = f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
         async with sem:
             t0 = time.perf_counter()
             try:
@@ -54,7 +65,7 @@ async def _latency(host, port, path, n, par, size):
                 status, length = await asyncio.wait_for(_read_response(reader), 30)
                 writer.close()
                 dt = time.perf_counter() - t0
-                if status != 200 or length != size:
+                if status != 200 or (spec is None and length != size):
                     errors.append(f"request {i}: status {status}, {length} bytes (want 200, {size})")
                 else:
                     times.append(dt)
@@ -69,7 +80,8 @@ async def _latency(host, port, path, n, par, size):
         out.update(avg_ms=statistics.mean(times) * 1e3, min_ms=min(times) * 1e3,
                    max_ms=max(times) * 1e3,
                    std_ms=(statistics.pstdev(times) * 1e3 if len(times) > 1 else 0.0),
-                   p50_ms=statistics.median(times) * 1e3, rps=len(times) / wall)
+                   p50_ms=statistics.median(times) * 1e3, rps=len(times) / wall,
+                   lat_ms=sorted(round(t * 1e3, 3) for t in times))
     return out
 
 
@@ -111,7 +123,8 @@ def main(argv: list[str]) -> int:
     nofile = _raise_nofile()
     cmd = argv[0]
     if cmd == "latency":
-        host, port, path, n, par, size = argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5]), int(argv[6])
+        host, port, path, n, par = argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5])
+        size = argv[6] if argv[6].startswith("any:") else int(argv[6])
         out = asyncio.run(_latency(host, port, path, n, par, size))
         out["nofile"] = nofile
         print(json.dumps(out))

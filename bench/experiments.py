@@ -1,23 +1,36 @@
-"""The experiments, one per seed document plus one beyond them. Each builds
-its cells (server x parameters), runs them interleaved and repeated through
+"""The experiments: one per seed document, the open-loop latency sweep, and
+(outside the default run) a few beyond the seeds. Each builds its cells
+(server x parameters), runs them interleaved and repeated through
 lab.run_cells, and leaves records in lab.records; report.py turns those into
-the report's sections."""
+the report's sections and claims.py checks the seeds' claims against them.
+
+Every server runs on CPU 0 (one core) unless a cell says otherwise; every load
+generator on CPU 1. Durations come from lab.cell_s (3 s by default)."""
 from __future__ import annotations
 
 import json
+import random
 import select
 import subprocess
 import sys
 import time
 
-from .lab import (ALL_CPUS, B100, HELLO, HOST, LOAD_CPUS, MB1, MB100, NOFILE, PAGE, REPO,
-                  SERVER_CPUS, Cell, Lab, Server, ncpus_in, run_cells, server_key)
+from .lab import (ALL_CPUS, B100, HELLO, HOST, LOAD_CPUS, MB1, MB100, NCPU, NGINX_CONNECTIONS, NOFILE, PAGE,
+                  REPO, SERVER_CPUS, Cell, Lab, Server, ncpus_in, run_cells, server_key)
 
-NGINX = server_key("nginx", "nginx")
+NGINX = server_key("nginx", "nginx")                         # realistic file server
+NGINX_SEED003 = server_key("nginx", "nginx-seed003")         # seed 003's return 200
+AB_CEILING = 10_000_000     # ab -t S -n CEILING: time-based; the ceiling is never reached
+UNIT = "1ms"                # one workload unit (the seed used seconds)
+UNIT_S = 0.001
 
 
 def spindle(model: str, cpus: str = SERVER_CPUS, workers: int | None = None, **settings) -> tuple:
     return server_key("spindle", model, cpus, workers, **settings)
+
+
+def nginx(workers: int = 1) -> tuple:
+    return server_key("nginx", "nginx", SERVER_CPUS, workers)
 
 
 def fmt_ab(r: dict) -> str:
@@ -28,188 +41,252 @@ def fmt_wrk(r: dict) -> str:
     return f"{r['rps']:8.0f} req/s  mean {r['mean_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}"
 
 
-def _ab(path, n, c, keepalive):
-    return lambda lab, s: lab.ab(s, path, n, c, keepalive)
+def fmt_vegeta(r: dict) -> str:
+    return (f"{r['target_rate']:6.0f}/s asked, {r['rps']:8.0f} ok/s  p50 {r['p50_ms']:7.2f}  p99 {r['p99_ms']:8.2f}  "
+            f"p99.9 {r['p999_ms']:8.2f} ms  errors {r['errors']}")
+
+
+def fmt_any(r: dict) -> str:
+    return {"ab": fmt_ab, "wrk": fmt_wrk, "vegeta": fmt_vegeta}.get(r.get("tool"), fmt_ab)(r)
+
+
+def _ab(path, c, keepalive, seconds):
+    return lambda lab, s: lab.ab(s, path, AB_CEILING, c, keepalive, seconds=seconds)
 
 
 def _wrk(path, c, dur, **kw):
     return lambda lab, s: lab.wrk(s, path, c, dur, **kw)
 
 
+def workload_settings(**extra) -> dict:
+    return {"workload": "on", "work_unit": UNIT, "delay_kind": "cpu", **extra}
+
+
 # --------------------------------------------------------------------------
-# Seed 000: ab -c 30 -n 1000 on the 4537-byte page; fork at higher concurrency
+# Seed 000: ab -c 30 on the 4537-byte page; pool 5 and 15; fork as the seed ran it
 # --------------------------------------------------------------------------
 
 def seed000(lab: Lab, models: list[str]) -> None:
+    dur = lab.cell_s
+    servers = [("iterative", spindle("iterative")), ("fork", spindle("fork")), ("thread", spindle("thread")),
+               ("pool", spindle("pool", threads=5, _label="pool-5")),
+               ("pool", spindle("pool", threads=15, _label="pool-15")),
+               ("epoll", spindle("epoll")), ("nginx", NGINX)]
     cells = []
-    for m in models + ["nginx"]:
-        key = NGINX if m == "nginx" else spindle(m)
-        cells.append(Cell("seed000", f"{m} ab -c 30 -n 1000", key, {"conc": 30, "n": 1000, "part": "main"},
-                          _ab(PAGE, 1000, 30, False)))
-    # The seed's fork server failed beyond -c 30 ("Too many open files"); ours is
-    # capped and ab gets NOFILE descriptors. epoll and nginx run alongside for scale.
-    for c, n in ((100, 2000), (1000, 2000)):
-        for m in ("fork", "epoll", "nginx"):
-            key = NGINX if m == "nginx" else spindle(m)
-            cells.append(Cell("seed000", f"{m} ab -c {c} -n {n}", key, {"conc": c, "n": n, "part": "high"},
-                              _ab(PAGE, n, c, False)))
-    lab.note("seed000", f"ab runs under `prlimit --nofile={NOFILE}:{NOFILE}` (the seed's fork failure at "
-                        f"-c 1000 was ab/server running out of descriptors); ab -r counts receive errors "
-                        f"as failed requests instead of aborting.")
+    for m, key in servers:
+        if m != "nginx" and m not in models:
+            continue
+        label = dict(key[4]).get("_label", m)
+        cells.append(Cell("seed000", f"{label} ab -c 30", key, {"conc": 30, "part": "main"},
+                          _ab(PAGE, 30, False, dur), warm_path=PAGE))
+    # The seed's fork server died beyond -c 30 with "Too many open files". Its
+    # conditions: the default descriptor limit (1024) and no cap of ours binding.
+    fork1024 = spindle("fork", _nofile=1024, _label="fork-nofile1024", max_connections=100000)
+    if "fork" in models:
+        for c in (30, 100, 1000):
+            cells.append(Cell("seed000", f"fork nofile=1024 ab -c {c}", fork1024, {"conc": c, "part": "fork1024"},
+                              _ab(PAGE, c, False, dur), warm_path=PAGE))
+    lab.note("seed000", f"`ab -t {dur:g} -c 30` (time-based, a new connection per request, as the seed's ab "
+                        f"without -k) on the 4537-byte page; the seed's models: iterative (its basic server), "
+                        f"fork, thread, pool with 5 and with 15 threads; epoll (spindle's default) and nginx "
+                        f"(worker_processes 1, sendfile, open_file_cache) beside them.")
+    lab.note("seed000", "fork under the seed's conditions: the server's RLIMIT_NOFILE is 1024 (the default soft "
+                        "limit; the lab gives every other server 20000) and max_connections = 100000, so no cap "
+                        "of spindle's binds before the descriptor limit does; ab -c 30, 100 and 1000.")
     run_cells(lab, "seed000", cells, lab.repeats, [PAGE], fmt_ab)
 
 
 # --------------------------------------------------------------------------
-# Seed 001: 500 requests, 50 in parallel, response-time distribution
+# Seed 001: 500 requests, 50 in parallel, each doing real work: latency CDF
 # --------------------------------------------------------------------------
 
 def seed001(lab: Lab, models: list[str]) -> None:
+    n, par, dmin, dmax, nb = 500, 50, 1, 3, 128
+
     def run(lab: Lab, s: Server) -> dict:
-        r = lab.client(["latency", HOST, str(s.port), PAGE, "500", "50", str(lab.sizes[PAGE])])
+        r = lab.client(["latency", HOST, str(s.port), "/work?delay={d}&bucket={b}", str(n), str(par),
+                        f"any:{dmin}:{dmax}:{nb}"])
         if "failed_run" not in r:
             r["problems"] = [f"{r['errors']} failed: {r['error_samples'][:2]}"] if r["errors"] else []
             r["tool"] = "python-asyncio"
+            r["requests"] = r["ok"] + r["errors"]
         return r
 
-    cells = [Cell("seed001", f"{m} 500 req / 50 parallel", NGINX if m == "nginx" else spindle(m),
-                  {"n": 500, "par": 50}, run) for m in models + ["nginx"]]
-    lab.note("seed001", "Client: bench/client.py (Python asyncio, raw sockets, a new connection per request "
-                        "with `Connection: close`, 50 in flight), timing connect() to the last body byte; "
-                        "equivalent to the seed's `seq 500 | xargs -P 50 curl` without 500 curl process "
-                        "start-ups inside the measurement. It runs on the load core; its own overhead is "
-                        "in every number alike.")
-    run_cells(lab, "seed001", cells, lab.repeats, [PAGE],
-              lambda r: f"avg {r['avg_ms']:6.2f} ms  min {r['min_ms']:6.2f}  max {r['max_ms']:7.2f}  "
-                        f"sd {r['std_ms']:6.2f}  failed {r['errors']}")
+    key = lambda m: spindle(m, **workload_settings(threads=16, buckets=nb))
+    cells = [Cell("seed001", f"{m} 500 req / 50 parallel", key(m), {"n": n, "par": par}, run,
+                  warm_path="/work?delay=0&bucket=0",
+                  workload={"unit_s": UNIT_S, "kind": "cpu", "cores": 1, "in_flight": par}) for m in models]
+    lab.note("seed001", f"Each request is `GET /work?delay=D&bucket=B` with D uniform in {dmin}–{dmax} units of "
+                        f"{UNIT} CPU work (delay_kind = cpu), so every request does real work as the seed's "
+                        f"servers did. Client: bench/client.py (Python asyncio, a new connection per request "
+                        f"with `Connection: close`, {par} in flight, {n} requests), timing connect() to the last "
+                        f"body byte, like the seed's `seq 500 | xargs -P 50 curl` without 500 curl start-ups. "
+                        f"nginx has no work endpoint: spindle models only.")
+    run_cells(lab, "seed001", cells, lab.repeats, ["/work?delay=0&bucket=0"],
+              lambda r: f"avg {r['avg_ms']:6.2f} ms  p50 {r['p50_ms']:6.2f}  max {r['max_ms']:7.2f}  "
+                        f"failed {r['errors']}")
 
 
 # --------------------------------------------------------------------------
-# Seed 002: CPU delay + shared buckets (the workload endpoint)
+# Seed 002: CPU work and shared buckets (the workload endpoint)
 # --------------------------------------------------------------------------
+
+def cpus_for(n: int) -> str:
+    return "0" if n == 1 else f"0-{n - 1}"
+
 
 def seed002(lab: Lab, models: list[str]) -> None:
-    dur = 5 if lab.full else 2
+    dur = lab.cell_s
     conc = 50
-    bucket_counts = [32, 128, 512, 2048] if lab.full else [32, 2048]
-    lock_models = ["pool", "prefork"] if lab.full else ["pool"]
     cells: dict[tuple, Cell] = {}
 
-    def add(sub: str, model: str, cpus: str, dmin: int, dmax: int, buckets: int, lock: str,
-            keepalive: bool = False):
-        key = spindle(model, cpus, workload="on", work_unit="1ms", buckets=buckets, bucket_lock=lock)
-        params = {"cores": ncpus_in(cpus),
-                  "dmin": dmin, "dmax": dmax, "buckets": buckets, "lock": lock, "conc": conc,
-                  "keepalive": keepalive}
+    def add(sub: str, model: str, cores: int, dmin: int, dmax: int, buckets: int, lock: str,
+            keepalive: bool = False, hold: int = 0, workers: int = 1):
+        key = spindle(model, cpus_for(cores), workers,
+                      **workload_settings(buckets=buckets, bucket_lock=lock, threads=16))
+        params = {"cores": cores, "dmin": dmin, "dmax": dmax, "buckets": buckets, "lock": lock,
+                  "conc": conc, "keepalive": keepalive, "hold": hold, "open_loop": False}
         ident = (key, tuple(sorted(params.items())))
         if ident in cells:
             cells[ident].params["subs"].append(sub)
             return
-        args = [str(dmin), str(dmax), str(buckets)] + (["keepalive"] if keepalive else [])
-        name = (f"{model} {params['cores']}c d{dmin}-{dmax} "
-                f"{'global' if lock == 'global' else f'b{buckets}'}{' ka' if keepalive else ''}")
+        args = [str(dmin), str(dmax), str(buckets), "keepalive" if keepalive else "close", str(hold)]
+        name = (f"{model} {cores}c d{dmin}-{dmax} {'global' if lock == 'global' else f'b{buckets}'}"
+                f"{f' hold{hold}' if hold else ''}{' ka' if keepalive else ''}")
         cells[ident] = Cell("seed002", name, key, {**params, "subs": [sub]},
                             _wrk("/work", conc, dur, script="workload.lua", script_args=args,
-                                 check_size=False, timeout="10s"))
+                                 check_size=False, timeout="10s"),
+                            warm_path="/work?delay=0&bucket=0",
+                            workload={"unit_s": UNIT_S, "kind": "cpu", "cores": cores, "in_flight": conc})
 
-    for m in ("pool", "epoll"):                         # (a) 1 vs 2 cores
-        for cpus in (SERVER_CPUS, ALL_CPUS):
-            add("a", m, cpus, 1, 3, 128, "bucket")
-    for m in ("thread", "pool"):                        # (b) create per request vs pre-created
-        add("b", m, SERVER_CPUS, 1, 3, 128, "bucket")
-    for m in ("thread", "pool"):                        # (c) small vs large delay variance
-        for dmin, dmax in ((1, 3), (1, 20)):
-            add("c", m, SERVER_CPUS, dmin, dmax, 128, "bucket")
-    for m in lock_models:                               # (d) lock contention, zero delay
-        for b in bucket_counts:
-            add("d", m, ALL_CPUS, 0, 0, b, "bucket", keepalive=True)
-        add("d", m, ALL_CPUS, 0, 0, 128, "global", keepalive=True)
-
-    lab.note("seed002", f"wrk -t 1 -c {conc} -d {dur}s with bench/lua/workload.lua: each request is "
-                        f"GET /work?delay=D&bucket=B with D and B uniform at random; work_unit = 1ms "
-                        f"(the seed used seconds), so 'delay 1-3' = 1-3 ms of busy-waiting per request.")
-    lab.note("seed002", "(a)-(c) send `Connection: close` (a new connection per request, so the thread "
-                        "model really creates a thread per request); (d) uses keep-alive and zero delay "
-                        "so the bucket lock, not connection set-up, is what requests contend on.")
-    lab.note("seed002", f"Server on CPU {SERVER_CPUS} (1 core, workers = 1) unless marked 2 cores: then "
-                        f"on CPUs {ALL_CPUS} with workers = 2, and it SHARES CPU {LOAD_CPUS} with the load "
-                        f"generator. (d) runs on 2 cores: lock contention needs threads running in parallel.")
-    lab.note("seed002", "nginx has no CPU-work endpoint: this experiment compares spindle models only.")
-    run_cells(lab, "seed002", list(cells.values()), lab.repeats, [PAGE], fmt_wrk)
+    run_cores = [n for n in lab.cores if n <= NCPU]
+    skipped = [n for n in lab.cores if n > NCPU]
+    for m, workers in (("pool", 1), ("epoll", 2)):      # (a) cores, workers and threads fixed
+        if m in models:
+            for n in run_cores:
+                add("a", m, n, 1, 3, 128, "bucket", keepalive=True, workers=workers)
+    for m in ("thread", "pool"):                        # (b) per request vs pre-created, (c) variance
+        if m in models:
+            for dmin, dmax in ((1, 3), (1, 20), (10, 11)):
+                add("b" if (dmin, dmax) == (1, 3) else "c", m, 1, dmin, dmax, 128, "bucket")
+                if (dmin, dmax) == (1, 3):
+                    add("c", m, 1, dmin, dmax, 128, "bucket")
+    if "pool" in models:                                # (d) buckets and locks, 2 cores
+        for hold in (0, 1):
+            for b in (32, 128, 512, 2048):
+                add("d", "pool", NCPU, 0, 0, b, "bucket", keepalive=True, hold=hold)
+            add("d", "pool", NCPU, 0, 0, 128, "global", keepalive=True, hold=hold)
+    cell_list = list(cells.values())
+    # (e) the seed's fixed rate: 300 requests/s, open loop (vegeta)
+    rng = random.Random(2)
+    targets = [f"/work?delay={rng.randint(1, 3)}&bucket={rng.randrange(128)}" for _ in range(2000)]
+    for m in ("thread", "pool"):
+        if m in models:
+            key = spindle(m, SERVER_CPUS, 1, **workload_settings(buckets=128, bucket_lock="bucket", threads=16))
+            cell_list.append(Cell("seed002", f"{m} 1c open loop 300/s d1-3", key,
+                                  {"cores": 1, "dmin": 1, "dmax": 3, "buckets": 128, "lock": "bucket",
+                                   "conc": 0, "keepalive": True, "hold": 0, "open_loop": True, "subs": ["e"]},
+                                  lambda lab_, s, t=targets: lab_.vegeta(s, t, 300, dur),
+                                  warm_path="/work?delay=0&bucket=0",
+                                  workload={"unit_s": UNIT_S, "kind": "cpu", "cores": 1, "in_flight": 300 * 5}))
+    lab.note("seed002", f"Every request: `GET /work?delay=D&bucket=B&hold=H`, D uniform at random, one unit = "
+                        f"{UNIT} of the serving thread's own CPU time (delay_kind = cpu; the seed's unit was a "
+                        f"second of wall-clock spinning), H units more inside the bucket lock. Closed loop: "
+                        f"`wrk -t 1 -c {conc} -d {dur:g}s` with bench/lua/workload.lua.")
+    lab.note("seed002", "(a) the same workers and threads on every core count (pool: 1 process x 16 threads; "
+                        "epoll: 2 event loops), so only the cores change; keep-alive. On 2 cores the server "
+                        f"shares CPU {LOAD_CPUS} with the load generator (this machine has {NCPU} CPUs).")
+    if skipped:
+        lab.note("seed002", f"(a) {', '.join(map(str, skipped))} core(s) NOT RUN: this machine has {NCPU} CPUs.")
+    lab.note("seed002", "(b) thread (a thread per request, Connection: close) vs pool (pre-created), 1 core, "
+                        "delay 1–3; (c) delay 1–3 (mean 2) vs 1–20 (mean 10.5) as the seed, plus 10–11 (the "
+                        "same mean 10.5, almost no variance), which separates variance from the larger mean.")
+    lab.note("seed002", "(d) pool on 2 cores, zero delay, keep-alive, 32/128/512/2048 buckets with a lock each, "
+                        "and one global lock; hold = 0 (the seed's set-up: the lock is held for an increment) "
+                        "and hold = 1 (1 ms of CPU work inside the lock, which makes contention visible).")
+    lab.note("seed002", "(e) the seed's fixed rate: vegeta sends 300 requests/s whatever the server does "
+                        "(open loop), delay 1–3, 1 core.")
+    lab.note("seed002", "Checks after every cell: the cpu work served per wall second (from the server's "
+                        "/work?totals) must not exceed the cores by more than 5%, and the buckets must have grown "
+                        "by the requests the client saw answered (plus at most those in flight when it stopped). "
+                        "A cell that fails either is marked INVALID and not reported. nginx has no work endpoint.")
+    run_cells(lab, "seed002", cell_list, lab.repeats, ["/work?delay=0&bucket=0"], fmt_any)
 
 
 # --------------------------------------------------------------------------
-# Seed 003: ab -k / no -k, -c 200, 13- and 100-byte bodies, epoll vs nginx
+# Seed 003: ab -c 200 with and without -k, 13 bytes: epoll vs seed 003's nginx
 # --------------------------------------------------------------------------
 
 def seed003(lab: Lab, models: list[str]) -> None:
-    n = 100000 if lab.full else 20000
+    dur = lab.cell_s
     cells = []
-    for path in (HELLO, B100):
-        for ka in (True, False):
-            for m in ("epoll", "nginx"):
-                key = NGINX if m == "nginx" else spindle(m)
-                cells.append(Cell("seed003", f"{m} {lab.sizes[path]}B {'-k' if ka else 'close'} -c 200 -n {n}",
-                                  key, {"body": lab.sizes[path], "keepalive": ka, "conc": 200, "n": n},
-                                  _ab(path, n, 200, ka)))
-    lab.note("seed003", f"ab -c 200 -n {n} with and without -k on /bench/hello.txt (13 bytes) and "
-                        f"/bench/100b.txt (100 bytes), as static files for both servers (the seed's nginx "
-                        f"used `return 200`). Server on 1 core, workers = 1, nginx worker_processes 1.")
-    run_cells(lab, "seed003", cells, lab.repeats, [HELLO, B100], fmt_ab)
-
-
-def _iterative_keepalive(c: int, dur: float):
-    """wrk at c connections, plus a direct check of what wrk cannot see: one
-    keep-alive connection holds the iterative server, the others get nothing."""
-    def run(lab: Lab, s: Server) -> dict:
-        m = lab.wrk(s, PAGE, c, dur)
-        if "failed_run" not in m and lab.starves_second_connection(s, PAGE):
-            m["problems"].append(f"{c - 1} of {c} connections starved: one keep-alive connection holds "
-                                 f"the server (probe: a 2nd connection got no response in 1 s); wrk 4.1 "
-                                 f"does not count them, so req/s is ONE connection's")
-            m["starved"] = c - 1
-            m["errors"] = m.get("errors", 0) + c - 1
-        return m
-    return run
+    for ka in (True, False):
+        for m, key in (("epoll", spindle("epoll")), ("nginx", NGINX_SEED003)):
+            if m != "nginx" and m not in models:
+                continue
+            cells.append(Cell("seed003", f"{m} 13B {'-k' if ka else 'close'} -c 200", key,
+                              {"body": 13, "keepalive": ka, "conc": 200}, _ab(HELLO, 200, ka, dur),
+                              warm_path=HELLO))
+    lab.note("seed003", f"`ab -t {dur:g} -c 200` with and without -k. nginx exactly as the seed's "
+                        f"configuration: worker_processes 1, worker_connections 768, default keepalive_requests "
+                        f"(1000: ab -k reconnects after 1000 requests on a connection), no access_log directive "
+                        f"(so nginx logs every request, its default), `return 200 'Hello, World!'` (13 bytes, no "
+                        f"file). spindle epoll (1 worker, access log off as in spindle's default) serves a 13-byte "
+                        f"file from its cache, the closest equivalent it has. Both on one core.")
+    run_cells(lab, "seed003", cells, lab.repeats, [HELLO], fmt_ab)
 
 
 # --------------------------------------------------------------------------
-# Seed 004: throughput and latency vs concurrency, keep-alive or not
+# Seed 004: prefork 4 x 10 threads, ab -k and close, c = 10 ... 1000
 # --------------------------------------------------------------------------
+
+SEED004_CONCS = (10, 50, 100, 500, 1000)
+
 
 def seed004(lab: Lab, models: list[str]) -> None:
-    concs = [10, 50, 100, 500, 1000] if lab.full else [10, 100, 1000]
+    dur = lab.cell_s
     cells = []
-    for c in concs:
-        # quick: 1 s is plenty at low concurrency; 1000 connections need a moment to ramp
-        dur = 3 if lab.full else (1 if c < 500 else 2)
+    pre = spindle("prefork", SERVER_CPUS, 4, threads=10, _label="prefork-4x10")
+    for c in SEED004_CONCS:
         for ka in (True, False):
-            for m in models + ["nginx"]:
-                if m == "iterative" and c > 10:
+            for m, key in (("prefork", pre), ("nginx", nginx(4))):
+                if m != "nginx" and m not in models:
                     continue
-                key = NGINX if m == "nginx" else spindle(m)
-                params = {"conc": c, "keepalive": ka}
-                if ka and m == "iterative":
-                    # wrk counts a request waiting longer than --timeout only in a check
-                    # every 2 s: run long enough for the starved connections to show.
-                    cells.append(Cell("seed004", f"{m} keep-alive c={c}", key, params,
-                                      _iterative_keepalive(c, dur)))
-                elif ka:
-                    cells.append(Cell("seed004", f"{m} keep-alive c={c}", key, params,
-                                      _wrk(PAGE, c, dur)))
-                else:
-                    n = max(2000, 2 * c) if not lab.full else max(10000, 10 * c)
-                    cells.append(Cell("seed004", f"{m} close c={c} n={n}", key, {**params, "n": n},
-                                      _ab(PAGE, n, c, False)))
-    lab.note("seed004", f"Keep-alive: wrk -t 1 -c C -d {'3s' if lab.full else '1s (2s at c >= 500)'} (one connection per client, HTTP/1.1). "
-                        f"Without keep-alive: ab -c C -n N (a new connection per request). Page: "
-                        f"/bench/page.html (4537 bytes). Server on 1 core, workers = 1.")
-    lab.note("seed004", "iterative runs only at c = 10: it serves one connection at a time, so with "
-                        "keep-alive one client holds the server and the other c-1 get nothing for the whole "
-                        "run (wrk 4.1 does not report them: the lab probes it and counts them as errors), "
-                        "and without keep-alive clients queue in the listen backlog; higher concurrency "
-                        "only measures that queue.")
-    run_cells(lab, "seed004", cells, lab.repeats, [PAGE],
-              lambda r: fmt_wrk(r) if r.get("tool") == "wrk" else fmt_ab(r))
+                label = "prefork-4x10" if m == "prefork" else "nginx"
+                cells.append(Cell("seed004", f"{label} {'ab -k' if ka else 'ab close'} c={c}", key,
+                                  {"conc": c, "keepalive": ka}, _ab(PAGE, c, ka, dur), warm_path=PAGE))
+    lab.note("seed004", f"`ab -t {dur:g} -c C` with -k (keep-alive, as the seed) and without, C = "
+                        f"{', '.join(map(str, SEED004_CONCS))}, on the 4537-byte page: time-based, so each "
+                        f"connection slot makes many requests, not just the initial burst (a check flags a cell "
+                        f"with fewer than 10 per slot). spindle prefork with 4 worker processes x 10 threads as the seed; nginx "
+                        f"with worker_processes 4 (equal workers); both on ONE core (the seed had 14).")
+    run_cells(lab, "seed004", cells, lab.repeats, [PAGE], fmt_ab)
+
+
+# --------------------------------------------------------------------------
+# Open loop: latency against offered load, every model and nginx
+# --------------------------------------------------------------------------
+
+OPEN_RATES = (1000, 4000, 8000, 16000)
+
+
+def openloop(lab: Lab, models: list[str]) -> None:
+    dur = lab.cell_s
+    cells = []
+    for rate in OPEN_RATES:
+        for m in models + ["nginx"]:
+            key = NGINX if m == "nginx" else spindle(m, threads=64)
+            cells.append(Cell("openloop", f"{m} {rate}/s", key, {"rate": rate},
+                              lambda lab_, s, r=rate: lab_.vegeta(s, [HELLO], r, dur, timeout="1s", max_workers=1000),
+                              warm_path=HELLO))
+    lab.note("openloop", f"vegeta (open loop: it sends at the given rate whatever the server answers, up to "
+                         f"1000 requests outstanding; a request unanswered after 1 s is an error: the server is saturated) for {dur:g} s per rate on the 13-byte file, "
+                         f"keep-alive; every model (threads = 64 for the pools) and nginx on one core. Latency "
+                         f"is from the scheduled send time, so queueing behind a slow server counts, unlike in "
+                         f"ab/wrk. Rates: {', '.join(map(str, OPEN_RATES))}/s; a cell whose generator used over "
+                         f"90% of its core is flagged client-bound. Measured once per rate (the rates form the "
+                         f"curve; the default run's time budget has no room for repeats here).")
+    run_cells(lab, "openloop", cells, 1, [HELLO], fmt_vegeta)
 
 
 # --------------------------------------------------------------------------
@@ -217,8 +294,8 @@ def seed004(lab: Lab, models: list[str]) -> None:
 # --------------------------------------------------------------------------
 
 def downloads(lab: Lab, models: list[str]) -> None:
-    dur = 5 if lab.full else 2
-    dl_models = [m for m in models if m != "iterative"] if lab.full else ["epoll", "pool"]
+    dur = lab.cell_s
+    dl_models = ["epoll", "pool"]
     cells = []
     for path in (MB1, MB100):
         for m in dl_models + ["nginx"]:
@@ -234,7 +311,7 @@ def downloads(lab: Lab, models: list[str]) -> None:
 
 def idle_rss(lab: Lab, models: list[str]) -> None:
     nconn = 10000
-    rss_models = ["epoll", "uring", "pool", "prefork"] + (["thread"] if lab.full else [])
+    rss_models = ["epoll", "uring", "pool", "prefork"]
     rss_models = [m for m in rss_models if m in models]
     settings = {"max_connections": 16384, "keepalive_timeout": "120s"}
 
@@ -277,7 +354,7 @@ def idle_rss(lab: Lab, models: list[str]) -> None:
 
     cells = [Cell("idle_rss", f"{m} {nconn} idle keep-alive", NGINX if m == "nginx" else spindle(m, **settings),
                   {"conns": nconn}, run) for m in rss_models + ["nginx"]]
-    reps = lab.repeats if lab.full else 1
+    reps = 1
     skipped = [m for m in models if m not in rss_models]
     lab.note("idle_rss", f"bench/client.py opens {nconn} connections (200 at a time), does one keep-alive "
                          f"request on each and holds them; memory is read from /proc while they are held: "
@@ -287,36 +364,14 @@ def idle_rss(lab: Lab, models: list[str]) -> None:
                          f"keepalive_timeout=120s.")
     why = {"iterative": "serves one connection at a time: the other 9,999 would wait in the backlog",
            "fork": "a process per connection: 10,000 processes (a fork bomb on this machine)",
-           "thread": "a thread per connection: 10,000 threads (measured in FULL mode only)"}
+           "thread": "a thread per connection: 10,000 threads"}
     for m in skipped:
         lab.note("idle_rss", f"{m} skipped: {why.get(m, 'not in the list')}.")
-    if reps == 1:
-        lab.note("idle_rss", "quick: measured once per server (memory varies little between runs).")
+    lab.note("idle_rss", "measured once per server (memory varies little between runs).")
     run_cells(lab, "idle_rss", cells, reps, [HELLO],
               lambda r: f"{r['open']} open  RSS {r['rss_mb']:7.1f} MB  PSS {r['pss_mb']:7.1f} MB "
                         f"(idle {r['base_pss_mb']:.1f})  {r['kb_per_conn']:.2f} kB/conn  procs {r['processes']} "
                         f"threads {r['threads']}")
-
-
-# --------------------------------------------------------------------------
-# Every model on the seeds' two headline loads (the table issue 3 asks for)
-# --------------------------------------------------------------------------
-
-def models(lab: Lab, models: list[str]) -> None:
-    dur = 10 if lab.full else 3
-    cells = []
-    for m in models + ["nginx"]:
-        key = NGINX if m == "nginx" else spindle(m)
-        cells.append(Cell("models", f"{m} ab -c 30 -n 1000 page", key, {"tool": "ab"},
-                          _ab(PAGE, 1000, 30, False)))
-        # one keep-alive connection holds the iterative server: count the others as starved
-        ka = _iterative_keepalive(200, dur) if m == "iterative" else None
-        cells.append(Cell("models", f"{m} wrk -c 200 keep-alive hello", key, {"tool": "wrk"},
-                          ka or (lambda lab_, s, d=dur: lab_.wrk(s, HELLO, 200, d))))
-    lab.note("models", f"`ab -c 30 -n 1000` on the 4537-byte page (seed 000's test) and `wrk -t1 -c 200 "
-                       f"-d {dur}s` with keep-alive on the 13-byte file, every model and nginx on one core "
-                       f"(workers = 1, nginx worker_processes 1).")
-    run_cells(lab, "models", cells, lab.repeats, [PAGE, HELLO], fmt_ab)
 
 
 # --------------------------------------------------------------------------
@@ -332,7 +387,7 @@ OVERHEAD_VARIANTS = (
 
 
 def overhead(lab: Lab, models: list[str]) -> None:
-    dur = 10 if lab.full else 3
+    dur = lab.cell_s
     cells = []
     for path in (PAGE, HELLO):
         for label, settings in OVERHEAD_VARIANTS:
@@ -350,8 +405,10 @@ EXPERIMENTS = {
     "seed002": seed002,
     "seed003": seed003,
     "seed004": seed004,
+    "openloop": openloop,
+    # outside the default run (python -m bench --only ...)
     "downloads": downloads,
     "idle_rss": idle_rss,
-    "models": models,
     "overhead": overhead,
 }
+DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop"]

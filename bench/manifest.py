@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .lab import ALL_CPUS, LOAD_CPUS, NOFILE, REPO, SERVER_CPUS
+from .lab import ALL_CPUS, LOAD_CPUS, NOFILE, REPO, SERVER_CPUS, VEGETA
 
 
 def _out(cmd: list[str]) -> str:
@@ -22,13 +22,18 @@ def git_revision(repo: Path = REPO) -> str:
     """HEAD's commit, read from .git's files (the lab runs no git command)."""
     g = repo / ".git"
     try:
+        common = g
+        if g.is_file():   # a git worktree: .git names its own directory, refs live in the common one
+            g = Path(g.read_text().split("gitdir:", 1)[1].strip())
+            common = (g / (g / "commondir").read_text().strip()).resolve() if (g / "commondir").exists() else g
         head = (g / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
         ref = head[5:]
-        if (g / ref).exists():
-            return f"{(g / ref).read_text().strip()} ({ref.rsplit('/', 1)[-1]})"
-        packed = g / "packed-refs"
+        for d in (g, common):
+            if (d / ref).exists():
+                return f"{(d / ref).read_text().strip()} ({ref.rsplit('/', 1)[-1]})"
+        packed = common / "packed-refs"
         if packed.exists():
             for ln in packed.read_text().splitlines():
                 if ln.endswith(" " + ref):
@@ -86,13 +91,14 @@ def manifest(lab, models, mode, repeats, started, elapsed, names) -> dict:
         "spindle_revision": git_revision(),
         "spindle_binary": str(lab.spindle_bin),
         "spindle_config_check": check,
-        "nginx_conf": lab.nginx_conf_text,
+        "nginx_confs": getattr(lab, "nginx_confs", {}),
         "tools": {
             "spindle": _out([str(lab.spindle_bin), "--version"]),
             "nginx": _out(["/usr/sbin/nginx", "-v"]),
             "wrk": _out(["wrk", "-v"]).splitlines()[0] if _out(["wrk", "-v"]) else "?",
             "ab": _out(["ab", "-V"]).splitlines()[0],
             "curl": _out(["curl", "--version"]).splitlines()[0],
+            "vegeta": (_out([str(VEGETA), "-version"]).splitlines() or ["?"])[0].replace("Version: ", ""),
             "python": sys.version.split()[0],
             "matplotlib": mpl,
         },

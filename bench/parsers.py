@@ -101,3 +101,82 @@ def parse_wrk(text: str) -> dict:
     r["errors"] = (r["err_connect"] + r["err_read"] + r["err_write"] + r["err_timeout"]
                    + max(r["err_status"], r["non2xx"]))
     return r
+
+
+def parse_vegeta(report_json: str, hdrplot: str, target_rate: float) -> dict:
+    """vegeta's `report -type json` plus its `-type hdrplot` distribution (the
+    JSON stops at p99; the plot gives p99.9 and the whole CDF)."""
+    try:
+        d = json.loads(report_json)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"bad vegeta JSON report: {e}") from None
+    if not d.get("requests"):
+        raise ParseError("vegeta report with no requests")
+    cdf = parse_hdrplot(hdrplot)
+    codes = {int(k): v for k, v in d.get("status_codes", {}).items()}
+    ok = sum(v for k, v in codes.items() if 200 <= k < 300)
+    lat = d["latencies"]
+    r = {
+        "target_rate": target_rate,
+        "requests": d["requests"],
+        "sent_rate": d["rate"],              # requests issued per second (open loop: = target)
+        "rps": d["throughput"],              # successful responses per second
+        "duration_s": (d["duration"] + d["wait"]) / 1e9,
+        "ok": ok,
+        "errors": d["requests"] - ok,
+        "error_samples": d.get("errors", [])[:5],
+        "status_counts": codes,
+        "mean_ms": lat["mean"] / 1e6,
+        "p50_ms": lat["50th"] / 1e6,
+        "p90_ms": lat["90th"] / 1e6,
+        "p99_ms": lat["99th"] / 1e6,
+        "max_ms": lat["max"] / 1e6,
+        "p999_ms": percentile_from_cdf(cdf, 0.999),
+        "cdf": cdf,
+    }
+    return r
+
+
+def parse_hdrplot(text: str) -> list[tuple[float, float]]:
+    """'Value(ms) Percentile TotalCount 1/(1-Percentile)' rows -> [(ms, fraction)]."""
+    out = []
+    for ln in text.splitlines():
+        parts = ln.split()
+        if len(parts) < 2:
+            continue
+        try:
+            out.append((float(parts[0]), float(parts[1])))
+        except ValueError:
+            continue          # the header
+    if not out:
+        raise ParseError("vegeta hdrplot has no rows")
+    return out
+
+
+def percentile_from_cdf(cdf: list[tuple[float, float]], q: float) -> float:
+    """The smallest latency whose cumulative fraction reaches q."""
+    for ms, frac in cdf:
+        if frac >= q:
+            return ms
+    return cdf[-1][0]
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending list (q in [0, 1])."""
+    if not sorted_values:
+        raise ValueError("percentile of nothing")
+    k = max(0, min(len(sorted_values) - 1, int(-(-q * len(sorted_values) // 1)) - 1))
+    return sorted_values[k]
+
+
+def parse_totals(text: str) -> dict:
+    """The workload endpoint's '/work?totals' answer ->
+    {'total', 'buckets', 'delay_units', 'hold_units'}."""
+    words = text.split()
+    keys = words[0::2]
+    if keys != ["total", "buckets", "delay_units", "hold_units"]:
+        raise ParseError(f"unexpected /work?totals answer: {text[:120]!r}")
+    try:
+        return dict(zip(keys, (int(v) for v in words[1::2])))
+    except ValueError:
+        raise ParseError(f"non-numeric /work?totals answer: {text[:120]!r}") from None

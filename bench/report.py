@@ -1,6 +1,7 @@
 """Turns the lab's records into results.json, results.csv, PNG plots and
-report.md: a headline table (spindle's best model vs nginx per experiment),
-then one section per seed, then every failure."""
+report.md: the headline (epoll, chosen in advance, against nginx), one section
+per seed, the open-loop sweep, the seeds' claims checked (bench/claims.py),
+per-cell CPU and machine load, and every failure or invalid cell."""
 from __future__ import annotations
 
 import csv
@@ -14,11 +15,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-MODEL_ORDER = ["iterative", "fork", "thread", "pool", "prefork", "epoll", "uring", "nginx"]
-COLORS = {"iterative": "#8c564b", "fork": "#d62728", "thread": "#ff7f0e", "pool": "#2ca02c",
-          "prefork": "#17becf", "epoll": "#1f77b4", "uring": "#9467bd", "nginx": "#000000"}
+from . import claims
+from .checks import verdict as range_verdict
+
+MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "pool", "pool-5", "pool-15", "prefork",
+               "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003"]
+COLORS = {"iterative": "#8c564b", "fork": "#d62728", "fork-nofile1024": "#d62728", "thread": "#ff7f0e",
+          "pool": "#2ca02c", "pool-5": "#2ca02c", "pool-15": "#98df8a", "prefork": "#17becf",
+          "prefork-4x10": "#17becf", "epoll": "#1f77b4", "uring": "#9467bd", "nginx": "#000000",
+          "nginx-seed003": "#000000"}
 SKIP = {"exp", "cell", "server", "kind", "model", "cpus", "workers", "rep", "cmd", "tool", "raw",
-        "problems", "failed_run", "failed_detail", "status_counts", "error_samples", "subs"}
+        "problems", "failed_run", "failed_detail", "status_counts", "error_samples", "subs", "invalid",
+        "lat_ms", "cdf", "client_bound", "fell_behind"}
 
 
 # --------------------------------------------------------------------------
@@ -52,6 +60,15 @@ def aggregate(records: list[dict]) -> list[dict]:
                 row[k + "_min"] = min(vals)
                 row[k + "_max"] = max(vals)
         row["errors_total"] = sum(r.get("errors", 0) or 0 for r in ok)
+        inv = sorted({r["invalid"] for r in ok if r.get("invalid")})
+        if inv:
+            row["invalid"] = "; ".join(inv)
+        row["client_bound"] = any(r.get("client_bound") for r in ok)
+        row["fell_behind"] = any(r.get("fell_behind") for r in ok)
+        row["lat_ms"] = sorted(x for r in ok for x in r.get("lat_ms", []))
+        cdfs = [r["cdf"] for r in ok if r.get("cdf")]
+        if cdfs:
+            row["cdf"] = cdfs[0]
         row["problems"] = sorted({p for r in rs for p in r.get("problems", [])})
         row["failed_runs"] = [r["failed_run"] for r in rs if "failed_run" in r]
         rows.append(row)
@@ -87,7 +104,9 @@ def num(v, digits=0):
 def spread(r, key, digits=0):
     """'median (min–max)' or a dash, and 'FAILED' when no repeat produced it."""
     if r is None:
-        return "—"
+        return "not run"
+    if r.get("invalid"):
+        return "INVALID"
     if key not in r:
         return "FAILED" if r.get("failed_runs") else "—"
     if r["reps_ok"] <= 1:
@@ -113,59 +132,83 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join(out) + "\n"
 
 
+
+def cpu_cols(r) -> list[str]:
+    """Server CPU per request, the generator's share of its core, other load."""
+    if r is None or r.get("invalid") or "server_cpu_s" not in r:
+        return ["—", "—", "—"]
+    us = r.get("server_us_per_req")
+    gen = f"{r['gen_share']:.0%}" + (" **client-bound**" if r.get("client_bound") else "") \
+        + (" **fell behind its rate**" if r.get("fell_behind") else "")
+    return [num(us, 1) if us is not None else "—", gen, f"{r.get('other_cores', 0):.2f}"]
+
+
+CPU_HEAD = ["server CPU µs/req", "generator core", "other load (cores)"]
+
+
 # --------------------------------------------------------------------------
 # Plots
 # --------------------------------------------------------------------------
 
-def _style(ax, title, ylabel):
+def _style(ax, title, ylabel, xlabel=None):
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel)
-    ax.grid(axis="y", alpha=0.3)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3)
     ax.set_axisbelow(True)
 
 
-def bars(ax, rows, key, title, ylabel, label=lambda r: r["server"]):
-    """Median bars with min–max whiskers; failed cells drawn as an empty 'X'."""
+def bars(ax, rows, key, title, ylabel, label=lambda r: r["server"], xlabel="server"):
+    """Median bars with min–max whiskers; invalid/failed cells drawn as a red X."""
     xs = list(range(len(rows)))
-    vals = [r.get(key, 0) or 0 for r in rows]
-    lo = [max(0, (r.get(key, 0) or 0) - r.get(key + "_min", r.get(key, 0) or 0)) for r in rows]
-    hi = [max(0, r.get(key + "_max", r.get(key, 0) or 0) - (r.get(key, 0) or 0)) for r in rows]
+    ok = lambda r: key in r and not r.get("invalid")
+    vals = [r[key] if ok(r) else 0 for r in rows]
+    lo = [max(0, r[key] - r.get(key + "_min", r[key])) if ok(r) else 0 for r in rows]
+    hi = [max(0, r.get(key + "_max", r[key]) - r[key]) if ok(r) else 0 for r in rows]
     colors = [COLORS.get(r["server"], "#777777") for r in rows]
-    ax.bar(xs, vals, color=colors, yerr=[lo, hi], capsize=3, ecolor="#444444")
+    ax.bar(xs, vals, color=colors, yerr=[lo, hi], capsize=3, ecolor="#444444", label="this run (median, min–max)")
     ax.set_xticks(xs)
     ax.set_xticklabels([label(r) for r in rows], rotation=30, ha="right", fontsize=8)
-    top = max(vals + [0])
-    for x, r, v in zip(xs, rows, vals):
-        if key not in r:
+    for x, r in zip(xs, rows):
+        if not ok(r):
             ax.text(x, 0, "X", ha="center", va="bottom", color="red")
-        elif r.get("errors_total") or r.get("failed_runs"):
-            ax.text(x, v + top * 0.02, "errors", ha="center", fontsize=7, color="red", rotation=90)
-    _style(ax, title, ylabel)
+    _style(ax, title, ylabel, xlabel)
 
 
-def save(fig, out: Path, name: str, rect=(0, 0, 1, 1)) -> str:
-    fig.tight_layout(rect=rect)
+def save(fig, out: Path, name: str) -> str:
+    fig.tight_layout()
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
     return name
 
 
+def one_legend(fig, axes):
+    """One legend per figure: the union of the axes' labelled artists."""
+    seen = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), loc="upper center", ncol=min(6, len(seen)),
+                   fontsize=8, bbox_to_anchor=(0.5, 1.0))
+        fig.tight_layout(rect=(0, 0, 1, 0.92))
+
+
 # --------------------------------------------------------------------------
-# Sections
+# The report
 # --------------------------------------------------------------------------
 
 class Report:
     def __init__(self, lab, out: Path, man: dict):
         self.lab, self.out, self.man = lab, out, man
         self.rows = aggregate(lab.records)
-        self.quick = man["mode"] == "quick"
         self.md: list[str] = []
         self.headline: list[list] = []
         self.plots: list[str] = []
 
     def head(self, exp, title):
-        q = " (quick: reduced grid)" if self.quick else ""
-        self.md.append(f"\n## {title}{q}\n")
+        self.md.append(f"\n## {title}\n")
         for n in self.lab.notes.get(exp, []):
             self.md.append(f"- {n}")
         self.md.append("")
@@ -174,420 +217,482 @@ class Report:
         self.plots.append(name)
         self.md.append(f"\n![{alt}]({name})\n")
 
-    def compare(self, exp_label, metric, best_row, nginx_row, key, higher_better=True, digits=0, unit=""):
-        """One headline row: spindle's best vs nginx, ratio spindle/nginx."""
-        if best_row is None or key not in best_row:
-            self.headline.append([exp_label, metric, "—", "—", "—", "no data"])
-            return
-        who = best_row["cell"] if best_row["exp"] == "seed002" else best_row["server"]
-        sb = f"{who}: {num(best_row[key], digits)}{unit}"
-        if nginx_row is None or key not in nginx_row:
-            self.headline.append([exp_label, metric, sb, "—", "—", "no nginx equivalent"])
-            return
-        s, n = best_row[key], nginx_row[key]
-        ratio = s / n if n else float("inf")
-        gain = ratio if higher_better else (1 / ratio if ratio else float("inf"))
-        overlap = (best_row.get(key + "_min", s) <= nginx_row.get(key + "_max", n)
-                   and nginx_row.get(key + "_min", n) <= best_row.get(key + "_max", s))
-        if gain >= 1.05:
-            verdict = "spindle ahead"
-        elif gain > 0.95:
-            verdict = "on par"
+    def save_fig(self, fig, name, alt, axes=None):
+        if axes is not None:
+            one_legend(fig, axes)
+            fig.savefig(self.out / name, dpi=110)
+            plt.close(fig)
         else:
-            verdict = "**spindle behind**"
-        if overlap and verdict != "on par":
-            verdict += " (ranges overlap)"
-        if best_row.get("errors_total") or nginx_row.get("errors_total"):
-            verdict += "; errors, see section"
-        self.headline.append([exp_label, metric, sb, f"{num(n, digits)}{unit}", f"{ratio:.2f}", verdict])
+            save(fig, self.out, name)
+        self.img(name, alt)
 
-    @staticmethod
-    def best(rows, key, higher_better=True, clean=True):
-        cand = [r for r in rows if r["server"] != "nginx" and key in r and
-                (not clean or not r.get("errors_total"))]
-        if not cand:
-            cand = [r for r in rows if r["server"] != "nginx" and key in r]
-        if not cand:
-            return None
-        return (max if higher_better else min)(cand, key=lambda r: r[key])
+    def compare(self, label, metric, ep, ng, key, higher_better=True, digits=0):
+        """A headline row: epoll (chosen in advance) against nginx. A verdict only
+        where the repeats' ranges do not overlap."""
+        if ep is None or ng is None:
+            self.headline.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), "—", "not run"])
+            return
+        if ep.get("invalid") or ng.get("invalid") or key not in ep or key not in ng:
+            self.headline.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), "—",
+                                  "no verdict (invalid or failed cell)"])
+            return
+        ratio = ep[key] / ng[key] if ng[key] else float("inf")
+        if ep["reps_ok"] < 2 or ng["reps_ok"] < 2:
+            v = "unsettled (one run)"
+        else:
+            v = range_verdict((ep[key + "_min"], ep[key + "_max"]), (ng[key + "_min"], ng[key + "_max"]),
+                              higher_better)
+            v = {"ahead": "epoll ahead", "behind": "**epoll behind**"}.get(v, "unsettled (ranges overlap)")
+        if ep.get("client_bound") or ng.get("client_bound"):
+            v += "; client-bound cell"
+        if ep.get("fell_behind") or ng.get("fell_behind"):
+            v += "; generator fell behind its rate"
+        if ep.get("errors_total") or ng.get("errors_total"):
+            v += "; errors, see section"
+        self.headline.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), f"{ratio:.2f}", v])
 
-    @staticmethod
-    def nginx(rows):
-        return next((r for r in rows if r["server"] == "nginx"), None)
-
-    # -- seed 000 -----------------------------------------------------------
+    # -- seed 000 -------------------------------------------------------------
 
     def seed000(self):
-        exp = "seed000"
-        main = by_model(select(self.rows, exp, part="main"))
-        high = select(self.rows, exp, part="high")
-        if not main and not high:
+        rows = by_model(select(self.rows, "seed000", part="main"))
+        fork = sorted(select(self.rows, "seed000", part="fork1024"), key=lambda r: r["conc"])
+        if not rows and not fork:
             return
-        self.head(exp, "Seed 000 — ab -c 30 -n 1000 on the 4537-byte page, every model")
-        self.md.append(table(
-            ["server", "req/s median (min–max)", "mean ms/request", "p50 ms", "p90 ms", "p99 ms", "failed"],
-            [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), num(r.get("p50_ms")),
-              num(r.get("p90_ms")), num(r.get("p99_ms")), errs(r)] for r in main]))
-        self.md.append("\nHigher concurrency (the seed's fork server failed here with “Too many open files”):\n")
-        self.md.append(table(
-            ["server", "ab", "req/s", "mean ms", "p99 ms", "longest ms", "failed"],
-            [[r["server"], f"-c {r['conc']} -n {r['n']}", spread(r, "rps"), spread(r, "mean_ms", 1),
-              num(r.get("p99_ms")), num(r.get("total_max_ms")), errs(r)] for r in high]))
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
-        bars(axes[0], main, "rps", "ab -c 30 -n 1000, 4537-byte page", "requests/s (median, min–max)")
-        bars(axes[1], high, "rps", "higher concurrency (ab -n 2000)", "requests/s",
-             label=lambda r: f"{r['server']} c={r['conc']}")
-        self.img(save(fig, self.out, "seed000_throughput.png"), "seed 000 throughput")
-        self.compare("Seed 000", "req/s, ab -c 30 -n 1000", self.best(main, "rps"), self.nginx(main), "rps")
-        hk = [r for r in high if r["conc"] == 1000]
-        self.compare("Seed 000", "req/s, ab -c 1000 -n 2000", self.best(hk, "rps"), self.nginx(hk), "rps")
+        self.head("seed000", "Seed 000 — ab -c 30 on the 4537-byte page: the seed's models")
+        self.md.append(table(["server", "req/s median (min–max)", "mean ms", "p50 ms", "p99 ms", "failed",
+                              "seed's req/s"] + CPU_HEAD,
+                             [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), num(r.get("p50_ms")),
+                               num(r.get("p99_ms")), errs(r),
+                               num(claims.SEED000_RPS.get(r["server"])) if r["server"] in claims.SEED000_RPS else "—"]
+                              + cpu_cols(r) for r in rows]))
+        if fork:
+            self.md.append("\n**fork under the seed's conditions** (1024 descriptors, no cap of spindle's "
+                           "binding): does it survive where the seed's died?\n")
+            self.md.append(table(["ab -c", "req/s", "mean ms", "failed requests", "aborted runs", "problems"],
+                                 [[r["conc"], spread(r, "rps"), spread(r, "mean_ms", 1), f"{r.get('errors_total', 0):,}",
+                                   len(r.get("failed_runs", [])), "; ".join(r["problems"])[:200] or "none"]
+                                  for r in fork]))
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        bars(ax, rows, "rps", "ab -c 30, new connection per request, 4537-byte page, 1 core", "requests/s")
+        seeds = [(i, claims.SEED000_RPS[r["server"]]) for i, r in enumerate(rows) if r["server"] in claims.SEED000_RPS]
+        if seeds:
+            ax.scatter([i for i, _ in seeds], [v for _, v in seeds], marker="D", color="red", zorder=4,
+                       label="seed 000's own result (its machine)")
+        self.save_fig(fig, "seed000_throughput.png", "seed 000 throughput", [ax])
+        self.compare("Seed 000", "req/s, ab -c 30, 4537 B", select(self.rows, "seed000", server="epoll", part="main")[0]
+                     if select(self.rows, "seed000", server="epoll", part="main") else None,
+                     self.nginx_row("seed000", part="main"), "rps")
 
-    # -- seed 001 -----------------------------------------------------------
+    def nginx_row(self, exp, **match):
+        r = select(self.rows, exp, server="nginx", **match)
+        return r[0] if r else None
+
+    # -- seed 001 -------------------------------------------------------------
 
     def seed001(self):
-        exp = "seed001"
-        rows = by_model(select(self.rows, exp))
+        rows = by_model(select(self.rows, "seed001"))
         if not rows:
             return
-        self.head(exp, "Seed 001 — 500 requests, 50 in parallel: response-time distribution")
-        self.md.append(table(
-            ["server", "avg ms", "min ms", "max ms", "std-dev ms", "failed"],
-            [[r["server"], spread(r, "avg_ms", 2), spread(r, "min_ms", 2), spread(r, "max_ms", 2),
-              spread(r, "std_ms", 2), errs(r)] for r in rows]))
-        self.md.append("\nEach cell: median over repeats (min–max over repeats). The seed reported seconds "
-                       "(its server did real work per request); ours serve a cached 4.5 kB page.\n")
-        fig, ax = plt.subplots(figsize=(8, 4))
-        xs = range(len(rows))
-        ax.bar(xs, [r.get("avg_ms", 0) for r in rows], color=[COLORS.get(r["server"]) for r in rows],
-               yerr=[r.get("std_ms", 0) for r in rows], capsize=3, ecolor="#444", label="avg ± std-dev")
-        ax.scatter(xs, [r.get("max_ms", 0) for r in rows], marker="v", color="#444", zorder=3, label="max")
-        ax.scatter(xs, [r.get("min_ms", 0) for r in rows], marker="^", color="#999", zorder=3, label="min")
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels([r["server"] for r in rows], rotation=30, ha="right", fontsize=8)
-        ax.legend(fontsize=8)
-        _style(ax, "500 requests, 50 in parallel, new connection each", "response time, ms (lower is better)")
-        self.img(save(fig, self.out, "seed001_latency.png"), "seed 001 response times")
-        self.compare("Seed 001", "avg response time, ms (lower is better)", self.best(rows, "avg_ms", False),
-                     self.nginx(rows), "avg_ms", higher_better=False, digits=2)
+        self.head("seed001", "Seed 001 — 500 requests, 50 in parallel, each doing 1–3 ms of CPU work")
+        self.md.append(table(["server", "avg ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "std-dev ms", "failed",
+                              "seed's avg (s)"] + CPU_HEAD,
+                             [[r["server"], spread(r, "avg_ms", 1), num(pct(r, 0.5), 1), num(pct(r, 0.9), 1),
+                               num(pct(r, 0.99), 1), spread(r, "max_ms", 1), spread(r, "std_ms", 1), errs(r),
+                               claims.SEED001_AVG_S.get(r["server"], "—")] + cpu_cols(r) for r in rows]))
+        self.md.append("\nPercentiles are over every request of every repeat. The seed's times are seconds of "
+                       "its own servers' work on its machine: compare the order of the models, not the values.\n")
+        fig, ax = plt.subplots(figsize=(8, 4.8))
+        for r in rows:
+            lat = r.get("lat_ms") or []
+            if lat and not r.get("invalid"):
+                ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], color=COLORS.get(r["server"]),
+                        label=r["server"], linewidth=1.6)
+        ax.set_xscale("log")
+        _style(ax, "response time CDF: 500 requests, 50 in parallel, 1–3 ms CPU work each, 1 core",
+               "fraction of requests answered", "response time, ms (log)")
+        self.save_fig(fig, "seed001_latency_cdf.png", "seed 001 latency CDF", [ax])
 
-    # -- seed 002 -----------------------------------------------------------
+    # -- seed 002 -------------------------------------------------------------
 
     def seed002(self):
-        exp = "seed002"
-        rows = select(self.rows, exp)
+        rows = select(self.rows, "seed002")
         if not rows:
             return
-        self.head(exp, "Seed 002 — CPU work and shared buckets (the workload endpoint)")
-
-        def sub(s):
-            return [r for r in rows if s in r.get("subs", [])]
-
-        def label(r):
-            d = f"d{r['dmin']}-{r['dmax']}"
-            lk = "global" if r["lock"] == "global" else f"{r['buckets']} buckets"
-            return f"{r['server']} {r['cores']}c {d} {lk}"
-
-        fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-        # (a)
+        self.head("seed002", "Seed 002 — CPU work (delay_kind = cpu) and shared buckets")
+        sub = lambda s: [r for r in rows if s in r.get("subs", [])]
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
         a = sub("a")
-        self.md.append("\n**(a) 1 core vs 2 cores** (delay 1–3 units, Connection: close; on 2 cores the "
-                       "server shares CPU 1 with wrk)\n")
-        trs = []
-        for m in ("pool", "epoll"):
-            one = next((r for r in a if r["server"] == m and r["cores"] == 1), None)
-            two = next((r for r in a if r["server"] == m and r["cores"] == 2), None)
-            sp = (f"{two['rps'] / one['rps']:.2f}x" if one and two and one.get("rps") and two.get("rps") else "—")
-            trs.append([m, spread(one, "rps"), spread(two, "rps"), sp, errs(one) + " / " + errs(two)])
-        self.md.append(table(["model", "1 core req/s", "2 cores req/s", "speed-up", "errors (1c / 2c)"], trs))
-        bars(axes[0][0], sorted(a, key=lambda r: (r["server"], r["cores"])), "rps",
-             "(a) 1 vs 2 cores, delay 1–3 ms", "requests/s", label=lambda r: f"{r['server']} {r['cores']} core(s)")
-        # (b)
-        b = sub("b")
-        self.md.append("\n**(b) thread per request (thread) vs pre-created threads (pool)**, 1 core, delay 1–3\n")
-        self.md.append(table(["model", "req/s", "mean ms", "p99 ms", "errors"],
-                             [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 1), spread(r, "p99_ms", 1),
-                               errs(r)] for r in by_model(b)]))
-        # (c)
-        c = sub("c")
-        self.md.append("\n**(c) small (1–3) vs large (1–20) delay variance**, 1 core\n")
-        self.md.append(table(["model", "delay units", "req/s", "mean ms", "p99 ms", "errors"],
-                             [[r["server"], f"{r['dmin']}–{r['dmax']}", spread(r, "rps"), spread(r, "mean_ms", 1),
-                               spread(r, "p99_ms", 1), errs(r)]
-                              for r in sorted(c, key=lambda r: (r["server"], r["dmax"]))]))
-        bars(axes[0][1], sorted(b + [r for r in c if r not in b], key=lambda r: (r["dmax"], r["server"])), "rps",
-             "(b)+(c) thread vs pool, delay variance (1 core)", "requests/s",
-             label=lambda r: f"{r['server']} d{r['dmin']}-{r['dmax']}")
-        ax = axes[1][0]
-        for m in ("thread", "pool"):
-            rs = sorted([r for r in c if r["server"] == m], key=lambda r: r["dmax"])
-            ax.plot([f"{r['dmin']}–{r['dmax']}" for r in rs], [r.get("p99_ms", 0) for r in rs], marker="o",
-                    color=COLORS[m], label=f"{m} p99")
-            ax.plot([f"{r['dmin']}–{r['dmax']}" for r in rs], [r.get("mean_ms", 0) for r in rs], marker="s",
-                    linestyle="--", color=COLORS[m], label=f"{m} mean")
-        ax.legend(fontsize=8)
-        ax.set_xlabel("delay units per request (1 unit = 1 ms of CPU)")
-        _style(ax, "(c) latency vs delay variance", "latency, ms")
-        # (d)
-        d = sub("d")
-        self.md.append("\n**(d) lock contention: bucket count, zero delay, keep-alive, 2 cores** "
-                       "(global = one lock for all buckets, the baseline)\n")
-        dm = sorted({r["server"] for r in d})
-        counts = sorted({r["buckets"] for r in d if r["lock"] == "bucket"})
-        hdr = ["model"] + [f"{n} buckets" for n in counts] + ["global lock", "errors"]
-        trs = []
-        ax = axes[1][1]
-        for m in dm:
-            cells = [next((r for r in d if r["server"] == m and r["lock"] == "bucket" and r["buckets"] == n), None)
-                     for n in counts]
-            g = next((r for r in d if r["server"] == m and r["lock"] == "global"), None)
-            trs.append([m] + [spread(x, "rps") for x in cells] + [spread(g, "rps"),
-                                                                   ", ".join(errs(x) for x in cells + [g])])
-            xs = [str(n) for n in counts]
-            ax.errorbar(xs, [x.get("rps", 0) if x else 0 for x in cells],
-                        yerr=[[max(0, x["rps"] - x["rps_min"]) if x and "rps" in x else 0 for x in cells],
-                              [max(0, x["rps_max"] - x["rps"]) if x and "rps" in x else 0 for x in cells]],
-                        marker="o", color=COLORS.get(m), label=f"{m}, lock per bucket", capsize=3)
-            if g and "rps" in g:
-                ax.axhline(g["rps"], color=COLORS.get(m), linestyle=":", label=f"{m}, one global lock")
-        self.md.append(table(hdr, trs))
-        ax.set_xlabel("buckets")
+        self.md.append("\n**(a) throughput against cores** (delay 1–3, keep-alive, same workers and threads)\n")
+        cores = sorted({r["cores"] for r in a})
+        self.md.append(table(["model"] + [f"{c} core(s) req/s" for c in cores] + ["work-s served per s"] + CPU_HEAD[:1],
+                             [[m] + [spread(next((r for r in a if r["server"] == m and r["cores"] == c), None), "rps")
+                                     for c in cores]
+                              + [" / ".join(f"{r.get('work_s_per_s', 0):.2f}" for r in a if r["server"] == m)]
+                              + [" / ".join(cpu_cols(r)[0] for r in a if r["server"] == m)]
+                              for m in sorted({r["server"] for r in a})]))
+        asked = self.man.get("cores_asked", [])
+        missing = [c for c in asked if c not in cores]
+        if missing:
+            self.md.append(f"\n{', '.join(map(str, missing))} core(s): **not run** — this machine has "
+                           f"{self.man.get('cpus_online')} CPUs.\n")
+        ax = axes[0]
+        for m in sorted({r["server"] for r in a}):
+            pts = sorted([r for r in a if r["server"] == m and "rps" in r and not r.get("invalid")],
+                         key=lambda r: r["cores"])
+            if pts:
+                ax.errorbar([r["cores"] for r in pts], [r["rps"] for r in pts],
+                            yerr=[[r["rps"] - r["rps_min"] for r in pts], [r["rps_max"] - r["rps"] for r in pts]],
+                            marker="o", capsize=3, color=COLORS.get(m), label=m)
+        ax.set_xticks(cores or [1])
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
-        _style(ax, "(d) bucket count, zero delay (2 cores)", "requests/s")
-        self.img(save(fig, self.out, "seed002_workload.png"), "seed 002 workload")
-        b1 = self.best(a + b + c, "rps")
-        self.compare("Seed 002", "req/s, CPU work 1–3 ms, Connection: close", b1, None, "rps")
-        self.compare("Seed 002", "req/s, zero delay, bucket locks (2 cores)", self.best(d, "rps"), None, "rps")
+        _style(ax, "(a) throughput against cores, delay 1–3 ms CPU", "requests/s", "server cores")
+        bc = sub("b") + [r for r in sub("c") if r not in sub("b")]
+        self.md.append("\n**(b) thread per request vs pre-created pool; (c) delay variance** (1 core, "
+                       "Connection: close)\n")
+        self.md.append(table(["model", "delay units", "mean", "req/s", "mean ms", "p99 ms", "errors",
+                              "work-s served per s"] + CPU_HEAD,
+                             [[r["server"], f"{r['dmin']}–{r['dmax']}", f"{(r['dmin'] + r['dmax']) / 2:g}",
+                               spread(r, "rps"), spread(r, "mean_ms", 1), spread(r, "p99_ms", 1), errs(r),
+                               num(r.get("work_s_per_s"), 2)] + cpu_cols(r)
+                              for r in sorted(bc, key=lambda r: (r["server"], r["dmax"], r["dmin"]))]))
+        bars(axes[1], sorted(bc, key=lambda r: (r["dmax"] - r["dmin"], r["dmin"], r["server"])), "rps",
+             "(b)+(c) thread vs pool; delay variance (1 core)", "requests/s",
+             label=lambda r: f"{r['server']} {r['dmin']}–{r['dmax']}", xlabel="model, delay units (1 unit = 1 ms CPU)")
+        d = sub("d")
+        self.md.append("\n**(d) buckets and locks** (pool, 2 cores, zero delay, keep-alive)\n")
+        self.md.append(table(["lock", "buckets", "hold (units in the lock)", "req/s", "p99 ms", "errors",
+                              "bucket total grew by"] + CPU_HEAD,
+                             [[r["lock"], r["buckets"] if r["lock"] == "bucket" else "(one lock)", r["hold"],
+                               spread(r, "rps"), spread(r, "p99_ms", 2), errs(r), num(r.get("bucket_delta"))]
+                              + cpu_cols(r) for r in sorted(d, key=lambda r: (r["hold"], r["lock"], r["buckets"]))]))
+        ax = axes[2]
+        for hold, style in ((0, "-"), (1, "--")):
+            pts = sorted([r for r in d if r["hold"] == hold and r["lock"] == "bucket" and "rps" in r
+                          and not r.get("invalid")], key=lambda r: r["buckets"])
+            if pts:
+                ax.errorbar([r["buckets"] for r in pts], [r["rps"] for r in pts],
+                            yerr=[[r["rps"] - r["rps_min"] for r in pts], [r["rps_max"] - r["rps"] for r in pts]],
+                            marker="o", capsize=3, linestyle=style, color="#2ca02c",
+                            label=f"per-bucket locks, hold {hold}")
+            g = next((r for r in d if r["hold"] == hold and r["lock"] == "global" and "rps" in r), None)
+            if g and not g.get("invalid"):
+                ax.axhline(g["rps"], color="#d62728", linestyle=style, label=f"one global lock, hold {hold}")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        _style(ax, "(d) buckets: pool, 2 cores, zero delay", "requests/s", "number of buckets (log)")
+        self.save_fig(fig, "seed002_workload.png", "seed 002 workload", list(axes))
+        e = sub("e")
+        if e:
+            self.md.append("\n**(e) the seed's fixed rate: 300 requests/s, open loop** (vegeta, delay 1–3, 1 core)\n")
+            self.md.append(table(["model", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "errors",
+                                  "work-s served per s"] + CPU_HEAD,
+                                 [[r["server"], spread(r, "rps"), spread(r, "p50_ms", 2), spread(r, "p99_ms", 2),
+                                   spread(r, "p999_ms", 2), errs(r), num(r.get("work_s_per_s"), 2)] + cpu_cols(r)
+                                  for r in by_model(e)]))
 
-    # -- seed 003 -----------------------------------------------------------
+    # -- seed 003 -------------------------------------------------------------
 
     def seed003(self):
-        exp = "seed003"
-        rows = select(self.rows, exp)
+        rows = select(self.rows, "seed003")
         if not rows:
             return
-        self.head(exp, "Seed 003 — ab -c 200, tiny bodies, keep-alive or not: spindle epoll vs nginx")
-        trs, plot_rows = [], []
-        for body in sorted({r["body"] for r in rows}):
-            for ka in (True, False):
-                e = next((r for r in rows if r["body"] == body and r["keepalive"] == ka and r["server"] == "epoll"), None)
-                n = next((r for r in rows if r["body"] == body and r["keepalive"] == ka and r["server"] == "nginx"), None)
-                ratio = f"{e['rps'] / n['rps']:.2f}" if e and n and e.get("rps") and n.get("rps") else "—"
-                trs.append([f"{body} B", "-k" if ka else "close", spread(e, "rps"), spread(n, "rps"), ratio,
-                            spread(e, "mean_ms", 2), spread(n, "mean_ms", 2),
-                            f"{num(e.get('p99_ms') if e else None)} / {num(n.get('p99_ms') if n else None)}",
-                            f"{errs(e)} / {errs(n)}"])
-                plot_rows += [x for x in (e, n) if x]
-                self.compare("Seed 003", f"req/s, {body} B, {'ab -k' if ka else 'ab (close)'} -c 200", e, n, "rps")
-        self.md.append(table(["body", "mode", "epoll req/s", "nginx req/s", "epoll ÷ nginx", "epoll mean ms",
-                              "nginx mean ms", "p99 ms (epoll / nginx)", "failed (epoll / nginx)"], trs))
-        fig, ax = plt.subplots(figsize=(9, 4))
-        bars(ax, plot_rows, "rps", "ab -c 200, static 13 B / 100 B files", "requests/s",
-             label=lambda r: f"{r['server']} {r['body']}B {'-k' if r['keepalive'] else 'close'}")
-        self.img(save(fig, self.out, "seed003_smallbodies.png"), "seed 003")
+        self.head("seed003", "Seed 003 — ab -c 200 with and without keep-alive: epoll vs the seed's nginx")
+        self.md.append(table(["server", "keep-alive", "req/s", "mean ms", "p99 ms", "failed", "seed's req/s"]
+                             + CPU_HEAD,
+                             [[r["server"], "-k" if r["keepalive"] else "close", spread(r, "rps"),
+                               spread(r, "mean_ms", 2), num(r.get("p99_ms")), errs(r),
+                               num(claims.SEED003_RPS.get(("nginx" if r["server"].startswith("nginx") else "epoll",
+                                                           r["keepalive"])))] + cpu_cols(r)
+                              for r in sorted(rows, key=lambda r: (not r["keepalive"], r["server"]))]))
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        order = sorted(rows, key=lambda r: (not r["keepalive"], r["server"]))
+        bars(ax, order, "rps", "ab -c 200, 13-byte body, 1 core", "requests/s",
+             label=lambda r: f"{r['server']} {'-k' if r['keepalive'] else 'close'}")
+        sv = [(i, claims.SEED003_RPS[("nginx" if r["server"].startswith("nginx") else "epoll", r["keepalive"])])
+              for i, r in enumerate(order)]
+        ax.scatter([i for i, _ in sv], [v for _, v in sv], marker="D", color="red", zorder=4,
+                   label="seed 003's own result (its machine)")
+        self.save_fig(fig, "seed003_smallbodies.png", "seed 003", [ax])
+        for ka in (True, False):
+            ep = next((r for r in rows if r["server"] == "epoll" and r["keepalive"] == ka), None)
+            ng = next((r for r in rows if r["server"] == "nginx-seed003" and r["keepalive"] == ka), None)
+            self.compare("Seed 003", f"req/s, ab {'-k ' if ka else ''}-c 200, 13 B", ep, ng, "rps")
 
-    # -- every model, the issue table ------------------------------------------
-
-    def models(self):
-        exp = "models"
-        rows = select(self.rows, exp)
-        if not rows:
-            return
-        self.head(exp, "Every model on the two headline loads")
-        ab = {r["server"]: r for r in rows if r["tool"] == "ab"}
-        wrk = {r["server"]: r for r in rows if r["tool"] == "wrk"}
-        trs = []
-        for name in ab:
-            a, w = ab.get(name), wrk.get(name)
-            trs.append([name, spread(a, "rps"), num(a.get("p99_ms") if a else None),
-                        spread(w, "rps"), num(w.get("p99_ms") if w else None, 2), f"{errs(a)} / {errs(w)}"])
-        self.md.append(table(["server", "ab -c 30 req/s (4537 B)", "ab p99 ms", "wrk -c 200 keep-alive req/s "
-                              "(13 B)", "wrk p99 ms", "failed (ab / wrk)"], trs))
-        self.compare("Models", "req/s, ab -c 30 -n 1000, 4537 B", ab.get("epoll"), ab.get("nginx"), "rps")
-        self.compare("Models", "req/s, wrk -c 200 keep-alive, 13 B", wrk.get("epoll"), wrk.get("nginx"), "rps")
-
-    # -- statistics and cache cost ---------------------------------------------
-
-    def overhead(self):
-        exp = "overhead"
-        rows = select(self.rows, exp)
-        if not rows:
-            return
-        self.head(exp, "What the statistics and the file cache cost")
-        trs = []
-        for body in sorted({r["body"] for r in rows}):
-            base = next((r for r in rows if r["body"] == body and r["variant"] == "stats on, cache on"), None)
-            for r in (r for r in rows if r["body"] == body):
-                ratio = f"{r['rps'] / base['rps']:.3f}" if base and base.get("rps") and r.get("rps") else "—"
-                trs.append([f"{body} B", r["variant"], spread(r, "rps"), ratio, spread(r, "mean_ms", 2),
-                            num(r.get("p99_ms"), 2), errs(r)])
-        self.md.append(table(["body", "epoll", "req/s", "÷ (stats on, cache on)", "mean ms", "p99 ms",
-                              "errors"], trs))
-
-    # -- seed 004 -----------------------------------------------------------
+    # -- seed 004 -------------------------------------------------------------
 
     def seed004(self):
-        exp = "seed004"
-        rows = select(self.rows, exp)
+        rows = select(self.rows, "seed004")
         if not rows:
             return
-        self.head(exp, "Seed 004 — throughput and latency vs concurrency, with and without keep-alive")
+        self.head("seed004", "Seed 004 — prefork 4 x 10 and nginx, c = 10 … 1000, keep-alive and not")
         concs = sorted({r["conc"] for r in rows})
         servers = [m for m in MODEL_ORDER if any(r["server"] == m for r in rows)]
-        fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
-        for col, ka in enumerate((True, False)):
-            mode = "keep-alive (wrk)" if ka else "new connection per request (ab)"
-            for what, key, digits in (("req/s", "rps", 0), ("mean latency ms", "mean_ms", 2)):
+        for ka in (True, False):
+            for what, key, digits in (("req/s", "rps", 0), ("p99 ms", "p99_ms", 0)):
                 trs = []
                 for m in servers:
                     cells = [next((r for r in rows if r["server"] == m and r["conc"] == c and r["keepalive"] == ka),
                                   None) for c in concs]
-                    trs.append([m] + [spread(x, key, digits) if x else "not run" for x in cells]
-                               + [", ".join(errs(x) for x in cells if x)])
-                self.md.append(f"\n**{mode}: {what}**\n")
+                    trs.append([m] + [spread(x, key, digits) if key != "p99_ms" else num(x.get(key) if x else None)
+                                      for x in cells] + [", ".join(errs(x) for x in cells if x)])
+                if key == "rps":
+                    trs.append(["seed 004's prefork"] + [num(claims.SEED004_RPS.get((c, ka))) for c in concs] + ["—"])
+                self.md.append(f"\n**{'ab -k (keep-alive)' if ka else 'ab, new connection per request'}: {what}**\n")
                 self.md.append(table(["server"] + [f"c={c}" for c in concs] + ["errors per c"], trs))
-            for row, key, ylabel in ((0, "rps", "requests/s"), (1, "mean_ms", "mean latency, ms (log)")):
-                ax = axes[row][col]
-                for i, m in enumerate(servers):
-                    pts = sorted([r for r in rows if r["server"] == m and r["keepalive"] == ka and key in r],
-                                 key=lambda r: r["conc"])
-                    if not pts:
-                        continue
-                    # dodge: spread the models a little along the log axis so whiskers stay apart
-                    dodge = 1 + 0.035 * (i - (len(servers) - 1) / 2)
-                    bad = [r for r in pts if r.get("errors_total") or r.get("failed_runs")]
-                    if bad:
-                        ax.scatter([r["conc"] * dodge for r in bad], [r[key] for r in bad], marker="x", s=70,
-                                   color="red", zorder=4, label="_nolegend_")
-                    ax.errorbar([r["conc"] * dodge for r in pts], [r[key] for r in pts],
-                                yerr=[[r[key] - r[key + "_min"] for r in pts], [r[key + "_max"] - r[key] for r in pts]],
-                                marker="o", capsize=2, color=COLORS.get(m), label=m,
-                                linestyle="--" if m == "nginx" else "-", linewidth=2.2 if m == "nginx" else 1.4)
-                ax.set_xscale("log")
-                ax.set_xticks(concs)
-                ax.set_xticklabels([str(c) for c in concs])
-                ax.set_xlabel("concurrent clients")
-                if key == "mean_ms":
-                    ax.set_yscale("log")
-                else:
-                    ax.set_ylim(bottom=0)
-                _style(ax, f"{mode}", ylabel)
-                ax.grid(axis="x", alpha=0.2)
-        axes[0][0].legend(fontsize=8, ncol=2)
-        fig.text(0.5, 0.005, "median of repeats, whiskers min–max; red x = the cell had errors (see the "
-                 "tables); points are dodged sideways to keep whiskers apart", ha="center", fontsize=8)
-        self.img(save(fig, self.out, "seed004_concurrency.png", rect=(0, 0.02, 1, 1)), "seed 004 concurrency sweep")
-        for ka in (True, False):
-            for c in (100, 1000):
-                cr = [r for r in rows if r["conc"] == c and r["keepalive"] == ka]
-                if cr:
-                    self.compare("Seed 004", f"req/s, c={c}, {'keep-alive (wrk)' if ka else 'close (ab)'}",
-                                 self.best(cr, "rps"), self.nginx(cr), "rps")
+        self.md.append("\nServer CPU per request and generator load, per cell:\n")
+        self.md.append(table(["server", "keep-alive", "c"] + CPU_HEAD,
+                             [[r["server"], "-k" if r["keepalive"] else "close", r["conc"]] + cpu_cols(r)
+                              for r in sorted(rows, key=lambda r: (r["server"], not r["keepalive"], r["conc"]))]))
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+        for ka, style in ((True, "-"), (False, "--")):
+            for m in servers:
+                pts = sorted([r for r in rows if r["server"] == m and r["keepalive"] == ka and "rps" in r
+                              and not r.get("invalid")], key=lambda r: r["conc"])
+                if not pts:
+                    continue
+                lab = f"{m} {'-k' if ka else 'close'}"
+                axes[0].errorbar([r["conc"] for r in pts], [r["rps"] for r in pts],
+                                 yerr=[[r["rps"] - r["rps_min"] for r in pts], [r["rps_max"] - r["rps"] for r in pts]],
+                                 marker="o", capsize=2, color=COLORS.get(m), linestyle=style, label=lab)
+                axes[1].plot([r["conc"] for r in pts], [r.get("p99_ms", 0) for r in pts], marker="o",
+                             color=COLORS.get(m), linestyle=style, label=lab)
+            axes[0].plot(concs, [claims.SEED004_RPS.get((c, ka)) for c in concs], marker="D", color="red",
+                         linestyle=style, alpha=0.6, label=f"seed 004 {'-k' if ka else 'close'} (14 cores)")
+        for ax in axes:
+            ax.set_xscale("log")
+            ax.set_xticks(concs)
+            ax.set_xticklabels([str(c) for c in concs])
+        axes[0].set_ylim(bottom=0)
+        _style(axes[0], "throughput against concurrency (server on 1 core)", "requests/s", "concurrent clients (log)")
+        axes[1].set_yscale("log")
+        _style(axes[1], "p99 latency against concurrency (ab, 1 ms resolution)", "p99 latency, ms (log)",
+               "concurrent clients (log)")
+        self.save_fig(fig, "seed004_concurrency.png", "seed 004 concurrency sweep", list(axes))
 
-    # -- beyond ---------------------------------------------------------------
+    # -- open loop -------------------------------------------------------------
+
+    def openloop(self):
+        rows = select(self.rows, "openloop")
+        if not rows:
+            return
+        self.head("openloop", "Latency against offered load (open loop), every model and nginx")
+        rates = sorted({r["rate"] for r in rows})
+        servers = [m for m in MODEL_ORDER if any(r["server"] == m for r in rows)]
+        trs = []
+        for m in servers:
+            for rate in rates:
+                r = next((x for x in rows if x["server"] == m and x["rate"] == rate), None)
+                if r is None:
+                    continue
+                trs.append([m, f"{rate:,}", spread(r, "rps"), num(r.get("p50_ms"), 2), num(r.get("p99_ms"), 2),
+                            num(r.get("p999_ms"), 2), errs(r)] + cpu_cols(r))
+        self.md.append(table(["server", "offered/s", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "errors"]
+                             + CPU_HEAD, trs))
+        fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+        for key, ax, title in (("p50_ms", axes[0], "p50"), ("p99_ms", axes[1], "p99"), ("p999_ms", axes[2], "p99.9")):
+            for m in servers:
+                pts = sorted([r for r in rows if r["server"] == m and key in r], key=lambda r: r["rate"])
+                if not pts:
+                    continue
+                ax.plot([r["rate"] for r in pts], [r[key] for r in pts], marker="o", color=COLORS.get(m),
+                        linestyle="--" if m == "nginx" else "-", label=m)
+                bad = [r for r in pts if r.get("errors_total") or r.get("client_bound") or r.get("fell_behind")]
+                ax.scatter([r["rate"] for r in bad], [r[key] for r in bad], marker="x", s=80, color="red", zorder=4,
+                           label="errors, client-bound, or the generator fell behind its rate")
+            ax.set_yscale("log")
+            ax.set_xscale("log")
+            ax.set_xticks(rates)
+            ax.set_xticklabels([f"{x:,}" for x in rates])
+            _style(ax, f"{title} latency against offered load (1 core)", f"{title} latency, ms (log)",
+                   "offered load, requests/s (log)")
+        self.save_fig(fig, "openloop_latency.png", "latency against offered load", list(axes))
+        # Server CPU per request per model, at the lowest rate (every server keeps up there)
+        low = [r for r in rows if r["rate"] == rates[0] and r.get("server_us_per_req")]
+        if low:
+            low = by_model(low)
+            fig, ax = plt.subplots(figsize=(9, 4.5))
+            bars(ax, low, "server_us_per_req", f"server CPU per request at {rates[0]:,} requests/s (open loop, "
+                 f"keep-alive, 13 B)", "server CPU per request, µs")
+            self.save_fig(fig, "cpu_per_request.png", "server CPU per request", [ax])
+        for rate in rates:
+            ep = next((r for r in rows if r["server"] == "epoll" and r["rate"] == rate), None)
+            ng = next((r for r in rows if r["server"] == "nginx" and r["rate"] == rate), None)
+            self.compare("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
+                         higher_better=False, digits=2)
+
+    # -- beyond (outside the default run) -----------------------------------------
 
     def beyond(self):
         dl = select(self.rows, "downloads")
         rss = by_model(select(self.rows, "idle_rss"))
-        if not dl and not rss:
+        ov = select(self.rows, "overhead")
+        if not (dl or rss or ov):
             return
-        self.md.append("\n## Beyond the seeds" + (" (quick: reduced grid)" if self.quick else "") + "\n")
+        self.md.append("\n## Beyond the seeds (run with --only)\n")
         if dl:
-            self.md.append("\n### Large downloads\n")
-            for n in self.lab.notes.get("downloads", []):
-                self.md.append(f"- {n}")
-            self.md.append("")
-            self.md.append(table(["server", "file", "MB/s", "files completed", "errors"],
-                                 [[r["server"], f"{r['file_mb']} MB", spread(r, "mbps", 0), spread(r, "requests"),
-                                   errs(r)] for r in sorted(dl, key=lambda r: (r["file_mb"],
-                                   MODEL_ORDER.index(r["server"]) if r["server"] in MODEL_ORDER else 99))]))
-            for mb in sorted({r["file_mb"] for r in dl}):
-                x = [r for r in dl if r["file_mb"] == mb]
-                self.compare("Beyond", f"MB/s, {mb} MB file, wrk -c 4", self.best(x, "mbps"), self.nginx(x), "mbps")
+            self.md.append(table(["server", "file", "MB/s", "files completed", "errors"] + CPU_HEAD,
+                                 [[r["server"], f"{r['file_mb']} MB", spread(r, "mbps"), spread(r, "requests"),
+                                   errs(r)] + cpu_cols(r) for r in dl]))
         if rss:
-            self.md.append("\n### Memory with 10,000 idle keep-alive connections\n")
-            for n in self.lab.notes.get("idle_rss", []):
-                self.md.append(f"- {n}")
-            self.md.append("")
-            self.md.append(table(["server", "connections held", "RSS MB (sum)", "PSS MB (sum)", "PSS idle MB",
-                                  "kB per connection (PSS)", "processes", "threads", "errors"],
-                                 [[r["server"], num(r.get("open")), spread(r, "rss_mb", 1), spread(r, "pss_mb", 1),
-                                   spread(r, "base_pss_mb", 1), spread(r, "kb_per_conn", 2), num(r.get("processes")),
-                                   num(r.get("threads")), errs(r)] for r in rss]))
-            self.compare("Beyond", "PSS MB with 10k idle keep-alive (lower is better)",
-                         self.best(rss, "pss_mb", False), self.nginx(rss), "pss_mb", higher_better=False, digits=1)
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-        if dl:
-            bars(axes[0], sorted(dl, key=lambda r: (r["file_mb"], MODEL_ORDER.index(r["server"]))), "mbps",
-                 "large files, wrk -c 4", "MB/s", label=lambda r: f"{r['server']} {r['file_mb']} MB")
-        if rss:
-            bars(axes[1], rss, "pss_mb", "10,000 idle keep-alive connections", "PSS, MB (lower is better)")
-            for i, r in enumerate(rss):
-                axes[1].text(i, r.get("pss_mb", 0), f"{r.get('kb_per_conn', 0):.1f} kB/conn", ha="center",
-                             va="bottom", fontsize=7)
-        self.img(save(fig, self.out, "beyond_downloads_memory.png"), "downloads and memory")
+            self.md.append(table(["server", "connections held", "PSS MB", "PSS idle MB", "kB per connection",
+                                  "errors"],
+                                 [[r["server"], num(r.get("open")), spread(r, "pss_mb", 1), spread(r, "base_pss_mb", 1),
+                                   spread(r, "kb_per_conn", 2), errs(r)] for r in rss]))
+        if ov:
+            self.md.append(table(["variant", "body", "req/s", "p99 ms"] + CPU_HEAD,
+                                 [[r["variant"], r["body"], spread(r, "rps"), num(r.get("p99_ms"), 2)] + cpu_cols(r)
+                                  for r in ov]))
 
-    # -- whole ----------------------------------------------------------------
+    # -- claims, load, failures -------------------------------------------------------
+
+    def claims_section(self):
+        rows = claims.check_all(self.rows)
+        self.claims = rows
+        if not rows:
+            return
+        self.md.append("\n## The seeds' claims, checked\n")
+        self.md.append("A comparison counts only when both cells are valid, ran at least twice and their "
+                       "min–max ranges over repeats do not overlap; otherwise the claim is “unsettled”.\n")
+        self.md.append(table(["seed", "claim", "this run measured", "verdict", "why"],
+                             [[c["seed"], c["claim"], c["measured"], f"**{c['verdict']}**", c["why"]] for c in rows]))
+
+    CHANGES = [
+        ("000", "The pool runs with 5 and with 15 threads, as the seed; runs are time-based (ab -t) with a warm-up, "
+                "because 1000 requests last a tenth of a second. The fork model also runs under the seed's "
+                "conditions (1024 descriptors, no cap of ours binding) at c = 30, 100, 1000, so the report says "
+                "whether it survives where the seed's died instead of raising the limit until it cannot fail."),
+        ("001", "Every request does 1–3 ms of real CPU work on the workload endpoint, as the seed's servers did work "
+                "per request; a static page would measure connection set-up only. The report plots the whole "
+                "latency distribution (CDF), not four summary numbers."),
+        ("002", "A unit of delay is the serving thread's own CPU time (delay_kind = cpu): the seed's loop on the "
+                "clock let a preempted thread finish on time, so many threads on one core appeared to work at "
+                "once. Cells whose CPU work per second exceeds the cores, or whose bucket totals do not match the "
+                "requests served, are invalid. Core counts keep workers and threads fixed; a same-mean pair "
+                "(10–11 vs 1–20) separates variance from the mean; hold = 1 puts work inside the lock so bucket "
+                "counts can matter; the seed's fixed 300 requests/s is sent open loop."),
+        ("003", "nginx runs exactly as the seed's configuration (worker_processes 1, worker_connections 768, default "
+                "keepalive_requests and access log, a 13-byte return 200); spindle serves its 13-byte file from "
+                "the cache, the closest equivalent. Elsewhere nginx serves files as a realistic configuration "
+                "would (sendfile, open_file_cache) with as many workers as spindle."),
+        ("004", "prefork runs with 4 workers x 10 threads and keep-alive is measured with ab -k, as the seed; "
+                "concurrency 10–1000 in time-based runs, so each connection makes many requests rather than "
+                "measuring the initial burst; nginx has the same 4 workers."),
+        ("all", "The headline compares epoll, chosen in advance, with nginx, and prints a verdict only where the "
+                "repeats' ranges do not overlap; an open-loop sweep (vegeta) measures latency against offered "
+                "load; every cell records the server's and the generator's CPU and what else ran, and flags a "
+                "client-bound generator."),
+    ]
+
+    def changes_section(self):
+        self.md.append("\n## What the lab does differently from the seeds, and why\n")
+        self.md.append(table(["seed", "what changed and why"], [[a, b] for a, b in self.CHANGES]))
+
+    def load_section(self):
+        rows = [r for r in self.rows if "other_cores" in r]
+        if not rows:
+            return
+        self.md.append("\n## Machine load and the load generator, per experiment\n")
+        self.md.append("Per cell, from /proc: the server's CPU (its process tree, with reaped children), the load "
+                       "generator's CPU (getrusage of the child), and “other load”: CPU busy time (/proc/stat) not "
+                       "used by either, nor by interrupts — what else ran on the machine. Every cell's figures are "
+                       "in results.csv (`server_cpu_s`, `gen_cpu_s`, `gen_share`, `client_bound`, `other_cores`, "
+                       "`softirq_cores`, `cpuN_busy`).\n")
+        trs = []
+        for exp in dict.fromkeys(r["exp"] for r in rows):
+            e = [r for r in rows if r["exp"] == exp]
+            other = [r["other_cores"] for r in e]
+            trs.append([exp, len(e), f"{statistics.median(other):.2f}", f"{max(r.get('other_cores_max', 0) for r in e):.2f}",
+                        sum(1 for r in e if r.get("client_bound")), sum(1 for r in e if r.get("invalid"))])
+        self.md.append(table(["experiment", "cells", "other load, median (cores)", "other load, worst repeat",
+                              "client-bound cells", "invalid cells"], trs))
+        busy = [r for r in rows if r.get("other_cores_max", 0) > 0.25]
+        if busy:
+            self.md.append(f"\n**{len(busy)} cell(s) ran while something else used more than a quarter of a core**: "
+                           f"their numbers are noisier (see `other_cores` in results.csv).\n")
 
     def failures(self):
-        bad = [r for r in self.rows if r["problems"] or r["failed_runs"]]
-        self.md.append("\n## Failures and errors (every one)\n")
+        bad = [r for r in self.rows if r["problems"] or r["failed_runs"] or r.get("invalid")]
+        self.md.append("\n## Failures, errors and invalid cells (every one)\n")
         if not bad:
-            self.md.append("None: every response in every cell had status 2xx and the expected size "
-                           "(ab: no failed or non-2xx requests; wrk: no socket errors, no non-2xx, bytes per "
-                           "response equal to curl's pre-check).\n")
+            self.md.append("None.\n")
             return
-        self.md.append(table(["experiment", "cell", "repeats", "problems"],
-                             [[r["exp"], r["cell"], r["reps"],
-                               "; ".join(r["problems"] + r["failed_runs"]).replace("|", "/")[:400]] for r in bad]))
+        self.md.append(table(["experiment", "cell", "repeats", "invalid because", "problems"],
+                             [[r["exp"], r["cell"], r["reps"], (r.get("invalid") or "—").replace("|", "/")[:300],
+                               "; ".join(r["problems"] + r["failed_runs"]).replace("|", "/")[:300]] for r in bad]))
 
     def render(self) -> str:
-        self.seed000()
-        self.seed001()
-        self.seed002()
-        self.seed003()
-        self.seed004()
-        self.beyond()
-        self.models()
-        self.overhead()
+        for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
+                  self.beyond):
+            f()
+        body_sections = self.md
+        self.md = []
+        self.claims_section()
+        self.changes_section()
+        claims_md = self.md
+        self.md = []
+        self.load_section()
         self.failures()
+        tail_md = self.md
         man = self.man
-        top = [f"# spindle lab report — {man['mode']} mode, {man['started']}\n",
-               f"{man['cpu_model']}, {man['cpus_online']} CPUs, Linux {man['kernel']}; spindle "
-               f"{man['tools']['spindle'].replace('spindle ', '')} at {man['spindle_revision']}; "
-               f"{man['tools']['nginx'].replace('nginx version: ', '')}; {man['tools']['wrk'].split(' Copyright')[0]}; "
-               f"{man['tools']['ab']}. Run took {man['elapsed_s'] / 60:.1f} min, {man['repeats']} repeats per cell "
-               f"(median, with min–max over repeats). {man['pinning']['note']}\n"]
-        la0, lamax = man.get("loadavg_at_start"), man.get("loadavg_max_during")
-        if la0 is not None and lamax is not None:
-            busy = la0 > 0.7 or lamax > 3.0
-            top.append(f"Machine load (1-min load average): {la0:.2f} before the run, at most {lamax:.2f} "
-                       f"before a cell (the lab itself accounts for up to ~2). "
-                       + ("**Other work was competing for the CPUs during this run: expect noise; the "
-                          "`loadavg1` column of results.csv shows when.**\n" if busy else
-                          "Nothing else competed noticeably.\n"))
+        tools = man.get("tools", {})
+        top = [f"# spindle lab report — {man['mode']} run, {man['started']}\n",
+               f"{man['cpu_model']}, {man['cpus_online']} CPUs, Linux {man['kernel']}; spindle at "
+               f"{man['spindle_revision']}; {tools.get('nginx', '?').replace('nginx version: ', '')}; "
+               f"{tools.get('ab', '?')}; vegeta {tools.get('vegeta', '?')}. The run took "
+               f"{man['elapsed_s'] / 60:.1f} min: {man['repeats']} repeat(s) per cell, {man.get('cell_s', '?')} s "
+               f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up; tables give the median and "
+               f"(min–max over repeats). {man['pinning']['note']}\n"]
+        if man["mode"] != "default":
+            top.append(f"**This is a {man['mode']} run (tiny durations, one repeat): it checks the lab's pipeline; "
+                       f"its numbers are not results.**\n")
         if man.get("interrupted"):
             top.append("**This run was interrupted: sections are incomplete.**\n")
-        top.append("\n## Headline: spindle's best model vs nginx\n")
-        top.append("Ratio = spindle ÷ nginx (above 1 = spindle higher; for lower-is-better rows, below 1 = "
-                   "spindle better). ±5% counts as on par; “ranges overlap” = the min–max spreads over "
-                   "repeats overlap, so the order is not settled by this run.\n")
-        top.append(table(["experiment", "metric", "spindle best (model: median)", "nginx", "ratio", "verdict"],
-                         self.headline))
-        behind = [h for h in self.headline if "behind" in h[5]]
-        if behind:
-            top.append("\n**Where spindle is behind nginx:**\n")
-            for h in behind:
-                top.append(f"- {h[0]}, {h[1]}: {h[2]} vs nginx {h[3]} (ratio {h[4]}).")
-            top.append("")
-        else:
-            top.append("\nspindle is not behind nginx by more than 5% on any headline row in this run.\n")
-        tail = ["\n## Setup\n", "nginx ran from this generated configuration (same docroot, same core "
-                "and worker count as spindle):\n", "```nginx", man.get("nginx_conf", "").rstrip(), "```\n",
-                "spindle: `server.conf` of the repository plus `--set workers=N --set access_log=off` "
-                "(and the experiment's settings). Exact commands are in results.csv (`cmd`); machine, "
-                "versions and sysctls in manifest.json.\n"]
-        return "\n".join(top + self.md + tail) + "\n"
+        top.append("\n## Headline: epoll (spindle's default, chosen in advance) against nginx\n")
+        top.append("Other models are in their own tables below. Ratio = epoll ÷ nginx. A verdict is printed only "
+                   "where the repeats' min–max ranges do not overlap; otherwise “unsettled”.\n")
+        top.append(table(["experiment", "metric", "epoll median (min–max)", "nginx median (min–max)", "ratio",
+                          "verdict"], self.headline))
+        setup = ["\n## Setup\n",
+                 "nginx ran from these generated configurations (same docroot; `worker_processes` = spindle's "
+                 "worker count in the same cell):\n"]
+        for name, conf in man.get("nginx_confs", {}).items():
+            setup += [f"`{name}`:\n", "```nginx", conf.rstrip(), "```\n"]
+        setup.append(f"The file-serving nginx has `worker_connections {NGINX_CONNECTIONS_NOTE}` (room for c = 1000; "
+                     f"seed 003's has 768): nginx preallocates a connection structure and its events for every slot "
+                     f"at start, so its memory baseline grows with this limit. Each server's memory right after "
+                     f"start (idle, summed over its processes) is below, so the total and the per-connection-slot "
+                     f"cost can be read side by side; memory under 10,000 held connections is measured by "
+                     f"`--only idle_rss`.\n")
+        mem = getattr(self.lab, "server_memory", [])
+        if mem:
+            seen = {}
+            for m in mem:
+                seen.setdefault((m["server"], m["workers"]), m)
+            rows = []
+            for (name, workers), m in seen.items():
+                slots = (NGINX_CONNECTIONS_NOTE if name == "nginx" else 768 if name == "nginx-seed003" else None)
+                per = (f"{m['pss_mb'] * 1024 / (slots * workers):.2f}" if isinstance(slots, int) else "—")
+                rows.append([name, workers, f"{m['rss_mb']:.1f}", f"{m['pss_mb']:.1f}", m["processes"], m["threads"],
+                             f"{slots} x {workers}" if isinstance(slots, int) else "—", per])
+            setup.append(table(["server", "workers", "idle RSS MB (sum)", "idle PSS MB (sum)", "processes", "threads",
+                                "nginx connection slots", "idle PSS kB per slot (upper bound)"], rows))
+        setup.append("spindle: the repository's `server.conf` plus `--set workers=N --set access_log=off` and the "
+                     "experiment's settings. Exact commands are in results.csv (`cmd`); machine, versions and "
+                     "sysctls in manifest.json.\n")
+        return "\n".join(top + claims_md + body_sections + tail_md + setup) + "\n"
+
+
+def pct(r, q):
+    lat = r.get("lat_ms") if r else None
+    if not lat or r.get("invalid"):
+        return None
+    return lat[min(len(lat) - 1, max(0, int(q * len(lat) + 0.999999) - 1))]
+
+
+try:
+    from .lab import NGINX_CONNECTIONS as NGINX_CONNECTIONS_NOTE
+except ImportError:      # re-rendering without the lab's machinery
+    NGINX_CONNECTIONS_NOTE = "(see the configuration)"
 
 
 def write(lab, out: Path, man: dict) -> None:
@@ -600,12 +705,15 @@ def write(lab, out: Path, man: dict) -> None:
         if not r.get("problems") and "failed_run" not in r:
             r.pop("raw", None)
         recs.append(r)
+    agg = [{k: v for k, v in row.items() if k not in ("lat_ms",)} for row in rep.rows]
     (out / "results.json").write_text(json.dumps({"manifest": man, "notes": lab.notes, "records": recs,
-                                                  "aggregated": rep.rows}, indent=1, default=str) + "\n")
+                                                  "aggregated": agg, "claims": getattr(rep, "claims", []),
+                                                  "server_memory": getattr(lab, "server_memory", [])},
+                                                 indent=1, default=str) + "\n")
     keys: list[str] = []
     for r in lab.records:
         for k in r:
-            if k not in keys and k != "raw":
+            if k not in keys and k not in ("raw", "lat_ms", "cdf", "_params"):
                 keys.append(k)
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")

@@ -3,6 +3,7 @@
 #   scripts/install-deps.sh         build + test dependencies
 #   scripts/install-deps.sh build   only what building spindle needs (make run)
 #   scripts/install-deps.sh bench   also the benchmark lab tools (ab, nginx; wrk is a test dependency)
+#                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
@@ -25,6 +26,32 @@ is_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
 }
 
+want_vegeta=false
+for arg in "$@"; do [ "$arg" = bench ] && want_vegeta=true; done
+
+# vegeta: a constant-rate (open-loop) generator for the lab's latency-vs-offered-load
+# curves. Pinned version, built from the Go module proxy with the Go toolchain
+# already on the machine, into the repository (never system-wide).
+VEGETA_VERSION=v12.13.0
+install_vegeta() {
+  local bin dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/build/go/bin"
+  bin="$dir/vegeta"
+  if [ -x "$bin" ] && "$bin" -version 2>/dev/null | grep -q "${VEGETA_VERSION#v}"; then
+    return 0
+  fi
+  local go=go
+  command -v go >/dev/null 2>&1 || go=/usr/local/go/bin/go
+  if ! command -v "$go" >/dev/null 2>&1; then
+    echo "install-deps: vegeta needs a Go toolchain (go); install one or put vegeta in $dir" >&2
+    return 1
+  fi
+  mkdir -p "$dir"
+  echo "deps: building vegeta $VEGETA_VERSION into $dir"
+  GOBIN="$dir" GOFLAGS=-modcacherw "$go" install \
+    -ldflags "-X main.Version=${VEGETA_VERSION#v}" "github.com/tsenart/vegeta/v12@$VEGETA_VERSION"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg -s "$p" >/dev/null 2>&1 || ! is_installed "$p"; then
@@ -34,6 +61,7 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "deps: all present"
+  if $want_vegeta; then install_vegeta; fi
   exit 0
 fi
 
@@ -54,3 +82,4 @@ export DEBIAN_FRONTEND=noninteractive
   --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
   "${missing[@]}" >/dev/null
 echo "deps: installed ${#missing[@]} package(s)"
+if $want_vegeta; then install_vegeta; fi

@@ -18,7 +18,7 @@
 
 enum key_type {
 	KEY_INT, KEY_SIZE, KEY_DURATION, KEY_DURATION_US, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS,
-	KEY_LEVEL, KEY_LOCK,
+	KEY_LEVEL, KEY_LOCK, KEY_DELAY_KIND,
 };
 
 struct config_key {
@@ -68,6 +68,7 @@ static const struct config_key config_keys[] = {
 	K("workload", "workload", KEY_BOOL, workload, 0, 0),
 	K("workload", "workload_path", KEY_STRING, workload_path, 0, 0),
 	K("workload", "work_unit", KEY_DURATION_US, work_unit_us, 1, 10000000),
+	K("workload", "delay_kind", KEY_DELAY_KIND, delay_kind, 0, 0),
 	K("workload", "buckets", KEY_INT, buckets, 1, 65536),
 	K("workload", "bucket_lock", KEY_LOCK, bucket_global_lock, 0, 0),
 	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
@@ -116,6 +117,7 @@ void config_defaults(struct config *cfg)
 	cfg->workload = false;
 	strcpy(cfg->workload_path, "/work");
 	cfg->work_unit_us = 1000;
+	cfg->delay_kind = DELAY_CPU;
 	cfg->buckets = 128;
 	cfg->bucket_global_lock = false;
 	strcpy(cfg->source, "(defaults and command line)");
@@ -301,6 +303,18 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			return -1;
 		}
 		return 0;
+	case KEY_DELAY_KIND:
+		if (!strcmp(value, "cpu"))
+			cfg->delay_kind = DELAY_CPU;
+		else if (!strcmp(value, "wall"))
+			cfg->delay_kind = DELAY_WALL;
+		else if (!strcmp(value, "sleep"))
+			cfg->delay_kind = DELAY_SLEEP;
+		else {
+			snprintf(why, whylen, "delay_kind: '%s' is not cpu, wall or sleep", value);
+			return -1;
+		}
+		return 0;
 	case KEY_LEVEL:
 		if (!strcmp(value, "debug"))
 			cfg->log_level = LOG_DEBUG;
@@ -474,6 +488,7 @@ void config_print(const struct config *cfg, FILE *out)
 {
 	static const char *const symlinks[] = { "inside", "all", "off" };
 	static const char *const levels[] = { "debug", "info", "warn", "error" };
+	static const char *const delay_kinds[] = { "cpu", "wall", "sleep" };
 	const char *section = "";
 	char buf[64];
 
@@ -501,6 +516,7 @@ void config_print(const struct config *cfg, FILE *out)
 		case KEY_SYMLINKS: fprintf(out, "%s\n", symlinks[cfg->symlinks]); break;
 		case KEY_LEVEL: fprintf(out, "%s\n", levels[cfg->log_level]); break;
 		case KEY_LOCK: fprintf(out, "%s\n", cfg->bucket_global_lock ? "global" : "bucket"); break;
+		case KEY_DELAY_KIND: fprintf(out, "%s\n", delay_kinds[cfg->delay_kind]); break;
 		case KEY_DURATION_US: {
 			int us = *(const int *)field;
 			if (us % 1000)

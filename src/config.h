@@ -16,6 +16,12 @@ enum symlink_policy {
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
+/* What one unit of seed 002's delay is: CPU time burnt by the serving thread
+ * (cannot overlap with other work on the same core), wall-clock time spent
+ * spinning (the seed's loop: a preempted thread still finishes on time), or
+ * an I/O-like sleep. */
+enum delay_kind { DELAY_CPU, DELAY_WALL, DELAY_SLEEP };
+
 struct config {
 	/* [server] */
 	char bind[64];
@@ -59,7 +65,8 @@ struct config {
 	/* [workload] (seed 002: CPU delay + shared buckets) */
 	bool workload;
 	char workload_path[128];
-	int work_unit_us;     /* one unit of busy-waiting */
+	int work_unit_us;     /* one unit of work */
+	enum delay_kind delay_kind; /* what a unit of work is (issue 8) */
 	int buckets;
 	bool bucket_global_lock; /* one lock for all buckets (the baseline) */
 

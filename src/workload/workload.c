@@ -1,4 +1,4 @@
-/* workload.c - seed 002's CPU-delay + shared-bucket endpoint (see workload.h). */
+/* workload.c - seed 002's delay + shared-bucket endpoint (see workload.h). */
 #include "workload.h"
 
 #include <errno.h>
@@ -24,6 +24,10 @@ struct bucket {
 
 struct workload_shm {
 	pthread_mutex_t global;  /* used instead of the bucket locks when bucket_lock = global */
+	/* Units of work completed (delay and hold), for the lab's check that CPU
+	 * work served per second never exceeds the cores (atomic: no lock). */
+	uint64_t delay_units;
+	uint64_t hold_units;
 	struct bucket buckets[];
 };
 
@@ -32,6 +36,7 @@ struct workload {
 	size_t map_len;
 	uint32_t nbuckets;
 	bool global_lock;
+	enum delay_kind kind;
 	uint64_t unit_us;
 	const char *path;
 	size_t path_len;
@@ -73,6 +78,7 @@ int workload_new(const struct config *cfg, struct workload **out)
 	w->nbuckets = (uint32_t)cfg->buckets;
 	w->global_lock = cfg->bucket_global_lock;
 	w->unit_us = (uint64_t)cfg->work_unit_us;
+	w->kind = cfg->delay_kind;
 	w->path = cfg->workload_path;
 	w->path_len = strlen(cfg->workload_path);
 	w->map_len = sizeof(struct workload_shm) + (size_t)w->nbuckets * sizeof(struct bucket);
@@ -108,29 +114,70 @@ void workload_free(struct workload *w)
 	free(w);
 }
 
-uint64_t workload_bump(struct workload *w, uint32_t b)
+static uint64_t clock_us(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Spins until `clock` has advanced by us. With CLOCK_THREAD_CPUTIME_ID only
+ * the time this thread is actually on a CPU counts, so N threads sharing one
+ * core take N times as long (issue 8: the seed's wall-clock loop let every
+ * preempted thread finish its "CPU work" on time). */
+static void spin_on(clockid_t clock, uint64_t us)
+{
+	uint64_t end = clock_us(clock) + us;
+	while (clock_us(clock) < end)
+		;
+}
+
+static void sleep_us(uint64_t us)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(us / 1000000u);
+	until.tv_nsec += (long)(us % 1000000u) * 1000;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	/* Absolute deadline: a signal (EINTR) resumes without stretching the wait. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
+}
+
+static void work_for_us(enum delay_kind kind, uint64_t us)
+{
+	if (us == 0)
+		return;
+	switch (kind) {
+	case DELAY_CPU: spin_on(CLOCK_THREAD_CPUTIME_ID, us); break;
+	case DELAY_WALL: spin_on(CLOCK_MONOTONIC, us); break;
+	case DELAY_SLEEP: sleep_us(us); break;
+	}
+}
+
+uint64_t workload_bump(struct workload *w, uint32_t b, uint64_t hold_us)
 {
 	pthread_mutex_t *m = w->global_lock ? &w->shm->global : &w->shm->buckets[b].lock;
 	mutex_lock_robust(m);
+	work_for_us(w->kind, hold_us);
 	uint64_t v = ++w->shm->buckets[b].count;
 	pthread_mutex_unlock(m);
 	return v;
 }
 
-static uint64_t now_us(void)
+uint64_t workload_total(struct workload *w)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* CPU work, not a sleep: the seed's delay models computation, so it must
- * occupy the core (a sleeping thread would let others run for free). */
-static void spin_for_us(uint64_t us)
-{
-	uint64_t end = now_us() + us;
-	while (now_us() < end)
-		;
+	uint64_t sum = 0;
+	for (uint32_t b = 0; b < w->nbuckets; b++) {
+		pthread_mutex_t *m = w->global_lock ? &w->shm->global : &w->shm->buckets[b].lock;
+		mutex_lock_robust(m);
+		sum += w->shm->buckets[b].count;
+		pthread_mutex_unlock(m);
+	}
+	return sum;
 }
 
 static int parse_u64(const char *p, size_t n, uint64_t *v)
@@ -147,9 +194,40 @@ static int parse_u64(const char *p, size_t n, uint64_t *v)
 	return 0;
 }
 
-int workload_parse_query(const char *q, size_t len, uint64_t *delay, uint64_t *bucket, const char **why)
+/* One "key=digits" field of the query. */
+struct query_key {
+	const char *name;
+	const char *twice;       /* the reasons given back to the client */
+	const char *not_number;
+};
+
+static const struct query_key key_delay = { "delay", "delay given twice", "delay is not a decimal number" };
+static const struct query_key key_bucket = { "bucket", "bucket given twice", "bucket is not a decimal number" };
+static const struct query_key key_hold = { "hold", "hold given twice", "hold is not a decimal number" };
+
+/* Returns 1 when the field is `key` (stored in *out), 0 when it is another
+ * key, -1 on error (*why set): each key at most once. */
+static int take_field(const char *k, size_t klen, const char *v, size_t vlen, const struct query_key *key,
+		      uint64_t *out, bool *seen, const char **why)
 {
-	bool have_delay = false, have_bucket = false;
+	if (klen != strlen(key->name) || memcmp(k, key->name, klen) != 0)
+		return 0;
+	if (*seen) {
+		*why = key->twice;
+		return -1;
+	}
+	if (parse_u64(v, vlen, out) < 0) {
+		*why = key->not_number;
+		return -1;
+	}
+	*seen = true;
+	return 1;
+}
+
+int workload_parse_query(const char *q, size_t len, struct work_query *out, const char **why)
+{
+	bool have_delay = false, have_bucket = false, have_hold = false;
+	*out = (struct work_query){ 0 };
 	size_t i = 0;
 	while (q && i < len) {
 		size_t end = i;
@@ -159,27 +237,10 @@ int workload_parse_query(const char *q, size_t len, uint64_t *delay, uint64_t *b
 		size_t klen = eq ? (size_t)(eq - (q + i)) : end - i;
 		const char *val = eq ? eq + 1 : q + end;
 		size_t vlen = (size_t)(q + end - val);
-		if (klen == 5 && !memcmp(q + i, "delay", 5)) {
-			if (have_delay) {
-				*why = "delay given twice";
-				return -1;
-			}
-			if (parse_u64(val, vlen, delay) < 0) {
-				*why = "delay is not a decimal number";
-				return -1;
-			}
-			have_delay = true;
-		} else if (klen == 6 && !memcmp(q + i, "bucket", 6)) {
-			if (have_bucket) {
-				*why = "bucket given twice";
-				return -1;
-			}
-			if (parse_u64(val, vlen, bucket) < 0) {
-				*why = "bucket is not a decimal number";
-				return -1;
-			}
-			have_bucket = true;
-		}
+		if (take_field(q + i, klen, val, vlen, &key_delay, &out->delay, &have_delay, why) < 0 ||
+		    take_field(q + i, klen, val, vlen, &key_bucket, &out->bucket, &have_bucket, why) < 0 ||
+		    take_field(q + i, klen, val, vlen, &key_hold, &out->hold, &have_hold, why) < 0)
+			return -1;
 		i = end + 1;
 	}
 	if (!have_delay) {
@@ -226,18 +287,27 @@ bool workload_endpoint(const struct server *srv, const struct sockaddr_storage *
 	if (!w || req->path.len != w->path_len || memcmp(req->path.p, w->path, w->path_len) != 0)
 		return false;
 
-	uint64_t delay = 0, bucket = 0;
-	const char *why = NULL;
-	if (workload_parse_query(req->query.p, req->query.len, &delay, &bucket, &why) < 0)
-		return text_response(out, 400, "workload: %s (want ?delay=N&bucket=B)\n", why);
-	if (bucket >= w->nbuckets)
-		return text_response(out, 400, "workload: bucket %llu out of range (0..%u)\n",
-				     (unsigned long long)bucket, w->nbuckets - 1);
-	if (delay * w->unit_us > WORKLOAD_MAX_DELAY_US)
-		return text_response(out, 400, "workload: delay %llu x %llu us exceeds 60 s\n",
-				     (unsigned long long)delay, (unsigned long long)w->unit_us);
+	if (req->query.len == 6 && !memcmp(req->query.p, "totals", 6))
+		return text_response(out, 200, "total %llu buckets %u delay_units %llu hold_units %llu\n",
+				     (unsigned long long)workload_total(w), w->nbuckets,
+				     (unsigned long long)__atomic_load_n(&w->shm->delay_units, __ATOMIC_RELAXED),
+				     (unsigned long long)__atomic_load_n(&w->shm->hold_units, __ATOMIC_RELAXED));
 
-	spin_for_us(delay * w->unit_us);
-	uint64_t v = workload_bump(w, (uint32_t)bucket);
+	struct work_query wq;
+	const char *why = NULL;
+	if (workload_parse_query(req->query.p, req->query.len, &wq, &why) < 0)
+		return text_response(out, 400, "workload: %s (want ?delay=N&bucket=B[&hold=H])\n", why);
+	if (wq.bucket >= w->nbuckets)
+		return text_response(out, 400, "workload: bucket %llu out of range (0..%u)\n",
+				     (unsigned long long)wq.bucket, w->nbuckets - 1);
+	/* delay and hold are < 10^9 (parse_u64) and unit_us <= 10^7: no overflow. */
+	if ((wq.delay + wq.hold) * w->unit_us > WORKLOAD_MAX_DELAY_US)
+		return text_response(out, 400, "workload: delay+hold %llu x %llu us exceeds 60 s\n",
+				     (unsigned long long)(wq.delay + wq.hold), (unsigned long long)w->unit_us);
+
+	work_for_us(w->kind, wq.delay * w->unit_us);
+	uint64_t v = workload_bump(w, (uint32_t)wq.bucket, wq.hold * w->unit_us);
+	__atomic_fetch_add(&w->shm->delay_units, wq.delay, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->shm->hold_units, wq.hold, __ATOMIC_RELAXED);
 	return text_response(out, 200, "%llu\n", (unsigned long long)v);
 }

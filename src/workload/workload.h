@@ -1,6 +1,10 @@
-/* workload.h - seed 002's experiment endpoint: GET <workload_path>?delay=N&bucket=B
- * busy-waits N units of CPU work, then adds 1 to shared bucket B under its lock
- * (or one global lock) and answers the new count.
+/* workload.h - seed 002's experiment endpoint: GET <workload_path>?delay=N&bucket=B[&hold=H]
+ * does N units of work (delay_kind: CPU time, wall-clock spinning or a sleep),
+ * then takes bucket B's lock (or the one global lock), does H more units while
+ * holding it (so lock contention can be measured), adds 1 and answers the new
+ * count. GET <workload_path>?totals answers "total T buckets N delay_units D
+ * hold_units H": the sum over every bucket (the lab checks it against the
+ * requests it saw served) and the units of work completed so far.
  *
  * The buckets and their locks live in one anonymous MAP_SHARED mapping made
  * by workload_new() before any serving process forks, with process-shared
@@ -28,12 +32,22 @@ void workload_free(struct workload *w);
 bool workload_endpoint(const struct server *srv, const struct sockaddr_storage *peer,
 		       const struct http_request *req, struct dyn_response *out);
 
-/* Pure: parses "delay=N&bucket=B" (either order; other keys ignored; each key
- * at most once; decimal digits only). Returns 0, or -1 with *why set to a
- * short reason. Exposed for unit tests. */
-int workload_parse_query(const char *q, size_t len, uint64_t *delay, uint64_t *bucket, const char **why);
+struct work_query {
+	uint64_t delay;   /* units of work before taking the lock */
+	uint64_t bucket;
+	uint64_t hold;    /* units of work inside the lock (0 when absent) */
+};
 
-/* Adds 1 to bucket b (b < number of buckets) under its lock; returns the new count. */
-uint64_t workload_bump(struct workload *w, uint32_t b);
+/* Pure: parses "delay=N&bucket=B[&hold=H]" (any order; other keys ignored;
+ * each key at most once; decimal digits only). Returns 0, or -1 with *why set
+ * to a short reason. Exposed for unit tests. */
+int workload_parse_query(const char *q, size_t len, struct work_query *out, const char **why);
+
+/* Takes bucket b's lock (b < number of buckets), does hold_us of work inside
+ * it, adds 1; returns the new count. */
+uint64_t workload_bump(struct workload *w, uint32_t b, uint64_t hold_us);
+
+/* The sum over every bucket, each read under its lock. */
+uint64_t workload_total(struct workload *w);
 
 #endif

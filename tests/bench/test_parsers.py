@@ -111,3 +111,82 @@ def test_wrk_without_summary_raises():
                      if not ln.startswith("SPINDLE_BENCH"))
     with pytest.raises(parsers.ParseError):
         parsers.parse_wrk(text)
+
+
+# -- vegeta (open loop) ------------------------------------------------------
+
+def test_vegeta_report_and_hdrplot():
+    r = parsers.parse_vegeta(sample("vegeta_report.json"), sample("vegeta_hdrplot.txt"), 200)
+    assert r["requests"] == 200 and r["ok"] == 200 and r["errors"] == 0
+    assert r["target_rate"] == 200
+    assert r["sent_rate"] == pytest.approx(201.01, rel=1e-3)
+    assert r["p50_ms"] == pytest.approx(0.652758)
+    assert r["p99_ms"] == pytest.approx(219.048993)
+    assert r["max_ms"] == pytest.approx(225.230252)
+    # p99.9 comes from the hdrplot: at or above p99, at most the maximum
+    assert r["p99_ms"] <= r["p999_ms"] <= r["max_ms"]
+    assert r["cdf"][0] == (0.085166, 0.0)
+    fracs = [f for _, f in r["cdf"]]
+    assert fracs == sorted(fracs) and fracs[-1] == 1.0
+
+
+def test_vegeta_refused_counts_every_request_as_an_error():
+    r = parsers.parse_vegeta(sample("vegeta_refused.json"), sample("vegeta_hdrplot.txt"), 50)
+    assert r["requests"] == 50 and r["ok"] == 0 and r["errors"] == 50
+    assert r["status_counts"] == {0: 50}
+    assert "connection refused" in r["error_samples"][0]
+
+
+def test_vegeta_garbage_is_a_parse_error():
+    with pytest.raises(parsers.ParseError):
+        parsers.parse_vegeta("not json", sample("vegeta_hdrplot.txt"), 10)
+    with pytest.raises(parsers.ParseError):
+        parsers.parse_vegeta(sample("vegeta_report.json"), "Value(ms) Percentile\n", 10)
+
+
+def test_percentile_nearest_rank():
+    v = [float(x) for x in range(1, 101)]
+    assert parsers.percentile(v, 0.5) == 50
+    assert parsers.percentile(v, 0.99) == 99
+    assert parsers.percentile(v, 0.999) == 100
+    assert parsers.percentile([7.0], 0.5) == 7.0
+    cdf = [(1.0, 0.0), (2.0, 0.5), (3.0, 0.99), (9.0, 0.999), (10.0, 1.0)]
+    assert parsers.percentile_from_cdf(cdf, 0.999) == 9.0
+    assert parsers.percentile_from_cdf(cdf, 0.6) == 3.0
+
+
+def test_workload_totals():
+    t = parsers.parse_totals("total 1234 buckets 128 delay_units 2500 hold_units 7\n")
+    assert t == {"total": 1234, "buckets": 128, "delay_units": 2500, "hold_units": 7}
+    for bad in ("42\n", "total x buckets 1 delay_units 0 hold_units 0", "<html>404</html>"):
+        with pytest.raises(parsers.ParseError):
+            parsers.parse_totals(bad)
+
+
+# -- /proc ---------------------------------------------------------------------
+
+PROC_STAT = """cpu  100 5 50 1000 10 1 9 0 0 0
+cpu0 60 5 30 400 5 1 4 0 0 0
+cpu1 40 0 20 600 5 0 5 0 0 0
+intr 12345
+ctxt 999
+"""
+
+
+def test_proc_stat_and_deltas():
+    from bench import procstat
+    a = procstat.parse_proc_stat(PROC_STAT)
+    assert set(a) == {"cpu", "cpu0", "cpu1"}
+    assert a["cpu0"]["user"] == 60 and a["cpu0"]["softirq"] == 4
+    assert procstat.busy_ticks(a["cpu0"]) == 60 + 5 + 30 + 1 + 4
+    b = procstat.parse_proc_stat(PROC_STAT.replace("cpu0 60 5 30 400", f"cpu0 {60 + procstat.CLK_TCK} 5 30 400"))
+    d = procstat.machine_delta(a, b)
+    assert d["cpu0"]["busy_s"] == pytest.approx(1.0)
+    assert d["cpu1"]["busy_s"] == 0
+
+
+def test_pid_stat_with_spaces_and_parens_in_the_name():
+    from bench import procstat
+    fields = ["S", "77"] + ["0"] * 9 + ["10", "20", "30", "40"] + ["0"] * 30
+    ppid, ticks = procstat.parse_pid_stat("1234 (a (weird) name) " + " ".join(fields))
+    assert ppid == 77 and ticks == 100

@@ -1,10 +1,14 @@
-"""Seed 002's workload endpoint (GET /work?delay=N&bucket=B): exact shared
-counts under every model (fork and prefork included), CPU delay, validation,
-and that it does not exist when off."""
+"""Seed 002's workload endpoint (GET /work?delay=N&bucket=B[&hold=H]): exact
+shared counts under every model (fork and prefork included), the three delay
+kinds (cpu work cannot overlap on one core; wall spinning can), work held
+inside the bucket lock, the totals the lab checks, validation, and that it does
+not exist when off."""
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -104,6 +108,9 @@ def test_delay_is_busy_work(servers, model):
     "delay=1&bucket=99999999999",
     "delay=1&delay=2&bucket=1",  # repeated key
     "delay=100000&bucket=1",    # 100 s of work: beyond the bound
+    "delay=1&bucket=1&hold=x",
+    "delay=1&bucket=1&hold=1&hold=1",
+    "delay=30000&bucket=1&hold=30001",  # delay + hold beyond the bound
 ])
 def test_invalid_parameters(servers, model, query):
     server = servers(**ON)
@@ -134,3 +141,169 @@ def test_off_is_just_a_path(server):
     """Off by default: /work is looked up as a file, and there is none."""
     r = server.get("/work?delay=0&bucket=1")
     assert r.status == 404
+
+
+# --------------------------------------------------------------------------
+# delay_kind, hold, totals (issue 8)
+# --------------------------------------------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree(master: int) -> list[int]:
+    return [master] + util.proc_descendants(master)
+
+
+def _pin_to_one_core(master: int) -> int:
+    """Pins every thread of the server's process tree to one CPU; threads and
+    processes created later inherit it from their (pinned) creator."""
+    cpu = min(os.sched_getaffinity(0))
+    for pid in _tree(master):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:   # a fork-model child that just exited
+            continue
+        for tid in tids:
+            try:
+                os.sched_setaffinity(int(tid), {cpu})
+            except OSError:         # the thread exited meanwhile
+                pass
+    return cpu
+
+
+def _server_cpu_s(master: int) -> float:
+    """utime + stime of every process in the server's tree, with the children
+    each has reaped (cutime + cstime: the fork model's per-connection
+    processes); a reaped child has left the tree, so nothing counts twice."""
+    ticks = 0
+    for pid in _tree(master):
+        st = util.proc_stat(pid)
+        if st:
+            ticks += sum(int(x) for x in st[11:15])
+    return ticks / CLK_TCK
+
+
+def _concurrent_gets(server, targets: list[str]) -> float:
+    """Sends every target at once, one connection each; returns the wall time
+    until the last answer. Every answer must be 200."""
+    errors: list[str] = []
+    start = threading.Barrier(len(targets) + 1)
+
+    def one(t: str):
+        try:
+            start.wait(10)
+            r = server.get(t, headers={"Connection": "close"}, timeout=util.scaled(60))
+            if r.status != 200:
+                errors.append(f"{t}: {r.status} {r.body!r}")
+        except Exception as e:  # reported below
+            errors.append(f"{t}: {e!r}")
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    start.wait(10)
+    t0 = time.monotonic()
+    for t in threads:
+        t.join(util.scaled(90))
+    elapsed = time.monotonic() - t0
+    assert not errors, "\n".join(errors[:5])
+    return elapsed
+
+
+def _totals_all(server) -> dict:
+    r = server.get("/work?totals")
+    assert r.status == 200, r
+    words = r.body.decode().split()
+    assert words[0::2] == ["total", "buckets", "delay_units", "hold_units"], r.body
+    return dict(zip(words[0::2], map(int, words[1::2])))
+
+
+def _totals(server) -> int:
+    return _totals_all(server)["total"]
+
+
+def test_cpu_delays_cannot_overlap_on_one_core(fresh_server, model):
+    """The issue's done-when: 40 concurrent delay=25 requests (1 ms units) on
+    one core take >= 1 s with delay_kind = cpu, and the server really burnt
+    about 1 s of CPU (from /proc), under every model."""
+    server = fresh_server(**ON, delay_kind="cpu", threads="16", workers="1")
+    _pin_to_one_core(server.proc.pid)
+    cpu0 = _server_cpu_s(server.proc.pid)
+    elapsed = _concurrent_gets(server, ["/work?delay=25&bucket=1"] * 40)
+    assert elapsed >= 1.0, f"40 x 25 ms of CPU work on one core answered in {elapsed:.3f} s"
+    # The fork model's children are counted once reaped: give that a moment.
+    util.wait_for(lambda: _server_cpu_s(server.proc.pid) - cpu0 >= 0.9, util.scaled(5))
+    used = _server_cpu_s(server.proc.pid) - cpu0
+    assert used >= 0.9, f"server used {used:.2f} CPU-s for 1 s of CPU work"
+    assert _totals(server) == 40
+
+
+@pytest.mark.concurrent
+def test_wall_delays_overlap_on_one_core(fresh_server, model):
+    """delay_kind = wall is the seed's loop on the clock: a preempted thread
+    still finishes on time, so (under the threaded models, where many requests
+    run at once) 40 x 25 ms "delays" on one core end far sooner than 1 s while
+    the server burns far less than 1 CPU-s. This is what the lab marks invalid."""
+    if model in ("epoll", "uring"):
+        pytest.skip("one event loop runs the delays one after another")
+    server = fresh_server(**ON, delay_kind="wall", threads="16", workers="1")
+    _pin_to_one_core(server.proc.pid)
+    cpu0 = _server_cpu_s(server.proc.pid)
+    elapsed = _concurrent_gets(server, ["/work?delay=25&bucket=1"] * 40)
+    time.sleep(0.3)
+    used = _server_cpu_s(server.proc.pid) - cpu0
+    assert elapsed < 0.9 or used < 0.9, \
+        f"wall spinning looked like CPU work: {elapsed:.3f} s wall, {used:.2f} CPU-s"
+
+
+def test_sleep_delay_uses_no_cpu(fresh_server, model):
+    server = fresh_server(**ON, delay_kind="sleep", workers="1")
+    cpu0 = _server_cpu_s(server.proc.pid)
+    t0 = time.monotonic()
+    for _ in range(4):
+        assert server.get("/work?delay=100&bucket=2").status == 200
+    elapsed = time.monotonic() - t0
+    used = _server_cpu_s(server.proc.pid) - cpu0
+    assert elapsed >= 0.4, f"4 x 100 ms sleeps answered in {elapsed:.3f} s"
+    assert used < 0.2, f"sleeping used {used:.2f} CPU-s"
+
+
+def test_hold_runs_inside_the_global_lock(fresh_server, model):
+    """hold=H does its work while holding the lock: with one global lock, 8
+    concurrent hold=25 requests (sleep kind, so cores do not matter) are
+    serialized, >= 200 ms in all, even on different buckets."""
+    server = fresh_server(**ON, delay_kind="sleep", bucket_lock="global", threads="16", workers="1")
+    elapsed = _concurrent_gets(server, [f"/work?delay=0&bucket={b}&hold=25" for b in range(8)])
+    assert elapsed >= 0.2, f"8 x 25 ms held under one lock took only {elapsed:.3f} s"
+    assert _totals(server) == 8
+
+
+@pytest.mark.concurrent
+def test_hold_on_separate_buckets_overlaps(fresh_server, model):
+    """The contrast: per-bucket locks on 8 different buckets do not serialize."""
+    server = fresh_server(**ON, delay_kind="sleep", bucket_lock="bucket", threads="16", workers="1")
+    if model in ("epoll", "uring"):
+        pytest.skip("one event loop sleeps through each request in turn")
+    elapsed = _concurrent_gets(server, [f"/work?delay=0&bucket={b}&hold=100" for b in range(8)])
+    assert elapsed < util.scaled(0.7), f"8 x 100 ms on 8 bucket locks took {elapsed:.3f} s"
+
+
+def test_totals_add_up_to_requests_served(servers, model):
+    server = servers(**ON)
+    before = _totals_all(server)
+    for b in range(16):
+        assert server.get(f"/work?delay={b % 3}&bucket={b}&hold={b % 2}").status == 200
+    assert server.get("/work?delay=1&bucket=99").status == 400   # not counted
+    after = _totals_all(server)
+    assert after["total"] == before["total"] + 16
+    assert after["buckets"] == 16
+    assert after["delay_units"] == before["delay_units"] + sum(b % 3 for b in range(16))
+    assert after["hold_units"] == before["hold_units"] + 8
+
+
+def test_delay_kind_is_validated():
+    r = util.run_spindle("--set", "workload=on", "--set", "delay_kind=spin", "--check")
+    assert r.returncode != 0
+    assert "delay_kind" in (r.stderr + r.stdout)
+    r = util.run_spindle("--set", "delay_kind=sleep", "--check")
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,62 @@
+"""The lab's rules for whether a cell's numbers can be reported, and how two
+measurements compare. Pure functions (tests/bench/test_checks.py)."""
+from __future__ import annotations
+
+CPU_TOLERANCE = 1.05        # cpu-mode work served per wall second may exceed the cores by 5% at most
+CLIENT_BOUND = 0.90         # a generator that used > 90% of its core may be what limited the cell
+
+
+CPU_SLACK_S = 0.05          # /proc CPU times are sampled: allow this much on top of the 5%
+
+
+def cpu_work_check(units: int, unit_s: float, wall_s: float, cores: int, kind: str,
+                   server_cpu_s: float | None = None) -> tuple[float, str | None]:
+    """Delay-seconds served per wall second, and why the cell is invalid (or None).
+    Only `cpu` work is bounded: by the cores, and by the CPU time the server's
+    processes actually used over the same window (wall spinning and sleeps may
+    overlap, and are credited without using the CPU)."""
+    if wall_s <= 0:
+        return 0.0, "no wall time measured"
+    work_s = units * unit_s
+    rate = work_s / wall_s
+    if kind != "cpu":
+        return rate, None
+    if rate > cores * CPU_TOLERANCE:
+        return rate, (f"served {rate:.2f} CPU-seconds of cpu work per second on {cores} core(s) "
+                      f"(more than {cores} x {CPU_TOLERANCE:.2f}): the delay cannot be CPU work")
+    if server_cpu_s is not None and work_s > server_cpu_s * CPU_TOLERANCE + CPU_SLACK_S:
+        return rate, (f"credited {work_s:.2f} s of cpu work while the server used {server_cpu_s:.2f} CPU-s: "
+                      f"the delay cannot be CPU work")
+    return rate, None
+
+
+def bucket_check(bucket_delta: int, client_ok: int, in_flight_max: int) -> str | None:
+    """The buckets must count every request the client saw answered, plus at most
+    the requests still in flight when the client stopped (answered after it
+    stopped counting). Fewer = lost updates; more = requests counted twice."""
+    if bucket_delta < client_ok:
+        return f"buckets grew by {bucket_delta} but the client saw {client_ok} answers: lost updates"
+    if bucket_delta > client_ok + in_flight_max:
+        return (f"buckets grew by {bucket_delta}, more than the {client_ok} answers seen plus "
+                f"{in_flight_max} in flight")
+    return None
+
+
+def generator_share(gen_cpu_s: float, wall_s: float, cores: int = 1) -> float:
+    """Fraction of its pinned core(s) the load generator used."""
+    return gen_cpu_s / (wall_s * cores) if wall_s > 0 else 0.0
+
+
+def client_bound(gen_cpu_s: float, wall_s: float, cores: int = 1) -> bool:
+    return generator_share(gen_cpu_s, wall_s, cores) > CLIENT_BOUND
+
+
+def verdict(a: tuple[float, float], b: tuple[float, float], higher_better: bool = True) -> str:
+    """'ahead' / 'behind' for A against B only when the (min, max) ranges over
+    repeats do not overlap; otherwise 'unsettled'."""
+    (a_lo, a_hi), (b_lo, b_hi) = a, b
+    if a_lo > b_hi:
+        return "ahead" if higher_better else "behind"
+    if a_hi < b_lo:
+        return "behind" if higher_better else "ahead"
+    return "unsettled"

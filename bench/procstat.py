@@ -1,0 +1,70 @@
+"""CPU accounting for every cell, from /proc: what the server's process tree
+used (utime + stime, plus the children it reaped), what each CPU did in all
+(/proc/stat), and from that what *else* ran on the machine during the cell.
+The parsers are pure functions of the files' text (tests/bench)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# /proc/stat "cpuN" columns (man 5 proc): user nice system idle iowait irq softirq steal
+_COLS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def parse_proc_stat(text: str) -> dict[str, dict[str, int]]:
+    """'cpu' (all) and 'cpuN' lines -> {name: {column: ticks}}."""
+    out = {}
+    for ln in text.splitlines():
+        if not ln.startswith("cpu"):
+            continue
+        parts = ln.split()
+        out[parts[0]] = {c: int(v) for c, v in zip(_COLS, parts[1:9])}
+    return out
+
+
+def busy_ticks(cols: dict[str, int]) -> int:
+    """Everything but idle and iowait (steal counts as busy: the CPU was not ours)."""
+    return sum(v for k, v in cols.items() if k not in ("idle", "iowait"))
+
+
+def parse_pid_stat(text: str) -> tuple[int, int]:
+    """/proc/PID/stat -> (ppid, utime + stime + cutime + cstime in ticks). The
+    command name may hold spaces and parentheses: split after the last ')'."""
+    rest = text.rsplit(")", 1)[1].split()
+    # rest[0] is field 3 (state); utime..cstime are fields 14..17
+    return int(rest[1]), sum(int(x) for x in rest[11:15])
+
+
+def read(path: str) -> str:
+    return Path(path).read_text()
+
+
+def tree_cpu_s(pids: list[int]) -> float:
+    """CPU seconds used so far by these processes and the children they reaped
+    (a reaped child has left the tree, so nothing is counted twice)."""
+    ticks = 0
+    for p in pids:
+        try:
+            ticks += parse_pid_stat(read(f"/proc/{p}/stat"))[1]
+        except (OSError, IndexError, ValueError):
+            continue
+    return ticks / CLK_TCK
+
+
+def machine() -> dict[str, dict[str, int]]:
+    return parse_proc_stat(read("/proc/stat"))
+
+
+def machine_delta(before: dict, after: dict) -> dict:
+    """Per-CPU busy seconds and softirq seconds between two snapshots."""
+    out = {}
+    for name, cols in after.items():
+        if name not in before:
+            continue
+        b = before[name]
+        out[name] = {"busy_s": (busy_ticks(cols) - busy_ticks(b)) / CLK_TCK,
+                     "softirq_s": (cols["softirq"] + cols["irq"] - b["softirq"] - b["irq"]) / CLK_TCK,
+                     "total_s": (sum(cols.values()) - sum(b.values())) / CLK_TCK}
+    return out

@@ -1,0 +1,93 @@
+"""The lab's validity checks and verdicts (bench/checks.py) and the executor's
+use of them (bench/lab.workload_checks, bench/lab.account)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import checks, lab  # noqa: E402
+
+
+def test_cpu_work_within_the_cores_is_valid():
+    rate, why = checks.cpu_work_check(units=2900, unit_s=0.001, wall_s=3.0, cores=1, kind="cpu")
+    assert rate == 2900 * 0.001 / 3.0 and why is None
+    # 5% tolerance, not more
+    assert checks.cpu_work_check(3150, 0.001, 3.0, 1, "cpu")[1] is None
+    assert checks.cpu_work_check(3160, 0.001, 3.0, 1, "cpu")[1] is not None
+
+
+def test_seed_report_figures_are_invalid_in_cpu_mode():
+    # The old report: pool on 1 core served 3.0 CPU-seconds of "CPU work" per second.
+    rate, why = checks.cpu_work_check(9000, 0.001, 3.0, 1, "cpu")
+    assert rate == 3.0 and "cannot be CPU work" in why
+    # Two cores allow twice as much.
+    assert checks.cpu_work_check(5900, 0.001, 3.0, 2, "cpu")[1] is None
+
+
+def test_cpu_work_credited_without_cpu_time_is_invalid():
+    # delay_kind = wall (the old lab): 16 threads spinning on the clock on one core
+    # are credited 0.64 s of "work" per second while the server used 0.39 CPU-s/s.
+    rate, why = checks.cpu_work_check(1920, 0.001, 3.0, 1, "cpu", server_cpu_s=1.17)
+    assert rate == 0.64 and "server used 1.17 CPU-s" in why
+    assert checks.cpu_work_check(1920, 0.001, 3.0, 1, "cpu", server_cpu_s=1.90)[1] is None
+    # sampling slack: a hair over is still valid
+    assert checks.cpu_work_check(1920, 0.001, 3.0, 1, "cpu", server_cpu_s=1.80)[1] is None
+
+
+def test_wall_and_sleep_kinds_may_overlap():
+    assert checks.cpu_work_check(9000, 0.001, 3.0, 1, "wall")[1] is None
+    assert checks.cpu_work_check(9000, 0.001, 3.0, 1, "sleep")[1] is None
+
+
+def test_bucket_check():
+    assert checks.bucket_check(1000, 1000, 50) is None
+    assert checks.bucket_check(1040, 1000, 50) is None          # answered after the client stopped
+    assert "lost updates" in checks.bucket_check(999, 1000, 50)
+    assert "more than" in checks.bucket_check(1051, 1000, 50)
+
+
+def test_client_bound():
+    assert checks.client_bound(2.8, 3.0) is True
+    assert checks.client_bound(2.6, 3.0) is False
+    assert checks.generator_share(1.5, 3.0) == 0.5
+    assert checks.generator_share(1.0, 0) == 0
+
+
+def test_verdict_only_when_ranges_do_not_overlap():
+    assert checks.verdict((10, 12), (7, 9)) == "ahead"
+    assert checks.verdict((7, 9), (10, 12)) == "behind"
+    assert checks.verdict((7, 10), (10, 12)) == "unsettled"
+    assert checks.verdict((1, 2), (3, 4), higher_better=False) == "ahead"
+    assert checks.verdict((3, 4), (1, 2), higher_better=False) == "behind"
+
+
+def test_workload_checks_mark_an_impossible_cell_invalid():
+    before = {"total": 100, "buckets": 128, "delay_units": 1000, "hold_units": 0}
+    m = {"tool": "wrk", "requests": 1500, "non2xx": 0}
+    ok_after = {"total": 1620, "buckets": 128, "delay_units": 1000 + 2900, "hold_units": 0}
+    r = lab.workload_checks(m, before, ok_after, 3.0, {"unit_s": 0.001, "kind": "cpu", "cores": 1, "in_flight": 50})
+    assert "invalid" not in r and r["bucket_delta"] == 1520
+    too_much = dict(ok_after, delay_units=1000 + 9000)
+    r = lab.workload_checks(m, before, too_much, 3.0, {"unit_s": 0.001, "kind": "cpu", "cores": 1, "in_flight": 50})
+    assert "cannot be CPU work" in r["invalid"]
+    lost = dict(ok_after, total=1000)
+    r = lab.workload_checks(m, before, lost, 3.0, {"unit_s": 0.001, "kind": "cpu", "cores": 1, "in_flight": 50})
+    assert "lost updates" in r["invalid"]
+    r = lab.workload_checks(m, None, ok_after, 3.0, {"unit_s": 0.001, "kind": "cpu", "cores": 1, "in_flight": 50})
+    assert "totals" in r["invalid"]
+
+
+def test_account_cpu_figures():
+    mach = {"cpu": {"busy_s": 9, "softirq_s": 0, "total_s": 6},
+            "cpu0": {"busy_s": 3.0, "softirq_s": 0.2, "total_s": 3.0},
+            "cpu1": {"busy_s": 2.9, "softirq_s": 0.1, "total_s": 3.0}}
+    m = {"tool": "ab", "complete": 30000, "failed": 0, "non2xx": 0}
+    a = lab.account(m, wall_s=3.0, server_cpu_s=2.4, gen_cpu_s=2.8, mach=mach, load_cpus=1)
+    assert a["served"] == 30000
+    assert a["server_us_per_req"] == 2.4e6 / 30000
+    assert a["client_bound"] is True and round(a["gen_share"], 3) == 0.933
+    assert round(a["other_cores"], 3) == round((5.9 - 0.3 - 2.4 - 2.8) / 3.0, 3)
+    assert a["cpu0_busy"] == 1.0
