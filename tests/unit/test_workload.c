@@ -53,14 +53,15 @@ Test(workload, parse_query_table)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct query_case *k = &cases[i];
 		struct span q = guarded(k->q, strlen(k->q));
-		uint64_t delay = 12345, bucket = 12345;
+		struct work_query wq = { 12345, 12345, 12345 };
 		const char *why = NULL;
-		int r = workload_parse_query(q.p, q.len, &delay, &bucket, &why);
+		int r = workload_parse_query(q.p, q.len, &wq, &why);
 		unguard(q);
 		cr_expect_eq(r, k->want, "'%s': got %d", k->q, r);
 		if (k->want == 0 && r == 0) {
-			cr_expect_eq(delay, k->delay, "'%s': delay %llu", k->q, (unsigned long long)delay);
-			cr_expect_eq(bucket, k->bucket, "'%s': bucket %llu", k->q, (unsigned long long)bucket);
+			cr_expect_eq(wq.delay, k->delay, "'%s': delay %llu", k->q, (unsigned long long)wq.delay);
+			cr_expect_eq(wq.bucket, k->bucket, "'%s': bucket %llu", k->q, (unsigned long long)wq.bucket);
+			cr_expect_eq(wq.hold, 0, "'%s': hold %llu without hold=", k->q, (unsigned long long)wq.hold);
 		} else if (r < 0) {
 			cr_expect(why && strstr(why, k->why), "'%s': reason '%s' should mention '%s'", k->q,
 				  why ? why : "(none)", k->why);
@@ -70,9 +71,9 @@ Test(workload, parse_query_table)
 
 Test(workload, parse_query_absent)
 {
-	uint64_t delay, bucket;
+	struct work_query wq;
 	const char *why = NULL;
-	cr_assert_eq(workload_parse_query(NULL, 0, &delay, &bucket, &why), -1);
+	cr_assert_eq(workload_parse_query(NULL, 0, &wq, &why), -1);
 	cr_assert_str_eq(why, "missing delay");
 }
 
@@ -80,11 +81,18 @@ Test(workload, parse_query_absent)
 Test(workload, parse_query_stops_at_len)
 {
 	const char *s = "delay=1&bucket=2&bucket=3";
-	uint64_t delay, bucket;
+	struct work_query wq;
 	const char *why = NULL;
-	cr_assert_eq(workload_parse_query(s, 16, &delay, &bucket, &why), 0, "%s", why);
-	cr_assert_eq(bucket, 2);
-	cr_assert_eq(workload_parse_query(s, 15, &delay, &bucket, &why), -1, "'bucket=' is cut empty");
+	cr_assert_eq(workload_parse_query(s, 16, &wq, &why), 0, "%s", why);
+	cr_assert_eq(wq.bucket, 2);
+	cr_assert_eq(workload_parse_query(s, 15, &wq, &why), -1, "'bucket=' is cut empty");
+
+	/* hold= is parsed too, and counts as a key seen once */
+	const char *h = "delay=1&bucket=2&hold=7";
+	cr_assert_eq(workload_parse_query(h, strlen(h), &wq, &why), 0, "%s", why);
+	cr_assert_eq(wq.hold, 7);
+	const char *hh = "delay=1&bucket=2&hold=7&hold=8";
+	cr_assert_eq(workload_parse_query(hh, strlen(hh), &wq, &why), -1);
 }
 
 static struct test_server ts;
@@ -140,7 +148,8 @@ Test(workload, endpoint_refuses_bad_queries, .init = setup, .fini = teardown)
 	expect("/work?delay=0", 400, "workload: missing bucket");
 	expect("/work", 400, "workload: missing delay");
 	/* 60 s of 1 us units is the most one request may ask for */
-	expect("/work?delay=60000001&bucket=0", 400, "workload: delay 60000001 x 1 us exceeds 60 s");
+	expect("/work?delay=60000001&bucket=0", 400, "workload: delay+hold 60000001 x 1 us exceeds 60 s");
+	expect("/work?delay=30000000&bucket=0&hold=30000001", 400, "workload: delay+hold 60000001 x 1 us exceeds 60 s");
 	/* nothing was counted by the refusals */
 	expect("/work?delay=0&bucket=0", 200, "1\n");
 }
