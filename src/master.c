@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "listen.h"
 #include "log/log.h"
 #include "models/model.h"
 #include "server.h"
@@ -48,6 +49,7 @@ struct generation {
 
 struct master {
 	struct generation gens[MAX_GENERATIONS];
+	struct listen_set listeners; /* every generation accepts from all of them */
 	int current;          /* index of the generation that should be serving */
 	int sigfd;
 	sigset_t blocked;
@@ -143,7 +145,18 @@ static int gen_alloc(struct master *m)
 	return -1;
 }
 
-/* Builds a generation's server on the master's listeners. */
+/* How many listeners a generation wants new connections spread over: one
+ * per event loop for the models that accept on their own socket, else one. */
+static int gen_listeners_wanted(const struct generation *g)
+{
+	bool per_worker = (g->srv.model->flags & MODEL_LISTENER_PER_WORKER) && g->cfg.reuseport;
+	return per_worker ? g->srv.workers : 1;
+}
+
+/* Builds a generation's server on the master's listeners, first adding the
+ * ones it wants beyond those the master has. New ones get no connection
+ * until the generation is promoted (the steering still excludes them), so a
+ * generation that fails to start strands nobody on them. */
 static int gen_init(struct master *m, int idx, const struct config *cfg)
 {
 	struct generation *g = &m->gens[idx];
@@ -154,6 +167,18 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		server_close(&g->srv);
 		return -1;
 	}
+	int err = listen_set_grow(&m->listeners, cfg->bind, cfg->port, gen_listeners_wanted(g));
+	if (err < 0) {
+		log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-err));
+		if (m->listeners.n == 0)
+			fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-err));
+		server_close(&g->srv);
+		return -1;
+	}
+	/* all of them, also those beyond its workers: connections queued there
+	 * before a reload to fewer workers are still accepted */
+	memcpy(g->srv.listen_fds, m->listeners.fds, (size_t)m->listeners.n * sizeof(int));
+	g->srv.nlisten = m->listeners.n;
 	g->serial = ++m->serial;
 	g->pid = -1;
 	g->spawns = 0;
@@ -338,8 +363,6 @@ static void reload(struct master *m)
 		return;
 	}
 	struct generation *g = &m->gens[idx];
-	memcpy(g->srv.listen_fds, cur->srv.listen_fds, sizeof(g->srv.listen_fds));
-	g->srv.nlisten = cur->srv.nlisten;
 	/* the logs may have moved: the new generation inherits freshly opened ones */
 	log_close();
 	if (log_open(&g->cfg) < 0)
@@ -358,7 +381,7 @@ static void begin_stop(struct master *m)
 		return;
 	log_info("stopping: draining in-flight requests");
 	m->stopping = true;
-	server_refuse_new(&m->gens[m->current].srv);
+	listen_set_refuse(&m->listeners);
 	int64_t kill_at = conn_now_ms() + KILL_MARGIN_MS;
 	for (int i = 0; i < MAX_GENERATIONS; i++) {
 		struct generation *g = &m->gens[i];
@@ -379,6 +402,17 @@ static void forward(struct master *m, int sig)
 			kill(m->gens[i].pid, sig);
 }
 
+/* New connections go to the listeners the serving generation wants from now
+ * on; the others only drain what was queued on them before. */
+static void steer(struct master *m, struct generation *g)
+{
+	int n = gen_listeners_wanted(g);
+	int err = listen_set_steer(&m->listeners, n < g->srv.nlisten ? n : g->srv.nlisten);
+	if (err < 0)
+		log_warn("cannot steer connections to %d of %d listeners (%s): the kernel spreads them over all",
+			 n, m->listeners.n, strerror(-err));
+}
+
 /* Time-driven work: promote a started generation, kill stragglers, respawn. */
 static void tick(struct master *m)
 {
@@ -393,6 +427,7 @@ static void tick(struct master *m)
 				gen_drain(m, g);
 				continue;
 			}
+			steer(m, g);
 			for (int j = 0; j < MAX_GENERATIONS; j++)
 				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
 					gen_drain(m, &m->gens[j]);
@@ -447,11 +482,12 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-	if (gen_init(&m, 0, cfg) < 0 || server_listen(&m.gens[0].srv) < 0) {
-		server_close_listeners(&m.gens[0].srv);
-		server_close(&m.gens[0].srv);
+	m.listeners.reuseport = cfg->reuseport; /* a reload cannot change it */
+	if (gen_init(&m, 0, cfg) < 0) {
+		listen_set_close(&m.listeners);
 		return 1;
 	}
+	steer(&m, &m.gens[0]);
 	log_info("spindle %s (master %d) listening on http://%s:%d/ with the %s model, root %s", SPINDLE_VERSION,
 		 (int)getpid(), cfg->bind, cfg->port, cfg->model, cfg->root);
 	if (spawn(&m, 0) < 0)
@@ -485,7 +521,7 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		reap(&m);
 		tick(&m);
 	}
-	server_close_listeners(&m.gens[m.current].srv);
+	listen_set_close(&m.listeners);
 	for (int i = 0; i < MAX_GENERATIONS; i++)
 		if (m.gens[i].state != GEN_FREE)
 			gen_release(&m, &m.gens[i]);
