@@ -101,10 +101,17 @@ static void serving_signals(const sigset_t *blocked)
 static void serving_main(struct master *m, struct generation *g, pid_t master_pid)
 {
 	close(m->sigfd);
+	/* The stop flag and eventfd are reset while the stop signals are still
+	 * blocked (as fork() left them): a SIGTERM sent right after the fork
+	 * (SIGHUP then SIGTERM to the master) stays pending until the unblock
+	 * and then sets them, instead of landing before the reset and being
+	 * forgotten, which left this process serving until SIGKILL. */
+	if (server_enter_serving(&g->srv) < 0)
+		_exit(1);
 	/* A serving process whose master is gone must not serve on, unsupervised. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	serving_signals(&m->blocked);
-	if (getppid() != master_pid || server_enter_serving(&g->srv) < 0)
+	if (getppid() != master_pid)
 		_exit(1);
 	int rc = g->srv.model->run(&g->srv);
 	server_close(&g->srv);
