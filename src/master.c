@@ -44,7 +44,7 @@ struct generation {
 	int64_t started_ms;
 	int64_t kill_at_ms;  /* draining: SIGKILL after this */
 	int serial;
-	int spawns;          /* 1: its first start (may fail early); more: restarts after crashes */
+	bool promoted;       /* has served past its start-up grace (and retired the older ones) */
 };
 
 struct master {
@@ -135,8 +135,11 @@ static int spawn(struct master *m, int idx)
 	if (pid == 0)
 		serving_main(m, g, master_pid);
 	g->pid = pid;
-	/* a first start proves itself during a grace; a restart just serves */
-	g->state = ++g->spawns == 1 ? GEN_STARTING : GEN_SERVING;
+	/* A start proves itself during a grace, and only then retires the
+	 * older generations; a restart of one that did so just serves. One
+	 * that crashed within its grace starts over: marked serving, it would
+	 * never retire the generation it was meant to replace. */
+	g->state = g->promoted ? GEN_SERVING : GEN_STARTING;
 	g->started_ms = conn_now_ms();
 	log_info("generation %d: serving process %d runs the %s model", g->serial, (int)pid, g->srv.model->name);
 	return 0;
@@ -188,7 +191,7 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	g->srv.nlisten = m->listeners.n;
 	g->serial = ++m->serial;
 	g->pid = -1;
-	g->spawns = 0;
+	g->promoted = false;
 	return 0;
 }
 
@@ -429,6 +432,7 @@ static void tick(struct master *m)
 		struct generation *g = &m->gens[i];
 		if (g->state == GEN_STARTING && now - g->started_ms >= STARTUP_GRACE_MS) {
 			g->state = GEN_SERVING;
+			g->promoted = true;
 			m->ever_served = true;
 			if (i != m->current) { /* overtaken by a newer reload */
 				gen_drain(m, g);

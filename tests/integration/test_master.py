@@ -576,3 +576,26 @@ def test_sighup_then_sigterm_exits_promptly(docroot, tmp_path):
                             f"{srv.diagnostics()}"
         finally:
             srv.kill()
+
+
+@pytest.mark.expect_restart
+def test_crash_during_startup_grace_still_retires_old_generation(instances, docroot):
+    """A reload's serving process killed during its start-up grace is
+    restarted, and the restarted one still takes over: the old generation
+    drains instead of serving beside it for good (and new connections are
+    steered to the listeners the new one wants)."""
+    need("epoll")
+    srv = instances("epoll", root=docroot.path, workers=2)
+    master = srv.proc.pid
+    first = _one_serving(master)
+    time.sleep(1.2)  # past the quick-death restart backoff
+    srv.signal(signal.SIGHUP)
+    m = util.wait_for(lambda: re.search(GEN_RE.format(n=2, model="epoll"), _log(srv)), 3, interval=0.01)
+    assert m, srv.diagnostics()
+    os.kill(int(m.group(1)), signal.SIGKILL)  # within its 300 ms grace (or it proves nothing)
+    assert _wait_log(srv, rf"serving process {m.group(1)} killed by signal 9", util.scaled(3)), srv.diagnostics()
+    retired = _wait_log(srv, rf"generation 1 \(pid {first}\) finished", util.scaled(8))
+    assert retired, f"generation 1 still serves beside the restarted generation 2\n{srv.diagnostics()}"
+    now = _one_serving(master, timeout=util.scaled(3))
+    assert now not in (first, int(m.group(1))), (first, m.group(1), now)
+    assert srv.get("/a.txt").body == A_TXT
