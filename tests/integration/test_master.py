@@ -556,13 +556,12 @@ def test_reload_changing_workers_answers_every_connection(steps, instances, docr
     assert "accept:" not in _log(srv), _log(srv)
 
 
-def test_sighup_then_sigterm_exits_promptly(docroot, tmp_path):
+def test_sighup_then_sigterm_exits_promptly(model, docroot, tmp_path):
     """SIGHUP then SIGTERM back to back: the SIGTERM reaches the serving
     process the reload just forked while it is starting; it must not be
     lost (spindle then waited for SIGKILL after the drain timeout)."""
-    need("epoll")
     for i in range(20):
-        srv = util.Server("epoll", docroot.path, tmp_path / f"srv{i}", {"workers": 1}).start()
+        srv = util.Server(model, docroot.path, tmp_path / f"srv{i}", {"workers": 1}).start()
         try:
             srv.signal(signal.SIGHUP)
             srv.signal(signal.SIGTERM)
