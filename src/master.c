@@ -7,7 +7,9 @@
  * configuration on the same sockets (so a reload may change the model), and on
  * SIGTERM/SIGINT stops listening, lets the serving processes drain and exits.
  * It is a child subreaper, so even the orphans of a killed serving process are
- * reaped here: no zombies. Nothing here forks after threads exist: the master
+ * reaped here: no zombies. The listening sockets are one set for the master's
+ * life (listen.h): a reload to more workers adds sockets, one to fewer steers
+ * new connections away from the surplus instead of closing them. Nothing here forks after threads exist: the master
  * never starts a thread. */
 #include "master.h"
 
