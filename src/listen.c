@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -41,6 +42,58 @@ fail:
 	return err;
 }
 
+int listen_set_grow(struct listen_set *ls, const char *bind_addr, int port, int want)
+{
+	if (!ls->reuseport)
+		want = 1; /* a second socket without SO_REUSEPORT could not bind */
+	if (want > LISTEN_MAX)
+		want = LISTEN_MAX;
+	while (ls->n < want) {
+		int fd = listen_open(bind_addr, port, ls->reuseport);
+		if (fd < 0)
+			return fd;
+		/* appended: the kernel adds it at the end of the group too */
+		ls->fds[ls->n++] = fd;
+	}
+	return 0;
+}
+
+int listen_set_steer(struct listen_set *ls, int n)
+{
+	if (n > ls->n)
+		n = ls->n;
+	if (!ls->reuseport || n < 1 || n == ls->steered)
+		return 0;
+	/* Returns an index into the group, which the kernel keeps in the order
+	 * the sockets started listening (= fds[]): a random one below n. The
+	 * SYN alone is steered; the handshake then stays with that socket. */
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (unsigned)(SKF_AD_OFF + SKF_AD_RANDOM)),
+		BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, (unsigned)n),
+		BPF_STMT(BPF_RET | BPF_A, 0),
+	};
+	struct sock_fprog prog = { .len = sizeof(code) / sizeof(code[0]), .filter = code };
+	/* one program per group: set through any member, it replaces the last */
+	if (setsockopt(ls->fds[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) < 0)
+		return -errno;
+	ls->steered = n;
+	return 0;
+}
+
+void listen_set_refuse(const struct listen_set *ls)
+{
+	for (int i = 0; i < ls->n; i++)
+		shutdown(ls->fds[i], SHUT_RD);
+}
+
+void listen_set_close(struct listen_set *ls)
+{
+	for (int i = 0; i < ls->n; i++)
+		close(ls->fds[i]);
+	ls->n = 0;
+	ls->steered = 0;
+}
+
 void acceptor_init(struct acceptor *a, int listen_fd)
 {
 	a->fd = listen_fd;
@@ -68,6 +121,17 @@ int acceptor_init_set(struct acceptor *a, const int *fds, int n)
 			return -1;
 	}
 	return 0;
+}
+
+int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int nloops)
+{
+	int mine[LISTEN_MAX], k = 0;
+
+	if (n < nloops)
+		return acceptor_init_set(a, fds, n) < 0 ? -1 : 1;
+	for (int j = id; j < n && k < LISTEN_MAX; j += nloops)
+		mine[k++] = fds[j];
+	return acceptor_init_set(a, mine, k) < 0 ? -1 : 0;
 }
 
 void acceptor_close(struct acceptor *a)

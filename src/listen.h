@@ -5,8 +5,35 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
+#define LISTEN_MAX 256
+
 /* A bound, listening TCP socket (non-blocking, close-on-exec); -errno on failure. */
 int listen_open(const char *bind_addr, int port, bool reuseport);
+
+/* The master's listening sockets, kept for its whole life. With reuseport
+ * they form one SO_REUSEPORT group whose order is fds[]: sockets are only
+ * ever added at the end and closed only at exit, because closing one resets
+ * the connections queued on it and reorders the kernel's group. A reload to
+ * fewer workers therefore keeps the surplus sockets open, still accepted
+ * from, and steers new connections away from them (listen_set_steer). */
+struct listen_set {
+	int fds[LISTEN_MAX];
+	int n;
+	bool reuseport;
+	int steered;   /* new connections go to fds[0..steered) (0: kernel's hash over all) */
+};
+
+/* Opens sockets until the set holds `want` (at most LISTEN_MAX; one without
+ * reuseport). 0, or -errno; the sockets opened so far stay in the set. */
+int listen_set_grow(struct listen_set *ls, const char *bind_addr, int port, int want);
+/* New connections (SYNs) go to the first n sockets only, evenly: a reuseport
+ * BPF program picks one at random, so a socket past n gets nothing new. 0, or
+ * -errno (the kernel's hash over all sockets then applies, which loses
+ * nothing as long as every socket is accepted from). */
+int listen_set_steer(struct listen_set *ls, int n);
+/* At final shutdown: new connections are refused, queued ones reset. */
+void listen_set_refuse(const struct listen_set *ls);
+void listen_set_close(struct listen_set *ls);
 
 /* One acceptor per thread: holds a spare descriptor so that when the process
  * runs out of descriptors (EMFILE) a pending connection can still be taken
@@ -15,7 +42,7 @@ struct acceptor {
 	int fd;        /* poll this: the listener, or an epoll set of all listeners */
 	int spare;
 	int nfds;
-	int fds[256];
+	int fds[LISTEN_MAX];
 	int next;      /* round-robin start, so no listener starves */
 };
 
@@ -24,6 +51,12 @@ void acceptor_init(struct acceptor *a, int listen_fd);
  * master): a->fd is then an epoll set that polls readable when any has a
  * pending connection. Returns -1 if it cannot be made. */
 int acceptor_init_set(struct acceptor *a, const int *fds, int n);
+/* The acceptor of event loop `id` of `nloops`: with at least as many
+ * listeners as loops, loop id takes fds[id], fds[id + nloops], ... (its own
+ * socket, plus a share of the surplus left by a reload to fewer workers);
+ * with fewer, every loop takes all. Returns 1 when the listeners are shared
+ * by all loops, 0 when they are this loop's alone, -1 on error. */
+int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int nloops);
 void acceptor_close(struct acceptor *a);
 /* accept4() with `flags`; returns an fd, or -errno (-EAGAIN when none is pending). */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);

@@ -7,7 +7,9 @@
  * configuration on the same sockets (so a reload may change the model), and on
  * SIGTERM/SIGINT stops listening, lets the serving processes drain and exits.
  * It is a child subreaper, so even the orphans of a killed serving process are
- * reaped here: no zombies. Nothing here forks after threads exist: the master
+ * reaped here: no zombies. The listening sockets are one set for the master's
+ * life (listen.h): a reload to more workers adds sockets, one to fewer steers
+ * new connections away from the surplus instead of closing them. Nothing here forks after threads exist: the master
  * never starts a thread. */
 #include "master.h"
 
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "listen.h"
 #include "log/log.h"
 #include "models/model.h"
 #include "server.h"
@@ -43,11 +46,12 @@ struct generation {
 	int64_t started_ms;
 	int64_t kill_at_ms;  /* draining: SIGKILL after this */
 	int serial;
-	int spawns;          /* 1: its first start (may fail early); more: restarts after crashes */
+	bool promoted;       /* has served past its start-up grace (and retired the older ones) */
 };
 
 struct master {
 	struct generation gens[MAX_GENERATIONS];
+	struct listen_set listeners; /* every generation accepts from all of them */
 	int current;          /* index of the generation that should be serving */
 	int sigfd;
 	sigset_t blocked;
@@ -99,10 +103,17 @@ static void serving_signals(const sigset_t *blocked)
 static void serving_main(struct master *m, struct generation *g, pid_t master_pid)
 {
 	close(m->sigfd);
+	/* The stop flag and eventfd are reset while the stop signals are still
+	 * blocked (as fork() left them): a SIGTERM sent right after the fork
+	 * (SIGHUP then SIGTERM to the master) stays pending until the unblock
+	 * and then sets them, instead of landing before the reset and being
+	 * forgotten, which left this process serving until SIGKILL. */
+	if (server_enter_serving(&g->srv) < 0)
+		_exit(1);
 	/* A serving process whose master is gone must not serve on, unsupervised. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	serving_signals(&m->blocked);
-	if (getppid() != master_pid || server_enter_serving(&g->srv) < 0)
+	if (getppid() != master_pid)
 		_exit(1);
 	int rc = g->srv.model->run(&g->srv);
 	server_close(&g->srv);
@@ -126,8 +137,11 @@ static int spawn(struct master *m, int idx)
 	if (pid == 0)
 		serving_main(m, g, master_pid);
 	g->pid = pid;
-	/* a first start proves itself during a grace; a restart just serves */
-	g->state = ++g->spawns == 1 ? GEN_STARTING : GEN_SERVING;
+	/* A start proves itself during a grace, and only then retires the
+	 * older generations; a restart of one that did so just serves. One
+	 * that crashed within its grace starts over: marked serving, it would
+	 * never retire the generation it was meant to replace. */
+	g->state = g->promoted ? GEN_SERVING : GEN_STARTING;
 	g->started_ms = conn_now_ms();
 	log_info("generation %d: serving process %d runs the %s model", g->serial, (int)pid, g->srv.model->name);
 	return 0;
@@ -143,7 +157,18 @@ static int gen_alloc(struct master *m)
 	return -1;
 }
 
-/* Builds a generation's server on the master's listeners. */
+/* How many listeners a generation wants new connections spread over: one
+ * per event loop for the models that accept on their own socket, else one. */
+static int gen_listeners_wanted(const struct generation *g)
+{
+	bool per_worker = (g->srv.model->flags & MODEL_LISTENER_PER_WORKER) && g->cfg.reuseport;
+	return per_worker ? g->srv.workers : 1;
+}
+
+/* Builds a generation's server on the master's listeners, first adding the
+ * ones it wants beyond those the master has. New ones get no connection
+ * until the generation is promoted (the steering still excludes them), so a
+ * generation that fails to start strands nobody on them. */
 static int gen_init(struct master *m, int idx, const struct config *cfg)
 {
 	struct generation *g = &m->gens[idx];
@@ -154,9 +179,21 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		server_close(&g->srv);
 		return -1;
 	}
+	int err = listen_set_grow(&m->listeners, cfg->bind, cfg->port, gen_listeners_wanted(g));
+	if (err < 0) {
+		log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-err));
+		if (m->listeners.n == 0)
+			fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-err));
+		server_close(&g->srv);
+		return -1;
+	}
+	/* all of them, also those beyond its workers: connections queued there
+	 * before a reload to fewer workers are still accepted */
+	memcpy(g->srv.listen_fds, m->listeners.fds, (size_t)m->listeners.n * sizeof(int));
+	g->srv.nlisten = m->listeners.n;
 	g->serial = ++m->serial;
 	g->pid = -1;
-	g->spawns = 0;
+	g->promoted = false;
 	return 0;
 }
 
@@ -338,8 +375,6 @@ static void reload(struct master *m)
 		return;
 	}
 	struct generation *g = &m->gens[idx];
-	memcpy(g->srv.listen_fds, cur->srv.listen_fds, sizeof(g->srv.listen_fds));
-	g->srv.nlisten = cur->srv.nlisten;
 	/* the logs may have moved: the new generation inherits freshly opened ones */
 	log_close();
 	if (log_open(&g->cfg) < 0)
@@ -358,7 +393,7 @@ static void begin_stop(struct master *m)
 		return;
 	log_info("stopping: draining in-flight requests");
 	m->stopping = true;
-	server_refuse_new(&m->gens[m->current].srv);
+	listen_set_refuse(&m->listeners);
 	int64_t kill_at = conn_now_ms() + KILL_MARGIN_MS;
 	for (int i = 0; i < MAX_GENERATIONS; i++) {
 		struct generation *g = &m->gens[i];
@@ -379,6 +414,17 @@ static void forward(struct master *m, int sig)
 			kill(m->gens[i].pid, sig);
 }
 
+/* New connections go to the listeners the serving generation wants from now
+ * on; the others only drain what was queued on them before. */
+static void steer(struct master *m, struct generation *g)
+{
+	int n = gen_listeners_wanted(g);
+	int err = listen_set_steer(&m->listeners, n < g->srv.nlisten ? n : g->srv.nlisten);
+	if (err < 0)
+		log_warn("cannot steer connections to %d of %d listeners (%s): the kernel spreads them over all",
+			 n, m->listeners.n, strerror(-err));
+}
+
 /* Time-driven work: promote a started generation, kill stragglers, respawn. */
 static void tick(struct master *m)
 {
@@ -388,11 +434,13 @@ static void tick(struct master *m)
 		struct generation *g = &m->gens[i];
 		if (g->state == GEN_STARTING && now - g->started_ms >= STARTUP_GRACE_MS) {
 			g->state = GEN_SERVING;
+			g->promoted = true;
 			m->ever_served = true;
 			if (i != m->current) { /* overtaken by a newer reload */
 				gen_drain(m, g);
 				continue;
 			}
+			steer(m, g);
 			for (int j = 0; j < MAX_GENERATIONS; j++)
 				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
 					gen_drain(m, &m->gens[j]);
@@ -447,11 +495,12 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-	if (gen_init(&m, 0, cfg) < 0 || server_listen(&m.gens[0].srv) < 0) {
-		server_close_listeners(&m.gens[0].srv);
-		server_close(&m.gens[0].srv);
+	m.listeners.reuseport = cfg->reuseport; /* a reload cannot change it */
+	if (gen_init(&m, 0, cfg) < 0) {
+		listen_set_close(&m.listeners);
 		return 1;
 	}
+	steer(&m, &m.gens[0]);
 	log_info("spindle %s (master %d) listening on http://%s:%d/ with the %s model, root %s", SPINDLE_VERSION,
 		 (int)getpid(), cfg->bind, cfg->port, cfg->model, cfg->root);
 	if (spawn(&m, 0) < 0)
@@ -485,7 +534,7 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		reap(&m);
 		tick(&m);
 	}
-	server_close_listeners(&m.gens[m.current].srv);
+	listen_set_close(&m.listeners);
 	for (int i = 0; i < MAX_GENERATIONS; i++)
 		if (m.gens[i].state != GEN_FREE)
 			gen_release(&m, &m.gens[i]);

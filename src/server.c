@@ -15,7 +15,6 @@
 
 #include "fs/cache.h"
 #include "workload/workload.h"
-#include "listen.h"
 #include "log/log.h"
 #include "models/model.h"
 #include "stats/stats.h"
@@ -97,40 +96,11 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 	return 0;
 }
 
-int server_listen(struct server *srv)
-{
-	const struct config *cfg = srv->cfg;
-	/* One SO_REUSEPORT socket per worker when the model wants it; the set is
-	 * kept for the master's life, so every later model must accept from all. */
-	bool per_worker = (srv->model->flags & MODEL_LISTENER_PER_WORKER) && cfg->reuseport;
-	int n = per_worker ? srv->workers : 1;
-	if (n > SERVER_MAX_LISTENERS)
-		n = SERVER_MAX_LISTENERS;
-	for (int i = 0; i < n; i++) {
-		int fd = listen_open(cfg->bind, cfg->port, per_worker);
-		if (fd < 0) {
-			log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-fd));
-			fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-fd));
-			return -1;
-		}
-		srv->listen_fds[srv->nlisten++] = fd;
-	}
-	return 0;
-}
-
 void server_close_listeners(struct server *srv)
 {
 	for (int i = 0; i < srv->nlisten; i++)
 		close(srv->listen_fds[i]);
 	srv->nlisten = 0;
-}
-
-void server_refuse_new(const struct server *srv)
-{
-	/* Stop listening: new connections are refused, and those queued but
-	 * never accepted are reset, while the serving processes drain. */
-	for (int i = 0; i < srv->nlisten; i++)
-		shutdown(srv->listen_fds[i], SHUT_RD);
 }
 
 int server_enter_serving(struct server *srv)

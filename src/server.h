@@ -40,11 +40,9 @@ struct server {
 int server_init(struct server *srv, const struct config *cfg, const struct model *model);
 void server_close(struct server *srv);
 
-/* The master's listening sockets (srv->model decides their number). */
-int server_listen(struct server *srv);
+/* Closes this process's copies of the master's listening sockets (the
+ * master owns them: listen.h's listen_set). */
 void server_close_listeners(struct server *srv);
-/* At final shutdown: new connections are refused from now on. */
-void server_refuse_new(const struct server *srv);
 
 /* In a serving process before its model runs, or in a child it forks: a stop
  * eventfd of its own (an inherited one is closed). */

@@ -1,6 +1,7 @@
 /* epoll.c - N event loops, one thread each, non-blocking and edge-triggered
- * (the seeds' reactor). Each loop has its own SO_REUSEPORT listener, or all
- * share one with EPOLLEXCLUSIVE (reuseport = off). A socket is registered
+ * (the seeds' reactor). Each loop has its own SO_REUSEPORT listener (plus a
+ * share of any surplus ones), or all share one with EPOLLEXCLUSIVE
+ * (reuseport = off). A socket is registered
  * once for both directions; the loop remembers which direction has readiness
  * left, so no epoll_ctl is needed per request. */
 #include <errno.h>
@@ -218,17 +219,21 @@ static void *loop_main(void *arg)
 
 static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops, struct conn_slots *slots)
 {
-	bool shared = srv->nlisten == 1;
-
 	lp->srv = srv;
 	lp->id = id;
 	lp->slots = slots;
 	lp->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (lp->epfd < 0)
 		return -1;
-	acceptor_init(&lp->acc, srv->listen_fds[shared ? 0 : id]);
-	/* EPOLLEXCLUSIVE: a connection on a shared listener wakes one loop, not all. */
-	struct epoll_event lev = { .events = EPOLLIN | EPOLLET | (shared && nloops > 1 ? EPOLLEXCLUSIVE : 0),
+	/* the master may hold more listeners than we have loops (a reload to
+	 * fewer workers): every one of them is accepted from by some loop */
+	int shared = acceptor_init_share(&lp->acc, srv->listen_fds, srv->nlisten, id, nloops);
+	if (shared < 0)
+		return -1;
+	/* EPOLLEXCLUSIVE: a connection on a shared listener wakes one loop, not
+	 * all (epoll refuses it on an epoll set of several listeners). */
+	bool exclusive = shared && nloops > 1 && lp->acc.nfds == 1;
+	struct epoll_event lev = { .events = EPOLLIN | EPOLLET | (exclusive ? EPOLLEXCLUSIVE : 0),
 				   .data.ptr = &tag_listener };
 	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &tag_wake };
 	struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &tag_slot };

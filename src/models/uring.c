@@ -1,5 +1,6 @@
 /* uring.c - N completion-driven loops over io_uring (liburing), one thread
- * and one ring each, with its own SO_REUSEPORT listener (or all sharing one).
+ * and one ring each, with its own SO_REUSEPORT listener (or all sharing one;
+ * a loop that also owns surplus listeners left by a reload polls their set).
  *
  * Each connection has at most one operation in flight, exactly the one the
  * core wants: recv into conn_input_space(), sendmsg of conn_output()'s iovecs,
@@ -339,13 +340,15 @@ static void loop_arm_accept(struct loop *lp)
 		}
 		return;
 	}
-	bool multi = lp->multishot && !lp->emfile && loop_multishot_room(lp);
+	bool multi = lp->multishot && !lp->emfile && lp->acc.nfds == 1 && loop_multishot_room(lp);
 	struct io_uring_sqe *sqe = loop_sqe(lp);
 	if (!sqe)
 		return;
-	if (lp->emfile) {
+	if (lp->emfile || lp->acc.nfds > 1) {
 		/* io_uring's accept takes a descriptor before it looks at the
-		 * queue, so it would fail at once, forever: wait for a client */
+		 * queue, so it would fail at once, forever: wait for a client.
+		 * Several listeners (surplus ones after a reload to fewer
+		 * workers): wait on their epoll set, accept from any by hand. */
 		io_uring_prep_poll_add(sqe, lp->acc.fd, POLLIN);
 		lp->accept_ud = UD_LISTEN;
 	} else {
@@ -641,9 +644,8 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-static int loop_init(struct loop *lp, const struct server *srv, int id, struct conn_slots *slots)
+static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops, struct conn_slots *slots)
 {
-	bool shared = srv->nlisten == 1;
 	/* a completion per connection and one per cancel; the cap is shared,
 	 * so one loop may hold every connection (overflow is kept, not lost) */
 	unsigned cq = 2u * (unsigned)srv->cfg->max_connections + 64;
@@ -660,7 +662,10 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, struct c
 	lp->id = id;
 	lp->slots = slots;
 	lp->multishot = true;
-	acceptor_init(&lp->acc, srv->listen_fds[shared ? 0 : id]);
+	/* the master may hold more listeners than we have loops (a reload to
+	 * fewer workers): every one of them is accepted from by some loop */
+	if (acceptor_init_share(&lp->acc, srv->listen_fds, srv->nlisten, id, nloops) < 0)
+		return -errno;
 	int err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
 	if (err == -EINVAL) { /* an older kernel: the plain ring */
 		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE, .cq_entries = p.cq_entries };
@@ -708,7 +713,7 @@ static int uring_run(struct server *srv)
 		goto out;
 	}
 	for (int i = 0; i < nloops; i++) {
-		int err = loop_init(&loops[i], srv, i, &slots);
+		int err = loop_init(&loops[i], srv, i, nloops, &slots);
 		if (err < 0) {
 			/* no silent fallback: the operator chose this model */
 			log_error("io_uring unavailable: %s; choose another model", strerror(-err));

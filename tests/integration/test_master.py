@@ -11,11 +11,9 @@ import hashlib
 import os
 import re
 import resource
-import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -23,13 +21,13 @@ import pytest
 
 import util
 from conftest import A_TXT, HUGE_SIZE
+from supervision import (GEN_RE, ConfigServer, KeepAliveLoad, ShortConnLoad, log_text as _log,
+                         one_serving as _one_serving, run_wrk, wait_log as _wait_log, wrk_result)
 
 try:
     MODELS = util.list_models()
 except Exception:  # the suite's own tests report a missing binary
     MODELS = []
-
-WRK = shutil.which("wrk") or ("/usr/bin/wrk" if os.path.exists("/usr/bin/wrk") else None)
 
 
 def need(*models: str) -> None:
@@ -46,21 +44,6 @@ def _identity(pid: int) -> tuple[int, str] | None:
     """(pid, start time): tells a process from a later one reusing its pid."""
     st = util.proc_stat(pid)
     return (pid, st[19]) if st else None
-
-
-def _one_serving(master: int, timeout: float = 3.0) -> int:
-    pids = util.wait_for(lambda: (lambda s: s if len(s) == 1 else None)(util.serving_pids(master)), timeout)
-    assert pids, f"expected exactly one serving process, found {util.serving_pids(master)}"
-    return pids[0]
-
-
-def _log(srv: util.Server) -> str:
-    return srv.error_log.read_text(errors="replace") if srv.error_log.exists() else ""
-
-
-def _wait_log(srv: util.Server, pattern: str, timeout: float) -> re.Match | None:
-    rx = re.compile(pattern)
-    return util.wait_for(lambda: rx.search(_log(srv)), timeout)
 
 
 def _server_socket_inode(server_port: int, client_port: int) -> str | None:
@@ -92,21 +75,6 @@ def _owner(pids: list[int], inode: str) -> int | None:
 # --------------------------------------------------------------------------
 # servers
 # --------------------------------------------------------------------------
-
-class ConfigServer(util.Server):
-    """A server whose model comes from a config file (--config, no --model), so
-    that a reload re-reading the file can change it."""
-
-    def __init__(self, config: Path, root: Path, workdir: Path, settings: dict | None = None):
-        super().__init__("(from config)", root, workdir, settings,
-                         extra_args=["--config", str(config)])
-
-    def argv(self) -> list[str]:
-        a = super().argv()
-        i = a.index("--model")
-        del a[i:i + 2]
-        return a
-
 
 @pytest.fixture
 def instances(tmp_path):
@@ -144,142 +112,11 @@ def instances(tmp_path):
 # load generators
 # --------------------------------------------------------------------------
 
-class KeepAliveLoad:
-    """nconn threads, each sending GET /a.txt on a keep-alive connection in a
-    loop and verifying every answer. A response carrying "Connection: close"
-    ends the connection cleanly and the thread reconnects; anything else that
-    goes wrong (reset, EOF without a response, bad status or body, timeout) is
-    a failure."""
-
-    def __init__(self, port: int, nconn: int = 4, max_seconds: float = 40):
-        self.port = port
-        self.nconn = nconn
-        self.max_seconds = max_seconds
-        self.stop_ev = threading.Event()
-        self.lock = threading.Lock()
-        self.failures: list[str] = []
-        self.requests = 0
-        self.reconnects = 0
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
-                        for i in range(nconn)]
-
-    def _run(self, i: int):
-        deadline = time.monotonic() + self.max_seconds
-        conn, served = None, 0
-        while not self.stop_ev.is_set() and time.monotonic() < deadline:
-            try:
-                if conn is None:
-                    conn, served = util.Conn.open(self.port, timeout=5), 0
-                conn.send(util.build_request("GET", "/a.txt"))
-                r = conn.read_response(timeout=5)
-                if r.status != 200 or r.body != A_TXT:
-                    raise AssertionError(f"status {r.status}, body {r.body[:60]!r}")
-                served += 1
-                with self.lock:
-                    self.requests += 1
-                if (r.header("Connection") or "").lower() == "close":
-                    conn.close()
-                    conn = None
-                    with self.lock:
-                        self.reconnects += 1
-            except Exception as e:
-                with self.lock:
-                    self.failures.append(f"client {i}, request {served + 1} on its connection: "
-                                         f"{e!r} at {time.monotonic():.3f}")
-                if conn is not None:
-                    conn.close()
-                conn = None
-                time.sleep(0.01)
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def stop(self):
-        self.stop_ev.set()
-        for t in self.threads:
-            t.join(10)
-
-
-class ShortConnLoad:
-    """Threads opening one connection per request (Connection: close); each
-    attempt is recorded as (monotonic start time, error or None)."""
-
-    def __init__(self, port: int, nthreads: int = 3, max_seconds: float = 30):
-        self.port = port
-        self.max_seconds = max_seconds
-        self.stop_ev = threading.Event()
-        self.lock = threading.Lock()
-        self.attempts: list[tuple[float, str | None]] = []
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(nthreads)]
-
-    def _run(self):
-        deadline = time.monotonic() + self.max_seconds
-        while not self.stop_ev.is_set() and time.monotonic() < deadline:
-            t0 = time.monotonic()
-            err = None
-            try:
-                with util.Conn.open(self.port, timeout=5) as c:
-                    c.send(util.build_request("GET", "/a.txt", {"Connection": "close"}))
-                    r = c.read_response()
-                if r.status != 200 or r.body != A_TXT:
-                    err = f"status {r.status}, body {r.body[:60]!r}"
-            except Exception as e:
-                err = repr(e)
-            with self.lock:
-                self.attempts.append((t0, err))
-
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def stop(self):
-        self.stop_ev.set()
-        for t in self.threads:
-            t.join(10)
-
-
-def _run_wrk(port: int, seconds: int) -> subprocess.Popen:
-    return subprocess.Popen([WRK, "-t1", "-c20", f"-d{seconds}s", "--timeout", "5s",
-                             f"http://{util.HOST}:{port}/a.txt"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _wrk_result(p: subprocess.Popen, timeout: float) -> dict:
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, _ = p.communicate()
-        raise AssertionError(f"wrk did not finish in {timeout}s:\n{out}")
-    res = {"out": out, "rc": p.returncode, "socket_errors": {}, "non2xx": 0, "requests": 0}
-    m = re.search(r"(\d+) requests in", out)
-    if m:
-        res["requests"] = int(m.group(1))
-    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    if m:
-        res["socket_errors"] = dict(zip(("connect", "read", "write", "timeout"),
-                                        map(int, m.groups())))
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if m:
-        res["non2xx"] = int(m.group(1))
-    return res
-
-
 # --------------------------------------------------------------------------
 # kill -9
 # --------------------------------------------------------------------------
 
+@pytest.mark.expect_restart
 @pytest.mark.parametrize("model", ["epoll", "pool"])
 def test_kill9_serving_process_is_replaced(model, instances, docroot):
     need(model)
@@ -308,6 +145,7 @@ def test_kill9_serving_process_is_replaced(model, instances, docroot):
     srv.assert_alive()
 
 
+@pytest.mark.expect_restart
 def test_kill9_prefork_worker_under_load(instances, docroot):
     """One prefork worker is killed under load: it is replaced, keep-alive
     connections held by the other workers keep working, and only connections
@@ -375,17 +213,13 @@ def test_kill9_prefork_worker_under_load(instances, docroot):
 # SIGHUP
 # --------------------------------------------------------------------------
 
-GEN_RE = r"generation {n}: serving process (\d+) runs the {model} model"
-
-
-@pytest.mark.skipif(WRK is None, reason="wrk is not installed")
 @pytest.mark.parametrize("model", ["epoll", "pool", "prefork"])
 def test_sighup_twice_under_load_zero_failures(model, instances, docroot):
     need(model)
     srv = instances(model, root=docroot.path, keepalive_timeout=30)
     master = srv.proc.pid
     first = _one_serving(master)
-    wrk = _run_wrk(srv.port, 4)
+    wrk = run_wrk(srv.port, 4)
     with KeepAliveLoad(srv.port, nconn=4) as load:
         time.sleep(1.0)
         srv.signal(signal.SIGHUP)
@@ -393,7 +227,7 @@ def test_sighup_twice_under_load_zero_failures(model, instances, docroot):
         time.sleep(1.2)
         srv.signal(signal.SIGHUP)
         m3 = _wait_log(srv, GEN_RE.format(n=3, model=model), 3)
-        res = _wrk_result(wrk, timeout=15)
+        res = wrk_result(wrk, timeout=15)
         load.stop()
     assert m2 and m3, f"the reloads did not start generations 2 and 3\n{srv.diagnostics()}"
     assert res["rc"] == 0 and res["requests"] > 0, res["out"]
@@ -613,6 +447,7 @@ def test_model_that_cannot_start_stops_the_master(docroot, tmp_path):
 # Regressions found in review
 # --------------------------------------------------------------------------
 
+@pytest.mark.expect_restart
 def test_kill9_after_reload_is_restarted(instances, docroot):
     """A crash of a reload's generation (after it started) is restarted, not
     taken for a failed reload that leaves nothing serving."""
@@ -634,6 +469,7 @@ def test_kill9_after_reload_is_restarted(instances, docroot):
     srv.assert_alive()
 
 
+@pytest.mark.expect_restart
 def test_prefork_workers_die_with_their_serving_process(instances, docroot):
     """kill -9 of prefork's serving process: its workers do not serve on as
     orphans beside the restarted ones, and SIGTERM still ends everything."""
@@ -647,3 +483,118 @@ def test_prefork_workers_die_with_their_serving_process(instances, docroot):
     assert gone, f"old workers {workers} outlived their serving process: {[util.proc_state(w) for w in workers]}"
     assert util.wait_for(lambda: [p for p in util.serving_pids(master) if p != serving], 3.0)
     assert srv.stop(timeout=20) == 0, f"the master did not exit cleanly\n{srv.diagnostics()}"
+
+
+def _reload_to(srv: util.Server, conf: Path, text: str, n: int, model: str) -> int:
+    """Rewrites the config, sends SIGHUP, waits for generation n to serve
+    alone (n - 1 drained); returns its pid."""
+    conf.write_text(text)
+    srv.signal(signal.SIGHUP)
+    m = _wait_log(srv, GEN_RE.format(n=n, model=model), util.scaled(5))
+    assert m, f"no generation {n} with the {model} model\n{srv.diagnostics()}"
+    done = _wait_log(srv, rf"generation {n - 1} \(pid \d+\) finished", util.scaled(15))
+    assert done, f"generation {n - 1} did not drain\n{srv.diagnostics()}"
+    pid = int(m.group(1))
+    assert _one_serving(srv.proc.pid, timeout=util.scaled(3)) == pid, \
+        f"generation {n} (pid {pid}) is not the one serving\n{srv.diagnostics()}"
+    return pid
+
+
+def _assert_every_request_answered(res: dict, plain: ShortConnLoad, what: str) -> None:
+    print(f"\n{what}: wrk {res['requests']} requests, {res['failed']} failed "
+          f"(socket errors {res['socket_errors']}, non-2xx {res['non2xx']}); "
+          f"plain client {len(plain.attempts)} connections, "
+          f"{sum(1 for _, e in plain.attempts if e)} unanswered")
+    assert res["rc"] == 0 and res["requests"] > 0, res["out"]
+    assert res["failed"] == 0, f"{what}: wrk counted {res['failed']} failed requests\n{res['out']}"
+    failed = [(round(t, 3), e) for t, e in plain.attempts if e is not None]
+    assert not failed, (f"{what}: {len(failed)} of {len(plain.attempts)} fresh connections were not "
+                        f"answered: {failed[:5]}")
+    assert len(plain.attempts) > 50, f"too few fresh connections tried ({len(plain.attempts)})"
+
+
+# Each step: (model, workers). The serving generation must accept every
+# connection the kernel queued on any of the master's listeners, and new
+# listeners must exist for more workers (issue 9).
+WORKER_STEPS = {
+    "epoll": [("epoll", 4), ("epoll", 2), ("epoll", 4), ("epoll", 6)],
+    "uring": [("uring", 4), ("uring", 2), ("uring", 4), ("uring", 6)],
+    "epoll-pool-uring": [("epoll", 4), ("pool", 4), ("uring", 2), ("epoll", 3)],
+}
+
+
+@pytest.mark.parametrize("steps", list(WORKER_STEPS))
+def test_reload_changing_workers_answers_every_connection(steps, instances, docroot, tmp_path):
+    """Reloads that change the number of workers (and the model) under wrk
+    and a client opening a fresh connection per request: no request fails,
+    every connection is answered, and the new generation alone serves."""
+    plan = WORKER_STEPS[steps]
+    need(*{m for m, _ in plan})
+    conf = tmp_path / "spindle.conf"
+
+    def text(model: str, workers: int) -> str:
+        return f"[server]\nmodel = {model}\nworkers = {workers}\n[http]\nkeepalive_timeout = 30\n"
+    conf.write_text(text(*plan[0]))
+    srv = instances(config=conf, root=docroot.path)
+    assert _wait_log(srv, GEN_RE.format(n=1, model=plan[0][0]), 3), srv.diagnostics()
+    # A connection must be answered within 2.5 s, and each configuration serves
+    # alone for longer than that: a connection queued on a listener nobody
+    # accepts from must not be rescued by the next reload in time.
+    answer_within, hold = util.scaled(2.5), util.scaled(2.5) + 1
+    wrk = run_wrk(srv.port, (hold + 1) * len(plan) + 2, conns=16)
+    with ShortConnLoad(srv.port, nthreads=2, max_seconds=util.scaled(60), timeout=answer_within) as plain:
+        time.sleep(1.0)
+        for n, (model, workers) in enumerate(plan[1:], start=2):
+            _reload_to(srv, conf, text(model, workers), n, model)
+            time.sleep(hold)  # the new generation alone under load
+        res = wrk_result(wrk, timeout=util.scaled(60))
+        plain.stop()
+    _assert_every_request_answered(res, plain, " -> ".join(f"{m}/{w}" for m, w in plan))
+    for i in range(20):  # and afterwards, every fresh connection promptly
+        r = srv.get("/a.txt", headers={"Connection": "close"}, timeout=util.scaled(2))
+        assert r.body == A_TXT, f"fresh connection {i}"
+    assert "accept:" not in _log(srv), _log(srv)
+
+
+def test_sighup_then_sigterm_exits_promptly(model, docroot, tmp_path):
+    """SIGHUP then SIGTERM back to back: the SIGTERM reaches the serving
+    process the reload just forked while it is starting; it must not be
+    lost (spindle then waited for SIGKILL after the drain timeout)."""
+    for i in range(20):
+        srv = util.Server(model, docroot.path, tmp_path / f"srv{i}", {"workers": 1}).start()
+        try:
+            srv.signal(signal.SIGHUP)
+            srv.signal(signal.SIGTERM)
+            t0 = time.monotonic()
+            try:
+                rc = srv.proc.wait(util.scaled(5))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"iteration {i}: spindle still running {util.scaled(5)}s after "
+                                     f"SIGHUP + SIGTERM\n{srv.diagnostics()}") from None
+            assert rc == 0, f"iteration {i}: exit status {rc} after {time.monotonic() - t0:.1f}s\n" \
+                            f"{srv.diagnostics()}"
+        finally:
+            srv.kill()
+
+
+@pytest.mark.expect_restart
+def test_crash_during_startup_grace_still_retires_old_generation(instances, docroot):
+    """A reload's serving process killed during its start-up grace is
+    restarted, and the restarted one still takes over: the old generation
+    drains instead of serving beside it for good (and new connections are
+    steered to the listeners the new one wants)."""
+    need("epoll")
+    srv = instances("epoll", root=docroot.path, workers=2)
+    master = srv.proc.pid
+    first = _one_serving(master)
+    time.sleep(1.2)  # past the quick-death restart backoff
+    srv.signal(signal.SIGHUP)
+    m = util.wait_for(lambda: re.search(GEN_RE.format(n=2, model="epoll"), _log(srv)), 3, interval=0.01)
+    assert m, srv.diagnostics()
+    os.kill(int(m.group(1)), signal.SIGKILL)  # within its 300 ms grace (or it proves nothing)
+    assert _wait_log(srv, rf"serving process {m.group(1)} killed by signal 9", util.scaled(3)), srv.diagnostics()
+    retired = _wait_log(srv, rf"generation 1 \(pid {first}\) finished", util.scaled(8))
+    assert retired, f"generation 1 still serves beside the restarted generation 2\n{srv.diagnostics()}"
+    now = _one_serving(master, timeout=util.scaled(3))
+    assert now not in (first, int(m.group(1))), (first, m.group(1), now)
+    assert srv.get("/a.txt").body == A_TXT
