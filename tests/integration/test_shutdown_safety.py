@@ -1,0 +1,60 @@
+"""Shutdown safety: a drain costs no CPU while it waits, and a drain that
+times out with connections still running ends the process cleanly."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+import util
+from conftest import HUGE_SIZE
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of the given processes (all their threads), in seconds."""
+    total = 0
+    for pid in pids:
+        st = util.proc_stat(pid)
+        if st:  # fields 14 and 15 of /proc/PID/stat; st[0] is field 3
+            total += int(st[11]) + int(st[12])
+    return total / CLK_TCK
+
+
+def instance_pids(srv: util.Server) -> list[int]:
+    return [srv.proc.pid] + util.proc_descendants(srv.proc.pid)
+
+
+@pytest.mark.concurrent
+def test_drain_with_slow_download_costs_no_cpu(fresh_server, huge_docroot):
+    """Issue 9.2: the fork model polled its stop eventfd while draining; the
+    eventfd stays readable once stopping, so the drain spun at 100% CPU."""
+    srv = fresh_server(root=huge_docroot.path, drain_timeout=30)
+    with srv.connect(timeout=30, rcvbuf=16384) as c:
+        c.send(util.build_request("GET", "/huge.bin"))
+        head = c.read_head(time.monotonic() + util.scaled(5))
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        c.sock.recv(16384)
+        srv.signal(signal.SIGTERM)
+        time.sleep(0.3)  # the stop has reached every process
+        pids = instance_pids(srv)
+        before, t0 = cpu_seconds(pids), time.monotonic()
+        time.sleep(2.0)  # the download sits still: the drain has nothing to do
+        used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
+        assert srv.alive(), "server gave up the in-flight download"
+        print(f"{srv.model}: {used:.2f} s CPU over {elapsed:.2f} s of drain")
+        assert used < 0.1 * elapsed, \
+            f"{used:.2f} s of CPU in {elapsed:.2f} s of an idle drain: a busy loop"
+        got = 0
+        deadline = time.monotonic() + util.scaled(60)
+        while time.monotonic() < deadline:  # finish it: the drain completes
+            chunk = c.sock.recv(1 << 20)
+            if not chunk:
+                break
+            got += len(chunk)
+        assert got > 0 and got < HUGE_SIZE + 1
+    rc = srv.proc.wait(util.scaled(15))
+    assert rc == 0, srv.diagnostics()
