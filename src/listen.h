@@ -3,6 +3,7 @@
 #define SPINDLE_LISTEN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 /* A bound, listening TCP socket (non-blocking, close-on-exec); -errno on failure. */
@@ -17,6 +18,7 @@ struct acceptor {
 	int nfds;
 	int fds[256];
 	int next;      /* round-robin start, so no listener starves */
+	int64_t paused_until; /* CLOCK_MONOTONIC ms; 0: not paused (see acceptor_pause_ms) */
 };
 
 void acceptor_init(struct acceptor *a, int listen_fd);
@@ -25,7 +27,22 @@ void acceptor_init(struct acceptor *a, int listen_fd);
  * pending connection. Returns -1 if it cannot be made. */
 int acceptor_init_set(struct acceptor *a, const int *fds, int n);
 void acceptor_close(struct acceptor *a);
-/* accept4() with `flags`; returns an fd, or -errno (-EAGAIN when none is pending). */
+/* accept4() with `flags`; returns an fd, or -errno: -EAGAIN when none is
+ * pending (or during a pause), -EMFILE when out of descriptors a pending
+ * connection was taken off the queue and dropped (call again). */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);
+
+/* Out of descriptors with no spare left to drop a connection with (another
+ * thread took the number: the spare trick is not atomic), the listener stays
+ * readable and nothing can be done about it: polling it would spin. The
+ * acceptor then pauses (nginx disables its accept events for a while):
+ * acceptor_pause_ms() is -1 when not paused, else the milliseconds left (0:
+ * over, call acceptor_accept again). A caller must not wait for the listener
+ * while it is >= 0, but for that long instead. */
+int acceptor_pause_ms(const struct acceptor *a);
+
+/* For a thread that only accepts: sleeps until the listener is readable (or,
+ * during a pause, the pause ends) or wake_fd is readable. */
+void acceptor_wait(const struct acceptor *a, int wake_fd);
 
 #endif

@@ -175,7 +175,8 @@ static int fork_run(struct server *srv)
 		socklen_t len;
 		int fd = acceptor_accept(&acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd == -EAGAIN) {
-			wait_events(srv, acc.fd, true, -1);
+			int pause = acceptor_pause_ms(&acc); /* out of descriptors: not the listener */
+			wait_events(srv, pause < 0 ? acc.fd : -1, true, pause);
 			continue;
 		}
 		if (fd < 0) {

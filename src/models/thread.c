@@ -180,10 +180,7 @@ static int thread_run(struct server *srv)
 		socklen_t len;
 		int fd = acceptor_accept(&acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd == -EAGAIN) {
-			struct pollfd pfd[2] = { { .fd = acc.fd, .events = POLLIN },
-						 { .fd = srv->wake_fd, .events = POLLIN } };
-			if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-				log_error("thread: poll: %s", strerror(errno));
+			acceptor_wait(&acc, srv->wake_fd);
 			continue;
 		}
 		if (fd < 0) {
