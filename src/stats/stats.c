@@ -38,6 +38,39 @@ static ino_t seg_ino;
 static char seg_name[96];
 static int seg_refs;
 
+/* Which cache blocks of that segment a generation holds (creator only). A
+ * generation may drain across several reloads, so blocks are handed out per
+ * generation rather than by the parity of its number: one that outlives two
+ * reloads must neither share its gauges with the newest nor, when it ends,
+ * zero the newest one's. */
+static bool cache_block_used[2 * STATS_CACHE_HALF];
+
+/* First fit of n free blocks; returns the first, or -1 when none is free. */
+static int cache_blocks_take(uint32_t n)
+{
+	for (uint32_t i = 0; i + n <= 2 * STATS_CACHE_HALF; i++) {
+		uint32_t k = 0;
+		while (k < n && !cache_block_used[i + k])
+			k++;
+		if (k == n) {
+			for (k = 0; k < n; k++)
+				cache_block_used[i + k] = true;
+			return (int)i;
+		}
+		i += k; /* i + k is used: start after it */
+	}
+	return -1;
+}
+
+static void cache_blocks_zero(struct stats_header *h, uint32_t base, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct cache_gauges *g = &stats_cache_at(h, base + i)->g;
+		atomic_store(&g->bytes, 0);
+		atomic_store(&g->entries, 0);
+	}
+}
+
 _Thread_local struct stats_slot *stats_thread_slot;
 struct stats_slot *stats_process_slot;
 
@@ -262,10 +295,9 @@ int stats_open(struct server *srv)
 	struct stats_header *h = st->h;
 	if (reuse) {
 		/* the new generation's summary; the counters carry on */
-		unsigned long long gen = atomic_fetch_add(&h->generation, 1) + 1;
+		atomic_fetch_add(&h->generation, 1);
 		if ((uint32_t)nslots > h->nslots)
 			h->nslots = (uint32_t)nslots;
-		st->cache_base = (uint32_t)((gen - 1) % 2) * STATS_CACHE_HALF;
 		goto summary;
 	}
 	struct timespec rt;
@@ -295,14 +327,25 @@ summary:
 	copy_str(h->root, sizeof(h->root), cfg->root);
 	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */
 
-	st->ncaches = (uint32_t)ncaches;
 	if (st->ino) {
 		if (!reuse) {
 			seg_ino = st->ino;
 			snprintf(seg_name, sizeof(seg_name), "%s", st->shm_name);
 			seg_refs = 0;
+			memset(cache_block_used, 0, sizeof(cache_block_used));
 		}
 		seg_refs++;
+	}
+	int base = st->ino ? cache_blocks_take((uint32_t)ncaches) : 0; /* a private mapping is this generation's alone */
+	if (base < 0) {
+		/* every block is held by generations still draining: this one's
+		 * caches go uncounted rather than corrupt theirs */
+		log_warn("stats: no free cache gauges for this generation (%d still draining)", seg_refs - 1);
+		st->ncaches = 0;
+	} else {
+		st->cache_base = (uint32_t)base;
+		st->ncaches = (uint32_t)ncaches;
+		cache_blocks_zero(h, st->cache_base, st->ncaches);
 	}
 	srv->stats = st;
 	proc_h = h;
@@ -311,7 +354,7 @@ summary:
 	stats_process_slot = stats_slot_at(h, 0);
 	proc_cache_base = st->cache_base;
 	proc_ncaches = st->ncaches;
-	cache_set_gauges(srv->cache, &stats_cache_at(h, st->cache_base)->g);
+	cache_set_gauges(srv->cache, st->ncaches ? &stats_cache_at(h, st->cache_base)->g : NULL);
 	return 0;
 fail:
 	if (fd >= 0)
@@ -335,12 +378,12 @@ void stats_close(struct server *srv)
 		proc_h = NULL;
 	}
 	if (st->creator == getpid()) {
-		/* this generation's processes are gone: so are their caches */
-		for (uint32_t i = 0; i < st->ncaches; i++) {
-			struct cache_gauges *g = &stats_cache_at(st->h, st->cache_base + i)->g;
-			atomic_store(&g->bytes, 0);
-			atomic_store(&g->entries, 0);
-		}
+		/* this generation's processes are gone: so are their caches, and
+		 * only their blocks are cleared and given back */
+		cache_blocks_zero(st->h, st->cache_base, st->ncaches);
+		if (st->ino && st->ino == seg_ino)
+			for (uint32_t i = 0; i < st->ncaches; i++)
+				cache_block_used[st->cache_base + i] = false;
 		if (st->ino && st->ino == seg_ino && --seg_refs == 0) {
 			struct stat sb;
 			char path[128];
@@ -383,7 +426,9 @@ void stats_process_start(struct server *srv, int proc)
 	if (proc >= 0) {
 		proc_base = proc * (srv->cfg->threads > 0 ? srv->cfg->threads : 1);
 		/* the master's cache was empty when it forked: this worker's starts at zero */
-		cache_set_gauges(srv->cache, &stats_cache_at(proc_h, proc_cache_base + (uint32_t)proc % proc_ncaches)->g);
+		cache_set_gauges(srv->cache, proc_ncaches ? &stats_cache_at(proc_h, proc_cache_base +
+									    (uint32_t)proc % proc_ncaches)->g
+							  : NULL);
 		stats_process_slot = slot_for(0);
 	} else {
 		proc_base = 0;

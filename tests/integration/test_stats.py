@@ -5,6 +5,7 @@ prefork) write from many processes into one segment."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
@@ -255,3 +256,44 @@ def test_cache_hit_and_revalidation(fresh_server, tmp_path):
         assert c.read_response().body == b"version two, longer\n"
         s = wait_stats(srv.port, lambda s: s["requests"] >= 3)
         assert (s["cache"]["hits"], s["cache"]["misses"]) == (1, 2)
+
+
+# --------------------------------------------------------------------------
+# Issue 9.11: cache gauges across overlapping drains
+# --------------------------------------------------------------------------
+
+def _wait_log(srv: util.Server, pattern: str, timeout: float):
+    rx = re.compile(pattern)
+    return util.wait_for(lambda: rx.search(srv.error_log.read_text(errors="replace")), timeout)
+
+
+@pytest.mark.concurrent
+def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_server, huge_docroot):
+    """Generation 1 drains a slow download through two reloads; generation 3
+    then shares no gauges with it, and when generation 1 finally ends its
+    cache's gauges go, not generation 3's."""
+    if model == "fork":
+        pytest.skip("fork: a per-connection process's cache dies with it; no gauges to keep")
+    small = huge_docroot.path / "gauge.txt"
+    if not small.exists():
+        small.write_bytes(b"g" * 2000)
+    srv = fresh_server(root=huge_docroot.path, drain_timeout=60, keepalive_timeout=1)
+    with srv.connect(timeout=30, rcvbuf=16384) as slow:
+        slow.send(util.build_request("GET", "/huge.bin"))
+        assert slow.read_head(time.monotonic() + util.scaled(5)).startswith(b"HTTP/1.1 200 ")
+        assert srv.get("/gauge.txt", headers={"Connection": "close"}).status == 200
+        srv.signal(signal.SIGHUP)
+        assert _wait_log(srv, r"generation 2: serving process \d+", util.scaled(5)), srv.diagnostics()
+        assert srv.get("/gauge.txt", headers={"Connection": "close"}).status == 200
+        srv.signal(signal.SIGHUP)
+        assert _wait_log(srv, r"generation 3: serving process \d+", util.scaled(5)), srv.diagnostics()
+        assert _wait_log(srv, r"generation 2 \(pid \d+\) finished", util.scaled(10)), srv.diagnostics()
+        assert srv.get("/gauge.txt", headers={"Connection": "close"}).status == 200
+        s = wait_stats(srv.port, lambda s: s["cache"]["entries"] >= 2)
+        assert s["cache"]["entries"] >= 2, f"generations 1 and 3 each cache gauge.txt: {s['cache']}"
+    # the slow client is gone: generation 1 ends
+    assert _wait_log(srv, r"generation 1 \(pid \d+\) finished", util.scaled(15)), srv.diagnostics()
+    s = stat_json(srv.port)
+    assert s["generation"] >= 3
+    assert s["cache"]["entries"] >= 1 and s["cache"]["bytes"] >= 2000, \
+        f"generation 3 still caches gauge.txt, but its gauges read {s['cache']}"
