@@ -9,6 +9,7 @@ import re
 import os
 import signal
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -297,3 +298,102 @@ def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_s
     assert s["generation"] >= 3
     assert s["cache"]["entries"] >= 1 and s["cache"]["bytes"] >= 2000, \
         f"generation 3 still caches gauge.txt, but its gauges read {s['cache']}"
+
+
+# --------------------------------------------------------------------------
+# Issue 9.11: a hostile or corrupted segment
+# --------------------------------------------------------------------------
+
+# struct stats_header offsets (src/stats/shm.h)
+OFF_LAYOUT, OFF_NSLOTS, OFF_NCACHES, OFF_SLOT_SIZE = 16, 68, 72, 76
+OFF_CACHES, OFF_SLOTS, OFF_PORT = 80, 88, 96
+OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT = 112, 176, 208, 224, 288
+REAL_SLOTS_OFF = 832 + 1024 * 64  # the header, rounded to 64, then the cache blocks
+
+
+@pytest.fixture(scope="module")
+def real_segment(tmp_path_factory, docroot) -> bytes:
+    """The bytes of a real segment, left by an instance that has stopped."""
+    name = f"seg{os.getpid()}"
+    srv = util.Server("iterative", docroot.path, tmp_path_factory.mktemp("segsrc"),
+                      {"stats_name": name}).start()
+    try:
+        assert srv.get("/a.txt").status == 200
+        data = shm_path(name).read_bytes()
+    finally:
+        srv.stop()
+    assert struct.unpack_from("<i", data, OFF_PORT)[0] == srv.port  # the offsets above are right
+    assert struct.unpack_from("<Q", data, OFF_SLOTS)[0] == REAL_SLOTS_OFF
+    return data
+
+
+def _run_stat_on(name: str, data: bytes, *args: str) -> subprocess.CompletedProcess:
+    p = shm_path(name)
+    p.write_bytes(data)
+    try:
+        return subprocess.run([str(STAT_BIN), "--name", name, "--once", *args], capture_output=True,
+                              timeout=10)
+    finally:
+        p.unlink(missing_ok=True)
+
+
+def _patched(data: bytes, *edits: tuple[str, int, object]) -> bytes:
+    b = bytearray(data)
+    for fmt, off, val in edits:
+        if isinstance(val, bytes):
+            b[off:off + len(val)] = val
+        else:
+            struct.pack_into(fmt, b, off, val)
+    return bytes(b)
+
+
+CORRUPTIONS = {
+    "slots_off_wraps": [("<Q", OFF_SLOTS, 2**64 - 64)],
+    "caches_off_wraps": [("<Q", OFF_CACHES, 2**64 - 64 * 8)],
+    "slots_past_the_end": [("<Q", OFF_SLOTS, 2**40)],
+    "huge_slot_size": [("<I", OFF_SLOT_SIZE, 2**32 - 64)],
+    "slots_off_misaligned": [("<Q", OFF_SLOTS, REAL_SLOTS_OFF + 8)],
+    "caches_over_header": [("<Q", OFF_CACHES, 0)],
+    "layout_beyond_file": [("<Q", OFF_LAYOUT, 2**63)],
+    "too_many_caches": [("<I", OFF_NCACHES, 2**32 - 1)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPTIONS))
+def test_viewer_reports_a_corrupted_segment(real_segment, case):
+    name = f"bad{os.getpid()}"
+    for args in (["--json"], []):
+        r = _run_stat_on(name, _patched(real_segment, *CORRUPTIONS[case]), *args)
+        assert r.returncode == 1, f"{case} {args}: exit {r.returncode} (a crash is negative)\n{r.stderr!r}"
+        assert b"inconsistent" in r.stderr, r.stderr
+        assert r.stdout == b""
+
+
+def test_viewer_reports_a_truncated_segment(real_segment):
+    r = _run_stat_on(f"short{os.getpid()}", real_segment[:4096], "--json")
+    assert r.returncode == 1 and r.stderr, (r.returncode, r.stderr)
+
+
+def test_viewer_escapes_the_segment_strings(real_segment):
+    """Strings come from the segment, which a writer could fill with terminal
+    escapes, quotes, and no terminating NUL at all."""
+    evil = b"\x1b[2J\x1b]0;owned\x07\"\\\n\r\x7f"
+    data = _patched(real_segment,
+                    ("", OFF_NAME, (evil * 8)[:64]),        # no NUL: runs into model
+                    ("", OFF_MODEL, (b"m\x1b" * 16)[:32]),
+                    ("", OFF_VERSION, b"v" * 16),
+                    ("", OFF_BIND, evil + b"\0"),
+                    ("", OFF_ROOT, b"/r\xff\xfe\x01" * 100 + b"\0" * 12))
+    r = _run_stat_on(f"esc{os.getpid()}", data, "--json")
+    assert r.returncode == 0, r.stderr
+    assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
+    assert 0x7f not in r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["instance"] == (evil * 8)[:64].decode("latin-1")
+    assert doc["bind"] == evil.decode("latin-1")
+    assert doc["model"] == ("m\x1b" * 16)[:32]
+    assert doc["version"] == "v" * 16
+    r = _run_stat_on(f"esc{os.getpid()}", data)  # the screen view
+    assert r.returncode == 0, r.stderr
+    assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
+    assert b"\\x1b" in r.stdout
