@@ -397,3 +397,66 @@ def test_viewer_escapes_the_segment_strings(real_segment):
     assert r.returncode == 0, r.stderr
     assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
     assert b"\\x1b" in r.stdout
+
+
+OFF_PID, OFF_STARTTIME = 24, 32
+
+
+def _claiming_live_owner(data: bytes) -> bytes:
+    """A segment whose header names a running process (this test) as its
+    creator: believed, it would keep spindle from starting."""
+    start = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return _patched(data, ("<i", OFF_PID, os.getpid()), ("<Q", OFF_STARTTIME, start))
+
+
+HOSTILE = {
+    # (mode, how the bytes are made)
+    "world_writable": (0o666, lambda d: _claiming_live_owner(d)),
+    "wrong_size": (0o600, lambda d: _claiming_live_owner(d) + b"\0" * 4096),
+    "garbage": (0o600, lambda d: os.urandom(len(d))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_precreated_doubtful_segment_is_reclaimed(model, fresh_server, real_segment, case):
+    name = f"hostile{os.getpid()}{case[:3]}"
+    mode, make = HOSTILE[case]
+    p = shm_path(name)
+    p.write_bytes(make(real_segment))
+    os.chmod(p, mode)
+    try:
+        srv = fresh_server(stats_name=name)
+        assert srv.get("/a.txt").status == 200
+        st = p.stat()
+        assert st.st_uid == os.geteuid() and (st.st_mode & 0o777) == 0o640, oct(st.st_mode)
+        assert "reclaiming /dev/shm/spindle-" + name in srv.error_log.read_text()
+        r = subprocess.run([str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True,
+                           text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["pid"] == srv.proc.pid
+        srv.stop()
+        assert not p.exists(), "the reclaimed segment is ours now and goes with us"
+    finally:
+        p.unlink(missing_ok=True)
+
+
+def test_precreated_segment_of_another_user_is_refused_not_trusted(model, fresh_server, real_segment):
+    if os.geteuid() != 0:
+        pytest.skip("making a segment owned by another user needs root")
+    name = f"foreign{os.getpid()}"
+    p = shm_path(name)
+    data = _claiming_live_owner(real_segment)
+    p.write_bytes(data)
+    os.chmod(p, 0o644)
+    os.chown(p, 54321, 54321)
+    try:
+        srv = fresh_server(stats_name=name)  # starts: the claim of a live owner is not believed
+        assert srv.get("/a.txt").status == 200
+        log = srv.error_log.read_text()
+        assert f"/dev/shm/spindle-{name} belongs to uid 54321" in log, log[-2000:]
+        st = p.stat()
+        assert st.st_uid == 54321 and p.read_bytes() == data, "someone else's segment was touched"
+        assert srv.stop() == 0
+        assert p.exists() and p.stat().st_uid == 54321
+    finally:
+        p.unlink(missing_ok=True)
