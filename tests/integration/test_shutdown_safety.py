@@ -58,3 +58,36 @@ def test_drain_with_slow_download_costs_no_cpu(fresh_server, huge_docroot):
         assert got > 0 and got < HUGE_SIZE + 1
     rc = srv.proc.wait(util.scaled(15))
     assert rc == 0, srv.diagnostics()
+
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+                   "runtime error:", "heap-use-after-free")
+
+
+@pytest.mark.concurrent
+def test_drain_timeout_with_slow_readers_exits_cleanly(fresh_server, huge_docroot):
+    """Issue 9.7: the drain times out with connection threads still in their
+    downloads (clients that stopped reading); the serving process must end
+    without freeing what those threads use: exit 0, promptly, and under a
+    sanitizer build (SPINDLE_BIN=./spindle-asan) without a report."""
+    srv = fresh_server(root=huge_docroot.path, drain_timeout=1)
+    conns = []
+    try:
+        for _ in range(12):
+            c = srv.connect(timeout=10, rcvbuf=4096)
+            c.send(util.build_request("GET", "/huge.bin"))
+            conns.append(c)
+        for c in conns:  # every download has begun, then nobody reads
+            assert c.read_head(time.monotonic() + util.scaled(5)).startswith(b"HTTP/1.1 200 ")
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        srv.signal(signal.SIGTERM)
+        rc = srv.proc.wait(util.scaled(15))
+        took = time.monotonic() - t0
+    finally:
+        for c in conns:
+            c.close()
+    err = (srv.workdir / "stderr.txt").read_text(errors="replace") + srv.error_log.read_text(errors="replace")
+    assert not [m for m in SANITIZER_MARKS if m in err], err[-4000:]
+    assert rc == 0, srv.diagnostics()
+    assert took < util.scaled(8), f"{took:.1f} s to stop with drain_timeout = 1 s"
