@@ -123,6 +123,14 @@ int acceptor_pause_ms(const struct acceptor *a)
 	return left > 0 ? (int)left : 0;
 }
 
+bool acceptor_pause_over(struct acceptor *a)
+{
+	if (acceptor_pause_ms(a) != 0)
+		return false;
+	a->paused_until = 0;
+	return true;
+}
+
 void acceptor_wait(const struct acceptor *a, int wake_fd)
 {
 	int pause = acceptor_pause_ms(a);

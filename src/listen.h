@@ -40,6 +40,10 @@ int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t
  * over, call acceptor_accept again). A caller must not wait for the listener
  * while it is >= 0, but for that long instead. */
 int acceptor_pause_ms(const struct acceptor *a);
+/* True once when a pause has run out, which it then clears: for an event
+ * loop, whose edge-triggered or unwatched listener will not tell it so, and
+ * which may not call acceptor_accept() at once (at its connection cap). */
+bool acceptor_pause_over(struct acceptor *a);
 
 /* For a thread that only accepts: sleeps until the listener is readable (or,
  * during a pause, the pause ends) or wake_fd is readable. */

@@ -212,7 +212,7 @@ static void *loop_main(void *arg)
 			loop_begin_stop(lp);
 		/* the listener is edge-triggered: after a pause, no new edge may come
 		 * for the connections that waited through it */
-		if (!lp->stopping && acceptor_pause_ms(&lp->acc) == 0)
+		if (acceptor_pause_over(&lp->acc) && !lp->stopping)
 			loop_accept(lp);
 		int64_t now = conn_now_ms();
 		if (now >= next_scan) {

@@ -413,8 +413,8 @@ static int pool_loop(struct pool *p)
 				pool_wake(p, tag);
 			}
 		}
-		if (acceptor_pause_ms(&p->acc) == 0)
-			pool_accept(p); /* the pause is over: accept, or pause again */
+		if (acceptor_pause_over(&p->acc))
+			pool_accept(p); /* watch the listener again (if there is room), or pause again */
 		int64_t now = conn_now_ms();
 		if (now >= next_scan) {
 			pool_scan(p, now);

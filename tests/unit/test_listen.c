@@ -111,13 +111,23 @@ Test(listen, a_stolen_spare_pauses_instead_of_spinning)
 	int rounds = accept_loop_rounds(&a, pipefd[0], 500);
 	cr_assert_leq(rounds, 20, "%d accept rounds in 500 ms out of descriptors: a busy loop", rounds);
 
+	/* an event loop learns once that the pause is over, then it is cleared */
+	poll(NULL, 0, acceptor_pause_ms(&a) + 1);
+	struct sockaddr_storage peer;
+	socklen_t len;
+	cr_assert_eq(acceptor_accept(&a, &peer, &len, SOCK_NONBLOCK), -EAGAIN);
+	cr_assert_gt(acceptor_pause_ms(&a), 0, "still out of descriptors: a fresh pause");
+	cr_assert_not(acceptor_pause_over(&a));
+	poll(NULL, 0, acceptor_pause_ms(&a) + 1);
+	cr_assert(acceptor_pause_over(&a));
+	cr_assert_not(acceptor_pause_over(&a));
+	cr_assert_eq(acceptor_pause_ms(&a), -1);
+
 	/* a descriptor comes back: the client is then accepted or dropped, not kept waiting */
 	close(63); /* the limit is 64: the highest number, some /dev/null */
 	int64_t end = now_ms() + 2000;
 	int fd = -EAGAIN;
 	while (fd == -EAGAIN && now_ms() < end) {
-		struct sockaddr_storage peer;
-		socklen_t len;
 		fd = acceptor_accept(&a, &peer, &len, SOCK_NONBLOCK);
 		if (fd == -EAGAIN)
 			acceptor_wait(&a, pipefd[0]);
