@@ -91,3 +91,37 @@ def test_drain_timeout_with_slow_readers_exits_cleanly(fresh_server, huge_docroo
     assert not [m for m in SANITIZER_MARKS if m in err], err[-4000:]
     assert rc == 0, srv.diagnostics()
     assert took < util.scaled(8), f"{took:.1f} s to stop with drain_timeout = 1 s"
+
+
+@pytest.mark.concurrent
+def test_drain_timeout_with_busy_connection_threads_exits_cleanly(model, fresh_server):
+    """Issue 9.7, made to happen: requests on the workload endpoint busy-wait
+    past the drain timeout (and its grace), so their threads are still running
+    when the serving process gives up waiting, and they finish one after
+    another while it tears down (stats, cache, workload buckets, error pages).
+    None of that may be freed under them. (Reproduced a heap-use-after-free
+    in the ASan build before the fix, about every other run.)"""
+    if model in ("epoll", "uring"):
+        pytest.skip(f"{model}: a busy-wait runs on the event loop itself, one request after another")
+    srv = fresh_server(drain_timeout=1, workload="on", work_unit="1ms")
+    # the busy-waits end around drain_timeout + its 0.5 s grace after the stop
+    delays = [1500 + 20 * i for i in range(12)]
+    conns = []
+    try:
+        for d in delays:
+            c = srv.connect(timeout=10)
+            c.send(util.build_request("GET", f"/work?delay={d}&bucket=1"))
+            conns.append(c)
+        time.sleep(0.1)  # every request is in its busy-wait
+        t0 = time.monotonic()
+        srv.signal(signal.SIGTERM)
+        rc = srv.proc.wait(util.scaled(15))
+        took = time.monotonic() - t0
+    finally:
+        for c in conns:
+            c.close()
+    err = (srv.workdir / "stderr.txt").read_text(errors="replace") + srv.error_log.read_text(errors="replace")
+    assert not [m for m in SANITIZER_MARKS if m in err], err[-4000:]
+    assert "killed by signal" not in err and "exited with status 0" in err, err[-3000:]
+    assert rc == 0, srv.diagnostics()
+    assert took < util.scaled(8), f"{took:.1f} s to stop with drain_timeout = 1 s"
