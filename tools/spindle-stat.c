@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,32 @@ static const char *escape(char *out, size_t outcap, const char *s, size_t cap, b
 }
 
 #define ESC(buf, field, json) escape(buf, sizeof(buf), field, sizeof(field), json)
+
+/* The segment's owner (or anyone who can write it) may truncate it under
+ * our mapping: the copy then faults with SIGBUS, reported, not a crash. */
+static sigjmp_buf bus_jump;
+
+static void on_sigbus(int sig)
+{
+	(void)sig;
+	siglongjmp(bus_jump, 1);
+}
+
+static const struct stats_header *read_segment(const void *map, size_t len, struct stats_copy *c, char *err,
+					       size_t errlen)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	const struct stats_header *h = NULL;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old);
+	if (sigsetjmp(bus_jump, 1) == 0)
+		h = stats_read_copy(map, len, c, err, errlen);
+	else
+		snprintf(err, errlen, "the segment shrank while being read");
+	sigaction(SIGBUS, &old, NULL);
+	return h;
+}
 
 static double human(double v, const char **unit)
 {
@@ -358,17 +385,18 @@ int main(int argc, char **argv)
 	}
 
 	char err[256], path[128];
-	int fd = stats_open_segment(name, err, sizeof(err));
-	if (fd < 0) {
+	size_t maplen;
+	const void *map = stats_map_segment(name, &maplen, err, sizeof(err));
+	if (!map) {
 		fprintf(stderr, "spindle-stat: %s\n", err);
 		return 1;
 	}
 	/* every refresh reads a private copy and checks it before use */
 	struct stats_copy copy = { 0 };
-	const struct stats_header *h = stats_read_copy(fd, &copy, err, sizeof(err));
+	const struct stats_header *h = read_segment(map, maplen, &copy, err, sizeof(err));
 	if (!h) {
 		fprintf(stderr, "spindle-stat: /dev/shm/spindle-%s: %s\n", name, err);
-		close(fd);
+		stats_detach(map, maplen);
 		return 1;
 	}
 	struct stats_totals t;
@@ -381,7 +409,7 @@ int main(int argc, char **argv)
 			print_screen(h, &t, &v, true);
 		}
 		stats_copy_free(&copy);
-		close(fd);
+		stats_detach(map, maplen);
 		return 0;
 	}
 
@@ -399,7 +427,7 @@ int main(int argc, char **argv)
 	int rc = 0;
 	fputs("\033[?25l", stdout); /* hide the cursor */
 	while (!quit) {
-		h = stats_read_copy(fd, &copy, err, sizeof(err));
+		h = read_segment(map, maplen, &copy, err, sizeof(err));
 		if (!h) {
 			printf("\nspindle-stat: /dev/shm/spindle-%s: %s\n", name, err);
 			rc = 1;
@@ -425,6 +453,6 @@ int main(int argc, char **argv)
 	fputs("\033[?25h", stdout); /* show the cursor */
 	fflush(stdout);
 	stats_copy_free(&copy);
-	close(fd);
+	stats_detach(map, maplen);
 	return rc;
 }

@@ -124,9 +124,11 @@ const char *stats_check(const struct stats_header *h, size_t len)
 	return NULL;
 }
 
-int stats_open_segment(const char *name, char *err, size_t errlen)
+const void *stats_map_segment(const char *name, size_t *len, char *err, size_t errlen)
 {
 	char shm[128];
+	struct stat st;
+
 	snprintf(shm, sizeof(shm), "/spindle-%s", name);
 	int fd = shm_open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0) {
@@ -134,70 +136,12 @@ int stats_open_segment(const char *name, char *err, size_t errlen)
 			snprintf(err, errlen, "no spindle instance named '%s' (/dev/shm%s does not exist)", name, shm);
 		else
 			snprintf(err, errlen, "/dev/shm%s: %s", shm, strerror(errno));
+		return NULL;
 	}
-	return fd;
-}
-
-const struct stats_header *stats_read_copy(int fd, struct stats_copy *c, char *err, size_t errlen)
-{
-	struct stat st;
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(struct stats_header) ||
 	    (uint64_t)st.st_size > STATS_MAX_SEGMENT) {
-		snprintf(err, errlen, "not a spindle statistics segment (size %lld)", (long long)st.st_size);
-		return NULL;
-	}
-	size_t want = (size_t)st.st_size;
-	if (want > c->cap) {
-		/* aligned like the mapping it stands for: the counters are atomics */
-		void *p = aligned_alloc(STATS_LINE, (want + STATS_LINE - 1) / STATS_LINE * STATS_LINE);
-		if (!p) {
-			snprintf(err, errlen, "out of memory for a %zu-byte segment", want);
-			return NULL;
-		}
-		free(c->buf);
-		c->buf = p;
-		c->cap = want;
-	}
-	size_t got = 0;
-	while (got < want) {
-		ssize_t n = pread(fd, (char *)c->buf + got, want - got, (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break; /* truncated meanwhile: the check below sees what is there */
-		got += (size_t)n;
-	}
-	const char *why = stats_check(c->buf, got);
-	if (why) {
-		snprintf(err, errlen, "%s", why);
-		return NULL;
-	}
-	c->len = got;
-	return c->buf;
-}
-
-void stats_copy_free(struct stats_copy *c)
-{
-	free(c->buf);
-	*c = (struct stats_copy){ 0 };
-}
-
-const struct stats_header *stats_attach(const char *name, size_t *len, char *err, size_t errlen)
-{
-	char shm[128];
-	struct stat st;
-
-	snprintf(shm, sizeof(shm), "/spindle-%s", name);
-	int fd = shm_open(shm, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			snprintf(err, errlen, "no spindle instance named '%s' (/dev/shm%s does not exist)", name, shm);
-		else
-			snprintf(err, errlen, "/dev/shm%s: %s", shm, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(struct stats_header)) {
-		snprintf(err, errlen, "/dev/shm%s: not a spindle statistics segment", shm);
+		snprintf(err, errlen, "/dev/shm%s: not a spindle statistics segment (size %lld)", shm,
+			 (long long)st.st_size);
 		close(fd);
 		return NULL;
 	}
@@ -207,18 +151,49 @@ const struct stats_header *stats_attach(const char *name, size_t *len, char *err
 		snprintf(err, errlen, "/dev/shm%s: mmap: %s", shm, strerror(errno));
 		return NULL;
 	}
-	const char *why = stats_check(p, (size_t)st.st_size);
-	if (why) {
-		snprintf(err, errlen, "/dev/shm%s: %s", shm, why);
-		munmap(p, (size_t)st.st_size);
-		return NULL;
-	}
 	*len = (size_t)st.st_size;
 	return p;
 }
 
-void stats_detach(const struct stats_header *h, size_t len)
+const struct stats_header *stats_read_copy(const void *map, size_t len, struct stats_copy *c, char *err,
+					   size_t errlen)
 {
-	if (h)
-		munmap((void *)h, len);
+	size_t words = len / sizeof(uint64_t);
+	if (words * sizeof(uint64_t) > c->cap) {
+		/* aligned like the mapping it stands for: the counters are atomics */
+		void *p = aligned_alloc(STATS_LINE, (len + STATS_LINE - 1) / STATS_LINE * STATS_LINE);
+		if (!p) {
+			snprintf(err, errlen, "out of memory for a %zu-byte segment", len);
+			return NULL;
+		}
+		free(c->buf);
+		c->buf = p;
+		c->cap = len;
+	}
+	/* Word by word with relaxed atomic loads, as the writers' counters are
+	 * 64-bit atomics: memcpy() or read(2) may copy them in pieces and tear
+	 * a value that is being incremented. */
+	const _Atomic uint64_t *src = map;
+	uint64_t *dst = c->buf;
+	for (size_t i = 0; i < words; i++)
+		dst[i] = atomic_load_explicit(&src[i], memory_order_relaxed);
+	c->len = words * sizeof(uint64_t);
+	const char *why = stats_check(c->buf, c->len);
+	if (why) {
+		snprintf(err, errlen, "%s", why);
+		return NULL;
+	}
+	return c->buf;
+}
+
+void stats_copy_free(struct stats_copy *c)
+{
+	free(c->buf);
+	*c = (struct stats_copy){ 0 };
+}
+
+void stats_detach(const void *map, size_t len)
+{
+	if (map)
+		munmap((void *)map, len);
 }
