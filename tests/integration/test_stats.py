@@ -460,3 +460,26 @@ def test_precreated_segment_of_another_user_is_refused_not_trusted(model, fresh_
         assert p.exists() and p.stat().st_uid == 54321
     finally:
         p.unlink(missing_ok=True)
+
+
+def test_viewer_survives_the_segment_shrinking_under_it(real_segment):
+    """The live view maps the segment; whoever can write it can also truncate
+    it, and the next copy then faults (SIGBUS): reported, not a crash."""
+    name = f"shrink{os.getpid()}"
+    p = shm_path(name)
+    p.write_bytes(_claiming_live_owner(real_segment))  # else the view ends: "has stopped"
+    try:
+        viewer = subprocess.Popen([str(STAT_BIN), "--name", name, "--interval", "0.05"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+        os.truncate(p, 4096)
+        try:
+            out, _err = viewer.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            viewer.kill()
+            viewer.communicate()
+            pytest.fail("spindle-stat kept running on a truncated segment")
+        assert viewer.returncode == 1, f"exit {viewer.returncode} (a crash is negative)"
+        assert b"shrank" in out, out[-500:]
+    finally:
+        p.unlink(missing_ok=True)
