@@ -7,10 +7,24 @@
 #include <linux/filter.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
+
+/* How long an acceptor leaves a readable listener alone when it can neither
+ * accept nor drop: short enough that service resumes promptly once
+ * descriptors free up, long enough that the wake-ups cost nothing. */
+#define ACCEPT_PAUSE_MS 100
+
+static int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 int listen_open(const char *bind_addr, int port, bool reuseport)
 {
@@ -100,6 +114,7 @@ void acceptor_init(struct acceptor *a, int listen_fd)
 	a->nfds = 1;
 	a->fds[0] = listen_fd;
 	a->next = 0;
+	a->paused_until = 0;
 	a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
@@ -164,8 +179,66 @@ static int accept_any(struct acceptor *a, struct sockaddr_storage *peer, socklen
 	return -1;
 }
 
+int acceptor_pause_ms(const struct acceptor *a)
+{
+	if (a->paused_until == 0)
+		return -1;
+	int64_t left = a->paused_until - monotonic_ms();
+	return left > 0 ? (int)left : 0;
+}
+
+bool acceptor_pause_over(struct acceptor *a)
+{
+	if (acceptor_pause_ms(a) != 0)
+		return false;
+	a->paused_until = 0;
+	return true;
+}
+
+void acceptor_wait(const struct acceptor *a, int wake_fd)
+{
+	int pause = acceptor_pause_ms(a);
+	struct pollfd pfd[2] = { { .fd = wake_fd, .events = POLLIN },
+				 { .fd = pause < 0 ? a->fd : -1, .events = POLLIN } };
+	poll(pfd, 2, pause); /* EINTR: the caller loops and looks again */
+}
+
+/* Out of descriptors with a connection (maybe) waiting: frees the spare,
+ * takes one connection off the queue and drops it, then takes the spare
+ * back. Returns -EMFILE when one was dropped, -EAGAIN when none waited, or
+ * pauses the acceptor and returns -EAGAIN when it could not act. */
+static int accept_drop_one(struct acceptor *a, int listener)
+{
+	/* another thread may have taken the spare's number meanwhile */
+	if (a->spare < 0)
+		a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (a->spare < 0)
+		goto pause; /* nothing to free: wait for a connection to close */
+	/* accept4() reserves a descriptor before looking at the queue, so
+	 * EMFILE comes even when nobody waits: EAGAIN then, nothing to do. */
+	close(a->spare);
+	int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	int err = errno;
+	if (fd >= 0)
+		close(fd);
+	a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return -EMFILE;
+	if (err == EMFILE || err == ENFILE)
+		goto pause; /* the freed number went to another thread first */
+	return -EAGAIN;
+pause:
+	a->paused_until = monotonic_ms() + ACCEPT_PAUSE_MS;
+	return -EAGAIN;
+}
+
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags)
 {
+	if (a->paused_until) {
+		if (acceptor_pause_ms(a) > 0)
+			return -EAGAIN;
+		a->paused_until = 0;
+	}
 	for (;;) {
 		int listener;
 		int fd = accept_any(a, peer, peerlen, flags, &listener);
@@ -183,20 +256,7 @@ int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t
 			return -EAGAIN;
 		case EMFILE:
 		case ENFILE:
-			/* another thread may have taken the spare's number meanwhile */
-			if (a->spare < 0)
-				a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (a->spare < 0)
-				return -EAGAIN; /* nothing to free: wait for a connection to close */
-			/* Free one descriptor, take the connection off the queue and drop it.
-			 * accept4() reserves a descriptor before looking at the queue, so
-			 * EMFILE comes even when nobody waits: then there is nothing to do. */
-			close(a->spare);
-			fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-			if (fd >= 0)
-				close(fd);
-			a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			return fd >= 0 ? -EMFILE : -EAGAIN;
+			return accept_drop_one(a, listener);
 		default:
 			return -errno;
 		}

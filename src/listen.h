@@ -3,6 +3,7 @@
 #define SPINDLE_LISTEN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #define LISTEN_MAX 256
@@ -44,6 +45,7 @@ struct acceptor {
 	int nfds;
 	int fds[LISTEN_MAX];
 	int next;      /* round-robin start, so no listener starves */
+	int64_t paused_until; /* CLOCK_MONOTONIC ms; 0: not paused (see acceptor_pause_ms) */
 };
 
 void acceptor_init(struct acceptor *a, int listen_fd);
@@ -58,7 +60,26 @@ int acceptor_init_set(struct acceptor *a, const int *fds, int n);
  * by all loops, 0 when they are this loop's alone, -1 on error. */
 int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int nloops);
 void acceptor_close(struct acceptor *a);
-/* accept4() with `flags`; returns an fd, or -errno (-EAGAIN when none is pending). */
+/* accept4() with `flags`; returns an fd, or -errno: -EAGAIN when none is
+ * pending (or during a pause), -EMFILE when out of descriptors a pending
+ * connection was taken off the queue and dropped (call again). */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);
+
+/* Out of descriptors with no spare left to drop a connection with (another
+ * thread took the number: the spare trick is not atomic), the listener stays
+ * readable and nothing can be done about it: polling it would spin. The
+ * acceptor then pauses (nginx disables its accept events for a while):
+ * acceptor_pause_ms() is -1 when not paused, else the milliseconds left (0:
+ * over, call acceptor_accept again). A caller must not wait for the listener
+ * while it is >= 0, but for that long instead. */
+int acceptor_pause_ms(const struct acceptor *a);
+/* True once when a pause has run out, which it then clears: for an event
+ * loop, whose edge-triggered or unwatched listener will not tell it so, and
+ * which may not call acceptor_accept() at once (at its connection cap). */
+bool acceptor_pause_over(struct acceptor *a);
+
+/* For a thread that only accepts: sleeps until the listener is readable (or,
+ * during a pause, the pause ends) or wake_fd is readable. */
+void acceptor_wait(const struct acceptor *a, int wake_fd);
 
 #endif

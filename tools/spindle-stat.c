@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +69,62 @@ static int list_instances(char names[][64], int max)
 
 static bool owner_alive(const struct stats_header *h)
 {
+	if (h->pid <= 0) /* kill(0 or -1, ...) would mean process groups */
+		return false;
 	return kill(h->pid, 0) == 0 || errno == EPERM;
+}
+
+/* A string field of the segment: whoever can write the segment chose its
+ * bytes, so it is read up to its field's end even without a NUL, and nothing
+ * reaches the terminal raw. For JSON, quotes and backslashes are escaped and
+ * every control or non-ASCII byte becomes \u00XX (Latin-1: the output stays
+ * valid UTF-8); on the screen such bytes show as \xNN. */
+#define FIELD_ESCAPED(cap) ((cap) * 6 + 1)
+
+static const char *escape(char *out, size_t outcap, const char *s, size_t cap, bool json)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < cap && s[i] && o + 7 <= outcap; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (json && (c == '"' || c == '\\')) {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else if (c < 0x20 || c >= 0x7f) {
+			o += (size_t)snprintf(out + o, outcap - o, json ? "\\u%04x" : "\\x%02x", c);
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+#define ESC(buf, field, json) escape(buf, sizeof(buf), field, sizeof(field), json)
+
+/* The segment's owner (or anyone who can write it) may truncate it under
+ * our mapping: the copy then faults with SIGBUS, reported, not a crash. */
+static sigjmp_buf bus_jump;
+
+static void on_sigbus(int sig)
+{
+	(void)sig;
+	siglongjmp(bus_jump, 1);
+}
+
+static const struct stats_header *read_segment(const void *map, size_t len, struct stats_copy *c, char *err,
+					       size_t errlen)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	const struct stats_header *h = NULL;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old);
+	if (sigsetjmp(bus_jump, 1) == 0)
+		h = stats_read_copy(map, len, c, err, errlen);
+	else
+		snprintf(err, errlen, "the segment shrank while being read");
+	sigaction(SIGBUS, &old, NULL);
+	return h;
 }
 
 static double human(double v, const char **unit)
@@ -110,10 +166,15 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 	static const char *const methods[] = { "GET", "HEAD", "other" };
 	double up = (double)(t->taken_mono_ns - h->start_mono_ns) / 1e9;
 
+	char name[FIELD_ESCAPED(sizeof(h->name))], version[FIELD_ESCAPED(sizeof(h->version_str))];
+	char model[FIELD_ESCAPED(sizeof(h->model))], bind[FIELD_ESCAPED(sizeof(h->bind))];
+
 	printf("{\n  \"instance\": \"%s\", \"pid\": %d, \"alive\": %s, \"version\": \"%s\", \"model\": \"%s\",\n",
-	       h->name, (int)h->pid, owner_alive(h) ? "true" : "false", h->version_str, h->model);
-	printf("  \"bind\": \"%s\", \"port\": %d, \"workers\": %d, \"threads\": %d, \"generation\": %llu,\n", h->bind,
-	       h->port, h->workers, h->threads, (unsigned long long)atomic_load(&((struct stats_header *)h)->generation));
+	       ESC(name, h->name, true), (int)h->pid, owner_alive(h) ? "true" : "false",
+	       ESC(version, h->version_str, true), ESC(model, h->model, true));
+	printf("  \"bind\": \"%s\", \"port\": %d, \"workers\": %d, \"threads\": %d, \"generation\": %llu,\n",
+	       ESC(bind, h->bind, true), h->port, h->workers, h->threads,
+	       (unsigned long long)atomic_load(&((struct stats_header *)h)->generation));
 	printf("  \"start_time\": %.3f, \"uptime_seconds\": %.3f,\n", (double)h->start_unix_ns / 1e9, up);
 	printf("  \"connections_accepted\": %" PRIu64 ", \"connections_active\": %" PRId64 ",\n", t->accepted,
 	       t->active);
@@ -196,9 +257,12 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 
 	if (!once)
 		fputs("\033[H\033[2J", stdout); /* home, clear */
-	printf("spindle-stat  %s  instance %s  pid %d%s  %s model  %d workers x %d threads  up %.0fs\n", clock, h->name,
-	       (int)h->pid, owner_alive(h) ? "" : " (NOT RUNNING)", h->model, h->workers, h->threads, up);
-	printf("%s:%d  root %s\n\n", h->bind, h->port, h->root);
+	char name[FIELD_ESCAPED(sizeof(h->name))], model[FIELD_ESCAPED(sizeof(h->model))];
+	char bind[FIELD_ESCAPED(sizeof(h->bind))], root[FIELD_ESCAPED(sizeof(h->root))];
+	printf("spindle-stat  %s  instance %s  pid %d%s  %s model  %d workers x %d threads  up %.0fs\n", clock,
+	       ESC(name, h->name, false), (int)h->pid, owner_alive(h) ? "" : " (NOT RUNNING)",
+	       ESC(model, h->model, false), h->workers, h->threads, up);
+	printf("%s:%d  root %s\n\n", ESC(bind, h->bind, false), h->port, ESC(root, h->root, false));
 	double rps = human((double)reqs / secs, &u1);
 	double bps = human_bytes((double)(t->bytes_sent - p->bytes_sent) / secs, &u2);
 	printf("  requests/s %8.1f%-2s  body bytes/s %8.1f %-4s  %s\n", rps, u1, bps, u2,
@@ -321,10 +385,18 @@ int main(int argc, char **argv)
 	}
 
 	char err[256], path[128];
-	size_t len;
-	const struct stats_header *h = stats_attach(name, &len, err, sizeof(err));
-	if (!h) {
+	size_t maplen;
+	const void *map = stats_map_segment(name, &maplen, err, sizeof(err));
+	if (!map) {
 		fprintf(stderr, "spindle-stat: %s\n", err);
+		return 1;
+	}
+	/* every refresh reads a private copy and checks it before use */
+	struct stats_copy copy = { 0 };
+	const struct stats_header *h = read_segment(map, maplen, &copy, err, sizeof(err));
+	if (!h) {
+		fprintf(stderr, "spindle-stat: /dev/shm/spindle-%s: %s\n", name, err);
+		stats_detach(map, maplen);
 		return 1;
 	}
 	struct stats_totals t;
@@ -336,7 +408,8 @@ int main(int argc, char **argv)
 			static struct view v;
 			print_screen(h, &t, &v, true);
 		}
-		stats_detach(h, len);
+		stats_copy_free(&copy);
+		stats_detach(map, maplen);
 		return 0;
 	}
 
@@ -354,6 +427,12 @@ int main(int argc, char **argv)
 	int rc = 0;
 	fputs("\033[?25l", stdout); /* hide the cursor */
 	while (!quit) {
+		h = read_segment(map, maplen, &copy, err, sizeof(err));
+		if (!h) {
+			printf("\nspindle-stat: /dev/shm/spindle-%s: %s\n", name, err);
+			rc = 1;
+			break;
+		}
 		unsigned long long gen = atomic_load(&((struct stats_header *)h)->generation);
 		if (gen != v.generation) { /* serving processes replaced: start the deltas again */
 			v.have_prev = false;
@@ -373,6 +452,7 @@ int main(int argc, char **argv)
 	}
 	fputs("\033[?25h", stdout); /* show the cursor */
 	fflush(stdout);
-	stats_detach(h, len);
+	stats_copy_free(&copy);
+	stats_detach(map, maplen);
 	return rc;
 }

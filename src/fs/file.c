@@ -1,5 +1,6 @@
-/* file.c - confinement to the document root with openat2(2), and a checked
- * fallback where openat2 is missing (kernels before 5.6, valgrind). */
+/* file.c - confinement to the document root with openat2(2), and a
+ * component-by-component walk where openat2 is missing (kernels before 5.6,
+ * valgrind, seccomp filters that answer ENOSYS). */
 #include "file.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,40 +19,166 @@
 
 static atomic_int openat2_missing;
 
-/* Where an open descriptor really points, via /proc. */
-static ssize_t fd_path(int fd, char *out, size_t cap)
+/* Path components of at most NAME_MAX bytes; the pending path (what is left
+ * of rel, with symlink targets spliced in) fits in WALK_PATH_MAX. */
+#define WALK_PATH_MAX (2 * PATH_MAX)
+#define WALK_MAX_LINKS 40 /* as the kernel's MAXSYMLINKS: then ELOOP */
+
+/* Opens the directory at resolved[0..len) ("" = the root) by walking it
+ * again from the root, following nothing: every entry on it was a real
+ * directory when it was pushed, and one swapped for a symlink since fails. */
+static int walk_reopen(int root_fd, const char *resolved, size_t len)
 {
-	char link[32];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, out, cap - 1);
-	if (n >= 0)
-		out[n] = '\0';
-	return n;
+	char comp[NAME_MAX + 1];
+	int dir = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	for (size_t i = 0; dir >= 0 && i < len;) {
+		size_t j = i;
+		while (j < len && resolved[j] != '/')
+			j++;
+		memcpy(comp, resolved + i, j - i);
+		comp[j - i] = '\0';
+		int next = openat(dir, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dir);
+		dir = next;
+		i = j + 1;
+	}
+	return dir < 0 ? -errno : dir;
 }
 
-/* Opens normally (the path is canonical, so only symlinks can lead astray),
- * then checks where the descriptor landed. */
-static int open_checked(int root_fd, const char *rel, enum symlink_policy symlinks)
+/* Without openat2: walks rel one component at a time from the root with
+ * O_PATH | O_NOFOLLOW, so the kernel never follows a symlink for us and
+ * nothing outside the root is ever opened, not even to look at it (a device
+ * node, an automount point, a FIFO). Symlinks are read and resolved here,
+ * with openat2's RESOLVE_BENEATH rules: an absolute target or a ".." above
+ * the root is refused (-EXDEV); under SYMLINKS_OFF every symlink is refused
+ * (-ELOOP). Only the final file is opened for reading, with O_NOFOLLOW, from
+ * the directory already known to be beneath the root. */
+static int open_walk(int root_fd, const char *rel, enum symlink_policy symlinks)
 {
-	char root[PATH_MAX], got[PATH_MAX];
-	int fd = openat(root_fd, rel[0] ? rel : ".", OPEN_FLAGS);
-	if (fd < 0)
-		return -errno;
-	if (symlinks == SYMLINKS_ALL)
-		return fd;
-	ssize_t rn = fd_path(root_fd, root, sizeof(root));
-	ssize_t gn = fd_path(fd, got, sizeof(got));
-	bool ok = rn > 0 && gn > 0;
-	if (ok && symlinks == SYMLINKS_INSIDE) /* beneath the root, or the root itself */
-		ok = strncmp(got, root, (size_t)rn) == 0 && (got[rn] == '/' || got[rn] == '\0' || rn == 1);
-	if (ok && symlinks == SYMLINKS_OFF) /* no symlink anywhere: the path is what we asked for */
-		ok = strncmp(got, root, (size_t)rn) == 0 &&
-		     (rel[0] ? got[rn] == '/' && strcmp(got + rn + 1, rel) == 0 : got[rn] == '\0');
-	if (!ok) {
-		close(fd);
-		return -EXDEV;
+	char pending[WALK_PATH_MAX], resolved[WALK_PATH_MAX], target[PATH_MAX];
+	size_t plen = strlen(rel), rlen = 0;
+	int links = 0, err;
+	int dir = walk_reopen(root_fd, "", 0);
+
+	if (dir < 0)
+		return dir;
+	if (plen >= sizeof(pending)) {
+		err = -ENAMETOOLONG;
+		goto fail;
 	}
-	return fd;
+	memcpy(pending, rel, plen + 1);
+	size_t pos = 0;
+	while (pos < plen) {
+		size_t end = pos;
+		while (end < plen && pending[end] != '/')
+			end++;
+		size_t clen = end - pos;
+		char comp[NAME_MAX + 1];
+		if (clen > NAME_MAX) {
+			err = -ENAMETOOLONG;
+			goto fail;
+		}
+		memcpy(comp, pending + pos, clen);
+		comp[clen] = '\0';
+		pos = end < plen ? end + 1 : end;
+		bool last = pos >= plen;
+		if (clen == 0 || strcmp(comp, ".") == 0)
+			continue;
+		if (strcmp(comp, "..") == 0) { /* only from a symlink target: rel is canonical */
+			if (rlen == 0) {
+				err = -EXDEV;
+				goto fail;
+			}
+			while (rlen > 0 && resolved[rlen - 1] != '/')
+				rlen--;
+			if (rlen > 0)
+				rlen--; /* the separator */
+			close(dir);
+			dir = walk_reopen(root_fd, resolved, rlen);
+			if (dir < 0)
+				return dir;
+			continue;
+		}
+		int fd = openat(dir, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			err = -errno;
+			if (fd >= 0)
+				close(fd);
+			goto fail;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = symlinks == SYMLINKS_OFF ? -1 : readlinkat(fd, "", target, sizeof(target));
+			close(fd);
+			if (symlinks == SYMLINKS_OFF || ++links > WALK_MAX_LINKS) {
+				err = -ELOOP;
+				goto fail;
+			}
+			if (n < 0 || (size_t)n >= sizeof(target)) {
+				err = n < 0 ? -errno : -ENAMETOOLONG;
+				goto fail;
+			}
+			if (n == 0 || target[0] == '/') { /* RESOLVE_BENEATH refuses absolute links */
+				err = -EXDEV;
+				goto fail;
+			}
+			/* pending becomes target + "/" + what followed the link */
+			size_t rest = plen - pos;
+			if ((size_t)n + 1 + rest >= sizeof(pending)) {
+				err = -ENAMETOOLONG;
+				goto fail;
+			}
+			memmove(pending + n + 1, pending + pos, rest + 1);
+			memcpy(pending, target, (size_t)n);
+			pending[n] = '/';
+			plen = (size_t)n + 1 + rest;
+			pos = 0;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if (rlen + 1 + clen >= sizeof(resolved)) {
+				close(fd);
+				err = -ENAMETOOLONG;
+				goto fail;
+			}
+			if (rlen > 0)
+				resolved[rlen++] = '/';
+			memcpy(resolved + rlen, comp, clen);
+			rlen += clen;
+			close(dir);
+			dir = fd;
+			continue;
+		}
+		close(fd);
+		if (!last) {
+			err = -ENOTDIR;
+			goto fail;
+		}
+		/* the final file, from a directory beneath the root; O_NOFOLLOW:
+		 * swapped for a symlink since the look, it is refused (ELOOP) */
+		fd = openat(dir, comp, OPEN_FLAGS | O_NOFOLLOW);
+		err = fd < 0 ? -errno : fd;
+		close(dir);
+		return err;
+	}
+	/* the path ends in a directory (maybe the root itself) */
+	err = openat(dir, ".", OPEN_FLAGS);
+	err = err < 0 ? -errno : err;
+	close(dir);
+	return err;
+fail:
+	close(dir);
+	return err;
+}
+
+int file_open_walk(int root_fd, const char *rel, enum symlink_policy symlinks)
+{
+	if (symlinks != SYMLINKS_ALL)
+		return open_walk(root_fd, rel, symlinks);
+	/* the path is canonical: only symlinks could lead out, and they may */
+	int fd = openat(root_fd, rel[0] ? rel : ".", OPEN_FLAGS);
+	return fd < 0 ? -errno : fd;
 }
 
 int file_open_beneath(int root_fd, const char *rel, enum symlink_policy symlinks)
@@ -62,7 +190,7 @@ int file_open_beneath(int root_fd, const char *rel, enum symlink_policy symlinks
 	};
 
 	if (atomic_load_explicit(&openat2_missing, memory_order_relaxed))
-		return open_checked(root_fd, rel, symlinks);
+		return file_open_walk(root_fd, rel, symlinks);
 	switch (symlinks) {
 	case SYMLINKS_INSIDE:
 		how.resolve |= RESOLVE_BENEATH;
@@ -77,7 +205,7 @@ int file_open_beneath(int root_fd, const char *rel, enum symlink_policy symlinks
 	long fd = syscall(SYS_openat2, root_fd, rel[0] ? rel : ".", &how, sizeof(how));
 	if (fd < 0 && errno == ENOSYS) {
 		atomic_store(&openat2_missing, 1);
-		return open_checked(root_fd, rel, symlinks);
+		return file_open_walk(root_fd, rel, symlinks);
 	}
 	return fd < 0 ? -errno : (int)fd;
 }

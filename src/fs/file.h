@@ -10,4 +10,8 @@
  * refused symlink). */
 int file_open_beneath(int root_fd, const char *rel, enum symlink_policy symlinks);
 
+/* The fallback where openat2 is missing, exposed so that tests can run it
+ * on any kernel: same contract as file_open_beneath. */
+int file_open_walk(int root_fd, const char *rel, enum symlink_policy symlinks);
+
 #endif

@@ -179,6 +179,9 @@ static void *loop_main(void *arg)
 			int64_t now = conn_now_ms();
 			timeout = next_scan > now ? (int)(next_scan - now) : 0;
 		}
+		int pause = acceptor_pause_ms(&lp->acc); /* out of descriptors, see listen.h */
+		if (pause >= 0 && (timeout < 0 || pause < timeout))
+			timeout = pause;
 		bool stop_seen = false;
 		int n = epoll_wait(lp->epfd, events, EPOLL_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
@@ -208,6 +211,10 @@ static void *loop_main(void *arg)
 		}
 		if (stop_seen && !lp->stopping)
 			loop_begin_stop(lp);
+		/* the listener is edge-triggered: after a pause, no new edge may come
+		 * for the connections that waited through it */
+		if (acceptor_pause_over(&lp->acc) && !lp->stopping)
+			loop_accept(lp);
 		int64_t now = conn_now_ms();
 		if (now >= next_scan) {
 			loop_scan(lp, now);

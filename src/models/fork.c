@@ -88,16 +88,16 @@ static void child_main(struct server *srv, struct acceptor *acc, int fd, struct 
 	_exit(0);
 }
 
-/* Sleeps until a child exits, a connection arrives (if watch_listener), a stop
- * is requested, or timeout_ms passes. */
-static void wait_events(const struct server *srv, int listen_fd, bool watch_listener, int timeout_ms)
+/* Sleeps until a child exits, a connection arrives (if listen_fd >= 0), a stop
+ * is requested (if watch_stop), or timeout_ms passes. */
+static void wait_events(const struct server *srv, int listen_fd, bool watch_stop, int timeout_ms)
 {
 	struct pollfd pfd[3] = {
 		{ .fd = sig_fd, .events = POLLIN },
-		{ .fd = srv->wake_fd, .events = POLLIN },
+		{ .fd = watch_stop ? srv->wake_fd : -1, .events = POLLIN }, /* poll() skips fd -1 */
 		{ .fd = listen_fd, .events = POLLIN },
 	};
-	int n = poll(pfd, watch_listener ? 3 : 2, timeout_ms);
+	int n = poll(pfd, 3, timeout_ms);
 	if (n < 0 && errno != EINTR)
 		log_error("fork: poll: %s", strerror(errno));
 }
@@ -114,6 +114,8 @@ static void drain_children(const struct server *srv, struct children *ch)
 		int64_t left = deadline - conn_now_ms();
 		if (left <= 0)
 			break;
+		/* not the stop eventfd: it stays readable once stopping, and
+		 * watching it here made the whole drain a busy loop */
 		wait_events(srv, -1, false, (int)left);
 		reap(ch);
 	}
@@ -166,14 +168,15 @@ static int fork_run(struct server *srv)
 				log_warn("fork: %d live children (max_connections): new connections wait", ch.n);
 				cap_logged = now;
 			}
-			wait_events(srv, acc.fd, false, -1);
+			wait_events(srv, -1, true, -1);
 			continue;
 		}
 		struct sockaddr_storage peer;
 		socklen_t len;
 		int fd = acceptor_accept(&acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd == -EAGAIN) {
-			wait_events(srv, acc.fd, true, -1);
+			int pause = acceptor_pause_ms(&acc); /* out of descriptors: not the listener */
+			wait_events(srv, pause < 0 ? acc.fd : -1, true, pause);
 			continue;
 		}
 		if (fd < 0) {
@@ -181,7 +184,7 @@ static int fork_run(struct server *srv)
 				log_warn("fork: out of file descriptors: a connection was dropped");
 			else if (fd != -EINVAL || !server_stopping()) { /* EINVAL: the listener was shut down */
 				log_warn("fork: accept: %s", strerror(-fd));
-				wait_events(srv, -1, false, FORK_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
+				wait_events(srv, -1, true, FORK_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
 			}
 			continue;
 		}
@@ -191,7 +194,7 @@ static int fork_run(struct server *srv)
 		close(fd); /* the child has its own copy */
 		if (pid < 0) {
 			log_warn("fork: fork: %s: a connection was dropped", strerror(errno));
-			wait_events(srv, -1, false, FORK_BACKOFF_MS);
+			wait_events(srv, -1, true, FORK_BACKOFF_MS);
 			continue;
 		}
 		ch.pids[ch.n++] = pid;

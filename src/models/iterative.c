@@ -26,9 +26,7 @@ static int iterative_run(struct server *srv)
 		socklen_t len;
 		int fd = acceptor_accept(&acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd == -EAGAIN) {
-			struct pollfd pfd[2] = { { .fd = acc.fd, .events = POLLIN },
-						 { .fd = srv->wake_fd, .events = POLLIN } };
-			poll(pfd, 2, -1);
+			acceptor_wait(&acc, srv->wake_fd);
 			continue;
 		}
 		if (fd < 0) {

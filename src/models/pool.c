@@ -240,7 +240,9 @@ static bool listener_update(struct pool *p)
 	bool room = room_locked(p);
 	p->paused = !room;
 	pthread_mutex_unlock(&p->mu);
-	listener_watch(p, room);
+	/* out of descriptors with nothing to drop: the listener stays readable,
+	 * so watching it now would spin; pool_loop wakes up when the pause ends */
+	listener_watch(p, room && acceptor_pause_ms(&p->acc) <= 0);
 	return room;
 }
 
@@ -262,6 +264,8 @@ static void pool_accept(struct pool *p)
 				p->listener_dead = true;
 			} else if (fd != -EAGAIN) {
 				log_warn("pool: accept: %s", strerror(-fd));
+			} else if (acceptor_pause_ms(&p->acc) > 0) {
+				listener_watch(p, false);
 			}
 			return;
 		}
@@ -388,6 +392,9 @@ static int pool_loop(struct pool *p)
 			int64_t now = conn_now_ms();
 			timeout = next_scan > now ? (int)(next_scan - now) : 0;
 		}
+		int pause = acceptor_pause_ms(&p->acc);
+		if (pause >= 0 && (timeout < 0 || pause < timeout))
+			timeout = pause;
 		int n = epoll_wait(p->epfd, events, POOL_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
 			log_error("pool: epoll_wait: %s", strerror(errno));
@@ -406,6 +413,8 @@ static int pool_loop(struct pool *p)
 				pool_wake(p, tag);
 			}
 		}
+		if (acceptor_pause_over(&p->acc))
+			pool_accept(p); /* watch the listener again (if there is room), or pause again */
 		int64_t now = conn_now_ms();
 		if (now >= next_scan) {
 			pool_scan(p, now);

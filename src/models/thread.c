@@ -4,7 +4,16 @@
  * The accepting thread counts live threads under a mutex; at max_connections
  * it stops accepting (connections wait in the backlog) until an ending thread
  * signals the condition variable. On stop it waits for the count to reach 0,
- * up to drain_timeout (blocking_serve() ends its own connection by then). */
+ * up to drain_timeout (blocking_serve() ends its own connection by then).
+ *
+ * Teardown never frees what a connection thread may still use: the threads
+ * are detached, so the live count is the only way to know they are done.
+ * Should any outlive the drain (a thread starved of CPU, a blocking call that
+ * ignores the deadline), their sockets are shut down to end them; if even
+ * that does not bring the count to zero, the process leaves with _exit()
+ * before serving_main() frees the cache, error pages, stats mapping and root
+ * descriptor under them: the kernel reclaims all of it, and the master,
+ * which owns the statistics segment's name, removes that. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -38,6 +47,7 @@ struct tmodel {
 	pthread_mutex_t mu;
 	pthread_cond_t changed; /* signalled when a thread ends (one waiter: the acceptor) */
 	int live;
+	struct tjob *jobs;      /* the live threads' connections, under mu */
 	int64_t cap_logged;     /* acceptor only: when the cap was last reported */
 };
 
@@ -46,7 +56,27 @@ struct tjob {
 	int fd;
 	struct sockaddr_storage peer;
 	socklen_t len;
+	struct tjob *prev, *next; /* in tm->jobs while its thread lives */
 };
+
+static void jobs_add_locked(struct tmodel *tm, struct tjob *job)
+{
+	job->prev = NULL;
+	job->next = tm->jobs;
+	if (tm->jobs)
+		tm->jobs->prev = job;
+	tm->jobs = job;
+}
+
+static void jobs_remove_locked(struct tmodel *tm, struct tjob *job)
+{
+	if (job->prev)
+		job->prev->next = job->next;
+	else
+		tm->jobs = job->next;
+	if (job->next)
+		job->next->prev = job->prev;
+}
 
 static void *thread_main(void *arg)
 {
@@ -55,11 +85,12 @@ static void *thread_main(void *arg)
 
 	stats_bind_slot(stats_next_id()); /* stats: threads take slots round-robin */
 	blocking_serve(tm->srv, job->fd, (struct sockaddr *)&job->peer, job->len);
-	free(job);
 	pthread_mutex_lock(&tm->mu);
+	jobs_remove_locked(tm, job);
 	tm->live--;
 	pthread_cond_signal(&tm->changed);
 	pthread_mutex_unlock(&tm->mu);
+	free(job);
 	return NULL;
 }
 
@@ -108,10 +139,12 @@ static int spawn(struct tmodel *tm, const pthread_attr_t *attr, int fd, const st
 	*job = (struct tjob){ .tm = tm, .fd = fd, .peer = *peer, .len = len };
 	pthread_mutex_lock(&tm->mu);
 	tm->live++;
+	jobs_add_locked(tm, job);
 	pthread_mutex_unlock(&tm->mu);
 	int err = pthread_create(&tid, attr, thread_main, job);
 	if (err) {
 		pthread_mutex_lock(&tm->mu);
+		jobs_remove_locked(tm, job);
 		tm->live--;
 		pthread_mutex_unlock(&tm->mu);
 		free(job);
@@ -119,21 +152,34 @@ static int spawn(struct tmodel *tm, const pthread_attr_t *attr, int fd, const st
 	return err;
 }
 
-/* Returns how many threads are still running when the wait ends. */
-static int wait_threads(struct tmodel *tm)
+/* Waits up to ms for the live count to reach 0; returns what is left. */
+static int wait_live_locked(struct tmodel *tm, int ms)
 {
-	int ms = tm->srv->cfg->drain_timeout_ms + THREAD_EXIT_GRACE_MS;
 	struct timespec ts = abs_after(ms);
-
-	pthread_mutex_lock(&tm->mu);
-	if (tm->live > 0)
-		log_info("thread: waiting for %d connection(s) to finish", tm->live);
 	while (tm->live > 0)
 		if (pthread_cond_timedwait(&tm->changed, &tm->mu, &ts) == ETIMEDOUT)
 			break;
+	return tm->live;
+}
+
+/* Returns how many threads are still running when the wait ends. */
+static int wait_threads(struct tmodel *tm)
+{
+	pthread_mutex_lock(&tm->mu);
 	if (tm->live > 0)
-		log_warn("thread: %d thread(s) still running after the drain timeout", tm->live);
-	int left = tm->live;
+		log_info("thread: waiting for %d connection(s) to finish", tm->live);
+	int left = wait_live_locked(tm, tm->srv->cfg->drain_timeout_ms + THREAD_EXIT_GRACE_MS);
+	if (left > 0) {
+		log_warn("thread: %d thread(s) still running after the drain timeout: shutting their "
+			 "connections down", left);
+		/* shutdown(), not close(): the fd stays the thread's, which closes
+		 * it. Between that close() and the thread leaving this list the
+		 * number may be reused, but only for a file (nothing else creates
+		 * sockets now), where shutdown() fails with ENOTSOCK. */
+		for (struct tjob *j = tm->jobs; j; j = j->next)
+			shutdown(j->fd, SHUT_RDWR);
+		left = wait_live_locked(tm, THREAD_EXIT_GRACE_MS);
+	}
 	pthread_mutex_unlock(&tm->mu);
 	return left;
 }
@@ -180,10 +226,7 @@ static int thread_run(struct server *srv)
 		socklen_t len;
 		int fd = acceptor_accept(&acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd == -EAGAIN) {
-			struct pollfd pfd[2] = { { .fd = acc.fd, .events = POLLIN },
-						 { .fd = srv->wake_fd, .events = POLLIN } };
-			if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-				log_error("thread: poll: %s", strerror(errno));
+			acceptor_wait(&acc, srv->wake_fd);
 			continue;
 		}
 		if (fd < 0) {
@@ -204,11 +247,15 @@ static int thread_run(struct server *srv)
 	}
 	acceptor_close(&acc);
 	pthread_attr_destroy(&attr);
-	if (wait_threads(tm) == 0) {
-		pthread_cond_destroy(&tm->changed);
-		pthread_mutex_destroy(&tm->mu);
-		free(tm);
+	int left = wait_threads(tm);
+	if (left > 0) {
+		/* see the top of the file: nothing they use may be freed */
+		log_error("thread: %d connection thread(s) will not end: exiting without teardown", left);
+		_exit(0);
 	}
+	pthread_cond_destroy(&tm->changed);
+	pthread_mutex_destroy(&tm->mu);
+	free(tm);
 	return 0;
 }
 

@@ -21,8 +21,9 @@
 #define STATS_VERSION 1
 #define STATS_LINE 64
 #define STATS_MAX_SLOTS 1024
-/* Cache blocks come in two halves: a reload's new generation uses the half
- * its predecessor does not, so the two never share gauges. */
+/* Cache blocks: 2 * STATS_CACHE_HALF of them, at most STATS_CACHE_HALF per
+ * generation; each generation gets blocks no other live one holds (even one
+ * draining across several reloads), so no two share gauges. */
 #define STATS_CACHE_HALF 512
 /* Latency buckets: bucket i < STATS_LAT_BUCKETS - 1 counts requests that took
  * at most 2^i microseconds (and more than 2^(i-1)); the last one the rest

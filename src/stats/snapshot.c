@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -96,6 +97,9 @@ double stats_quantile_us(const uint64_t hist[STATS_LAT_BUCKETS], double q)
 	return stats_bucket_le_us(STATS_LAT_BUCKETS - 2);
 }
 
+/* Every offset and length comes from a segment that its writer (or anyone
+ * able to write it) may have filled with anything: each is bounded before it
+ * is multiplied or added, so no sum can wrap around. */
 const char *stats_check(const struct stats_header *h, size_t len)
 {
 	if (len < sizeof(struct stats_header))
@@ -104,21 +108,29 @@ const char *stats_check(const struct stats_header *h, size_t len)
 		return "not a spindle statistics segment (or not initialised yet)";
 	if (h->version != STATS_VERSION)
 		return "written by a different spindle version (layout mismatch)";
-	if (h->layout_size > len || h->nslots == 0 || h->nslots > STATS_MAX_SLOTS ||
-	    h->slot_size < sizeof(struct stats_slot) ||
-	    h->slots_off + (uint64_t)h->nslots * h->slot_size > h->layout_size ||
-	    h->caches_off + (uint64_t)h->ncaches * sizeof(struct stats_cache_block) > h->slots_off)
+	uint64_t layout = h->layout_size, coff = h->caches_off, soff = h->slots_off;
+	uint32_t nslots = h->nslots, ncaches = h->ncaches, slot_size = h->slot_size;
+	if (h->header_size < sizeof(struct stats_header) || layout > len || h->header_size > layout ||
+	    nslots == 0 || nslots > STATS_MAX_SLOTS || ncaches > 2 * STATS_CACHE_HALF ||
+	    slot_size < sizeof(struct stats_slot) || slot_size > 65536 || slot_size % STATS_LINE != 0 ||
+	    coff % STATS_LINE != 0 || soff % STATS_LINE != 0 || coff < h->header_size)
+		return "the segment's layout is inconsistent";
+	/* both spans are small now: at most 1024 x 64 KiB */
+	uint64_t cspan = (uint64_t)ncaches * sizeof(struct stats_cache_block);
+	uint64_t sspan = (uint64_t)nslots * slot_size;
+	if (coff > layout || cspan > layout - coff || soff > layout || sspan > layout - soff ||
+	    coff + cspan > soff)
 		return "the segment's layout is inconsistent";
 	return NULL;
 }
 
-const struct stats_header *stats_attach(const char *name, size_t *len, char *err, size_t errlen)
+const void *stats_map_segment(const char *name, size_t *len, char *err, size_t errlen)
 {
 	char shm[128];
 	struct stat st;
 
 	snprintf(shm, sizeof(shm), "/spindle-%s", name);
-	int fd = shm_open(shm, O_RDONLY | O_CLOEXEC, 0);
+	int fd = shm_open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			snprintf(err, errlen, "no spindle instance named '%s' (/dev/shm%s does not exist)", name, shm);
@@ -126,8 +138,10 @@ const struct stats_header *stats_attach(const char *name, size_t *len, char *err
 			snprintf(err, errlen, "/dev/shm%s: %s", shm, strerror(errno));
 		return NULL;
 	}
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(struct stats_header)) {
-		snprintf(err, errlen, "/dev/shm%s: not a spindle statistics segment", shm);
+	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(struct stats_header) ||
+	    (uint64_t)st.st_size > STATS_MAX_SEGMENT) {
+		snprintf(err, errlen, "/dev/shm%s: not a spindle statistics segment (size %lld)", shm,
+			 (long long)st.st_size);
 		close(fd);
 		return NULL;
 	}
@@ -137,18 +151,49 @@ const struct stats_header *stats_attach(const char *name, size_t *len, char *err
 		snprintf(err, errlen, "/dev/shm%s: mmap: %s", shm, strerror(errno));
 		return NULL;
 	}
-	const char *why = stats_check(p, (size_t)st.st_size);
-	if (why) {
-		snprintf(err, errlen, "/dev/shm%s: %s", shm, why);
-		munmap(p, (size_t)st.st_size);
-		return NULL;
-	}
 	*len = (size_t)st.st_size;
 	return p;
 }
 
-void stats_detach(const struct stats_header *h, size_t len)
+const struct stats_header *stats_read_copy(const void *map, size_t len, struct stats_copy *c, char *err,
+					   size_t errlen)
 {
-	if (h)
-		munmap((void *)h, len);
+	size_t words = len / sizeof(uint64_t);
+	if (words * sizeof(uint64_t) > c->cap) {
+		/* aligned like the mapping it stands for: the counters are atomics */
+		void *p = aligned_alloc(STATS_LINE, (len + STATS_LINE - 1) / STATS_LINE * STATS_LINE);
+		if (!p) {
+			snprintf(err, errlen, "out of memory for a %zu-byte segment", len);
+			return NULL;
+		}
+		free(c->buf);
+		c->buf = p;
+		c->cap = len;
+	}
+	/* Word by word with relaxed atomic loads, as the writers' counters are
+	 * 64-bit atomics: memcpy() or read(2) may copy them in pieces and tear
+	 * a value that is being incremented. */
+	const _Atomic uint64_t *src = map;
+	uint64_t *dst = c->buf;
+	for (size_t i = 0; i < words; i++)
+		dst[i] = atomic_load_explicit(&src[i], memory_order_relaxed);
+	c->len = words * sizeof(uint64_t);
+	const char *why = stats_check(c->buf, c->len);
+	if (why) {
+		snprintf(err, errlen, "%s", why);
+		return NULL;
+	}
+	return c->buf;
+}
+
+void stats_copy_free(struct stats_copy *c)
+{
+	free(c->buf);
+	*c = (struct stats_copy){ 0 };
+}
+
+void stats_detach(const void *map, size_t len)
+{
+	if (map)
+		munmap((void *)map, len);
 }

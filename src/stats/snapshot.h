@@ -45,9 +45,25 @@ double stats_bucket_le_us(int i);
  * returns a reason. */
 const char *stats_check(const struct stats_header *h, size_t len);
 
-/* Maps /dev/shm/spindle-NAME read-only. NULL with a message in err. */
-const struct stats_header *stats_attach(const char *name, size_t *len, char *err, size_t errlen);
-void stats_detach(const struct stats_header *h, size_t len);
+/* A reader's private copy of a segment: what it checks is what it reads,
+ * whatever the segment's writer (or anyone who can write it) does meanwhile. */
+struct stats_copy {
+	void *buf;
+	size_t cap, len;
+};
+#define STATS_MAX_SEGMENT (64u << 20) /* far above any layout this code writes */
+
+/* Maps /dev/shm/spindle-NAME read-only, unchecked (stats_read_copy checks
+ * each copy): the mapping, or NULL with a message in err. Unmap it with
+ * stats_detach(). Reading it faults with SIGBUS should the segment shrink. */
+const void *stats_map_segment(const char *name, size_t *len, char *err, size_t errlen);
+/* Copies the mapping into c and checks the copy: the header at the start of
+ * the copy, or NULL with the reason in err. */
+const struct stats_header *stats_read_copy(const void *map, size_t len, struct stats_copy *c, char *err,
+					   size_t errlen);
+void stats_copy_free(struct stats_copy *c);
+
+void stats_detach(const void *map, size_t len);
 
 int64_t stats_mono_ns(void);
 

@@ -38,6 +38,39 @@ static ino_t seg_ino;
 static char seg_name[96];
 static int seg_refs;
 
+/* Which cache blocks of that segment a generation holds (creator only). A
+ * generation may drain across several reloads, so blocks are handed out per
+ * generation rather than by the parity of its number: one that outlives two
+ * reloads must neither share its gauges with the newest nor, when it ends,
+ * zero the newest one's. */
+static bool cache_block_used[2 * STATS_CACHE_HALF];
+
+/* First fit of n free blocks; returns the first, or -1 when none is free. */
+static int cache_blocks_take(uint32_t n)
+{
+	for (uint32_t i = 0; i + n <= 2 * STATS_CACHE_HALF; i++) {
+		uint32_t k = 0;
+		while (k < n && !cache_block_used[i + k])
+			k++;
+		if (k == n) {
+			for (k = 0; k < n; k++)
+				cache_block_used[i + k] = true;
+			return (int)i;
+		}
+		i += k; /* i + k is used: start after it */
+	}
+	return -1;
+}
+
+static void cache_blocks_zero(struct stats_header *h, uint32_t base, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct cache_gauges *g = &stats_cache_at(h, base + i)->g;
+		atomic_store(&g->bytes, 0);
+		atomic_store(&g->entries, 0);
+	}
+}
+
 _Thread_local struct stats_slot *stats_thread_slot;
 struct stats_slot *stats_process_slot;
 
@@ -88,18 +121,42 @@ static bool owner_alive(pid_t pid, uint64_t starttime)
 	return kill(pid, 0) == 0 || errno == EPERM;
 }
 
-enum probe { PROBE_GONE, PROBE_STALE, PROBE_LIVE };
+enum probe { PROBE_GONE, PROBE_STALE, PROBE_LIVE, PROBE_UNTRUSTED, PROBE_FOREIGN };
 
-/* Looks at an existing segment: is its creator still running? */
-static enum probe probe(const char *shm_name, pid_t *pid_out)
+#define STATS_MODE 0640
+
+/* Looks at an existing segment: whose is it, can its content be trusted, and
+ * is its creator still running? Anyone can create a name in /dev/shm, so
+ * nothing in a segment is believed (not even "my owner is alive", which would
+ * keep us from starting) unless our own user made it, no one else could have
+ * written it, and it has our size: another user's is PROBE_FOREIGN, a
+ * doubtful one of ours PROBE_UNTRUSTED (reclaimed like a stale one). */
+static enum probe probe(const char *shm_name, size_t want_len, pid_t *pid_out, uid_t *uid_out, const char **why)
 {
 	for (int tries = 0;; tries++) {
-		int fd = shm_open(shm_name, O_RDONLY | O_CLOEXEC, 0);
+		int fd = shm_open(shm_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
 		if (fd < 0)
 			return errno == ENOENT ? PROBE_GONE : PROBE_STALE;
 		struct stat st;
 		struct stats_header *h = MAP_FAILED;
-		if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(*h))
+		if (fstat(fd, &st) < 0) {
+			close(fd);
+			return PROBE_STALE;
+		}
+		*uid_out = st.st_uid;
+		if (st.st_uid != geteuid()) {
+			close(fd);
+			return PROBE_FOREIGN;
+		}
+		*why = !S_ISREG(st.st_mode)		   ? "not a regular file"
+		       : (st.st_mode & 07137) != 0	   ? "others could write it (mode too open)"
+		       : st.st_size != 0 && (size_t)st.st_size != want_len ? "not the size of a segment"
+								   : NULL;
+		if (*why) {
+			close(fd);
+			return PROBE_UNTRUSTED;
+		}
+		if (st.st_size >= (off_t)sizeof(*h))
 			h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
 		close(fd);
 		if (h != MAP_FAILED) {
@@ -110,9 +167,11 @@ static enum probe probe(const char *shm_name, pid_t *pid_out)
 			if (ours)
 				return alive ? PROBE_LIVE : PROBE_STALE;
 		}
-		/* empty or foreign: maybe an instance is still filling it in */
-		if (tries == PROBE_TRIES)
-			return PROBE_STALE;
+		/* empty or unfinished: maybe an instance is still filling it in */
+		if (tries == PROBE_TRIES) {
+			*why = "never initialised";
+			return PROBE_UNTRUSTED;
+		}
 		struct timespec ts = { 0, PROBE_WAIT_MS * 1000000L };
 		nanosleep(&ts, NULL);
 	}
@@ -136,14 +195,17 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
-/* Creates the named segment: fd, or -1 after saying why (live owner). Sets
- * *fallback when the name cannot be used at all. */
-static int create_named(const char *shm_name, const char *inst, bool *fallback)
+/* Creates the named segment with O_EXCL and a private mode: fd, or -1 after
+ * saying why. Sets *fallback when the name cannot be used at all (statistics
+ * then stay private to the instance and spindle-stat cannot see them). */
+static int create_named(const char *shm_name, const char *inst, size_t len, bool *fallback)
 {
 	for (int attempt = 0; attempt < 3; attempt++) {
-		int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-		if (fd >= 0)
+		int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, STATS_MODE);
+		if (fd >= 0) {
+			fchmod(fd, STATS_MODE); /* whatever the umask */
 			return fd;
+		}
 		if (errno != EEXIST) {
 			log_warn("stats: shm_open %s: %s: statistics stay private (no spindle-stat)", shm_name,
 				 strerror(errno));
@@ -151,7 +213,9 @@ static int create_named(const char *shm_name, const char *inst, bool *fallback)
 			return -1;
 		}
 		pid_t pid = 0;
-		switch (probe(shm_name, &pid)) {
+		uid_t uid = 0;
+		const char *why = NULL;
+		switch (probe(shm_name, len, &pid, &uid, &why)) {
 		case PROBE_LIVE:
 			log_error("stats: instance '%s' is in use by a running spindle (pid %d)", inst, (int)pid);
 			fprintf(stderr,
@@ -159,9 +223,21 @@ static int create_named(const char *shm_name, const char *inst, bool *fallback)
 				"pid %d: stop it, or set another stats_name\n",
 				inst, shm_name, (int)pid);
 			return -1;
+		case PROBE_FOREIGN:
+			/* Not ours to read, trust or remove (Apache's scoreboard and
+			 * nginx's zones avoid the question with anonymous memory). */
+			log_error("stats: /dev/shm%s belongs to uid %d, not to this user (uid %d): refusing it; "
+				  "statistics stay private (no spindle-stat) until it is removed or stats_name changes",
+				  shm_name, (int)uid, (int)geteuid());
+			*fallback = true;
+			return -1;
+		case PROBE_UNTRUSTED:
+			log_warn("stats: reclaiming /dev/shm%s: %s", shm_name, why);
+			goto reclaim;
 		case PROBE_STALE:
 			log_warn("stats: reclaiming stale segment /dev/shm%s (left by pid %d, no longer running)",
 				 shm_name, (int)pid);
+		reclaim:
 			if (shm_unlink(shm_name) < 0 && errno != ENOENT) {
 				log_warn("stats: shm_unlink %s: %s", shm_name, strerror(errno));
 				*fallback = true;
@@ -225,13 +301,14 @@ int stats_open(struct server *srv)
 	snprintf(st->shm_name, sizeof(st->shm_name), "/spindle-%s", inst);
 	if (seg_refs > 0 && strcmp(seg_name, st->shm_name) == 0) {
 		/* a reload: the segment is ours, keep counting in it */
-		fd = shm_open(st->shm_name, O_RDWR | O_CLOEXEC, 0);
-		reuse = fd >= 0 && fstat(fd, &sb) == 0 && sb.st_ino == seg_ino && (size_t)sb.st_size >= len;
+		fd = shm_open(st->shm_name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+		reuse = fd >= 0 && fstat(fd, &sb) == 0 && sb.st_ino == seg_ino && sb.st_uid == geteuid() &&
+			(sb.st_mode & 07137) == 0 && (size_t)sb.st_size == len;
 		if (!reuse && fd >= 0)
 			close(fd);
 	}
 	if (!reuse)
-		fd = create_named(st->shm_name, inst, &fallback);
+		fd = create_named(st->shm_name, inst, len, &fallback);
 	if (fd < 0 && !fallback) {
 		free(st);
 		return -1;
@@ -262,10 +339,9 @@ int stats_open(struct server *srv)
 	struct stats_header *h = st->h;
 	if (reuse) {
 		/* the new generation's summary; the counters carry on */
-		unsigned long long gen = atomic_fetch_add(&h->generation, 1) + 1;
+		atomic_fetch_add(&h->generation, 1);
 		if ((uint32_t)nslots > h->nslots)
 			h->nslots = (uint32_t)nslots;
-		st->cache_base = (uint32_t)((gen - 1) % 2) * STATS_CACHE_HALF;
 		goto summary;
 	}
 	struct timespec rt;
@@ -295,14 +371,25 @@ summary:
 	copy_str(h->root, sizeof(h->root), cfg->root);
 	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */
 
-	st->ncaches = (uint32_t)ncaches;
 	if (st->ino) {
 		if (!reuse) {
 			seg_ino = st->ino;
 			snprintf(seg_name, sizeof(seg_name), "%s", st->shm_name);
 			seg_refs = 0;
+			memset(cache_block_used, 0, sizeof(cache_block_used));
 		}
 		seg_refs++;
+	}
+	int base = st->ino ? cache_blocks_take((uint32_t)ncaches) : 0; /* a private mapping is this generation's alone */
+	if (base < 0) {
+		/* every block is held by generations still draining: this one's
+		 * caches go uncounted rather than corrupt theirs */
+		log_warn("stats: no free cache gauges for this generation (%d still draining)", seg_refs - 1);
+		st->ncaches = 0;
+	} else {
+		st->cache_base = (uint32_t)base;
+		st->ncaches = (uint32_t)ncaches;
+		cache_blocks_zero(h, st->cache_base, st->ncaches);
 	}
 	srv->stats = st;
 	proc_h = h;
@@ -311,7 +398,7 @@ summary:
 	stats_process_slot = stats_slot_at(h, 0);
 	proc_cache_base = st->cache_base;
 	proc_ncaches = st->ncaches;
-	cache_set_gauges(srv->cache, &stats_cache_at(h, st->cache_base)->g);
+	cache_set_gauges(srv->cache, st->ncaches ? &stats_cache_at(h, st->cache_base)->g : NULL);
 	return 0;
 fail:
 	if (fd >= 0)
@@ -335,12 +422,12 @@ void stats_close(struct server *srv)
 		proc_h = NULL;
 	}
 	if (st->creator == getpid()) {
-		/* this generation's processes are gone: so are their caches */
-		for (uint32_t i = 0; i < st->ncaches; i++) {
-			struct cache_gauges *g = &stats_cache_at(st->h, st->cache_base + i)->g;
-			atomic_store(&g->bytes, 0);
-			atomic_store(&g->entries, 0);
-		}
+		/* this generation's processes are gone: so are their caches, and
+		 * only their blocks are cleared and given back */
+		cache_blocks_zero(st->h, st->cache_base, st->ncaches);
+		if (st->ino && st->ino == seg_ino)
+			for (uint32_t i = 0; i < st->ncaches; i++)
+				cache_block_used[st->cache_base + i] = false;
 		if (st->ino && st->ino == seg_ino && --seg_refs == 0) {
 			struct stat sb;
 			char path[128];
@@ -383,7 +470,9 @@ void stats_process_start(struct server *srv, int proc)
 	if (proc >= 0) {
 		proc_base = proc * (srv->cfg->threads > 0 ? srv->cfg->threads : 1);
 		/* the master's cache was empty when it forked: this worker's starts at zero */
-		cache_set_gauges(srv->cache, &stats_cache_at(proc_h, proc_cache_base + (uint32_t)proc % proc_ncaches)->g);
+		cache_set_gauges(srv->cache, proc_ncaches ? &stats_cache_at(proc_h, proc_cache_base +
+									    (uint32_t)proc % proc_ncaches)->g
+							  : NULL);
 		stats_process_slot = slot_for(0);
 	} else {
 		proc_base = 0;

@@ -5,9 +5,11 @@ prefork) write from many processes into one segment."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -255,3 +257,229 @@ def test_cache_hit_and_revalidation(fresh_server, tmp_path):
         assert c.read_response().body == b"version two, longer\n"
         s = wait_stats(srv.port, lambda s: s["requests"] >= 3)
         assert (s["cache"]["hits"], s["cache"]["misses"]) == (1, 2)
+
+
+# --------------------------------------------------------------------------
+# Issue 9.11: cache gauges across overlapping drains
+# --------------------------------------------------------------------------
+
+def _wait_log(srv: util.Server, pattern: str, timeout: float):
+    rx = re.compile(pattern)
+    return util.wait_for(lambda: rx.search(srv.error_log.read_text(errors="replace")), timeout)
+
+
+@pytest.mark.concurrent
+def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_server, huge_docroot):
+    """Generation 1 drains a slow download through two reloads; generation 3
+    then shares no gauges with it, and when generation 1 finally ends its
+    cache's gauges go, not generation 3's."""
+    if model == "fork":
+        pytest.skip("fork: a per-connection process's cache dies with it; no gauges to keep")
+    small = huge_docroot.path / "gauge.txt"
+    if not small.exists():
+        small.write_bytes(b"g" * 2000)
+    srv = fresh_server(root=huge_docroot.path, drain_timeout=60, keepalive_timeout=1)
+    with srv.connect(timeout=30, rcvbuf=16384) as slow:
+        slow.send(util.build_request("GET", "/huge.bin"))
+        assert slow.read_head(time.monotonic() + util.scaled(5)).startswith(b"HTTP/1.1 200 ")
+        assert srv.get("/gauge.txt", headers={"Connection": "close"}).status == 200
+        srv.signal(signal.SIGHUP)
+        assert _wait_log(srv, r"generation 2: serving process \d+", util.scaled(5)), srv.diagnostics()
+        assert srv.get("/gauge.txt", headers={"Connection": "close"}).status == 200
+        srv.signal(signal.SIGHUP)
+        assert _wait_log(srv, r"generation 3: serving process \d+", util.scaled(5)), srv.diagnostics()
+        assert _wait_log(srv, r"generation 2 \(pid \d+\) finished", util.scaled(10)), srv.diagnostics()
+        assert srv.get("/gauge.txt", headers={"Connection": "close"}).status == 200
+        s = wait_stats(srv.port, lambda s: s["cache"]["entries"] >= 2)
+        assert s["cache"]["entries"] >= 2, f"generations 1 and 3 each cache gauge.txt: {s['cache']}"
+    # the slow client is gone: generation 1 ends
+    assert _wait_log(srv, r"generation 1 \(pid \d+\) finished", util.scaled(15)), srv.diagnostics()
+    s = stat_json(srv.port)
+    assert s["generation"] >= 3
+    assert s["cache"]["entries"] >= 1 and s["cache"]["bytes"] >= 2000, \
+        f"generation 3 still caches gauge.txt, but its gauges read {s['cache']}"
+
+
+# --------------------------------------------------------------------------
+# Issue 9.11: a hostile or corrupted segment
+# --------------------------------------------------------------------------
+
+# struct stats_header offsets (src/stats/shm.h)
+OFF_LAYOUT, OFF_NSLOTS, OFF_NCACHES, OFF_SLOT_SIZE = 16, 68, 72, 76
+OFF_CACHES, OFF_SLOTS, OFF_PORT = 80, 88, 96
+OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT = 112, 176, 208, 224, 288
+REAL_SLOTS_OFF = 832 + 1024 * 64  # the header, rounded to 64, then the cache blocks
+
+
+@pytest.fixture(scope="module")
+def real_segment(tmp_path_factory, docroot) -> bytes:
+    """The bytes of a real segment, left by an instance that has stopped."""
+    name = f"seg{os.getpid()}"
+    srv = util.Server("iterative", docroot.path, tmp_path_factory.mktemp("segsrc"),
+                      {"stats_name": name}).start()
+    try:
+        assert srv.get("/a.txt").status == 200
+        data = shm_path(name).read_bytes()
+    finally:
+        srv.stop()
+    assert struct.unpack_from("<i", data, OFF_PORT)[0] == srv.port  # the offsets above are right
+    assert struct.unpack_from("<Q", data, OFF_SLOTS)[0] == REAL_SLOTS_OFF
+    return data
+
+
+def _run_stat_on(name: str, data: bytes, *args: str) -> subprocess.CompletedProcess:
+    p = shm_path(name)
+    p.write_bytes(data)
+    try:
+        return subprocess.run([str(STAT_BIN), "--name", name, "--once", *args], capture_output=True,
+                              timeout=10)
+    finally:
+        p.unlink(missing_ok=True)
+
+
+def _patched(data: bytes, *edits: tuple[str, int, object]) -> bytes:
+    b = bytearray(data)
+    for fmt, off, val in edits:
+        if isinstance(val, bytes):
+            b[off:off + len(val)] = val
+        else:
+            struct.pack_into(fmt, b, off, val)
+    return bytes(b)
+
+
+CORRUPTIONS = {
+    "slots_off_wraps": [("<Q", OFF_SLOTS, 2**64 - 64)],
+    "caches_off_wraps": [("<Q", OFF_CACHES, 2**64 - 64 * 8)],
+    "slots_past_the_end": [("<Q", OFF_SLOTS, 2**40)],
+    "huge_slot_size": [("<I", OFF_SLOT_SIZE, 2**32 - 64)],
+    "slots_off_misaligned": [("<Q", OFF_SLOTS, REAL_SLOTS_OFF + 8)],
+    "caches_over_header": [("<Q", OFF_CACHES, 0)],
+    "layout_beyond_file": [("<Q", OFF_LAYOUT, 2**63)],
+    "too_many_caches": [("<I", OFF_NCACHES, 2**32 - 1)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPTIONS))
+def test_viewer_reports_a_corrupted_segment(real_segment, case):
+    name = f"bad{os.getpid()}"
+    for args in (["--json"], []):
+        r = _run_stat_on(name, _patched(real_segment, *CORRUPTIONS[case]), *args)
+        assert r.returncode == 1, f"{case} {args}: exit {r.returncode} (a crash is negative)\n{r.stderr!r}"
+        assert b"inconsistent" in r.stderr, r.stderr
+        assert r.stdout == b""
+
+
+def test_viewer_reports_a_truncated_segment(real_segment):
+    r = _run_stat_on(f"short{os.getpid()}", real_segment[:4096], "--json")
+    assert r.returncode == 1 and r.stderr, (r.returncode, r.stderr)
+
+
+def test_viewer_escapes_the_segment_strings(real_segment):
+    """Strings come from the segment, which a writer could fill with terminal
+    escapes, quotes, and no terminating NUL at all."""
+    evil = b"\x1b[2J\x1b]0;owned\x07\"\\\n\r\x7f"
+    data = _patched(real_segment,
+                    ("", OFF_NAME, (evil * 8)[:64]),        # no NUL: runs into model
+                    ("", OFF_MODEL, (b"m\x1b" * 16)[:32]),
+                    ("", OFF_VERSION, b"v" * 16),
+                    ("", OFF_BIND, evil + b"\0"),
+                    ("", OFF_ROOT, b"/r\xff\xfe\x01" * 100 + b"\0" * 12))
+    r = _run_stat_on(f"esc{os.getpid()}", data, "--json")
+    assert r.returncode == 0, r.stderr
+    assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
+    assert 0x7f not in r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["instance"] == (evil * 8)[:64].decode("latin-1")
+    assert doc["bind"] == evil.decode("latin-1")
+    assert doc["model"] == ("m\x1b" * 16)[:32]
+    assert doc["version"] == "v" * 16
+    r = _run_stat_on(f"esc{os.getpid()}", data)  # the screen view
+    assert r.returncode == 0, r.stderr
+    assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
+    assert b"\\x1b" in r.stdout
+
+
+OFF_PID, OFF_STARTTIME = 24, 32
+
+
+def _claiming_live_owner(data: bytes) -> bytes:
+    """A segment whose header names a running process (this test) as its
+    creator: believed, it would keep spindle from starting."""
+    start = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return _patched(data, ("<i", OFF_PID, os.getpid()), ("<Q", OFF_STARTTIME, start))
+
+
+HOSTILE = {
+    # (mode, how the bytes are made)
+    "world_writable": (0o666, lambda d: _claiming_live_owner(d)),
+    "wrong_size": (0o600, lambda d: _claiming_live_owner(d) + b"\0" * 4096),
+    "garbage": (0o600, lambda d: os.urandom(len(d))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_precreated_doubtful_segment_is_reclaimed(model, fresh_server, real_segment, case):
+    name = f"hostile{os.getpid()}{case[:3]}"
+    mode, make = HOSTILE[case]
+    p = shm_path(name)
+    p.write_bytes(make(real_segment))
+    os.chmod(p, mode)
+    try:
+        srv = fresh_server(stats_name=name)
+        assert srv.get("/a.txt").status == 200
+        st = p.stat()
+        assert st.st_uid == os.geteuid() and (st.st_mode & 0o777) == 0o640, oct(st.st_mode)
+        assert "reclaiming /dev/shm/spindle-" + name in srv.error_log.read_text()
+        r = subprocess.run([str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True,
+                           text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["pid"] == srv.proc.pid
+        srv.stop()
+        assert not p.exists(), "the reclaimed segment is ours now and goes with us"
+    finally:
+        p.unlink(missing_ok=True)
+
+
+def test_precreated_segment_of_another_user_is_refused_not_trusted(model, fresh_server, real_segment):
+    if os.geteuid() != 0:
+        pytest.skip("making a segment owned by another user needs root")
+    name = f"foreign{os.getpid()}"
+    p = shm_path(name)
+    data = _claiming_live_owner(real_segment)
+    p.write_bytes(data)
+    os.chmod(p, 0o644)
+    os.chown(p, 54321, 54321)
+    try:
+        srv = fresh_server(stats_name=name)  # starts: the claim of a live owner is not believed
+        assert srv.get("/a.txt").status == 200
+        log = srv.error_log.read_text()
+        assert f"/dev/shm/spindle-{name} belongs to uid 54321" in log, log[-2000:]
+        st = p.stat()
+        assert st.st_uid == 54321 and p.read_bytes() == data, "someone else's segment was touched"
+        assert srv.stop() == 0
+        assert p.exists() and p.stat().st_uid == 54321
+    finally:
+        p.unlink(missing_ok=True)
+
+
+def test_viewer_survives_the_segment_shrinking_under_it(real_segment):
+    """The live view maps the segment; whoever can write it can also truncate
+    it, and the next copy then faults (SIGBUS): reported, not a crash."""
+    name = f"shrink{os.getpid()}"
+    p = shm_path(name)
+    p.write_bytes(_claiming_live_owner(real_segment))  # else the view ends: "has stopped"
+    try:
+        viewer = subprocess.Popen([str(STAT_BIN), "--name", name, "--interval", "0.05"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+        os.truncate(p, 4096)
+        try:
+            out, _err = viewer.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            viewer.kill()
+            viewer.communicate()
+            pytest.fail("spindle-stat kept running on a truncated segment")
+        assert viewer.returncode == 1, f"exit {viewer.returncode} (a crash is negative)"
+        assert b"shrank" in out, out[-500:]
+    finally:
+        p.unlink(missing_ok=True)

@@ -1,0 +1,138 @@
+"""Fault campaign: descriptor exhaustion for every model.
+
+Each serving process runs under a low RLIMIT_NOFILE and is offered more
+clients than it has descriptors. While they hold their connections, nothing
+in the instance may spin (CPU time from /proc), the server stays up, and once
+the clients leave it serves again. The campaign is bounded: a few seconds per
+model."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+
+import util
+from conftest import A_TXT
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NOFILE = 40        # a serving process needs 8-15 at rest (see /proc/PID/fd)
+CLIENTS = 120      # well beyond what NOFILE lets any model hold
+MEASURE_S = 2.0
+CHURN_S = 1.5
+# A spin burns a whole core (1.0 s per second); an idle server a few ticks.
+MAX_CPU_SHARE = 0.10
+
+
+class LimitedServer(util.Server):
+    """A spindle whose every process starts with RLIMIT_NOFILE = NOFILE."""
+
+    def argv(self) -> list[str]:
+        return ["prlimit", f"--nofile={NOFILE}:{NOFILE}", "--"] + super().argv()
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        st = util.proc_stat(pid)
+        if st:  # utime, stime: fields 14 and 15 (st[0] is field 3)
+            total += int(st[11]) + int(st[12])
+    return total / CLK_TCK
+
+
+def instance(srv: util.Server) -> list[int]:
+    return [srv.proc.pid] + util.proc_descendants(srv.proc.pid)
+
+
+def open_clients(port: int, n: int) -> list[socket.socket]:
+    """n connections, each sending a keep-alive request (those the server
+    accepts are answered and then sit idle, holding a descriptor; the rest
+    wait in the backlog or are dropped)."""
+    socks = []
+    req = util.build_request("GET", "/a.txt")
+    for _ in range(n):
+        try:
+            s = socket.create_connection((util.HOST, port), timeout=2)
+            s.sendall(req)
+            socks.append(s)
+        except OSError:
+            break  # backlog full or connection dropped: enough pressure
+    return socks
+
+
+def churn(srv: util.Server, clients: list[socket.socket], seconds: float) -> tuple[float, float]:
+    """For `seconds`: a request on each held connection in turn and a new
+    connection every round. Returns (CPU seconds of the instance, elapsed)."""
+    pids = instance(srv)
+    before, t0 = cpu_seconds(pids), time.monotonic()
+    req = util.build_request("GET", "/a.txt")
+    rounds = 0
+    while time.monotonic() - t0 < seconds and rounds < 100000:
+        s = clients[rounds % len(clients)] if clients else None
+        try:
+            if s is not None:
+                s.setblocking(False)
+                try:
+                    while s.recv(65536):  # discard earlier answers
+                        pass
+                except BlockingIOError:
+                    pass
+                s.send(req)
+        except OSError:
+            pass  # dropped by the server: fine
+        try:
+            extra = socket.create_connection((util.HOST, srv.port), timeout=0.2)
+            extra.close()
+        except OSError:
+            pass
+        rounds += 1
+        time.sleep(0.002)
+    return cpu_seconds(pids) - before, time.monotonic() - t0
+
+
+def served(port: int) -> bool:
+    try:
+        with util.Conn.open(port, timeout=2) as c:
+            c.send(util.build_request("GET", "/a.txt", headers={"Connection": "close"}))
+            return c.read_response().body == A_TXT
+    except (OSError, AssertionError):
+        return False
+
+
+def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
+    srv = LimitedServer(model, docroot.path, tmp_path,
+                        {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
+                         "drain_timeout": 2})
+    srv.start()
+    clients: list[socket.socket] = []
+    try:
+        assert served(srv.port)
+        clients = open_clients(srv.port, CLIENTS)
+        # Churn, bounded: requests on held connections (file opens that may
+        # take the acceptor's spare number) while new clients keep coming.
+        churn_cpu, churn_s = churn(srv, clients, CHURN_S)
+        time.sleep(util.scaled(0.5))
+        log = srv.error_log.read_text(errors="replace")
+        exhausted = "out of file descriptors" in log or "Too many open files" in log
+        pids = instance(srv)
+        before, t0 = cpu_seconds(pids), time.monotonic()
+        time.sleep(MEASURE_S)
+        used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
+        print(f"\n{model}: {len(clients)} clients at RLIMIT_NOFILE={NOFILE} "
+              f"(descriptors ran out: {'yes' if exhausted else 'no'}): {churn_cpu:.2f} s CPU "
+              f"over {churn_s:.2f} s of churn, then {used:.2f} s CPU over {elapsed:.2f} s held")
+        if model in ("thread", "pool", "prefork", "epoll", "uring"):
+            # these hold many connections per process: the limit must bite
+            assert exhausted, f"{model}: never ran out of descriptors\n{srv.diagnostics()}"
+        srv.assert_alive("out of descriptors ")
+        assert used < MAX_CPU_SHARE * elapsed, \
+            f"{model}: {used:.2f} s CPU in {elapsed:.2f} s while out of descriptors: a busy loop"
+    finally:
+        for s in clients:
+            s.close()
+    # the clients are gone: descriptors come back and service resumes
+    assert util.wait_for(lambda: served(srv.port), util.scaled(10), interval=0.2), \
+        f"{model}: not serving again after the clients left\n{srv.diagnostics()}"
+    rc = srv.stop(timeout=util.scaled(15))
+    assert rc == 0, srv.diagnostics()
