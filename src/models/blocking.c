@@ -11,6 +11,8 @@
 #include "../server.h"
 #include "io.h"
 
+#define BLOCKING_WRITE_GRACE_MS 5 /* see serve(): then a pool parks a writer */
+
 static enum blocking_end serve(const struct server *srv, int fd, struct conn *c, bool until_idle)
 {
 	int64_t drain_deadline = -1;
@@ -44,10 +46,23 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 			conn_timeout(c);
 			continue;
 		}
-		/* Waiting for the client to send: hand the connection back rather
-		 * than sleep on it, so a slow or idle client holds no thread. */
+		/* Waiting for the client to send, or to read what we sent: hand
+		 * the connection back rather than sleep on it, so a slow or idle
+		 * client holds no thread. (While draining, the few that are left
+		 * finish here, within the drain deadline.) */
 		if (until_idle && want == CONN_WANT_READ && conn_awaits_request(c))
 			return BLOCKING_IDLE;
+		if (until_idle && want == CONN_WANT_WRITE && drain_deadline < 0) {
+			/* A client that reads at full speed empties the buffer
+			 * within a few ms: wait that long here rather than make a
+			 * fast download go round the poller every time. */
+			struct pollfd w = { .fd = fd, .events = POLLOUT };
+			if (poll(&w, 1, BLOCKING_WRITE_GRACE_MS) > 0) {
+				can_write = true;
+				continue;
+			}
+			return BLOCKING_WAIT_WRITE;
+		}
 		struct pollfd pfd[2] = {
 			{ .fd = fd, .events = want == CONN_WANT_WRITE ? POLLOUT : POLLIN },
 			{ .fd = srv->wake_fd, .events = POLLIN },

@@ -7,8 +7,10 @@
  * until one of them times out (seconds). So a worker serves a connection only
  * while it has work: blocking_serve_until_idle() returns as soon as the
  * connection waits for request bytes with none readable (its next request,
- * or the rest of a slowly sent one: conn_awaits_request()); the worker then parks (fd, conn) in the pool's epoll set
- * (EPOLLONESHOT) and takes the next item. The calling thread of pool_serve()
+ * or the rest of a slowly sent head or body: conn_awaits_request()), or for
+ * room in a full send buffer (a client slowly reading a response); the worker
+ * then parks (fd, conn) in the pool's epoll set (EPOLLONESHOT, for reading or
+ * writing) and takes the next item. The calling thread of pool_serve()
  * is both the listener and the poller: it waits on one epoll set holding the
  * listening socket, the stop eventfd, a "kick" eventfd and every parked
  * connection; a parked connection that becomes readable is queued as work
@@ -160,8 +162,10 @@ static void close_locked(struct pool *p, struct pitem *it)
 static void requeue_locked(struct pool *p, struct pitem *it);
 
 /* A worker gives back a connection that waits for its next request. */
-static void park_locked(struct pool *p, struct pitem *it)
+static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
 {
+	bool for_write = why == BLOCKING_WAIT_WRITE;
+
 	if (p->draining) {
 		/* a worker waits out its drain grace: it may still send a request */
 		int64_t d;
@@ -173,11 +177,17 @@ static void park_locked(struct pool *p, struct pitem *it)
 		return;
 	}
 	conn_wants(it->c, &it->deadline);
-	conn_release_idle(it->c); /* between requests, give the buffers back */
+	if (!for_write)
+		conn_release_idle(it->c); /* between requests, give the buffers back */
 	/* Armed under the lock, so the poller cannot time it out or close it
 	 * between the two steps. A one-shot registration fires once; arming
-	 * checks readiness, so bytes that came meanwhile are not missed. */
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = it };
+	 * checks readiness, so bytes (or send room) that came meanwhile are not
+	 * missed. No EPOLLRDHUP for a writer: a client that half-closed may
+	 * still read, and the flag would wake us at once, again and again. */
+	struct epoll_event ev = {
+		.events = (for_write ? EPOLLOUT : EPOLLIN | EPOLLRDHUP) | EPOLLONESHOT,
+		.data.ptr = it,
+	};
 	if (epoll_ctl(p->epfd, it->armed ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, it->fd, &ev) < 0) {
 		log_error("pool: epoll_ctl: %s: closing a connection", strerror(errno));
 		close_locked(p, it);
@@ -213,7 +223,7 @@ static void *pool_worker(void *arg)
 			p->nconns--;
 			made_room_locked(p);
 		} else {
-			park_locked(p, it);
+			park_locked(p, it, end);
 		}
 	}
 	pthread_mutex_unlock(&p->mu);
