@@ -17,6 +17,8 @@ enum blocking_end {
 			    now: fd and c go back to the caller */
 	BLOCKING_WAIT_WRITE, /* a response is pending and the socket's send buffer
 				is full: fd and c go back to the caller */
+	BLOCKING_YIELD,  /* had its turn and still has work: the caller queues it behind
+			    the others */
 };
 
 /* Serves c on fd (non-blocking) until it closes, goes idle or waits for the

@@ -21,10 +21,14 @@
  * by send_timeout).
  *
  * Bounds: the listener accepts only while the queue holds fewer than
- * 2 x threads items and fewer than max_conns connections are open; otherwise
+ * 2 x threads new connections (not yet served) and fewer than max_conns
+ * connections are open; otherwise
  * it stops watching the listening socket (connections wait in the backlog)
  * and the first worker to make room writes the kick eventfd. Parked
- * connections that wake are queued regardless: they are already counted.
+ * connections that wake, and busy ones that had their turn (a worker serves
+ * a connection for a bounded number of reads and writes, then queues it
+ * behind the others: BLOCKING_YIELD), are queued regardless: they are
+ * already counted, and must not keep new clients in the backlog.
  *
  * Stop: the listener stops accepting, parked connections are closed (they are
  * idle), workers finish what they hold and what is queued (blocking_serve
@@ -63,6 +67,7 @@ struct pitem {
 	int fd;
 	bool armed;         /* in the epoll set (one-shot; re-armed with MOD) */
 	bool parked;        /* on the idle list, owned by the poller */
+	bool fresh;         /* accepted, not yet served: counts against qcap */
 	int64_t deadline;   /* when parked: conn_wants' deadline */
 	struct pitem *next, *prev;
 };
@@ -78,7 +83,8 @@ struct pool {
 	pthread_mutex_t mu;     /* guards everything below */
 	pthread_cond_t work;    /* the queue is not empty */
 	struct pitem *qhead, *qtail;
-	int qlen, qcap;
+	int qlen;
+	int qfresh, qcap;       /* queued and never served yet; the accept bound */
 	struct pitem *idle;     /* parked connections */
 	int nconns, max_conns;  /* open connections, in any place */
 	bool paused;            /* the listener waits for room: kick it when there is */
@@ -98,7 +104,7 @@ static void kick(struct pool *p)
 
 static bool room_locked(const struct pool *p)
 {
-	return p->qlen < p->qcap && p->nconns < p->max_conns;
+	return p->qfresh < p->qcap && p->nconns < p->max_conns;
 }
 
 /* After a worker took an item or a connection closed. */
@@ -132,6 +138,10 @@ static struct pitem *pop_locked(struct pool *p)
 		if (!p->qhead)
 			p->qtail = NULL;
 		p->qlen--;
+		if (it->fresh) {
+			it->fresh = false;
+			p->qfresh--;
+		}
 		it->next = NULL;
 	}
 	return it;
@@ -222,6 +232,8 @@ static void *pool_worker(void *arg)
 			free(it);
 			p->nconns--;
 			made_room_locked(p);
+		} else if (end == BLOCKING_YIELD) {
+			push_locked(p, it); /* behind what waits: one flooder cannot hold a worker */
 		} else {
 			park_locked(p, it, end);
 		}
@@ -285,8 +297,10 @@ static void pool_accept(struct pool *p)
 			return;
 		}
 		it->fd = fd;
+		it->fresh = true;
 		pthread_mutex_lock(&p->mu);
 		p->nconns++;
+		p->qfresh++;
 		push_locked(p, it);
 		pthread_mutex_unlock(&p->mu);
 	}

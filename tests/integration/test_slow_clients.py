@@ -157,3 +157,118 @@ def test_fresh_client_beside_slow_readers(model, fresh_server):
 def test_fresh_client_beside_slow_readers_and_writers(model, fresh_server):
     """Both kinds at once, 200 of each."""
     _campaign(fresh_server(**CAMPAIGN_SETTINGS), SLOW_CLIENTS, SLOW_CLIENTS)
+
+
+# --------------------------------------------------------------------------
+# Fast clients: one connection must not keep a loop or worker to itself
+# --------------------------------------------------------------------------
+
+FLOOD_SECONDS = 4.0  # the most a flooding client sends
+# One loop / one worker, so the flooder and the fresh client must share it.
+ONE_WORKER = {"workers": 1, "threads": 1}
+
+
+FLOOD_FILE_SIZE = 32 << 20
+
+
+@pytest.fixture(scope="module")
+def flood_file(tmp_path_factory):
+    """Bytes to flood with: sent by sendfile from the page cache, a client
+    outpaces a server's reads, so its socket never runs dry."""
+    p = tmp_path_factory.mktemp("flood") / "flood.bin"
+    p.write_bytes(b"x" * FLOOD_FILE_SIZE)
+    return p
+
+
+FLOODERS = 4  # on one loop, each drained in turn without a budget
+
+
+def _flood_after_error(port: int, stop: threading.Event, path):
+    """FLOODERS clients, each sending a malformed request (400, then the
+    server lingers, reading and dropping) and then flooding bytes until the
+    server closes or time is up."""
+    floods = [threading.Thread(target=_flood_one, args=(port, stop, path), daemon=True)
+              for _ in range(FLOODERS)]
+    for t in floods:
+        t.start()
+    for t in floods:
+        t.join(timeout=FLOOD_SECONDS + 5)
+
+
+def _flood_one(port: int, stop: threading.Event, path):
+    s = socket.create_connection((util.HOST, port), timeout=1)
+    try:
+        s.sendall(b"BAD REQUEST\r\n\r\n")
+        end = time.monotonic() + FLOOD_SECONDS
+        with open(path, "rb") as f:
+            while time.monotonic() < end and not stop.is_set():
+                s.sendfile(f, 0)
+    except OSError:
+        pass  # the server ended the linger: the flood is over
+    finally:
+        s.close()
+
+
+def _pipeline_fast(port: int, stop: threading.Event, answered: list[int]):
+    """Pipelines HEAD requests (small responses) as fast as the server answers
+    them, a reader thread draining the responses in large gulps, until time is
+    up: the server always has a request to parse and room to answer it."""
+    s = socket.create_connection((util.HOST, port), timeout=1)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    req = util.build_request("HEAD", "/a.txt") * 1024
+    end = time.monotonic() + FLOOD_SECONDS
+
+    def read():
+        buf = bytearray(4 << 20)
+        while time.monotonic() < end + 1 and not stop.is_set():
+            try:
+                n = s.recv_into(buf)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not n:
+                return
+            answered[0] += n
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        while time.monotonic() < end and not stop.is_set():
+            s.sendall(req)
+    except OSError:
+        pass
+    finally:
+        stop.wait(max(0.0, end - time.monotonic()))
+        reader.join(timeout=5)
+        s.close()
+
+
+def _beside(srv: util.Server, target, *args):
+    stop = threading.Event()
+    t = threading.Thread(target=target, args=(srv.port, stop, *args), daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)  # the flood is under way
+        times = _fresh_requests(srv, 6, 0.2)
+    finally:
+        stop.set()
+        t.join(timeout=10)
+    bound = util.scaled(FRESH_BOUND)
+    assert max(times) < bound, (
+        f"a fresh request took {max(times):.2f} s (all: {', '.join(f'{x:.2f}' for x in times)}) "
+        f"beside a flooding connection; bound {bound:.1f} s")
+
+
+def test_fresh_client_beside_flood_while_lingering(model, fresh_server, flood_file):
+    """A client that floods bytes after its request was refused (the server
+    half-closes and lingers, dropping what comes) shares the loop or worker
+    with a fresh client."""
+    _beside(fresh_server(**ONE_WORKER), _flood_after_error, flood_file)
+
+
+def test_fresh_client_beside_fast_pipeliner(model, fresh_server):
+    """A client pipelining requests as fast as it reads the responses."""
+    answered = [0]
+    _beside(fresh_server(**ONE_WORKER), _pipeline_fast, answered)
+    assert answered[0] > 0, "the pipelining client got no response bytes"
