@@ -106,6 +106,18 @@ class SlowCrowd:
         self.thread.start()
         return self
 
+    def wait_started(self, timeout: float):
+        """Until every reader has had response bytes (the server has taken up
+        every download) and every writer has sent a few bytes: the fresh
+        requests then measure the steady state, not the start-up burst. A
+        model whose workers are all held by slow clients never gets there:
+        the fresh requests that follow anyway then show it."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(self.received) and all(n >= 2 for n in self.sent):
+                return
+            time.sleep(0.1)
+
     def __exit__(self, *exc):
         self.stop_event.set()
         self.thread.join(timeout=10)
@@ -130,7 +142,7 @@ def _fresh_requests(srv: util.Server, count: int, pause: float) -> list[float]:
 def _campaign(srv: util.Server, writers: int, readers: int):
     bound = util.scaled(FRESH_BOUND)
     with SlowCrowd(srv.port, writers, readers, CAMPAIGN_SECONDS) as crowd:
-        time.sleep(2 * ROUND_SECONDS)  # every slow client has started
+        crowd.wait_started(util.scaled(5))
         times = _fresh_requests(srv, 5, ROUND_SECONDS / 2)
         assert crowd.thread.is_alive(), "the slow clients stopped before the fresh requests ended"
     slowest = max(times)
