@@ -398,6 +398,7 @@ static int http_parse_step(const char *buf, size_t len, const struct http_limits
 	const char *end = buf + (len < lim->max_head ? len : lim->max_head);
 	const char *line = buf + st->line, *lend, *tok, *eol;
 	const char *name, *val, *vend;
+	size_t nlen;
 	struct span authority = { NULL, 0 };
 	int major, minor, rc;
 
@@ -417,9 +418,11 @@ static int http_parse_step(const char *buf, size_t len, const struct http_limits
 		goto field_name;
 	case HTTP_P_OWS:
 		name = buf + st->tok;
+		nlen = st->nlen;
 		goto field_ows;
 	default:
 		name = buf + st->tok;
+		nlen = st->nlen;
 		val = buf + st->val;
 		goto field_value;
 	}
@@ -554,33 +557,39 @@ field:
 		 * line: RFC 9112 2.2, 5.2), whitespace before ':' (RFC 9112
 		 * 5.1) and an empty name all stop here. */
 		name = p;
-		st->tok = (size_t)(name - buf);
 field_name:
 		while (p < end && HTTP_IS(*p, HTTP_C_TCHAR))
 			p++;
-		if (p == end)
+		if (p == end) {
+			st->tok = (size_t)(name - buf);
 			HTTP_SUSPEND(HTTP_P_NAME, incomplete);
+		}
 		if (*p != ':' || p == name)
 			return -400;
 		if (++req->header_count > lim->max_headers)
 			return -431;
-		st->nlen = (size_t)(p - name);
+		nlen = (size_t)(p - name);
 		p++;
 field_ows:
 		while (p < end && HTTP_IS_WS(*p))
 			p++;
-		if (p == end)
+		if (p == end) {
+			/* where the field started: its offsets, saved only when suspending */
+			st->tok = (size_t)(name - buf);
+			st->nlen = nlen;
 			HTTP_SUSPEND(HTTP_P_OWS, incomplete);
+		}
 		val = p;
-		st->val = (size_t)(val - buf);
 field_value:
 		p = http_scan_value(p, end);
-		if (p == end)
+		if (p == end || (*p == '\r' && end - p < 2)) {
+			st->tok = (size_t)(name - buf);
+			st->nlen = nlen;
+			st->val = (size_t)(val - buf);
 			HTTP_SUSPEND(HTTP_P_VALUE, incomplete);
+		}
 		vend = p;
 		if (*p == '\r') {
-			if (end - p < 2)
-				HTTP_SUSPEND(HTTP_P_VALUE, incomplete);
 			/* RFC 9112 2.2: a bare CR is refused, never read as a line end. */
 			if (p[1] != '\n')
 				return -400;
@@ -593,7 +602,7 @@ field_value:
 		}
 		while (vend > val && HTTP_IS_WS(vend[-1]))
 			vend--;
-		rc = http_header(req, st, name, st->nlen, (struct span){ val, (size_t)(vend - val) });
+		rc = http_header(req, st, name, nlen, (struct span){ val, (size_t)(vend - val) });
 		if (rc)
 			return rc;
 	}
@@ -658,7 +667,7 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 		       struct http_request *req)
 {
 	struct http_parse_state st = { 0 };
-	return http_parse_request_resume(buf, len, lim, req, &st);
+	return http_parse_step(buf, len, lim, req, &st, false);
 }
 
 /* Chunked body (RFC 9112 7.1): one byte at a time on the framing lines, data
