@@ -64,6 +64,7 @@ struct conn {
 
 	/* the current request */
 	struct http_request req;
+	struct http_parse_state parse; /* how far its head was parsed: each read scans only new bytes */
 	size_t req_len;          /* bytes of its head, at in[start] */
 	bool have_req;
 	uint64_t body_left;      /* Content-Length bytes still to discard */
@@ -903,7 +904,8 @@ static void process_input(struct conn *c)
 		c->state = ST_CLOSE;
 		return;
 	}
-	int r = http_parse_request(c->in + c->in_start, c->in_end - c->in_start, &c->srv->limits, &c->req);
+	int r = http_parse_request_resume(c->in + c->in_start, c->in_end - c->in_start, &c->srv->limits,
+					  &c->req, &c->parse);
 	if (r == 0)
 		return;
 	c->stats_t0 = stats_clock_ns(); /* stats: latency runs from here to the response's last byte */
@@ -1093,6 +1095,7 @@ static void finish_response(struct conn *c)
 		return;
 	}
 	/* keep-alive: the next request may already be buffered (pipelining) */
+	memset(&c->parse, 0, sizeof(c->parse));
 	c->in_start = c->next_start;
 	if (c->in_start == c->in_end)
 		c->in_start = c->in_end = 0;

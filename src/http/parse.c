@@ -2,8 +2,9 @@
  *
  * One forward scan over the caller's bytes, character classes from one const
  * table, spans pointing back into the buffer. Nothing here allocates, does I/O
- * or keeps state between calls (the chunked skipper keeps its state in the
- * caller's struct http_chunked). */
+ * or keeps state between calls of its own: a head parsed as it trickles in
+ * keeps its progress in the caller's struct http_parse_state, a chunked body
+ * in the caller's struct http_chunked. */
 #include "parse.h"
 
 #include <limits.h>
@@ -263,18 +264,11 @@ static void http_connection_tokens(const char *p, const char *e, bool *close, bo
 	}
 }
 
-struct http_seen {
-	unsigned host, content_length, transfer_encoding;
-	bool range_dup, ims_dup, ius_dup;
-	bool close, keep_alive;
-	struct span te;
-};
-
 #define HTTP_NAME_IS(lit) (strncasecmp(name, lit, sizeof(lit) - 1) == 0)
 
 /* Records one field we care about; others are only counted. The switch on
  * length and first letter means one strncasecmp at most per field. */
-static int http_header(struct http_request *req, struct http_seen *s, const char *name, size_t nlen,
+static int http_header(struct http_request *req, struct http_parse_state *s, const char *name, size_t nlen,
 		       struct span v)
 {
 	switch (nlen) {
@@ -385,30 +379,85 @@ static int http_header(struct http_request *req, struct http_seen *s, const char
 	return 0;
 }
 
-int http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
-		       struct http_request *req)
+/* Where a suspended parse resumes (struct http_parse_state.phase). */
+enum {
+	HTTP_P_START,   /* empty lines before the request line */
+	HTTP_P_METHOD,
+	HTTP_P_TARGET,
+	HTTP_P_VERSION, /* the version and the request line's end: rechecked whole */
+	HTTP_P_FIELD,   /* the start of a field line, or the head's final empty line */
+	HTTP_P_NAME,
+	HTTP_P_OWS,     /* whitespace after the colon */
+	HTTP_P_VALUE,
+};
+
+/* A resumed scan reached the end of the head (http_parse_step). */
+#define HTTP_PARSE_AGAIN INT_MIN
+
+/* Saves where the scan stopped, for the next call with more bytes. */
+#define HTTP_SUSPEND(ph, label)                         \
+	do {                                            \
+		st->phase = (ph);                       \
+		st->pos = (size_t)(p - buf);            \
+		goto label;                             \
+	} while (0)
+
+/* One forward scan from where st says the last call stopped. Every decision
+ * looks only at bytes up to the scan position, and a check that needs a byte
+ * not yet here (a CR's LF, the version's 8 bytes) suspends before the byte it
+ * cannot judge, so a resumed scan reaches the same verdict as one over all
+ * the bytes at once. Spans written into *req by earlier calls may point to
+ * where the buffer used to be: a resumed scan only tests their presence, and
+ * stops at the end of the head (HTTP_PARSE_AGAIN) before anything reads them. */
+static int http_parse_step(const char *buf, size_t len, const struct http_limits *lim,
+			   struct http_request *req, struct http_parse_state *st, bool resumed)
 {
 	/* Nothing past max_head can be part of an acceptable head, so the
 	 * scan never looks further: a head not finished by then is -431. */
-	const char *p = buf;
+	const char *p = buf + st->pos;
 	const char *end = buf + (len < lim->max_head ? len : lim->max_head);
-	const char *line, *lend, *tok, *eol;
-	struct http_seen seen = { 0 };
+	const char *line = buf + st->line, *lend, *tok, *eol;
+	const char *name, *val, *vend;
+	size_t nlen;
 	struct span authority = { NULL, 0 };
 	int major, minor, rc;
 
-	*req = (struct http_request){ .method = HTTP_METHOD_UNKNOWN };
+	switch (st->phase) {
+	case HTTP_P_START:
+		if (st->pos == 0)
+			*req = (struct http_request){ .method = HTTP_METHOD_UNKNOWN };
+		goto empty_lines;
+	case HTTP_P_METHOD:
+	case HTTP_P_TARGET:
+	case HTTP_P_VERSION:
+		goto request_line;
+	case HTTP_P_FIELD:
+		goto field;
+	case HTTP_P_NAME:
+		name = buf + st->tok;
+		goto field_name;
+	case HTTP_P_OWS:
+		name = buf + st->tok;
+		nlen = st->nlen;
+		goto field_ows;
+	default:
+		name = buf + st->tok;
+		nlen = st->nlen;
+		val = buf + st->val;
+		goto field_value;
+	}
 
+empty_lines:
 	/* RFC 9112 2.2: a server SHOULD ignore at least one empty line before
 	 * the request-line; we ignore any number (they count towards max_head). */
 	for (;;) {
 		if (p == end)
-			goto incomplete;
+			HTTP_SUSPEND(HTTP_P_START, incomplete);
 		if (*p == '\n') {
 			p++;
 		} else if (*p == '\r') {
 			if (end - p < 2)
-				goto incomplete;
+				HTTP_SUSPEND(HTTP_P_START, incomplete);
 			if (p[1] != '\n')
 				return -400;
 			p += 2;
@@ -416,38 +465,51 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 			break;
 		}
 	}
+	line = p;
+	st->line = (size_t)(line - buf);
+	st->phase = HTTP_P_METHOD;
 
+request_line:
 	/* The request line is scanned only up to the first byte that would
 	 * make it too long (content, CR, LF), so a huge target is refused
 	 * without being read to its end. */
-	line = p;
-	if ((size_t)(end - p) > lim->max_request_line && (size_t)(end - p) - lim->max_request_line > 2)
-		lend = p + lim->max_request_line + 2;
+	if ((size_t)(end - line) > lim->max_request_line && (size_t)(end - line) - lim->max_request_line > 2)
+		lend = line + lim->max_request_line + 2;
 	else
 		lend = end;
+	if (st->phase == HTTP_P_TARGET)
+		goto target;
+	if (st->phase == HTTP_P_VERSION)
+		goto version;
 
 	/* RFC 9112 3: method SP request-target SP HTTP-version, single SPs. */
 	while (p < lend && HTTP_IS(*p, HTTP_C_TCHAR))
 		p++;
 	if (p == lend)
-		goto incomplete_line;
+		HTTP_SUSPEND(HTTP_P_METHOD, incomplete_line);
 	if (*p != ' ' || p == line)
 		return -400;
-	req->method_name = (struct span){ line, (size_t)(p - line) };
-	req->method = http_method_lookup(line, (size_t)(p - line));
+	st->mlen = (size_t)(p - line);
+	req->method = http_method_lookup(line, st->mlen);
+	p++;
+	st->tok = (size_t)(p - buf);
 
-	tok = ++p;
+target:
+	tok = buf + st->tok;
 	p = http_scan_target(p, lend);
 	if (p == lend)
-		goto incomplete_line;
+		HTTP_SUSPEND(HTTP_P_TARGET, incomplete_line);
 	/* Anything but SP here is a CTL, DEL or '#': RFC 3986 allows no
 	 * fragment in a request-target (RFC 9112 3.2). */
 	if (*p != ' ' || p == tok)
 		return -400;
-	req->target = (struct span){ tok, (size_t)(p - tok) };
+	st->tlen = (size_t)(p - tok);
+	st->tok = (size_t)(++p - buf);
 
-	/* RFC 9112 2.3: HTTP-version = "HTTP" "/" DIGIT "." DIGIT, case-sensitive. */
-	tok = ++p;
+version:
+	/* RFC 9112 2.3: HTTP-version = "HTTP" "/" DIGIT "." DIGIT, case-sensitive.
+	 * At most ten bytes, so a resumed call checks them again from the start. */
+	tok = p = buf + st->tok;
 	{
 		static const char pat[] = "HTTP/9.9";
 		size_t avail = (size_t)(lend - p);
@@ -457,6 +519,8 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 		}
 		if (avail < 8) {
 			p = lend;
+			st->phase = HTTP_P_VERSION;
+			st->pos = st->tok;
 			goto incomplete_line;
 		}
 	}
@@ -464,12 +528,12 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 	minor = tok[7] - '0';
 	p += 8;
 	if (p == lend)
-		goto incomplete_line;
+		HTTP_SUSPEND(HTTP_P_VERSION, incomplete_line);
 	eol = p;
 	if (*p == '\r') {
 		/* A CR at the very end may be half of a CRLF: not content. */
 		if (p + 1 == lend)
-			goto incomplete_line;
+			HTTP_SUSPEND(HTTP_P_VERSION, incomplete_line);
 		if (p[1] != '\n')
 			return -400;
 		p += 2;
@@ -478,6 +542,8 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 	} else {
 		return -400;
 	}
+	req->method_name = (struct span){ line, st->mlen };
+	req->target = (struct span){ line + st->mlen + 1, st->tlen };
 	req->request_line = (struct span){ line, (size_t)(eol - line) };
 	if ((size_t)(eol - line) > lim->max_request_line)
 		return -414;
@@ -492,18 +558,16 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 
 	/* RFC 9112 5: field-line = field-name ":" OWS field-value OWS. */
 	for (;;) {
-		const char *name, *val, *vend;
-		size_t nlen;
-
+field:
 		if (p == end)
-			goto incomplete;
+			HTTP_SUSPEND(HTTP_P_FIELD, incomplete);
 		if (*p == '\n') {
 			p++;
 			break;
 		}
 		if (*p == '\r') {
 			if (end - p < 2)
-				goto incomplete;
+				HTTP_SUSPEND(HTTP_P_FIELD, incomplete);
 			if (p[1] != '\n')
 				return -400;
 			p += 2;
@@ -513,26 +577,39 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 		 * line: RFC 9112 2.2, 5.2), whitespace before ':' (RFC 9112
 		 * 5.1) and an empty name all stop here. */
 		name = p;
+field_name:
 		while (p < end && HTTP_IS(*p, HTTP_C_TCHAR))
 			p++;
-		if (p == end)
-			goto incomplete;
+		if (p == end) {
+			st->tok = (size_t)(name - buf);
+			HTTP_SUSPEND(HTTP_P_NAME, incomplete);
+		}
 		if (*p != ':' || p == name)
 			return -400;
 		if (++req->header_count > lim->max_headers)
 			return -431;
 		nlen = (size_t)(p - name);
 		p++;
+field_ows:
 		while (p < end && HTTP_IS_WS(*p))
 			p++;
+		if (p == end) {
+			/* where the field started: its offsets, saved only when suspending */
+			st->tok = (size_t)(name - buf);
+			st->nlen = nlen;
+			HTTP_SUSPEND(HTTP_P_OWS, incomplete);
+		}
 		val = p;
+field_value:
 		p = http_scan_value(p, end);
-		if (p == end)
-			goto incomplete;
+		if (p == end || (*p == '\r' && end - p < 2)) {
+			st->tok = (size_t)(name - buf);
+			st->nlen = nlen;
+			st->val = (size_t)(val - buf);
+			HTTP_SUSPEND(HTTP_P_VALUE, incomplete);
+		}
 		vend = p;
 		if (*p == '\r') {
-			if (end - p < 2)
-				goto incomplete;
 			/* RFC 9112 2.2: a bare CR is refused, never read as a line end. */
 			if (p[1] != '\n')
 				return -400;
@@ -545,36 +622,40 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 		}
 		while (vend > val && HTTP_IS_WS(vend[-1]))
 			vend--;
-		rc = http_header(req, &seen, name, nlen, (struct span){ val, (size_t)(vend - val) });
+		rc = http_header(req, st, name, nlen, (struct span){ val, (size_t)(vend - val) });
 		if (rc)
 			return rc;
 	}
 
-	if (req->version_minor == 1 && !seen.host)
+	/* The checks below read spans that earlier calls took: the caller
+	 * parses the finished head again in one pass. */
+	if (resumed)
+		return HTTP_PARSE_AGAIN;
+	if (req->version_minor == 1 && !st->host)
 		return -400;
-	if (seen.transfer_encoding) {
+	if (st->transfer_encoding) {
 		/* RFC 9112 6.1 / 6.3: TE with CL, or TE in HTTP/1.0, means the
 		 * framing cannot be trusted. */
-		if (seen.content_length || req->version_minor == 0)
+		if (st->content_length || req->version_minor == 0)
 			return -400;
 		/* RFC 9112 6.1: chunked must be the final coding and we know
 		 * no other, so only a lone "chunked" is acceptable. */
-		if (seen.transfer_encoding > 1 || !span_eq_nocase(seen.te, "chunked"))
+		if (st->transfer_encoding > 1 || !span_eq_nocase(st->te, "chunked"))
 			return -501;
 		req->chunked = true;
 	}
-	if (seen.range_dup) {
+	if (st->range_dup) {
 		req->range = (struct span){ NULL, 0 };
 		req->if_range = (struct span){ NULL, 0 };
 	}
-	if (seen.ims_dup)
+	if (st->ims_dup)
 		req->if_modified_since = (struct span){ NULL, 0 };
-	if (seen.ius_dup)
+	if (st->ius_dup)
 		req->if_unmodified_since = (struct span){ NULL, 0 };
 	if (span_is_set(authority))
 		req->host = authority;
 	/* RFC 9112 9.3: 1.1 persists unless "close"; 1.0 only when asked. */
-	req->keep_alive = !seen.close && (req->version_minor == 1 || seen.keep_alive);
+	req->keep_alive = !st->close && (req->version_minor == 1 || st->keep_alive);
 	if (p - buf > INT_MAX)
 		return -431;
 	return (int)(p - buf);
@@ -584,6 +665,31 @@ incomplete_line:
 		return -414;
 incomplete:
 	return len >= lim->max_head ? -431 : 0;
+}
+
+int http_parse_request_resume(const char *buf, size_t len, const struct http_limits *lim,
+			      struct http_request *req, struct http_parse_state *st)
+{
+	bool resumed = st->phase != HTTP_P_START || st->pos != 0;
+	int rc = http_parse_step(buf, len, lim, req, st, resumed);
+
+	if (rc == 0)
+		return 0;
+	*st = (struct http_parse_state){ 0 };
+	/* One more pass over the finished head (O(n), once) points every span
+	 * into buf and makes the final checks. */
+	if (rc == HTTP_PARSE_AGAIN) {
+		rc = http_parse_step(buf, len, lim, req, st, false);
+		*st = (struct http_parse_state){ 0 };
+	}
+	return rc;
+}
+
+int http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
+		       struct http_request *req)
+{
+	struct http_parse_state st = { 0 };
+	return http_parse_step(buf, len, lim, req, &st, false);
 }
 
 /* Chunked body (RFC 9112 7.1): one byte at a time on the framing lines, data

@@ -59,6 +59,24 @@ struct http_request {
 	size_t header_count;
 };
 
+/* Where an incomplete parse stopped, so the next call with more bytes scans
+ * only the new ones (picohttpparser's last_len idea, taken to the byte): a
+ * client trickling its head one byte per packet costs O(n), not O(n^2).
+ * Offsets only, relative to buf, so the caller may move its buffer between
+ * calls. The fields are private to parse.c. */
+struct http_parse_state {
+	unsigned phase;
+	size_t pos;          /* where the scan resumes; bytes before it are checked */
+	size_t line;         /* the request line's first byte */
+	size_t tok;          /* the token being scanned: target, version or field name */
+	size_t val;          /* a field value's first byte */
+	size_t nlen;         /* the field name's length, in the value phase */
+	size_t mlen, tlen;   /* method and target lengths */
+	unsigned host, content_length, transfer_encoding;
+	bool range_dup, ims_dup, ius_dup, close, keep_alive;
+	struct span te;
+};
+
 /* Parses one request head at the start of buf[0..len).
  * Returns the number of bytes the head occupies (including the final empty
  * line and any empty lines skipped before the request line) when complete,
@@ -78,6 +96,16 @@ struct http_request {
  * whose buffer holds max_head bytes always gets a final answer. */
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
 		       struct http_request *req);
+
+/* The same parse, resumed: st (zeroed before a head's first call) remembers
+ * how far earlier calls got, and only bytes after that are scanned. Call
+ * again with the same bytes plus what arrived since (the buffer may have
+ * moved), the same req and st. Every call returns exactly what
+ * http_parse_request would return for buf[0..len); *req is valid only when
+ * the result is > 0. After any non-zero result *st is zeroed again, ready
+ * for the next head. */
+int http_parse_request_resume(const char *buf, size_t len, const struct http_limits *lim,
+			      struct http_request *req, struct http_parse_state *st);
 
 /* Skips a chunked request body (RFC 9112 7.1) incrementally, chunk data,
  * extensions and trailers included. Zero-initialise before the first call. */

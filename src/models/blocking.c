@@ -11,12 +11,17 @@
 #include "../server.h"
 #include "io.h"
 
+#define BLOCKING_WRITE_GRACE_MS 5 /* see serve(): then a pool parks a writer */
+#define BLOCKING_BUDGET 16        /* reads/writes before the deadline is checked, and
+				     a pool's worker gives the connection a turn back */
+
 static enum blocking_end serve(const struct server *srv, int fd, struct conn *c, bool until_idle)
 {
 	int64_t drain_deadline = -1;
 	/* Try the I/O before polling (the bytes are usually there); only a short
 	 * read or write, or EAGAIN, says a direction is not ready. */
 	bool can_read = true, can_write = true;
+	int steps = 0;
 
 	for (;;) {
 		int64_t deadline;
@@ -27,6 +32,21 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 		enum conn_want want = conn_wants(c, &deadline);
 		if (want == CONN_WANT_CLOSE)
 			break;
+		if (++steps % BLOCKING_BUDGET == 0) {
+			/* A client that keeps bytes flowing (flooding while we
+			 * linger after an error, or pipelining as fast as it
+			 * reads) never lets the I/O say "not ready": its deadline
+			 * still applies, and a pool worker serves the others too. */
+			int64_t now = conn_now_ms();
+			if (drain_deadline >= 0 && now >= drain_deadline)
+				break;
+			if (deadline >= 0 && now >= deadline) {
+				conn_timeout(c);
+				continue;
+			}
+			if (until_idle && drain_deadline < 0)
+				return BLOCKING_YIELD;
+		}
 		bool *ready = want == CONN_WANT_WRITE ? &can_write : &can_read;
 		if (*ready || want == CONN_WANT_SHUTDOWN) {
 			enum io_result r = io_step(c, fd, want);
@@ -44,10 +64,23 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 			conn_timeout(c);
 			continue;
 		}
-		/* Waiting for the client to send: hand the connection back rather
-		 * than sleep on it, so a slow or idle client holds no thread. */
+		/* Waiting for the client to send, or to read what we sent: hand
+		 * the connection back rather than sleep on it, so a slow or idle
+		 * client holds no thread. (While draining, the few that are left
+		 * finish here, within the drain deadline.) */
 		if (until_idle && want == CONN_WANT_READ && conn_awaits_request(c))
 			return BLOCKING_IDLE;
+		if (until_idle && want == CONN_WANT_WRITE && drain_deadline < 0) {
+			/* A client that reads at full speed empties the buffer
+			 * within a few ms: wait that long here rather than make a
+			 * fast download go round the poller every time. */
+			struct pollfd w = { .fd = fd, .events = POLLOUT };
+			if (poll(&w, 1, BLOCKING_WRITE_GRACE_MS) > 0) {
+				can_write = true;
+				continue;
+			}
+			return BLOCKING_WAIT_WRITE;
+		}
 		struct pollfd pfd[2] = {
 			{ .fd = fd, .events = want == CONN_WANT_WRITE ? POLLOUT : POLLIN },
 			{ .fd = srv->wake_fd, .events = POLLIN },

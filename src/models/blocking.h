@@ -15,10 +15,15 @@ enum blocking_end {
 	BLOCKING_CLOSED, /* the socket is closed and the conn freed */
 	BLOCKING_IDLE,   /* waiting for request bytes (conn_awaits_request), none readable
 			    now: fd and c go back to the caller */
+	BLOCKING_WAIT_WRITE, /* a response is pending and the socket's send buffer
+				is full: fd and c go back to the caller */
+	BLOCKING_YIELD,  /* had its turn and still has work: the caller queues it behind
+			    the others */
 };
 
-/* Serves c on fd (non-blocking) until it closes or goes idle. Used by the
- * pool, which parks idle keep-alive connections in a poller. */
+/* Serves c on fd (non-blocking) until it closes, goes idle or waits for the
+ * client to read. Used by the pool, which parks such connections in a poller
+ * rather than hold a thread for a client that is slow or silent. */
 enum blocking_end blocking_serve_until_idle(const struct server *srv, int fd, struct conn *c);
 
 #endif

@@ -3,7 +3,14 @@
  * share of any surplus ones), or all share one with EPOLLEXCLUSIVE
  * (reuseport = off). A socket is registered
  * once for both directions; the loop remembers which direction has readiness
- * left, so no epoll_ctl is needed per request. */
+ * left, so no epoll_ctl is needed per request.
+ *
+ * Fairness: a connection gets at most EPOLL_BUDGET system calls per turn. One
+ * with readiness left after that (a client flooding bytes, or pipelining
+ * requests as fast as it reads the responses) goes on the loop's ready list
+ * and gets its next turn after the other ready connections and the deadline
+ * scan: edge-triggered epoll will not report it again, so the list is what
+ * remembers it. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,12 +30,15 @@
 
 #define EPOLL_EVENTS 256
 #define EPOLL_SCAN_MS 200  /* how often deadlines are checked */
+#define EPOLL_BUDGET 16    /* reads/writes per connection per turn: 64 KiB to 1 MiB */
 
 struct econn {
 	struct conn *c;
 	int fd;
 	bool can_read, can_write;
+	bool queued;           /* on the loop's ready list */
 	struct econn *prev, *next;
+	struct econn *ready_next;
 };
 
 struct loop {
@@ -38,6 +48,7 @@ struct loop {
 	struct acceptor acc;
 	struct econn *conns;   /* every open connection, for deadline scans */
 	int nconns;
+	struct econn *ready, *ready_tail; /* used up their budget with readiness left */
 	struct conn_slots *slots; /* max_connections, shared by all loops */
 	bool stopping;
 	int64_t drain_deadline;
@@ -46,8 +57,38 @@ struct loop {
 /* Tags in epoll_event.data.ptr for the non-connection descriptors. */
 static char tag_listener, tag_wake, tag_slot;
 
+static void ready_push(struct loop *lp, struct econn *e)
+{
+	if (e->queued)
+		return;
+	e->queued = true;
+	e->ready_next = NULL;
+	if (lp->ready_tail)
+		lp->ready_tail->ready_next = e;
+	else
+		lp->ready = e;
+	lp->ready_tail = e;
+}
+
+/* Rare (a queued connection closed by a deadline or a drain): a walk will do. */
+static void ready_remove(struct loop *lp, struct econn *e)
+{
+	struct econn **pp = &lp->ready, *prev = NULL;
+	for (; *pp; prev = *pp, pp = &(*pp)->ready_next) {
+		if (*pp == e) {
+			*pp = e->ready_next;
+			if (lp->ready_tail == e)
+				lp->ready_tail = prev;
+			break;
+		}
+	}
+	e->queued = false;
+}
+
 static void econn_close(struct loop *lp, struct econn *e)
 {
+	if (e->queued)
+		ready_remove(lp, e);
 	close(e->fd); /* also removes it from the epoll set */
 	conn_free(e->c);
 	if (e->prev)
@@ -61,10 +102,11 @@ static void econn_close(struct loop *lp, struct econn *e)
 	slots_give(lp->slots);
 }
 
-/* Runs the connection until it waits for readiness it does not have. */
+/* Runs the connection until it waits for readiness it does not have, or
+ * has had its turn (then it goes on the ready list). */
 static void econn_run(struct loop *lp, struct econn *e)
 {
-	for (;;) {
+	for (int steps = 0;; steps++) {
 		int64_t deadline;
 		enum conn_want want = conn_wants(e->c, &deadline);
 		if (want == CONN_WANT_CLOSE) {
@@ -75,6 +117,10 @@ static void econn_run(struct loop *lp, struct econn *e)
 		if (!*ready && want != CONN_WANT_SHUTDOWN) {
 			if (want == CONN_WANT_READ)
 				conn_release_idle(e->c); /* only acts between requests */
+			return;
+		}
+		if (steps == EPOLL_BUDGET) {
+			ready_push(lp, e);
 			return;
 		}
 		enum io_result r = io_step(e->c, e->fd, want);
@@ -175,7 +221,9 @@ static void *loop_main(void *arg)
 
 	while (!(lp->stopping && lp->nconns == 0)) {
 		int timeout = -1;
-		if (lp->nconns > 0) {
+		if (lp->ready) {
+			timeout = 0; /* turns are due: just collect new events */
+		} else if (lp->nconns > 0) {
 			int64_t now = conn_now_ms();
 			timeout = next_scan > now ? (int)(next_scan - now) : 0;
 		}
@@ -208,6 +256,16 @@ static void *loop_main(void *arg)
 					e->can_write = true;
 				econn_run(lp, e);
 			}
+		}
+		/* Those that used up their budget, in order; a connection that
+		 * uses it up again is queued for the next round. */
+		struct econn *e = lp->ready;
+		lp->ready = lp->ready_tail = NULL;
+		while (e) {
+			struct econn *next = e->ready_next;
+			e->queued = false;
+			econn_run(lp, e);
+			e = next;
 		}
 		if (stop_seen && !lp->stopping)
 			loop_begin_stop(lp);

@@ -7,8 +7,10 @@
  * until one of them times out (seconds). So a worker serves a connection only
  * while it has work: blocking_serve_until_idle() returns as soon as the
  * connection waits for request bytes with none readable (its next request,
- * or the rest of a slowly sent one: conn_awaits_request()); the worker then parks (fd, conn) in the pool's epoll set
- * (EPOLLONESHOT) and takes the next item. The calling thread of pool_serve()
+ * or the rest of a slowly sent head or body: conn_awaits_request()), or for
+ * room in a full send buffer (a client slowly reading a response); the worker
+ * then parks (fd, conn) in the pool's epoll set (EPOLLONESHOT, for reading or
+ * writing) and takes the next item. The calling thread of pool_serve()
  * is both the listener and the poller: it waits on one epoll set holding the
  * listening socket, the stop eventfd, a "kick" eventfd and every parked
  * connection; a parked connection that becomes readable is queued as work
@@ -19,10 +21,14 @@
  * by send_timeout).
  *
  * Bounds: the listener accepts only while the queue holds fewer than
- * 2 x threads items and fewer than max_conns connections are open; otherwise
+ * 2 x threads new connections (not yet served) and fewer than max_conns
+ * connections are open; otherwise
  * it stops watching the listening socket (connections wait in the backlog)
  * and the first worker to make room writes the kick eventfd. Parked
- * connections that wake are queued regardless: they are already counted.
+ * connections that wake, and busy ones that had their turn (a worker serves
+ * a connection for a bounded number of reads and writes, then queues it
+ * behind the others: BLOCKING_YIELD), are queued regardless: they are
+ * already counted, and must not keep new clients in the backlog.
  *
  * Stop: the listener stops accepting, parked connections are closed (they are
  * idle), workers finish what they hold and what is queued (blocking_serve
@@ -61,6 +67,7 @@ struct pitem {
 	int fd;
 	bool armed;         /* in the epoll set (one-shot; re-armed with MOD) */
 	bool parked;        /* on the idle list, owned by the poller */
+	bool fresh;         /* accepted, not yet served: counts against qcap */
 	int64_t deadline;   /* when parked: conn_wants' deadline */
 	struct pitem *next, *prev;
 };
@@ -76,7 +83,8 @@ struct pool {
 	pthread_mutex_t mu;     /* guards everything below */
 	pthread_cond_t work;    /* the queue is not empty */
 	struct pitem *qhead, *qtail;
-	int qlen, qcap;
+	int qlen;
+	int qfresh, qcap;       /* queued and never served yet; the accept bound */
 	struct pitem *idle;     /* parked connections */
 	int nconns, max_conns;  /* open connections, in any place */
 	bool paused;            /* the listener waits for room: kick it when there is */
@@ -96,7 +104,7 @@ static void kick(struct pool *p)
 
 static bool room_locked(const struct pool *p)
 {
-	return p->qlen < p->qcap && p->nconns < p->max_conns;
+	return p->qfresh < p->qcap && p->nconns < p->max_conns;
 }
 
 /* After a worker took an item or a connection closed. */
@@ -130,6 +138,10 @@ static struct pitem *pop_locked(struct pool *p)
 		if (!p->qhead)
 			p->qtail = NULL;
 		p->qlen--;
+		if (it->fresh) {
+			it->fresh = false;
+			p->qfresh--;
+		}
 		it->next = NULL;
 	}
 	return it;
@@ -160,8 +172,10 @@ static void close_locked(struct pool *p, struct pitem *it)
 static void requeue_locked(struct pool *p, struct pitem *it);
 
 /* A worker gives back a connection that waits for its next request. */
-static void park_locked(struct pool *p, struct pitem *it)
+static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
 {
+	bool for_write = why == BLOCKING_WAIT_WRITE;
+
 	if (p->draining) {
 		/* a worker waits out its drain grace: it may still send a request */
 		int64_t d;
@@ -173,11 +187,17 @@ static void park_locked(struct pool *p, struct pitem *it)
 		return;
 	}
 	conn_wants(it->c, &it->deadline);
-	conn_release_idle(it->c); /* between requests, give the buffers back */
+	if (!for_write)
+		conn_release_idle(it->c); /* between requests, give the buffers back */
 	/* Armed under the lock, so the poller cannot time it out or close it
 	 * between the two steps. A one-shot registration fires once; arming
-	 * checks readiness, so bytes that came meanwhile are not missed. */
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = it };
+	 * checks readiness, so bytes (or send room) that came meanwhile are not
+	 * missed. No EPOLLRDHUP for a writer: a client that half-closed may
+	 * still read, and the flag would wake us at once, again and again. */
+	struct epoll_event ev = {
+		.events = (for_write ? EPOLLOUT : EPOLLIN | EPOLLRDHUP) | EPOLLONESHOT,
+		.data.ptr = it,
+	};
 	if (epoll_ctl(p->epfd, it->armed ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, it->fd, &ev) < 0) {
 		log_error("pool: epoll_ctl: %s: closing a connection", strerror(errno));
 		close_locked(p, it);
@@ -212,8 +232,10 @@ static void *pool_worker(void *arg)
 			free(it);
 			p->nconns--;
 			made_room_locked(p);
+		} else if (end == BLOCKING_YIELD) {
+			push_locked(p, it); /* behind what waits: one flooder cannot hold a worker */
 		} else {
-			park_locked(p, it);
+			park_locked(p, it, end);
 		}
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -279,8 +301,10 @@ static void pool_accept(struct pool *p)
 			return;
 		}
 		it->fd = fd;
+		it->fresh = true;
 		pthread_mutex_lock(&p->mu);
 		p->nconns++;
+		p->qfresh++;
 		push_locked(p, it);
 		pthread_mutex_unlock(&p->mu);
 	}

@@ -6,7 +6,10 @@
  * core wants: recv into conn_input_space(), sendmsg of conn_output()'s iovecs,
  * a file range as read-into-a-buffer + send, shutdown. Completions feed the
  * core, which then says what to submit next. All SQEs prepared in an
- * iteration go to the kernel in one io_uring_enter, which also waits.
+ * iteration go to the kernel in one io_uring_enter, which also waits. So a
+ * connection gets one operation per turn of the loop: a client flooding bytes
+ * or pipelining requests as fast as it reads cannot keep the loop to itself
+ * (epoll.c needs an explicit budget for that; here it comes with the design).
  *
  * File ranges are read into a per-connection buffer and sent, not spliced:
  * io_uring runs every splice in an io-wq worker thread (it cannot be issued

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -176,4 +177,35 @@ def test_body_deadline_not_extended_by_dribbling(quick):
             c, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n", 5)
     assert elapsed is not None, "a dribbled body kept the connection for 5 s"
     assert elapsed <= 2.5, f"body deadline hit after {elapsed:.2f}s (expected ~1s)"
+    _assert_408_or_nothing(data)
+
+
+# --------------------------------------------------------------------------
+# The default header_timeout (issue 9: slowloris must be cut within 10 s)
+# --------------------------------------------------------------------------
+
+def _effective_header_timeout(r) -> str:
+    assert r.returncode == 0, r.stderr
+    for line in r.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "header_timeout":
+            return value.strip()
+    pytest.fail(f"--check printed no header_timeout:\n{r.stdout}")
+
+
+def test_default_header_timeout_at_most_10s(tmp_path):
+    """Built in, and in the shipped server.conf (nginx: 60 s)."""
+    assert _effective_header_timeout(util.run_spindle("--root", str(tmp_path), "--check", cwd=tmp_path)) == "10s"
+    repo = Path(__file__).resolve().parents[2]
+    assert _effective_header_timeout(
+        util.run_spindle("--config", "server.conf", "--check", cwd=repo)) == "10s"
+
+
+def test_default_header_timeout_cuts_trickling_client(server):
+    """With the defaults, a client trickling its head a byte at a time is
+    answered 408 (or closed) about 10 s after it connected, whatever the model."""
+    with server.connect() as c:
+        elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", util.scaled(15))
+    assert elapsed is not None, "a trickling client was not cut within 15 s"
+    assert 9 <= elapsed <= util.scaled(11.5), f"cut after {elapsed:.2f} s (header_timeout = 10 s)"
     _assert_408_or_nothing(data)

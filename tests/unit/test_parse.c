@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../src/http/parse.h"
@@ -513,6 +514,201 @@ Test(parse, method_names)
 	cr_expect_str_eq(http_method_name(HTTP_PATCH), "PATCH");
 	cr_expect_str_eq(http_method_name(HTTP_METHOD_UNKNOWN), "UNKNOWN");
 	cr_expect_str_eq(http_method_name((enum http_method)99), "UNKNOWN");
+}
+
+/* ------------------------------------------------------ resumed parsing */
+
+/* A span as an offset into the buffer it came from, so results over buffers
+ * at different addresses compare. -1: absent; -2: outside the buffer (the
+ * constant "/" of "http://host"). */
+static long tp_off(struct span sp, const char *buf, size_t n)
+{
+	if (!sp.p)
+		return -1;
+	if (sp.p < buf || sp.p > buf + n)
+		return -2;
+	return (long)(sp.p - buf);
+}
+
+static void tp_expect_same_req(const char *name, size_t cut, const struct http_request *a, const char *abuf,
+			       const struct http_request *b, const char *bbuf, size_t n)
+{
+#define TP_SAME_SPAN(f)                                                                              \
+	cr_expect(tp_off(a->f, abuf, n) == tp_off(b->f, bbuf, n) && a->f.len == b->f.len,            \
+		  "%s, cut at %zu: span " #f " differs", name, cut)
+	TP_SAME_SPAN(method_name);
+	TP_SAME_SPAN(target);
+	TP_SAME_SPAN(path);
+	TP_SAME_SPAN(query);
+	TP_SAME_SPAN(request_line);
+	TP_SAME_SPAN(host);
+	TP_SAME_SPAN(connection);
+	TP_SAME_SPAN(if_none_match);
+	TP_SAME_SPAN(if_modified_since);
+	TP_SAME_SPAN(range);
+	TP_SAME_SPAN(if_range);
+	TP_SAME_SPAN(user_agent);
+	TP_SAME_SPAN(referer);
+#undef TP_SAME_SPAN
+	cr_expect(a->method == b->method && a->version_minor == b->version_minor &&
+		  a->keep_alive == b->keep_alive && a->has_content_length == b->has_content_length &&
+		  a->content_length == b->content_length && a->chunked == b->chunked &&
+		  a->header_count == b->header_count,
+		  "%s, cut at %zu: fields differ", name, cut);
+}
+
+/* Feeds raw[0..n) one byte more per call, the buffer moving every time (as a
+ * connection's does when it is compacted or grown), and checks each answer
+ * against a one-shot parse of the same prefix. Returns the final answer. */
+static int tp_trickle(const char *name, const char *raw, size_t n, const struct http_limits *lim)
+{
+	struct http_parse_state st = { 0 };
+	struct http_request r, one;
+	static char copy[TP_AREA];
+
+	cr_assert(n <= sizeof(copy));
+	for (size_t k = 0; k <= n; k++) {
+		/* the one-shot answer, from a copy at another address */
+		memcpy(copy, raw, k);
+		int want = http_parse_request(copy, k, lim, &one);
+		int got = http_parse_request_resume(tp_place(raw, k), k, lim, &r, &st);
+		cr_assert_eq(got, want, "%s: after %zu of %zu bytes: resumed %d, one-shot %d", name, k, n, got,
+			     want);
+		if (got != 0) {
+			cr_expect(st.phase == 0 && st.pos == 0, "%s: state not reset after %d", name, got);
+			if (got > 0)
+				tp_expect_same_req(name, k, &r, tp_place(raw, k), &one, copy, k);
+			return got;
+		}
+	}
+	return 0;
+}
+
+/* The same, in two pieces: every cut position. */
+static void tp_split(const char *name, const char *raw, size_t n, const struct http_limits *lim)
+{
+	static char copy[TP_AREA];
+	struct http_request one;
+
+	memcpy(copy, raw, n);
+	int want = http_parse_request(copy, n, lim, &one);
+	for (size_t cut = 0; cut <= n; cut++) {
+		struct http_parse_state st = { 0 };
+		struct http_request r;
+		int got = http_parse_request_resume(tp_place(raw, cut), cut, lim, &r, &st);
+		if (got == 0)
+			got = http_parse_request_resume(tp_place(raw, n), n, lim, &r, &st);
+		else
+			continue; /* the first piece already decided: checked by tp_trickle */
+		cr_assert_eq(got, want, "%s: cut at %zu: resumed %d, one-shot %d", name, cut, got, want);
+		if (got > 0)
+			tp_expect_same_req(name, cut, &r, tp_place(raw, n), &one, copy, n);
+	}
+}
+
+ParameterizedTestParameters(parse, trickled_outcome)
+{
+	TP_INDEX_PARAMS(tp_cases);
+}
+
+/* Every outcome in the table, the bytes arriving one at a time or in two
+ * pieces: the same answer as one parse over all of them. */
+ParameterizedTest(size_t *i, parse, trickled_outcome)
+{
+	const struct tp_case *c = &tp_cases[*i];
+	size_t n = c->len ? c->len : strlen(c->raw);
+	const struct http_limits *lim = c->lim.max_head ? &c->lim : &tp_default_lim;
+	struct http_request r;
+	int want = http_parse_request(tp_place(c->raw, n), n, lim, &r);
+
+	cr_expect_eq(tp_trickle(c->name, c->raw, n, lim), want, "%s", c->name);
+	tp_split(c->name, c->raw, n, lim);
+}
+
+ParameterizedTestParameters(parse, trickled_success)
+{
+	TP_INDEX_PARAMS(tp_oks);
+}
+
+ParameterizedTest(size_t *i, parse, trickled_success)
+{
+	const struct tp_ok *c = &tp_oks[*i];
+	size_t n = strlen(c->raw);
+	int want = c->rc == RC_ALL ? (int)n : c->rc;
+
+	cr_expect_eq(tp_trickle(c->name, c->raw, n, &tp_default_lim), want, "%s", c->name);
+	tp_split(c->name, c->raw, n, &tp_default_lim);
+}
+
+/* Limits reached while trickling: the same 414 / 431 as one-shot, at the
+ * same byte, including one long line and one long field value. */
+Test(parse, trickled_limits)
+{
+	static char raw[20000];
+	struct http_limits lim = { 8192, 16384, 100 };
+	size_t n;
+
+	n = (size_t)sprintf(raw, "GET /");
+	memset(raw + n, 'a', 9000);
+	n += 9000;
+	cr_expect_eq(tp_trickle("long target", raw, n, &lim), -414);
+
+	n = (size_t)sprintf(raw, "GET / HTTP/1.1\r\nHost: h\r\nX: ");
+	memset(raw + n, 'v', 17000);
+	n += 17000;
+	cr_expect_eq(tp_trickle("long value", raw, n, &lim), -431);
+
+	n = (size_t)sprintf(raw, "GET / HTTP/1.1\r\n");
+	for (size_t i = 0; i < 101; i++)
+		n += (size_t)sprintf(raw + n, "Host%zu: x\r\n", i);
+	cr_expect_eq(tp_trickle("many fields", raw, n, &lim), -431);
+
+	lim.max_headers = 1000; /* about 350 fields */
+	n = (size_t)sprintf(raw, "GET / HTTP/1.1\r\nHost: h\r\n");
+	while (n < 16000)
+		n += (size_t)sprintf(raw + n, "X-Field-%zu: %s\r\n", n, "some value of a realistic length");
+	n += (size_t)sprintf(raw + n, "\r\n");
+	cr_expect_eq(tp_trickle("16 KiB head", raw, n, &lim), (int)n);
+}
+
+/* The point of resuming: a head trickled one byte per call costs about what
+ * one parse of it does, not a parse per byte. Timed against a one-shot parse
+ * on the same machine, so a loaded machine slows both; re-parsing from the
+ * start costs thousands of one-shot parses here (about n/2 bytes a call). */
+Test(parse, trickled_head_costs_linear_time)
+{
+	static char raw[16384];
+	struct http_limits lim = { 8192, 16384, 100 };
+	struct http_request r;
+	size_t n = (size_t)sprintf(raw, "GET / HTTP/1.1\r\nHost: h\r\nX: ");
+	struct timespec t0, t1;
+	double one = 1e9, trickled = 1e9;
+
+	memset(raw + n, 'v', 16000 - n);
+	n = 16000;
+	n += (size_t)sprintf(raw + n, "\r\n\r\n");
+	for (int rep = 0; rep < 5; rep++) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int k = 0; k < 100; k++)
+			cr_assert_eq(http_parse_request(raw, n, &lim, &r), (int)n);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double d = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 100;
+		one = d < one ? d : one;
+
+		struct http_parse_state st = { 0 };
+		int rc = 0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (size_t k = 1; k <= n && rc == 0; k++)
+			rc = http_parse_request_resume(raw, k, &lim, &r, &st);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		cr_assert_eq(rc, (int)n);
+		d = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+		trickled = d < trickled ? d : trickled;
+	}
+	/* Linear: n calls of a few ns each plus one final pass, well under 200
+	 * one-shot parses; quadratic: about n/16 = 1000 of them. */
+	cr_expect(trickled < 200 * one, "trickled %.0f ns = %.0f one-shot parses of %.0f ns", trickled,
+		  trickled / one, one);
 }
 
 /* ------------------------------------------------------------------ chunked */
