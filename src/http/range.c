@@ -59,6 +59,7 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 	const char *end = p ? p + value.len : p; /* NULL + 0 is undefined in C */
 	size_t specs = 0; /* syntactic range-specs seen, satisfiable or not */
 	size_t n = 0;     /* satisfiable ranges written to out */
+	bool empty_suffix = false; /* a satisfiable suffix of an empty representation */
 
 	*count = 0;
 	if (value.p == NULL)
@@ -123,10 +124,15 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 		if (++specs > max)
 			return RANGE_IGNORE; /* CVE-2011-3192 */
 
-		/* RFC 9110 14.1.1 satisfiability. Nothing is satisfiable in an
-		 * empty representation. */
-		if (size == 0)
+		/* RFC 9110 14.1.1 satisfiability. In an empty representation
+		 * only a non-zero suffix is satisfiable, and it selects nothing
+		 * a 206 could carry: remembered, so the answer is the whole
+		 * (empty) representation rather than 416. */
+		if (size == 0) {
+			if (suffix && last > 0)
+				empty_suffix = true;
 			continue;
+		}
 		if (suffix) {
 			/* "-0" selects nothing; a suffix longer than the
 			 * representation selects all of it. */
@@ -148,7 +154,7 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 	if (specs == 0)
 		return RANGE_IGNORE; /* "bytes=" or "bytes=,," is not a range-set */
 	if (n == 0)
-		return RANGE_UNSATISFIABLE;
+		return empty_suffix ? RANGE_IGNORE : RANGE_UNSATISFIABLE;
 	*count = n;
 	return RANGE_OK;
 }

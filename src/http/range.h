@@ -16,7 +16,9 @@ enum range_result {
 	RANGE_IGNORE,         /* absent, not "bytes=", syntactically invalid, or too many
 	                         ranges: serve the whole representation (200) */
 	RANGE_OK,             /* *count >= 1 satisfiable ranges, clamped to size, in request order */
-	RANGE_UNSATISFIABLE,  /* valid syntax, but no range overlaps the file -> 416 */
+	RANGE_UNSATISFIABLE,  /* valid syntax, but no range overlaps the file -> 416
+	                         (on an empty file a non-zero suffix is satisfiable,
+	                         RFC 9110 14.1.1, yet selects nothing: RANGE_IGNORE) */
 };
 
 /* Parses a Range header value against a representation of `size` bytes.

@@ -505,3 +505,18 @@ def test_range_ignored_when_not_modified(server, meta):
 def test_range_ignored_on_error_responses(server):
     resp = get(server, [("Range", "bytes=0-1")], target="/missing.txt")
     assert resp.status == 404
+
+
+# --------------------------------------------------------------------------
+# Review findings (each failed before its fix)
+# --------------------------------------------------------------------------
+
+def test_suffix_range_on_empty_file_is_not_416(server):
+    """RFC 9110 14.1.1: on a zero-length representation a suffix-range with a
+    non-zero length is satisfiable, so 416 is wrong; nothing can be sent as
+    206 either: the whole (empty) representation, 200. nginx does the same."""
+    for method in ("GET", "HEAD"):
+        resp = get(server, [("Range", "bytes=-1")], method=method, target="/empty.txt")
+        assert resp.status == 200, resp
+        assert resp.header("Content-Length") == "0" and resp.body == b""
+        assert resp.header("Content-Range") is None

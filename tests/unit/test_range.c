@@ -61,10 +61,14 @@ static const struct range_case range_cases[] = {
 	{ "bytes=-0", 100, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
 	{ "bytes=-0,-0", 100, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
 	{ "bytes=18446744073709551615-", 100, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
-	/* an empty representation satisfies nothing */
+	/* an empty representation: only a non-zero suffix is satisfiable (RFC
+	 * 9110 14.1.1), and it selects nothing a 206 can carry -> the whole, 200 */
 	{ "bytes=0-0", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
 	{ "bytes=0-", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
-	{ "bytes=-5", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
+	{ "bytes=-0", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
+	{ "bytes=-5", 0, 8, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=0-0,-1", 0, 8, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=-1,x", 0, 8, RANGE_IGNORE, 0, { R(0, 0) } },
 	/* huge files */
 	{ "bytes=-1", UINT64_MAX, 8, RANGE_OK, 1, { R(UINT64_MAX - 1, UINT64_MAX - 1) } },
 	{ "bytes=0-", UINT64_MAX, 8, RANGE_OK, 1, { R(0, UINT64_MAX - 1) } },
