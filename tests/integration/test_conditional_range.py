@@ -511,6 +511,31 @@ def test_range_ignored_on_error_responses(server):
 # Review findings (each failed before its fix)
 # --------------------------------------------------------------------------
 
+def test_if_match_on_two_field_lines_is_one_list(server, meta):
+    """RFC 9110 5.3: field lines of a list field combine into one list. The
+    current tag on the second line makes If-Match true (was 412: only the
+    first line was read)."""
+    resp = get(server, [("If-Match", '"nope"'), ("If-Match", meta["etag"])])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+    resp = get(server, [("If-Match", '"nope"'), ("X-Between", meta["etag"]), ("If-Match", '"no2"')])
+    assert_412(resp)
+
+
+def test_if_none_match_on_two_field_lines_is_one_list(server, meta):
+    assert_304(get(server, [("If-None-Match", '"nope"'), ("If-None-Match", meta["etag"])]),
+               meta["etag"])
+    resp = get(server, [("If-None-Match", '"nope"'), ("X-Between", meta["etag"]),
+                        ("If-None-Match", '"no2"')])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+
+
+@pytest.mark.parametrize("value", ["*junk", '*"x"', "**"])
+def test_if_match_star_glued_to_junk_is_not_star(server, meta, value):
+    """Only a lone "*" means any representation (RFC 9110 13.1.1); "*junk"
+    matched before, so a broken precondition let the request through."""
+    assert_412(get(server, [("If-Match", value)]))
+
+
 def test_suffix_range_on_empty_file_is_not_416(server):
     """RFC 9110 14.1.1: on a zero-length representation a suffix-range with a
     non-zero length is satisfiable, so 416 is wrong; nothing can be sent as
