@@ -456,3 +456,32 @@ def test_expect_100_continue_with_curl(server, tmp_path):
     out, code = r.stdout.rsplit(b"\n", 1)
     assert (code, out) == (b"200", A_TXT)
     assert elapsed < util.scaled(10), f"curl waited {elapsed:.1f}s: no 100 Continue"
+
+
+def test_expect_on_two_field_lines_is_one_list(server):
+    """RFC 9110 5.3: "Expect: 100-continue" and "Expect: foo" on two lines are
+    the list "100-continue, foo", which has a member we cannot meet: 417, as
+    for the one-line form (the second line was ignored, and 100 sent)."""
+    with server.connect() as c:
+        c.send(util.build_request("GET", "/a.txt", [("Content-Length", "3"), ("Expect", "100-continue"),
+                                                   ("Expect", "fast-please")]))
+        r = c.read_response(timeout=util.scaled(3))
+        assert r.status == 417, r
+        assert r.header("Connection") == "close"
+    assert_still_serving(server)
+
+
+@pytest.mark.parametrize("expect", ["", ",", "100-continue,", " , 100-continue"])
+def test_expect_empty_members_are_nothing(server, expect):
+    """Expect is #expectation: empty list members do not count (RFC 9110
+    5.6.1), so an empty Expect is no expectation (was 417), and a trailing
+    comma after 100-continue still gets the 100."""
+    with server.connect() as c:
+        c.send(expect_head(expect=expect, body_len=2))
+        if "100-continue" in expect:
+            assert c.read_response(timeout=util.scaled(3)).status == 100
+        c.send(b"ok")
+        r = c.read_response(timeout=util.scaled(3))
+        assert (r.status, r.body) == (200, A_TXT), r
+        c.send(util.build_request("GET", "/index.html"))
+        assert c.read_response().body == INDEX_HTML
