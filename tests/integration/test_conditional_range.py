@@ -625,3 +625,29 @@ def test_random_range_sets_against_a_reference(server, multi, docroot):
                 covered.append((a, b))
             for a, b in pieces:
                 assert any(x <= a and b <= y for x, y in covered), f"{a}-{b} missing: {where}"
+
+
+DATE_FORMATS = {  # RFC 9110 5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms
+    "imf": "%a, %d %b %Y %H:%M:%S GMT",
+    "rfc850": "%A, %d-%b-%y %H:%M:%S GMT",
+    "asctime": "%a %b {day} %H:%M:%S %Y",
+}
+
+
+def _date_in(fmt: str, ts: float) -> str:
+    import time
+    t = time.gmtime(ts)
+    return time.strftime(DATE_FORMATS[fmt].replace("{day}", f"{t.tm_mday:2d}"), t)
+
+
+@pytest.mark.parametrize("fmt", list(DATE_FORMATS))
+def test_preconditions_accept_all_three_date_formats(server, meta, fmt):
+    """If-Unmodified-Since (412 when older, else 200) and If-Modified-Since
+    (304 when not newer) read every date form a recipient must accept; the
+    older date falls on a one-digit day (asctime pads it with a space)."""
+    assert_412(get(server, [("If-Unmodified-Since", _date_in(fmt, RANGE_MTIME - 10 * 86400))]))
+    resp = get(server, [("If-Unmodified-Since", _date_in(fmt, RANGE_MTIME))])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
+    assert_304(get(server, [("If-Modified-Since", _date_in(fmt, RANGE_MTIME))]), meta["etag"])
+    resp = get(server, [("If-Modified-Since", _date_in(fmt, RANGE_MTIME - 1))])
+    assert (resp.status, resp.body) == (200, RANGE_DATA)
