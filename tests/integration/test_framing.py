@@ -485,3 +485,16 @@ def test_expect_empty_members_are_nothing(server, expect):
         assert (r.status, r.body) == (200, A_TXT), r
         c.send(util.build_request("GET", "/index.html"))
         assert c.read_response().body == INDEX_HTML
+
+
+@pytest.mark.parametrize("framing", [[], [("Content-Length", "0")]])
+def test_expect_100_continue_without_body_gets_final_response_only(server, framing):
+    """No body to wait for: the final response at once, no interim 100 (RFC
+    9110 10.1.1 lets a server omit it), and the connection stays in step."""
+    with server.connect() as c:
+        c.send(util.build_request("GET", "/a.txt", framing + [("Expect", "100-continue")])
+               + util.build_request("GET", "/index.html"))
+        r = c.read_response(timeout=util.scaled(3))
+        assert (r.status, r.body) == (200, A_TXT), r
+        assert c.read_response().body == INDEX_HTML
+        assert c.buf == b"", f"stray bytes after the responses: {c.buf[:80]!r}"
