@@ -609,10 +609,12 @@ static struct span http_line_value(const char *p, const char *end, const char **
 bool http_field_lines_next(struct span field, unsigned lines, const char *name, const char **cursor,
 			   struct span *value)
 {
+	if (!field.p) /* absent (and NULL + 0 is undefined) */
+		return false;
 	const char *end = field.p + field.len, *p = *cursor;
 	size_t nlen = strlen(name);
 
-	if (!field.p || p == end)
+	if (p == end)
 		return false;
 	if (lines <= 1) {
 		*cursor = end;
