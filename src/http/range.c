@@ -8,9 +8,10 @@
  *    range-specs, counted before any is dropped. The second is
  *    range_coalesce(), which the core applies before answering: requests
  *    whose ranges add up to more than the file get the file once (200, as
- *    nginx does), and the rest are sorted and merged where they overlap, touch
- *    or leave a gap cheaper to send than a part header (RFC 9110 14.6), so a
- *    response never carries much more than the bytes it covers.
+ *    nginx does), and the rest are merged where they overlap, touch or leave
+ *    a gap cheaper to send than a part header (RFC 9110 14.6), so a response
+ *    never carries much more than the bytes it covers. Parts keep the order
+ *    of the request (RFC 9110 15.3.7.2), as nginx's do.
  *  - Any syntax error anywhere in the list makes the whole header RANGE_IGNORE
  *    (RFC 9110 14.2: a server MAY ignore an invalid ranges-specifier), so the
  *    result never depends on a prefix of a broken header.
@@ -159,6 +160,18 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 	return RANGE_OK;
 }
 
+/* Whether two ranges go out as one part: they overlap, touch, or leave fewer
+ * than `gap` bytes between them. last + 1 cannot wrap (last < size), and the
+ * gap is compared by subtraction so a huge `gap` cannot wrap either. */
+static bool range_close(struct byte_range a, struct byte_range b, uint64_t gap)
+{
+	if (b.first > a.last)
+		return b.first == a.last + 1 || b.first - (a.last + 1) < gap;
+	if (a.first > b.last)
+		return a.first == b.last + 1 || a.first - (b.last + 1) < gap;
+	return true;
+}
+
 enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t size, uint64_t gap)
 {
 	size_t n = *count, out = 0;
@@ -174,26 +187,28 @@ enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t s
 		sum += len;
 	}
 
-	/* Insertion sort by first offset: n is at most max_ranges (1000), and
-	 * usually a handful already in order, where this is linear. */
-	for (size_t i = 1; i < n; i++) {
-		struct byte_range key = r[i];
-		size_t j = i;
-		for (; j > 0 && r[j - 1].first > key.first; j--)
-			r[j] = r[j - 1];
-		r[j] = key;
-	}
-
-	/* Merge into r[out]: overlapping ("0-9,5-14"), adjacent ("0-9,10-19")
-	 * or separated by fewer than `gap` bytes. last + 1 cannot wrap (last <
-	 * size), and the gap is compared by subtraction so a huge `gap` cannot
-	 * wrap either. */
+	/* Merge in request order: RFC 9110 15.3.7.2 says parts SHOULD follow
+	 * the order of their range-specs, except those coalesced into others,
+	 * so a merged part takes the place of its earliest spec. Each live
+	 * range absorbs every later one close to it, again while it grows (a
+	 * bigger range may reach more); absorbed ones are marked dead (first >
+	 * last, which no real range is). Every pass but the last of a range
+	 * absorbs one, so this is O(n^2) for n <= max_ranges (1000). */
 	for (size_t i = 0; i < n; i++) {
-		if (out > 0 && (r[i].first <= r[out - 1].last + 1 ||
-				r[i].first - (r[out - 1].last + 1) < gap)) {
-			if (r[i].last > r[out - 1].last)
-				r[out - 1].last = r[i].last;
+		if (r[i].first > r[i].last)
 			continue;
+		for (bool grew = true; grew;) {
+			grew = false;
+			for (size_t j = i + 1; j < n; j++) {
+				if (r[j].first > r[j].last || !range_close(r[i], r[j], gap))
+					continue;
+				if (r[j].first < r[i].first)
+					r[i].first = r[j].first;
+				if (r[j].last > r[i].last)
+					r[i].last = r[j].last;
+				r[j] = (struct byte_range){ 1, 0 };
+				grew = true;
+			}
 		}
 		r[out++] = r[i];
 	}

@@ -30,11 +30,12 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 
 /* Bounds what a range set can cost (RFC 9110 14.2, 14.6). When the ranges
  * (each already clamped to size) add up to more than size -> RANGE_IGNORE:
- * serve the whole representation once, as nginx does. Otherwise sorts them
- * by offset and merges those that overlap, touch, or are separated by fewer
- * than `gap` bytes (the caller passes what one more multipart part header
- * would cost, so merging never makes the response bigger); sets *count to
- * what remains and returns RANGE_OK. */
+ * serve the whole representation once, as nginx does. Otherwise merges
+ * those that overlap, touch, or are separated by fewer than `gap` bytes (the
+ * caller passes what one more multipart part header would cost, so merging
+ * never makes the response bigger), each merged range in the place of the
+ * earliest that fed it, so the parts keep the request's order (RFC 9110
+ * 15.3.7.2); sets *count to what remains and returns RANGE_OK. */
 enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t size, uint64_t gap);
 
 #endif
