@@ -187,31 +187,42 @@ enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t s
 		sum += len;
 	}
 
-	/* Merge in request order: RFC 9110 15.3.7.2 says parts SHOULD follow
-	 * the order of their range-specs, except those coalesced into others,
-	 * so a merged part takes the place of its earliest spec. Each live
-	 * range absorbs every later one close to it, again while it grows (a
-	 * bigger range may reach more); absorbed ones are marked dead (first >
-	 * last, which no real range is). Every pass but the last of a range
-	 * absorbs one, so this is O(n^2) for n <= max_ranges (1000). */
+	if (n > RANGE_COALESCE_MAX)
+		return RANGE_IGNORE;
+
+	/* Sort the positions by offset (insertion sort: n is at most
+	 * max_ranges, and usually a handful already in order, where this is
+	 * linear), and the ranges themselves stay in request order. */
+	uint16_t pos[RANGE_COALESCE_MAX];
 	for (size_t i = 0; i < n; i++) {
-		if (r[i].first > r[i].last)
-			continue;
-		for (bool grew = true; grew;) {
-			grew = false;
-			for (size_t j = i + 1; j < n; j++) {
-				if (r[j].first > r[j].last || !range_close(r[i], r[j], gap))
-					continue;
-				if (r[j].first < r[i].first)
-					r[i].first = r[j].first;
-				if (r[j].last > r[i].last)
-					r[i].last = r[j].last;
-				r[j] = (struct byte_range){ 1, 0 };
-				grew = true;
-			}
-		}
-		r[out++] = r[i];
+		uint16_t key = (uint16_t)i;
+		size_t j = i;
+		for (; j > 0 && r[pos[j - 1]].first > r[key].first; j--)
+			pos[j] = pos[j - 1];
+		pos[j] = key;
 	}
+
+	/* Merge runs of the sorted positions that overlap, touch or lie closer
+	 * than `gap`. RFC 9110 15.3.7.2: parts SHOULD keep the order of their
+	 * range-specs, except those coalesced into others, so a merged range
+	 * goes where its earliest spec was; the others are marked dead (first >
+	 * last, which no real range is). */
+	for (size_t k = 0; k < n;) {
+		struct byte_range merged = r[pos[k]];
+		size_t earliest = pos[k], end = k + 1;
+		for (; end < n && range_close(merged, r[pos[end]], gap); end++) {
+			if (r[pos[end]].last > merged.last)
+				merged.last = r[pos[end]].last;
+			if (pos[end] < earliest)
+				earliest = pos[end];
+		}
+		for (; k < end; k++)
+			r[pos[k]] = (struct byte_range){ 1, 0 };
+		r[earliest] = merged;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (r[i].first <= r[i].last)
+			r[out++] = r[i];
 	*count = out;
 	return out ? RANGE_OK : RANGE_IGNORE;
 }

@@ -35,7 +35,10 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
  * caller passes what one more multipart part header would cost, so merging
  * never makes the response bigger), each merged range in the place of the
  * earliest that fed it, so the parts keep the request's order (RFC 9110
- * 15.3.7.2); sets *count to what remains and returns RANGE_OK. */
+ * 15.3.7.2); sets *count to what remains and returns RANGE_OK. No allocation:
+ * more than RANGE_COALESCE_MAX ranges are RANGE_IGNORE. */
+#define RANGE_COALESCE_MAX 1000 /* the largest max_ranges (config.c); more -> RANGE_IGNORE */
+
 enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t size, uint64_t gap);
 
 #endif

@@ -266,6 +266,20 @@ Test(range, coalesce_max_ranges_reverse_order)
 	cr_expect(r[0].first == 0 && r[0].last == 9994);
 }
 
+/* More ranges than range_coalesce can track without allocating: the whole
+ * file (config.c bounds max_ranges to RANGE_COALESCE_MAX, so never in use). */
+Test(range, coalesce_more_than_max_is_ignored)
+{
+	static struct byte_range r[RANGE_COALESCE_MAX + 1];
+	size_t n = RANGE_COALESCE_MAX + 1;
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct byte_range){ i * 10, i * 10 };
+	cr_expect_eq(range_coalesce(r, &n, 100000, 1), RANGE_IGNORE);
+	n = RANGE_COALESCE_MAX;
+	cr_expect_eq(range_coalesce(r, &n, 100000, 1), RANGE_OK);
+	cr_expect_eq(n, RANGE_COALESCE_MAX);
+}
+
 /* Random range sets (a fixed xorshift seed, so failures reproduce): the result
  * is disjoint, any two parts are at least `gap` bytes apart, the parts come
  * in the order of the earliest range that fed each, every byte asked for is
