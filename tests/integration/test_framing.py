@@ -1,6 +1,8 @@
 """Malformed requests, limits, and request bodies (RFC 9112 framing)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import util
@@ -498,3 +500,22 @@ def test_expect_100_continue_without_body_gets_final_response_only(server, frami
         assert (r.status, r.body) == (200, A_TXT), r
         assert c.read_response().body == INDEX_HTML
         assert c.buf == b"", f"stray bytes after the responses: {c.buf[:80]!r}"
+
+
+def test_expect_100_continue_then_no_body_408_and_close(servers):
+    """A client that gets its 100 Continue and never sends the body holds the
+    connection only until the body deadline (header_timeout from the 100):
+    408, close, and the server goes on serving."""
+    srv = servers(header_timeout=1, keepalive_timeout=1)
+    with srv.connect() as c:
+        c.send(expect_head(body_len=10))
+        assert c.read_response(timeout=util.scaled(3)).status == 100
+        t0 = time.monotonic()
+        c.send(b"abc")  # part of the body, then silence
+        r = c.read_response(timeout=util.scaled(5))
+        elapsed = time.monotonic() - t0
+        assert r.status == 408, r
+        assert r.header("Connection") == "close"
+        assert elapsed <= util.scaled(3), f"408 after {elapsed:.1f}s with a 1s body deadline"
+        assert c.wait_closed(util.scaled(2))
+    assert_still_serving(srv)
