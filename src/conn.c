@@ -869,9 +869,30 @@ static enum expectation expectation_of(const struct http_request *r)
 	 * from 1.0, and so do we. */
 	if (!r->expect.p || r->version_minor == 0)
 		return EXPECT_NONE;
-	if (span_eq_nocase(r->expect, "100-continue"))
-		return EXPECT_CONTINUE;
-	return EXPECT_UNKNOWN;
+	/* A list over every Expect line (RFC 9110 5.3, 5.6.1): empty members
+	 * are nothing; any member but 100-continue is one we cannot meet. */
+	enum expectation ex = EXPECT_NONE;
+	const char *cursor = NULL;
+	struct span line;
+	while (http_field_lines_next(r->expect, r->expect_lines, "expect", &cursor, &line)) {
+		const char *p = line.p, *end = line.p + line.len;
+		while (p < end) {
+			while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
+				p++;
+			const char *m = p;
+			while (p < end && *p != ',')
+				p++;
+			const char *mend = p;
+			while (mend > m && (mend[-1] == ' ' || mend[-1] == '\t'))
+				mend--;
+			if (mend == m)
+				continue;
+			if (!span_eq_nocase((struct span){ m, (size_t)(mend - m) }, "100-continue"))
+				return EXPECT_UNKNOWN;
+			ex = EXPECT_CONTINUE;
+		}
+	}
+	return ex;
 }
 
 /* An interim response in the segment list; the final one follows the body. */

@@ -266,6 +266,16 @@ static void http_connection_tokens(const char *p, const char *e, bool *close, bo
 
 #define HTTP_NAME_IS(lit) (strncasecmp(name, lit, sizeof(lit) - 1) == 0)
 
+/* One more field line of a list field: the span grows to its end. */
+static void http_list_add(struct span *field, unsigned *lines, struct span v)
+{
+	if (*lines == 0)
+		*field = v;
+	else
+		field->len = (size_t)(v.p + v.len - field->p);
+	(*lines)++;
+}
+
 /* Records one field we care about; others are only counted. The switch on
  * length and first letter means one strncasecmp at most per field. */
 static int http_header(struct http_request *req, struct http_parse_state *s, const char *name, size_t nlen,
@@ -292,10 +302,8 @@ static int http_header(struct http_request *req, struct http_parse_state *s, con
 		}
 		break;
 	case 6:
-		/* Several Expect lines are joined like any list; the first is
-		 * enough to see an expectation we cannot meet (RFC 9110 10.1.1). */
-		if (HTTP_NAME_IS("expect") && !span_is_set(req->expect))
-			req->expect = v;
+		if (HTTP_NAME_IS("expect"))
+			http_list_add(&req->expect, &req->expect_lines, v);
 		break;
 	case 7:
 		if (HTTP_NAME_IS("referer") && !span_is_set(req->referer))
@@ -308,11 +316,10 @@ static int http_header(struct http_request *req, struct http_parse_state *s, con
 				s->range_dup = true;
 			else
 				req->if_range = v;
-		} else if (HTTP_NAME_IS("if-match") && !span_is_set(req->if_match)) {
-			/* A list like If-None-Match, first field line only:
-			 * clients send one line; a tag on a second line would
-			 * be missed and the request answered 412. */
-			req->if_match = v;
+		} else if (HTTP_NAME_IS("if-match")) {
+			/* every line counts: a tag on the second one, missed,
+			 * would turn a 200 into a 412 */
+			http_list_add(&req->if_match, &req->if_match_lines, v);
 		}
 		break;
 	case 10:
@@ -327,10 +334,8 @@ static int http_header(struct http_request *req, struct http_parse_state *s, con
 		}
 		break;
 	case 13:
-		/* A list (RFC 9110 13.1.2); keeping the first line only loses
-		 * some 304s, never sends a wrong one. */
-		if (HTTP_NAME_IS("if-none-match") && !span_is_set(req->if_none_match))
-			req->if_none_match = v;
+		if (HTTP_NAME_IS("if-none-match"))
+			http_list_add(&req->if_none_match, &req->if_none_match_lines, v);
 		break;
 	case 14:
 		if (HTTP_NAME_IS("content-length")) {
@@ -690,6 +695,56 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 {
 	struct http_parse_state st = { 0 };
 	return http_parse_step(buf, len, lim, req, &st, false);
+}
+
+/* The value of the field line starting at p (just after its colon, or at the
+ * value itself), trimmed; *next is where the line after it starts. */
+static struct span http_line_value(const char *p, const char *end, const char **next)
+{
+	const char *eol = memchr(p, '\n', (size_t)(end - p));
+	const char *vend = eol ? eol : end;
+
+	*next = eol ? eol + 1 : end;
+	while (p < vend && HTTP_IS_WS(*p))
+		p++;
+	while (vend > p && (HTTP_IS_WS(vend[-1]) || vend[-1] == '\r'))
+		vend--;
+	return (struct span){ p, (size_t)(vend - p) };
+}
+
+bool http_field_lines_next(struct span field, unsigned lines, const char *name, const char **cursor,
+			   struct span *value)
+{
+	if (!field.p) /* absent (and NULL + 0 is undefined) */
+		return false;
+	const char *end = field.p + field.len, *p = *cursor;
+	size_t nlen = strlen(name);
+
+	if (p == end)
+		return false;
+	if (lines <= 1) {
+		*cursor = end;
+		*value = field;
+		return true;
+	}
+	if (!p) {
+		*value = http_line_value(field.p, end, cursor);
+		return true;
+	}
+	/* The parser accepted these lines, so each is "name:value"; skip the
+	 * other fields between ours. */
+	while (p < end) {
+		const char *colon = memchr(p, ':', (size_t)(end - p));
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (colon && (!eol || colon < eol) && (size_t)(colon - p) == nlen &&
+		    strncasecmp(p, name, nlen) == 0) {
+			*value = http_line_value(colon + 1, end, cursor);
+			return true;
+		}
+		p = eol ? eol + 1 : end;
+	}
+	*cursor = end;
+	return false;
 }
 
 /* Chunked body (RFC 9112 7.1): one byte at a time on the framing lines, data

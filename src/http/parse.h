@@ -42,13 +42,22 @@ struct http_request {
 	/* Selected header values, whitespace-trimmed; p == NULL when absent. */
 	struct span host;        /* from Host, or the authority of an absolute-form target */
 	struct span connection;
-	struct span if_none_match;
 	struct span if_modified_since;
 	struct span range;
 	struct span if_range;
-	struct span if_match;            /* a list; first field line only, like If-None-Match */
 	struct span if_unmodified_since;
+
+	/* List fields, which may come on several field lines that RFC 9110
+	 * 5.3 makes one comma-joined list. The span runs from the first line's
+	 * value to the end of the last line's (other fields may lie between);
+	 * *_lines counts the lines. Read them with http_field_lines_next(). */
+	struct span if_match;
+	unsigned if_match_lines;
+	struct span if_none_match;
+	unsigned if_none_match_lines;
 	struct span expect;
+	unsigned expect_lines;
+
 	struct span user_agent;
 	struct span referer;
 
@@ -125,6 +134,13 @@ enum http_chunked_result {
 /* Consumes up to len bytes of chunked body; sets *consumed. */
 enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *buf, size_t len,
 					   size_t *consumed);
+
+/* Walks a list field recorded as in struct http_request: each call sets
+ * *value to the next field line's value (trimmed) and returns true; false
+ * after the last. *cursor starts NULL. `name` is the field name; with
+ * lines <= 1 the span is the one value (so a span built by hand works). */
+bool http_field_lines_next(struct span field, unsigned lines, const char *name, const char **cursor,
+			   struct span *value);
 
 const char *http_method_name(enum http_method m);
 

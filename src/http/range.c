@@ -8,9 +8,10 @@
  *    range-specs, counted before any is dropped. The second is
  *    range_coalesce(), which the core applies before answering: requests
  *    whose ranges add up to more than the file get the file once (200, as
- *    nginx does), and the rest are sorted and merged where they overlap, touch
- *    or leave a gap cheaper to send than a part header (RFC 9110 14.6), so a
- *    response never carries much more than the bytes it covers.
+ *    nginx does), and the rest are merged where they overlap, touch or leave
+ *    a gap cheaper to send than a part header (RFC 9110 14.6), so a response
+ *    never carries much more than the bytes it covers. Parts keep the order
+ *    of the request (RFC 9110 15.3.7.2), as nginx's do.
  *  - Any syntax error anywhere in the list makes the whole header RANGE_IGNORE
  *    (RFC 9110 14.2: a server MAY ignore an invalid ranges-specifier), so the
  *    result never depends on a prefix of a broken header.
@@ -59,6 +60,7 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 	const char *end = p ? p + value.len : p; /* NULL + 0 is undefined in C */
 	size_t specs = 0; /* syntactic range-specs seen, satisfiable or not */
 	size_t n = 0;     /* satisfiable ranges written to out */
+	bool empty_suffix = false; /* a satisfiable suffix of an empty representation */
 
 	*count = 0;
 	if (value.p == NULL)
@@ -123,10 +125,15 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 		if (++specs > max)
 			return RANGE_IGNORE; /* CVE-2011-3192 */
 
-		/* RFC 9110 14.1.1 satisfiability. Nothing is satisfiable in an
-		 * empty representation. */
-		if (size == 0)
+		/* RFC 9110 14.1.1 satisfiability. In an empty representation
+		 * only a non-zero suffix is satisfiable, and it selects nothing
+		 * a 206 could carry: remembered, so the answer is the whole
+		 * (empty) representation rather than 416. */
+		if (size == 0) {
+			if (suffix && last > 0)
+				empty_suffix = true;
 			continue;
+		}
 		if (suffix) {
 			/* "-0" selects nothing; a suffix longer than the
 			 * representation selects all of it. */
@@ -148,9 +155,21 @@ enum range_result range_parse(struct span value, uint64_t size, struct byte_rang
 	if (specs == 0)
 		return RANGE_IGNORE; /* "bytes=" or "bytes=,," is not a range-set */
 	if (n == 0)
-		return RANGE_UNSATISFIABLE;
+		return empty_suffix ? RANGE_IGNORE : RANGE_UNSATISFIABLE;
 	*count = n;
 	return RANGE_OK;
+}
+
+/* Whether two ranges go out as one part: they overlap, touch, or leave fewer
+ * than `gap` bytes between them. last + 1 cannot wrap (last < size), and the
+ * gap is compared by subtraction so a huge `gap` cannot wrap either. */
+static bool range_close(struct byte_range a, struct byte_range b, uint64_t gap)
+{
+	if (b.first > a.last)
+		return b.first == a.last + 1 || b.first - (a.last + 1) < gap;
+	if (a.first > b.last)
+		return a.first == b.last + 1 || a.first - (b.last + 1) < gap;
+	return true;
 }
 
 enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t size, uint64_t gap)
@@ -168,29 +187,42 @@ enum range_result range_coalesce(struct byte_range *r, size_t *count, uint64_t s
 		sum += len;
 	}
 
-	/* Insertion sort by first offset: n is at most max_ranges (1000), and
-	 * usually a handful already in order, where this is linear. */
-	for (size_t i = 1; i < n; i++) {
-		struct byte_range key = r[i];
+	if (n > RANGE_COALESCE_MAX)
+		return RANGE_IGNORE;
+
+	/* Sort the positions by offset (insertion sort: n is at most
+	 * max_ranges, and usually a handful already in order, where this is
+	 * linear), and the ranges themselves stay in request order. */
+	uint16_t pos[RANGE_COALESCE_MAX];
+	for (size_t i = 0; i < n; i++) {
+		uint16_t key = (uint16_t)i;
 		size_t j = i;
-		for (; j > 0 && r[j - 1].first > key.first; j--)
-			r[j] = r[j - 1];
-		r[j] = key;
+		for (; j > 0 && r[pos[j - 1]].first > r[key].first; j--)
+			pos[j] = pos[j - 1];
+		pos[j] = key;
 	}
 
-	/* Merge into r[out]: overlapping ("0-9,5-14"), adjacent ("0-9,10-19")
-	 * or separated by fewer than `gap` bytes. last + 1 cannot wrap (last <
-	 * size), and the gap is compared by subtraction so a huge `gap` cannot
-	 * wrap either. */
-	for (size_t i = 0; i < n; i++) {
-		if (out > 0 && (r[i].first <= r[out - 1].last + 1 ||
-				r[i].first - (r[out - 1].last + 1) < gap)) {
-			if (r[i].last > r[out - 1].last)
-				r[out - 1].last = r[i].last;
-			continue;
+	/* Merge runs of the sorted positions that overlap, touch or lie closer
+	 * than `gap`. RFC 9110 15.3.7.2: parts SHOULD keep the order of their
+	 * range-specs, except those coalesced into others, so a merged range
+	 * goes where its earliest spec was; the others are marked dead (first >
+	 * last, which no real range is). */
+	for (size_t k = 0; k < n;) {
+		struct byte_range merged = r[pos[k]];
+		size_t earliest = pos[k], end = k + 1;
+		for (; end < n && range_close(merged, r[pos[end]], gap); end++) {
+			if (r[pos[end]].last > merged.last)
+				merged.last = r[pos[end]].last;
+			if (pos[end] < earliest)
+				earliest = pos[end];
 		}
-		r[out++] = r[i];
+		for (; k < end; k++)
+			r[pos[k]] = (struct byte_range){ 1, 0 };
+		r[earliest] = merged;
 	}
+	for (size_t i = 0; i < n; i++)
+		if (r[i].first <= r[i].last)
+			r[out++] = r[i];
 	*count = out;
 	return out ? RANGE_OK : RANGE_IGNORE;
 }

@@ -71,7 +71,9 @@ static bool etag_list_matches(struct span field, const char *etag, size_t etag_l
 			p++;
 		if (p == end)
 			break;
-		if (*p == '*')
+		/* only a lone "*" means any representation: "*junk" is no
+		 * entity-tag, and matches nothing */
+		if (*p == '*' && (p + 1 == end || p[1] == ',' || is_ows(p[1])))
 			return true;
 		if (end - p >= 2 && p[0] == 'W' && p[1] == '/') {
 			p += 2;
@@ -110,6 +112,19 @@ bool http_etag_list_matches_strong(struct span field, const char *etag, size_t e
 	return etag_list_matches(field, etag, etag_len, true);
 }
 
+/* Whether any field line of a list field (RFC 9110 5.3) lists the tag. */
+static bool etag_lines_match(struct span field, unsigned lines, const char *name,
+			     const struct http_validators *v, bool strong)
+{
+	const char *cursor = NULL;
+	struct span line;
+
+	while (http_field_lines_next(field, lines, name, &cursor, &line))
+		if (etag_list_matches(line, v->etag, v->etag_len, strong))
+			return true;
+	return false;
+}
+
 int http_preconditions(const struct http_request *r, const struct http_validators *v)
 {
 	bool safe = r->method == HTTP_GET || r->method == HTTP_HEAD;
@@ -118,7 +133,7 @@ int http_preconditions(const struct http_request *r, const struct http_validator
 	/* 1. If-Match (strong); 2. If-Unmodified-Since only without it, and
 	 * ignored unless it is a valid date (13.1.4). */
 	if (r->if_match.p) {
-		if (!http_etag_list_matches_strong(r->if_match, v->etag, v->etag_len))
+		if (!etag_lines_match(r->if_match, r->if_match_lines, "if-match", v, true))
 			return 412;
 	} else if (r->if_unmodified_since.p && http_date_parse(r->if_unmodified_since, &t)) {
 		if (v->mtime > t)
@@ -127,7 +142,7 @@ int http_preconditions(const struct http_request *r, const struct http_validator
 	/* 3. If-None-Match (weak); 4. If-Modified-Since only without it, and
 	 * only for GET and HEAD. */
 	if (r->if_none_match.p) {
-		if (http_etag_list_matches(r->if_none_match, v->etag, v->etag_len))
+		if (etag_lines_match(r->if_none_match, r->if_none_match_lines, "if-none-match", v, false))
 			return safe ? 304 : 412;
 	} else if (safe && r->if_modified_since.p && http_date_parse(r->if_modified_since, &t)) {
 		if (v->mtime <= t)

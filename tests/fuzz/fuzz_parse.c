@@ -41,6 +41,22 @@ static void fz_resumed(const char *data, size_t size, const struct http_limits *
 		FZ_CHECK(rc == 0);
 }
 
+/* Every value of a list field lies inside the head, and there are as many
+ * as the parser counted lines. */
+static void fz_list_inside(struct span field, unsigned lines, const char *name, const char *buf, size_t n)
+{
+	const char *cursor = NULL;
+	struct span v;
+	unsigned seen = 0;
+
+	fz_span_inside(field, buf, n);
+	while (http_field_lines_next(field, lines, name, &cursor, &v)) {
+		fz_span_inside(v, buf, n);
+		FZ_CHECK(++seen <= lines);
+	}
+	FZ_CHECK(seen == lines);
+}
+
 static int fz_parse(const char *data, size_t size, const struct http_limits *lim)
 {
 	struct http_request r;
@@ -60,7 +76,9 @@ static int fz_parse(const char *data, size_t size, const struct http_limits *lim
 	fz_span_inside(r.query, data, n);
 	fz_span_inside(r.host, data, n);
 	fz_span_inside(r.connection, data, n);
-	fz_span_inside(r.if_none_match, data, n);
+	fz_list_inside(r.if_none_match, r.if_none_match_lines, "if-none-match", data, n);
+	fz_list_inside(r.if_match, r.if_match_lines, "if-match", data, n);
+	fz_list_inside(r.expect, r.expect_lines, "expect", data, n);
 	fz_span_inside(r.if_modified_since, data, n);
 	fz_span_inside(r.range, data, n);
 	fz_span_inside(r.if_range, data, n);

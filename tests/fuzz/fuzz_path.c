@@ -14,6 +14,8 @@
  *         out is "". Nothing is written at or past cap.
  *  range: on RANGE_OK 1 <= count <= max and first <= last < size for every
  *         range; otherwise count == 0; an empty file is never RANGE_OK.
+ *         range_coalesce then covers every range, keeps parts `gap` apart
+ *         and in the order of the earliest range in each.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -105,6 +107,35 @@ static void fuzz_range(const uint8_t *in, size_t n, uint64_t fsize, size_t max)
 	fuzz_check(count >= 1 && count <= max);
 	for (size_t i = 0; i < count; i++)
 		fuzz_check(out[i].first <= out[i].last && out[i].last < fsize);
+
+	/* range_coalesce with a gap from the size byte: what was asked is
+	 * covered, parts are far enough apart, and they come in the order of
+	 * the earliest range in each (RFC 9110 15.3.7.2). */
+	struct byte_range asked[FUZZ_MAXR];
+	size_t m = count;
+	uint64_t gap = fsize & 15;
+	memcpy(asked, out, count * sizeof(out[0]));
+	if (range_coalesce(out, &m, fsize, gap) != RANGE_OK)
+		return;
+	fuzz_check(m >= 1 && m <= count);
+	for (size_t i = 0; i < m; i++) {
+		fuzz_check(out[i].first <= out[i].last && out[i].last < fsize);
+		for (size_t j = 0; j < i; j++) {
+			const struct byte_range *lo = out[j].first < out[i].first ? &out[j] : &out[i];
+			const struct byte_range *hi = lo == &out[j] ? &out[i] : &out[j];
+			fuzz_check(hi->first > lo->last + 1 && hi->first - (lo->last + 1) >= gap);
+		}
+	}
+	size_t next_part = 0;
+	for (size_t q = 0; q < count; q++) {
+		size_t p = 0;
+		while (p < m && !(out[p].first <= asked[q].first && asked[q].last <= out[p].last))
+			p++;
+		fuzz_check(p < m && p <= next_part);
+		if (p == next_part)
+			next_part++;
+	}
+	fuzz_check(next_part == m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,6 +1,8 @@
 """Malformed requests, limits, and request bodies (RFC 9112 framing)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import util
@@ -456,3 +458,64 @@ def test_expect_100_continue_with_curl(server, tmp_path):
     out, code = r.stdout.rsplit(b"\n", 1)
     assert (code, out) == (b"200", A_TXT)
     assert elapsed < util.scaled(10), f"curl waited {elapsed:.1f}s: no 100 Continue"
+
+
+def test_expect_on_two_field_lines_is_one_list(server):
+    """RFC 9110 5.3: "Expect: 100-continue" and "Expect: foo" on two lines are
+    the list "100-continue, foo", which has a member we cannot meet: 417, as
+    for the one-line form (the second line was ignored, and 100 sent)."""
+    with server.connect() as c:
+        c.send(util.build_request("GET", "/a.txt", [("Content-Length", "3"), ("Expect", "100-continue"),
+                                                   ("Expect", "fast-please")]))
+        r = c.read_response(timeout=util.scaled(3))
+        assert r.status == 417, r
+        assert r.header("Connection") == "close"
+    assert_still_serving(server)
+
+
+@pytest.mark.parametrize("expect", ["", ",", "100-continue,", " , 100-continue"])
+def test_expect_empty_members_are_nothing(server, expect):
+    """Expect is #expectation: empty list members do not count (RFC 9110
+    5.6.1), so an empty Expect is no expectation (was 417), and a trailing
+    comma after 100-continue still gets the 100."""
+    with server.connect() as c:
+        c.send(expect_head(expect=expect, body_len=2))
+        if "100-continue" in expect:
+            assert c.read_response(timeout=util.scaled(3)).status == 100
+        c.send(b"ok")
+        r = c.read_response(timeout=util.scaled(3))
+        assert (r.status, r.body) == (200, A_TXT), r
+        c.send(util.build_request("GET", "/index.html"))
+        assert c.read_response().body == INDEX_HTML
+
+
+@pytest.mark.parametrize("framing", [[], [("Content-Length", "0")]])
+def test_expect_100_continue_without_body_gets_final_response_only(server, framing):
+    """No body to wait for: the final response at once, no interim 100 (RFC
+    9110 10.1.1 lets a server omit it), and the connection stays in step."""
+    with server.connect() as c:
+        c.send(util.build_request("GET", "/a.txt", framing + [("Expect", "100-continue")])
+               + util.build_request("GET", "/index.html"))
+        r = c.read_response(timeout=util.scaled(3))
+        assert (r.status, r.body) == (200, A_TXT), r
+        assert c.read_response().body == INDEX_HTML
+        assert c.buf == b"", f"stray bytes after the responses: {c.buf[:80]!r}"
+
+
+def test_expect_100_continue_then_no_body_408_and_close(servers):
+    """A client that gets its 100 Continue and never sends the body holds the
+    connection only until the body deadline (header_timeout from the 100):
+    408, close, and the server goes on serving."""
+    srv = servers(header_timeout=1, keepalive_timeout=1)
+    with srv.connect() as c:
+        c.send(expect_head(body_len=10))
+        assert c.read_response(timeout=util.scaled(3)).status == 100
+        t0 = time.monotonic()
+        c.send(b"abc")  # part of the body, then silence
+        r = c.read_response(timeout=util.scaled(5))
+        elapsed = time.monotonic() - t0
+        assert r.status == 408, r
+        assert r.header("Connection") == "close"
+        assert elapsed <= util.scaled(3), f"408 after {elapsed:.1f}s with a 1s body deadline"
+        assert c.wait_closed(util.scaled(2))
+    assert_still_serving(srv)

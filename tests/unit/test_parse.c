@@ -434,6 +434,55 @@ Test(parse, duplicate_conditionals_are_dropped)
 	cr_expect(tp_span_is(r.user_agent, "first"));
 }
 
+/* Every value of a list field sent on several lines, in order. */
+static void tp_expect_lines(struct span field, unsigned lines, const char *name, const char *const *want,
+			    size_t nwant)
+{
+	const char *cursor = NULL;
+	struct span v;
+	size_t i = 0;
+	while (http_field_lines_next(field, lines, name, &cursor, &v)) {
+		cr_assert_lt(i, nwant, "more values than %zu", nwant);
+		cr_expect(tp_span_is(v, want[i]), "value %zu: '%.*s', want '%s'", i, (int)v.len, v.p, want[i]);
+		i++;
+	}
+	cr_expect_eq(i, nwant, "%zu values, want %zu", i, nwant);
+}
+
+Test(parse, list_fields_keep_every_field_line)
+{
+	/* RFC 9110 5.3: the lines of a list field are one list; a field of the
+	 * same name prefix, a look-alike value and an empty line are in between */
+	static const char raw[] =
+		"GET / HTTP/1.1\r\nHost: h\r\n"
+		"If-Match: \"a\", \"b\"\r\n"
+		"If-None-Match: \"n1\"\r\n"
+		"X-If-Match: \"x\"\r\n"
+		"If-Match-Not: \"y\"\r\n"
+		"if-match:\t \"c\" \r\n"
+		"Expect: 100-continue\r\n"
+		"IF-MATCH:\r\n"
+		"If-Match: W/\"d\"\n"
+		"Expect: foo\r\n\r\n";
+	struct http_request r;
+
+	cr_assert_eq(tp_parse(raw, sizeof(raw) - 1, NULL, &r), (int)sizeof(raw) - 1);
+	cr_expect_eq(r.if_match_lines, 4);
+	static const char *const im[] = { "\"a\", \"b\"", "\"c\"", "", "W/\"d\"" };
+	tp_expect_lines(r.if_match, r.if_match_lines, "if-match", im, 4);
+	cr_expect_eq(r.if_none_match_lines, 1);
+	static const char *const inm[] = { "\"n1\"" };
+	tp_expect_lines(r.if_none_match, r.if_none_match_lines, "if-none-match", inm, 1);
+	static const char *const ex[] = { "100-continue", "foo" };
+	tp_expect_lines(r.expect, r.expect_lines, "expect", ex, 2);
+	/* absent: no values */
+	cr_expect_eq(r.if_none_match_lines, 1);
+	struct http_request r2;
+	static const char raw2[] = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+	cr_assert_gt(tp_parse(raw2, sizeof(raw2) - 1, NULL, &r2), 0);
+	tp_expect_lines(r2.if_match, r2.if_match_lines, "if-match", NULL, 0);
+}
+
 Test(parse, spans_point_into_buffer)
 {
 	static const char raw[] = "\r\nGET /a?b HTTP/1.1\r\nHost: h\r\nRange: bytes=1-\r\n\r\n";

@@ -38,6 +38,12 @@ static const struct pre_case pre_cases[] = {
 	{ HTTP_GET, "\"a\", W/" ETAG, NULL, NULL, NULL, 412 },
 	{ HTTP_HEAD, "\"a\"", NULL, NULL, NULL, 412 },
 	{ HTTP_GET, "", NULL, NULL, NULL, 412 },
+	/* only a lone "*" is "*" */
+	{ HTTP_GET, "*junk", NULL, NULL, NULL, 412 },
+	{ HTTP_GET, "**", NULL, NULL, NULL, 412 },
+	{ HTTP_GET, "*\"a\"", NULL, NULL, NULL, 412 },
+	{ HTTP_GET, " * ", NULL, NULL, NULL, 0 },
+	{ HTTP_GET, NULL, NULL, "*junk", NULL, 0 },
 	/* 2. If-Unmodified-Since: only without If-Match; invalid dates ignored */
 	{ HTTP_GET, NULL, D_MTIME, NULL, NULL, 0 },
 	{ HTTP_GET, NULL, D_NEWER, NULL, NULL, 0 },
@@ -118,6 +124,27 @@ Test(preconditions, etag_lists)
 	cr_expect(!http_etag_list_matches_strong(f, ETAG, strlen(ETAG)));
 	f = sp("\"5f5e1000-7\"");
 	cr_expect(!http_etag_list_matches_strong(f, ETAG, strlen(ETAG)), "a prefix is no match");
+}
+
+/* RFC 9110 5.3: If-Match / If-None-Match over several field lines (as the
+ * parser records them: first value to last, other fields between) */
+Test(preconditions, lists_over_several_field_lines)
+{
+	static const char im[] = "\"a\"\r\nX-Other: " ETAG "\r\nIf-Match: \"b\", " ETAG;
+	static const char im_no[] = "\"a\"\r\nX-Other: " ETAG "\r\nif-match: \"b\"";
+	static const char inm[] = "\"a\"\r\nIf-None-Match: W/" ETAG;
+	struct http_request r = { .method = HTTP_GET };
+
+	r.if_match = sp(im);
+	r.if_match_lines = 2;
+	cr_expect_eq(http_preconditions(&r, &V), 0, "the tag on the second If-Match line counts");
+	r.if_match = sp(im_no);
+	cr_expect_eq(http_preconditions(&r, &V), 412, "a tag in another field does not");
+	r.if_match = sp(NULL);
+	r.if_match_lines = 0;
+	r.if_none_match = sp(inm);
+	r.if_none_match_lines = 2;
+	cr_expect_eq(http_preconditions(&r, &V), 304);
 }
 
 Test(preconditions, status_texts)

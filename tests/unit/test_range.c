@@ -61,10 +61,14 @@ static const struct range_case range_cases[] = {
 	{ "bytes=-0", 100, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
 	{ "bytes=-0,-0", 100, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
 	{ "bytes=18446744073709551615-", 100, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
-	/* an empty representation satisfies nothing */
+	/* an empty representation: only a non-zero suffix is satisfiable (RFC
+	 * 9110 14.1.1), and it selects nothing a 206 can carry -> the whole, 200 */
 	{ "bytes=0-0", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
 	{ "bytes=0-", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
-	{ "bytes=-5", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
+	{ "bytes=-0", 0, 8, RANGE_UNSATISFIABLE, 0, { R(0, 0) } },
+	{ "bytes=-5", 0, 8, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=0-0,-1", 0, 8, RANGE_IGNORE, 0, { R(0, 0) } },
+	{ "bytes=-1,x", 0, 8, RANGE_IGNORE, 0, { R(0, 0) } },
 	/* huge files */
 	{ "bytes=-1", UINT64_MAX, 8, RANGE_OK, 1, { R(UINT64_MAX - 1, UINT64_MAX - 1) } },
 	{ "bytes=0-", UINT64_MAX, 8, RANGE_OK, 1, { R(0, UINT64_MAX - 1) } },
@@ -178,10 +182,16 @@ struct coalesce_case {
 };
 
 static const struct coalesce_case coalesce_cases[] = {
-	/* disjoint ranges far apart stay, sorted by offset */
+	/* disjoint ranges far apart stay, in request order (RFC 9110 15.3.7.2) */
 	{ "bytes=0-9,50-59", 100, 10, RANGE_OK, 2, { R(0, 9), R(50, 59) } },
-	{ "bytes=50-59,0-9", 100, 10, RANGE_OK, 2, { R(0, 9), R(50, 59) } },
-	{ "bytes=80-89,0-9,40-49", 100, 10, RANGE_OK, 3, { R(0, 9), R(40, 49), R(80, 89) } },
+	{ "bytes=50-59,0-9", 100, 10, RANGE_OK, 2, { R(50, 59), R(0, 9) } },
+	{ "bytes=80-89,0-9,40-49", 100, 10, RANGE_OK, 3, { R(80, 89), R(0, 9), R(40, 49) } },
+	/* a merged part takes the place of its earliest spec */
+	{ "bytes=60-70,0-9,65-80,5-12", 100, 0, RANGE_OK, 2, { R(60, 80), R(0, 12) } },
+	{ "bytes=90-95,0-9,40-49,8-20", 100, 5, RANGE_OK, 3, { R(90, 95), R(0, 20), R(40, 49) } },
+	/* a later range that bridges two earlier ones joins them */
+	{ "bytes=0-9,30-39,10-29", 100, 0, RANGE_OK, 1, { R(0, 39) } },
+	{ "bytes=70-79,0-9,30-39,10-29", 100, 0, RANGE_OK, 2, { R(70, 79), R(0, 39) } },
 	/* overlapping, contained and duplicate ranges merge */
 	{ "bytes=0-9,5-14", 100, 0, RANGE_OK, 1, { R(0, 14) } },
 	{ "bytes=0-29,5-14", 100, 0, RANGE_OK, 1, { R(0, 29) } },
@@ -198,6 +208,7 @@ static const struct coalesce_case coalesce_cases[] = {
 	{ "bytes=0-0,3-3,6-6,9-9", 100, 3, RANGE_OK, 1, { R(0, 9) } },
 	/* a chain: each merge extends what the next is compared with */
 	{ "bytes=0-9,8-20,19-40,60-70", 100, 0, RANGE_OK, 2, { R(0, 40), R(60, 70) } },
+	{ "bytes=60-70,19-40,8-20,0-9", 100, 0, RANGE_OK, 2, { R(60, 70), R(0, 40) } },
 	/* a huge allowance merges everything, without wrapping */
 	{ "bytes=0-0,-1", 100, UINT64_MAX, RANGE_OK, 1, { R(0, 99) } },
 	/* adding up to exactly the file is fine; more is served as a 200 (nginx) */
@@ -235,8 +246,8 @@ Test(range, coalesce_table)
 	}
 }
 
-/* max_ranges (1000) ranges in reverse order: sorted back, and merged only
- * once the gap allowance exceeds the 5-byte gaps between them. */
+/* max_ranges (1000) ranges in reverse order: kept so, and merged only once
+ * the gap allowance exceeds the 5-byte gaps between them. */
 Test(range, coalesce_max_ranges_reverse_order)
 {
 	struct byte_range r[1000];
@@ -246,18 +257,34 @@ Test(range, coalesce_max_ranges_reverse_order)
 	cr_assert_eq(range_coalesce(r, &n, 10000, 5), RANGE_OK);
 	cr_assert_eq(n, 1000);
 	for (size_t i = 0; i < n; i++)
-		cr_expect(r[i].first == i * 10 && r[i].last == i * 10 + 4, "r[%zu] = %llu-%llu", i,
+		cr_expect(r[i].first == (999 - i) * 10 && r[i].last == (999 - i) * 10 + 4, "r[%zu] = %llu-%llu", i,
 			  (unsigned long long)r[i].first, (unsigned long long)r[i].last);
-	n = 1000;
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct byte_range){ (999 - i) * 10, (999 - i) * 10 + 4 };
 	cr_assert_eq(range_coalesce(r, &n, 10000, 6), RANGE_OK);
 	cr_expect_eq(n, 1);
 	cr_expect(r[0].first == 0 && r[0].last == 9994);
 }
 
+/* More ranges than range_coalesce can track without allocating: the whole
+ * file (config.c bounds max_ranges to RANGE_COALESCE_MAX, so never in use). */
+Test(range, coalesce_more_than_max_is_ignored)
+{
+	static struct byte_range r[RANGE_COALESCE_MAX + 1];
+	size_t n = RANGE_COALESCE_MAX + 1;
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct byte_range){ i * 10, i * 10 };
+	cr_expect_eq(range_coalesce(r, &n, 100000, 1), RANGE_IGNORE);
+	n = RANGE_COALESCE_MAX;
+	cr_expect_eq(range_coalesce(r, &n, 100000, 1), RANGE_OK);
+	cr_expect_eq(n, RANGE_COALESCE_MAX);
+}
+
 /* Random range sets (a fixed xorshift seed, so failures reproduce): the result
- * is sorted, disjoint, separated by at least `gap` bytes, covers every byte
- * asked for, and covers no byte that is neither asked for nor in a gap
- * shorter than `gap` between asked-for bytes. */
+ * is disjoint, any two parts are at least `gap` bytes apart, the parts come
+ * in the order of the earliest range that fed each, every byte asked for is
+ * covered, and no byte that is neither asked for nor in a gap shorter than
+ * `gap` between asked-for bytes. */
 Test(range, coalesce_properties)
 {
 	uint64_t s = 0x9e3779b97f4a7c15u;
@@ -280,6 +307,8 @@ Test(range, coalesce_properties)
 		uint64_t sum = 0;
 		for (size_t i = 0; i < n; i++)
 			sum += r[i].last - r[i].first + 1;
+		struct byte_range asked_in_order[16];
+		memcpy(asked_in_order, r, n * sizeof(r[0]));
 		size_t m = n;
 		enum range_result res = range_coalesce(r, &m, SIZE, gap);
 		if (sum > SIZE) {
@@ -292,10 +321,12 @@ Test(range, coalesce_properties)
 		bool covered[SIZE] = { false };
 		for (size_t i = 0; i < m; i++) {
 			cr_assert(r[i].first <= r[i].last && r[i].last < SIZE, "iter %d: bad range", iter);
-			if (i > 0)
-				cr_assert(r[i].first > r[i - 1].last + 1 &&
-					  r[i].first - (r[i - 1].last + 1) >= gap,
-					  "iter %d: ranges %zu and %zu not merged", iter, i - 1, i);
+			for (size_t j = 0; j < i; j++) {
+				const struct byte_range *lo = r[j].first < r[i].first ? &r[j] : &r[i];
+				const struct byte_range *hi = lo == &r[j] ? &r[i] : &r[j];
+				cr_assert(hi->first > lo->last + 1 && hi->first - (lo->last + 1) >= gap,
+					  "iter %d: parts %zu and %zu not merged", iter, j, i);
+			}
 			for (uint64_t k = r[i].first; k <= r[i].last; k++)
 				covered[k] = true;
 		}
@@ -303,6 +334,21 @@ Test(range, coalesce_properties)
 			if (asked[k])
 				cr_assert(covered[k], "iter %d: byte %zu asked, not covered", iter, k);
 		}
+		/* walking the request, the part holding each range is the next
+		 * part or one already seen: parts in order of their earliest spec */
+		size_t next_part = 0;
+		for (size_t q = 0; q < n; q++) {
+			size_t p = 0;
+			while (p < m && !(r[p].first <= asked_in_order[q].first &&
+					  asked_in_order[q].last <= r[p].last))
+				p++;
+			cr_assert(p < m, "iter %d: range %zu in no part", iter, q);
+			cr_assert(p <= next_part, "iter %d: range %zu in part %zu before part %zu", iter, q, p,
+				  next_part);
+			if (p == next_part)
+				next_part++;
+		}
+		cr_assert_eq(next_part, m, "iter %d", iter);
 		/* an unasked covered byte lies in a run of unasked bytes shorter than gap */
 		for (size_t k = 0; k < SIZE;) {
 			if (!covered[k] || asked[k]) {
