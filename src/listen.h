@@ -25,7 +25,13 @@ void acceptor_init(struct acceptor *a, int listen_fd);
  * pending connection. Returns -1 if it cannot be made. */
 int acceptor_init_set(struct acceptor *a, const int *fds, int n);
 void acceptor_close(struct acceptor *a);
-/* accept4() with `flags`; returns an fd, or -errno (-EAGAIN when none is pending). */
+/* accept4() with `flags`; returns an fd, or -errno (-EAGAIN when none is pending).
+ * The socket comes tuned by listen_tune_accepted(). */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);
+
+/* Socket options every accepted connection gets (for accepts made elsewhere,
+ * e.g. by io_uring): TCP_NODELAY, so a response is never held back waiting
+ * for the peer's delayed ACK (issue 10). */
+void listen_tune_accepted(int fd);
 
 #endif
