@@ -67,8 +67,8 @@ struct resp_record {
 	struct span request_line, referer, user_agent; /* into the input buffer */
 };
 
-/* A response built and waiting behind nothing but other parked ones: it owns
- * everything its segments point into. Its record's spans stay valid because
+/* A response answered before the current one and waiting to be sent: it
+ * owns everything its segments point into. Its record's spans stay valid because
  * the input buffer is never compacted while a response is parked (the core
  * wants WRITE until the queue is empty, and compacts only when it reads). */
 struct parked {
