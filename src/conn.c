@@ -1,9 +1,12 @@
 /* conn.c - the sans-I/O connection state machine: bytes in, responses out.
  *
- * One request at a time per connection: its head stays in the input buffer
- * (the parsed spans point into it) until its response has been sent, then the
- * buffer is compacted and any pipelined bytes behind it are parsed next. So
- * responses go out in request order and no received byte is ever dropped. */
+ * Requests are parsed one at a time, and a request's head stays in the input
+ * buffer (the parsed spans point into it) until its response has been sent;
+ * the buffer is compacted only then. Before writing, every complete request
+ * already buffered is answered too: the earlier responses wait, parked, in a
+ * small queue, and conn_output() hands them all out as one gathered write
+ * (issue 10: one small write per pipelined response meets the client's delayed
+ * ACK). Responses go out in request order and no received byte is dropped. */
 #include "conn.h"
 
 #include <arpa/inet.h>
@@ -47,6 +50,39 @@ struct seg {
 	size_t len;
 };
 
+/* Gathering pipelined responses (issue 10), as h2o and lighttpd do. A
+ * response is parked only when it is in memory (a file range goes out by
+ * sendfile, so a gathered write stops there anyway), keeps the connection open
+ * and is small; parking stops once the queue would fill a write. */
+#define CONN_QUEUE_MAX 16              /* parked responses */
+#define CONN_GATHER_BYTES (64 * 1024)  /* unsent bytes parked */
+#define PARKED_SEGS 2                  /* a head and a body */
+
+/* What a response's access log line and stats need once its last byte is out. */
+struct resp_record {
+	int status;
+	enum stats_method method;
+	uint64_t head_len;       /* bytes of the head: the rest of what is sent is body */
+	int64_t stats_t0;
+	struct span request_line, referer, user_agent; /* into the input buffer */
+};
+
+/* A response answered before the current one and waiting to be sent: it
+ * owns everything its segments point into. Its record's spans stay valid because
+ * the input buffer is never compacted while a response is parked (the core
+ * wants WRITE until the queue is empty, and compacts only when it reads). */
+struct parked {
+	struct seg segs[PARKED_SEGS];
+	size_t nsegs, seg_cur, seg_off;
+	uint64_t sent;
+	char *hdr;               /* the head: the conn's head buffer, swapped in */
+	size_t hdr_cap;
+	char *body;
+	struct cache_entry *entry;
+	char errpage[256];       /* a built-in error page, copied out of the conn's */
+	struct resp_record rec;
+};
+
 #define CONN_LINGER_MS 2000
 #define CONN_DRAIN_GRACE_MS 1000 /* how long an idle connection may still send a request on stop */
 #define CONN_MIN_INPUT 4096
@@ -86,6 +122,11 @@ struct conn {
 	struct seg *segs;
 	size_t nsegs, seg_max, seg_cur, seg_off;
 	uint64_t sent, head_len;
+
+	/* responses answered before the current one and not yet sent: q[q_first
+	 * .. q_first + nq), oldest first (allocated with the first one parked) */
+	struct parked *q;
+	size_t q_first, nq;
 
 	/* deadlines (monotonic ms) */
 	int64_t head_started;    /* first byte of the current request head, or accept time */
@@ -161,12 +202,44 @@ static void hdr_shrink(struct conn *c)
 	}
 }
 
+static void parked_release(struct parked *p)
+{
+	free(p->body);
+	p->body = NULL;
+	cache_release(p->entry);
+	p->entry = NULL;
+	p->nsegs = p->seg_cur = p->seg_off = 0;
+	p->sent = 0;
+	/* like hdr_shrink: a big head's buffer is not kept for the next one */
+	if (p->hdr_cap > 1024) {
+		free(p->hdr);
+		p->hdr = NULL;
+		p->hdr_cap = 0;
+	}
+}
+
+/* Frees the queue, with any response still parked in it (the connection is
+ * closing, or idle with an empty queue). */
+static void queue_free(struct conn *c)
+{
+	if (!c->q)
+		return;
+	for (size_t i = 0; i < CONN_QUEUE_MAX; i++) {
+		parked_release(&c->q[i]);
+		free(c->q[i].hdr);
+	}
+	free(c->q);
+	c->q = NULL;
+	c->q_first = c->nq = 0;
+}
+
 void conn_free(struct conn *c)
 {
 	if (!c)
 		return;
 	stats_conn_closed(); /* stats */
 	response_release(c);
+	queue_free(c);
 	free(c->in);
 	free(c->segs);
 	free(c->hdr);
@@ -188,8 +261,9 @@ static bool conn_out_buffers(struct conn *c)
 
 void conn_release_idle(struct conn *c)
 {
-	if (c->state != ST_HEAD || c->in_start != c->in_end)
+	if (c->state != ST_HEAD || c->in_start != c->in_end || c->nq > 0)
 		return;
+	queue_free(c);
 	free(c->in);
 	free(c->hdr);
 	free(c->segs);
@@ -1011,7 +1085,8 @@ struct iovec conn_input_space(struct conn *c)
 		make_body_room(c);
 	if (c->state == ST_HEAD && c->in_end == c->in_cap) {
 		if (c->in_start > 0) {
-			/* no request is live in ST_HEAD: nothing points into the buffer */
+			/* no request is live in ST_HEAD, and none is parked while
+			 * we read: nothing points into the buffer */
 			memmove(c->in, c->in + c->in_start, c->in_end - c->in_start);
 			c->in_end -= c->in_start;
 			c->in_start = 0;
@@ -1053,36 +1128,6 @@ void conn_input_done(struct conn *c, ssize_t n)
 
 /* ---- output -------------------------------------------------------- */
 
-void conn_output(struct conn *c, struct conn_output *out)
-{
-	out->iovcnt = 0;
-	out->file_fd = -1;
-	out->file_len = 0;
-	out->total = 0;
-	out->more = false;
-	for (size_t i = c->seg_cur; i < c->nsegs; i++) {
-		const struct seg *s = &c->segs[i];
-		size_t skip = i == c->seg_cur ? c->seg_off : 0;
-		if (!s->p) {
-			if (out->iovcnt == 0) {
-				out->file_fd = c->file_fd;
-				out->file_off = s->off + (off_t)skip;
-				out->file_len = s->len - skip;
-				out->total = out->file_len;
-			} else {
-				out->more = true; /* the head, then the file: one packet, not two */
-			}
-			return;
-		}
-		if (out->iovcnt == CONN_IOV_MAX)
-			return;
-		out->iov[out->iovcnt].iov_base = (void *)(s->p + skip);
-		out->iov[out->iovcnt].iov_len = s->len - skip;
-		out->total += s->len - skip;
-		out->iovcnt++;
-	}
-}
-
 static enum stats_method stats_method_of(const struct conn *c)
 {
 	if (!c->have_req)
@@ -1090,33 +1135,127 @@ static enum stats_method stats_method_of(const struct conn *c)
 	return c->req.method == HTTP_GET ? STATS_GET : c->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;
 }
 
-static void finish_response(struct conn *c)
+/* The current response's record, taken while its request is still parsed. */
+static struct resp_record record_of(const struct conn *c)
+{
+	return (struct resp_record){
+		.status = c->status,
+		.method = stats_method_of(c),
+		.head_len = c->head_len,
+		.stats_t0 = c->stats_t0,
+		.request_line = c->have_req ? c->req.request_line : raw_first_line(c),
+		.referer = c->have_req ? c->req.referer : (struct span){ 0 },
+		.user_agent = c->have_req ? c->req.user_agent : (struct span){ 0 },
+	};
+}
+
+/* A response's last byte is out: stats and the access log line, once each. */
+static void response_account(struct conn *c, const struct resp_record *r, uint64_t sent)
 {
 	/* stats: a few relaxed atomic adds to this worker's slot */
-	stats_response(stats_method_of(c), c->status, c->sent - c->head_len,
-		       c->stats_t0 ? stats_clock_ns() - c->stats_t0 : 0, c->nreq++ > 0);
-	c->stats_t0 = 0;
+	stats_response(r->method, r->status, sent - r->head_len,
+		       r->stats_t0 ? stats_clock_ns() - r->stats_t0 : 0, c->nreq++ > 0);
 	if (log_access_enabled()) {
 		struct access_entry e = {
 			.peer = c->peer,
-			.request_line = c->have_req ? c->req.request_line : raw_first_line(c),
-			.status = c->status,
-			.bytes = c->sent - c->head_len,
-			.referer = c->have_req ? c->req.referer : (struct span){ 0 },
-			.user_agent = c->have_req ? c->req.user_agent : (struct span){ 0 },
+			.request_line = r->request_line,
+			.status = r->status,
+			.bytes = sent - r->head_len,
+			.referer = r->referer,
+			.user_agent = r->user_agent,
 		};
 		log_access(&e);
 	}
-	response_release(c);
-	hdr_shrink(c);
-	c->have_req = false;
-	if (!c->keep_alive) {
-		bool unread = c->in_end > c->next_start;
-		c->state = (c->linger || unread) ? ST_SHUTDOWN : ST_CLOSE;
-		return;
+}
+
+/* Bytes and segments parked and not yet sent. */
+static void queue_unsent(const struct conn *c, size_t *bytes, size_t *segs)
+{
+	*bytes = *segs = 0;
+	for (size_t i = c->q_first; i < c->q_first + c->nq; i++) {
+		const struct parked *p = &c->q[i];
+		for (size_t k = p->seg_cur; k < p->nsegs; k++) {
+			*bytes += p->segs[k].len - (k == p->seg_cur ? p->seg_off : 0);
+			(*segs)++;
+		}
 	}
-	/* keep-alive: the next request may already be buffered (pipelining) */
-	memset(&c->parse, 0, sizeof(c->parse));
+}
+
+/* May the current response wait in the queue while the next one is built? */
+static bool response_parkable(struct conn *c)
+{
+	if (c->state != ST_SEND || c->interim || !c->keep_alive || c->file_fd >= 0 ||
+	    c->nsegs - c->seg_cur > PARKED_SEGS || c->q_first + c->nq == CONN_QUEUE_MAX)
+		return false;
+	size_t bytes, segs;
+	queue_unsent(c, &bytes, &segs);
+	for (size_t k = c->seg_cur; k < c->nsegs; k++)
+		bytes += c->segs[k].len - (k == c->seg_cur ? c->seg_off : 0);
+	segs += c->nsegs - c->seg_cur;
+	/* the next response must still fit the same write */
+	if (segs >= CONN_IOV_MAX || bytes >= CONN_GATHER_BYTES)
+		return false;
+	if (!c->q && !(c->q = calloc(CONN_QUEUE_MAX, sizeof(*c->q))))
+		return false; /* no memory: simply no gathering */
+	return true;
+}
+
+/* The whole head of the next request is buffered. Only a hint: when the
+ * parser still wants more, the queue is sent first and then the core reads. */
+static bool next_request_buffered(const struct conn *c)
+{
+	return c->in_end > c->next_start &&
+	       memmem(c->in + c->next_start, c->in_end - c->next_start, "\r\n\r\n", 4);
+}
+
+/* Moves the current response into the queue; the conn's response storage is
+ * then free for the next one. */
+static void response_park(struct conn *c)
+{
+	struct parked *p = &c->q[c->q_first + c->nq++];
+	size_t n = 0;
+
+	for (size_t k = c->seg_cur; k < c->nsegs; k++) {
+		struct seg s = c->segs[k];
+		if (s.p >= c->errpage && s.p < c->errpage + sizeof(c->errpage)) {
+			memcpy(p->errpage, c->errpage, sizeof(p->errpage));
+			s.p = p->errpage + (s.p - c->errpage);
+		}
+		p->segs[n++] = s;
+	}
+	p->nsegs = n;
+	p->seg_cur = 0;
+	p->seg_off = c->seg_off;
+	p->sent = c->sent;
+	/* The head lives in c->hdr: the queue entry takes that buffer and
+	 * gives back its own (or none: conn_out_buffers makes one). */
+	char *h = p->hdr;
+	size_t cap = p->hdr_cap;
+	p->hdr = c->hdr;
+	p->hdr_cap = c->hdr_cap;
+	c->hdr = h;
+	c->hdr_cap = cap;
+	p->body = c->body;
+	p->entry = c->entry;
+	c->body = NULL;
+	c->entry = NULL;
+	p->rec = record_of(c);
+	c->stats_t0 = 0;
+	response_release(c);
+}
+
+static void parked_finish(struct conn *c, struct parked *p)
+{
+	response_account(c, &p->rec, p->sent);
+	parked_release(p);
+}
+
+/* The connection stays open: on to the next request, which may already be
+ * buffered (pipelining). */
+static void next_request(struct conn *c)
+{
+	c->have_req = false;
+	memset(&c->parse, 0, sizeof(c->parse)); /* a new head: the parser starts afresh */
 	c->in_start = c->next_start;
 	if (c->in_start == c->in_end)
 		c->in_start = c->in_end = 0;
@@ -1124,6 +1263,78 @@ static void finish_response(struct conn *c)
 	c->idle = true;
 	c->last_progress = conn_now_ms();
 	process_input(c);
+}
+
+/* Answers every complete request already buffered, parking the responses
+ * before it, so they leave in one write rather than one small write each. */
+static void answer_buffered(struct conn *c)
+{
+	while (response_parkable(c) && next_request_buffered(c)) {
+		response_park(c);
+		next_request(c);
+	}
+}
+
+/* Appends segs[cur..] (the first one from off) to out; false when out is
+ * full: the iovecs are used up, or a file range comes (sendfile). */
+static bool gather(struct conn_output *out, const struct seg *segs, size_t nsegs, size_t cur, size_t off,
+		   int file_fd)
+{
+	for (size_t i = cur; i < nsegs; i++) {
+		const struct seg *s = &segs[i];
+		size_t skip = i == cur ? off : 0;
+		if (!s->p) {
+			if (out->iovcnt == 0) {
+				out->file_fd = file_fd;
+				out->file_off = s->off + (off_t)skip;
+				out->file_len = s->len - skip;
+				out->total = out->file_len;
+			} else {
+				out->more = true; /* the head, then the file: one packet, not two */
+			}
+			return false;
+		}
+		if (out->iovcnt == CONN_IOV_MAX)
+			return false;
+		out->iov[out->iovcnt].iov_base = (void *)(s->p + skip);
+		out->iov[out->iovcnt].iov_len = s->len - skip;
+		out->total += s->len - skip;
+		out->iovcnt++;
+	}
+	return true;
+}
+
+void conn_output(struct conn *c, struct conn_output *out)
+{
+	answer_buffered(c);
+	out->iovcnt = 0;
+	out->file_fd = -1;
+	out->file_len = 0;
+	out->total = 0;
+	out->more = false;
+	for (size_t i = c->q_first; i < c->q_first + c->nq; i++) {
+		const struct parked *p = &c->q[i];
+		if (!gather(out, p->segs, p->nsegs, p->seg_cur, p->seg_off, -1))
+			return;
+	}
+	if (c->state == ST_SEND)
+		gather(out, c->segs, c->nsegs, c->seg_cur, c->seg_off, c->file_fd);
+}
+
+static void finish_response(struct conn *c)
+{
+	struct resp_record rec = record_of(c);
+	response_account(c, &rec, c->sent);
+	c->stats_t0 = 0;
+	response_release(c);
+	hdr_shrink(c);
+	if (!c->keep_alive) {
+		c->have_req = false;
+		bool unread = c->in_end > c->next_start;
+		c->state = (c->linger || unread) ? ST_SHUTDOWN : ST_CLOSE;
+		return;
+	}
+	next_request(c);
 }
 
 /* "100 Continue" is out: now the client sends the body, which is read and
@@ -1137,21 +1348,43 @@ static void finish_interim(struct conn *c)
 	c->body_started = c->last_progress = conn_now_ms();
 }
 
+/* Moves a segment cursor over up to n sent bytes, counting them in *sent;
+ * returns what is left of n after the last segment. */
+static size_t segs_advance(const struct seg *segs, size_t nsegs, size_t *cur, size_t *off, uint64_t *sent,
+			   size_t n)
+{
+	while (n > 0 && *cur < nsegs) {
+		size_t left = segs[*cur].len - *off;
+		size_t take = n < left ? n : left;
+		*sent += take;
+		n -= take;
+		if (take < left) {
+			*off += take;
+			break;
+		}
+		(*cur)++;
+		*off = 0;
+	}
+	return n;
+}
+
 void conn_output_done(struct conn *c, size_t n)
 {
-	c->sent += n;
 	c->last_progress = conn_now_ms();
-	while (n > 0 && c->seg_cur < c->nsegs) {
-		struct seg *s = &c->segs[c->seg_cur];
-		size_t left = s->len - c->seg_off;
-		if (n < left) {
-			c->seg_off += n;
+	/* one write may end several responses: each is finished, in order */
+	while (c->nq > 0) {
+		struct parked *p = &c->q[c->q_first];
+		n = segs_advance(p->segs, p->nsegs, &p->seg_cur, &p->seg_off, &p->sent, n);
+		if (p->seg_cur < p->nsegs)
 			return;
-		}
-		n -= left;
-		c->seg_cur++;
-		c->seg_off = 0;
+		parked_finish(c, p);
+		c->q_first++;
+		if (--c->nq == 0)
+			c->q_first = 0;
 	}
+	if (c->state != ST_SEND)
+		return; /* only parked responses were out: now the core reads */
+	segs_advance(c->segs, c->nsegs, &c->seg_cur, &c->seg_off, &c->sent, n);
 	if (c->seg_cur == c->nsegs) {
 		if (c->interim)
 			finish_interim(c);
@@ -1176,6 +1409,11 @@ enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms)
 {
 	const struct config *cfg = c->cfg;
 
+	if (c->nq > 0 && c->state != ST_CLOSE) {
+		/* parked responses go first, whatever the next request needs */
+		*deadline_ms = c->last_progress + cfg->send_timeout_ms;
+		return CONN_WANT_WRITE;
+	}
 	switch (c->state) {
 	case ST_HEAD:
 		if (c->in_start == c->in_end && c->draining)
@@ -1210,6 +1448,10 @@ void conn_timeout(struct conn *c)
 {
 	if (c->state != ST_LINGER)
 		stats_timeout(); /* stats: the end of a linger is routine, not a timeout */
+	if (c->nq > 0) { /* the client does not take the parked responses */
+		c->state = ST_CLOSE;
+		return;
+	}
 	if ((c->state == ST_HEAD && c->in_start != c->in_end) || c->state == ST_BODY) {
 		/* part of a request (its head, or its body) arrived, too slowly:
 		 * say so, then close; framing is lost, so nothing after it counts */
@@ -1240,5 +1482,5 @@ void conn_drain(struct conn *c)
 bool conn_awaits_request(const struct conn *c)
 {
 	/* a draining connection in its grace is watched by whoever holds it */
-	return (c->state == ST_HEAD || c->state == ST_BODY) && !c->draining;
+	return (c->state == ST_HEAD || c->state == ST_BODY) && !c->draining && c->nq == 0;
 }

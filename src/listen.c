@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -106,6 +107,16 @@ void listen_set_close(struct listen_set *ls)
 		close(ls->fds[i]);
 	ls->n = 0;
 	ls->steered = 0;
+}
+
+void listen_tune_accepted(int fd)
+{
+	/* Nagle would hold a small segment until the previous one is ACKed, and
+	 * the peer delays that ACK by up to 40 ms: pipelined or split responses
+	 * would stall. We gather what is ready into one write ourselves, and
+	 * cork with MSG_MORE where a head and a file must share a packet. */
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* best effort: fails only on non-TCP */
 }
 
 void acceptor_init(struct acceptor *a, int listen_fd)
@@ -242,8 +253,10 @@ int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t
 	for (;;) {
 		int listener;
 		int fd = accept_any(a, peer, peerlen, flags, &listener);
-		if (fd >= 0)
+		if (fd >= 0) {
+			listen_tune_accepted(fd);
 			return fd;
+		}
 		switch (errno) {
 		case EINTR:
 		case ECONNABORTED:

@@ -62,7 +62,8 @@ int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int n
 void acceptor_close(struct acceptor *a);
 /* accept4() with `flags`; returns an fd, or -errno: -EAGAIN when none is
  * pending (or during a pause), -EMFILE when out of descriptors a pending
- * connection was taken off the queue and dropped (call again). */
+ * connection was taken off the queue and dropped (call again). The socket
+ * comes tuned by listen_tune_accepted(). */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);
 
 /* Out of descriptors with no spare left to drop a connection with (another
@@ -81,5 +82,9 @@ bool acceptor_pause_over(struct acceptor *a);
 /* For a thread that only accepts: sleeps until the listener is readable (or,
  * during a pause, the pause ends) or wake_fd is readable. */
 void acceptor_wait(const struct acceptor *a, int wake_fd);
+/* Socket options every accepted connection gets (for accepts made elsewhere,
+ * e.g. by io_uring): TCP_NODELAY, so a response is never held back waiting
+ * for the peer's delayed ACK (issue 10). */
+void listen_tune_accepted(int fd);
 
 #endif
