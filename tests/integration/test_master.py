@@ -280,6 +280,7 @@ def _wrk_result(p: subprocess.Popen, timeout: float) -> dict:
 # kill -9
 # --------------------------------------------------------------------------
 
+@pytest.mark.expect_restart
 @pytest.mark.parametrize("model", ["epoll", "pool"])
 def test_kill9_serving_process_is_replaced(model, instances, docroot):
     need(model)
@@ -308,6 +309,7 @@ def test_kill9_serving_process_is_replaced(model, instances, docroot):
     srv.assert_alive()
 
 
+@pytest.mark.expect_restart
 def test_kill9_prefork_worker_under_load(instances, docroot):
     """One prefork worker is killed under load: it is replaced, keep-alive
     connections held by the other workers keep working, and only connections
@@ -613,6 +615,7 @@ def test_model_that_cannot_start_stops_the_master(docroot, tmp_path):
 # Regressions found in review
 # --------------------------------------------------------------------------
 
+@pytest.mark.expect_restart
 def test_kill9_after_reload_is_restarted(instances, docroot):
     """A crash of a reload's generation (after it started) is restarted, not
     taken for a failed reload that leaves nothing serving."""
@@ -634,6 +637,7 @@ def test_kill9_after_reload_is_restarted(instances, docroot):
     srv.assert_alive()
 
 
+@pytest.mark.expect_restart
 def test_prefork_workers_die_with_their_serving_process(instances, docroot):
     """kill -9 of prefork's serving process: its workers do not serve on as
     orphans beside the restarted ones, and SIGTERM still ends everything."""

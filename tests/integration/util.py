@@ -100,6 +100,34 @@ class ServerError(AssertionError):
     pass
 
 
+# What the error log says when a process of the instance died or ended badly
+# (master.c, fork.c, prefork.c); tests that kill one on purpose carry the
+# `expect_restart` marker and tolerate these lines.
+RESTART_RE = re.compile(r"killed by signal|restarting it|exited with status [1-9]|did not finish cleanly")
+# What a sanitizer prints (ASan, LSan, UBSan, TSan); never tolerated.
+SANITIZER_RE = re.compile(r"ERROR: (Address|Leak|Memory)Sanitizer|WARNING: ThreadSanitizer|"
+                          r"runtime error:|SUMMARY: \w+Sanitizer")
+SANITIZER_LOG_PREFIX = "sanitizer"
+SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")
+
+# Every Server started, until its final check (see Server.problems()).
+LIVE_SERVERS: list["Server"] = []
+
+
+def sanitizer_env(workdir: Path) -> dict:
+    """The environment for a server: the sanitizer options the Makefile passes,
+    plus a log_path per sanitizer in the server's directory, so a report from
+    any process of the instance (master, serving process, worker, fork child)
+    lands in a file the suite reads, even when stderr is gone."""
+    env = dict(os.environ)
+    for var in SANITIZER_ENV:
+        kind = var.split("_")[0].lower()
+        opts = [o for o in env.get(var, "").split(":") if o and not o.startswith("log_path=")]
+        opts.append(f"log_path={workdir / f'{SANITIZER_LOG_PREFIX}-{kind}'}")
+        env[var] = ":".join(opts)
+    return env
+
+
 class Server:
     """One spindle process. `settings` become --set KEY=VALUE (merged over the
     defaults that send both logs into the server's private directory)."""
@@ -120,6 +148,7 @@ class Server:
         self.stopped = False
         self._stdout = None
         self._stderr = None
+        self._scanned: dict[str, int] = {}  # file name -> bytes already checked
 
     # -- lifecycle --------------------------------------------------------
 
@@ -138,7 +167,9 @@ class Server:
             self._stderr = open(self.workdir / "stderr.txt", "wb")
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
                                          stdout=self._stdout, stderr=self._stderr,
-                                         cwd=self.workdir)
+                                         cwd=self.workdir, env=sanitizer_env(self.workdir))
+            if self not in LIVE_SERVERS:
+                LIVE_SERVERS.append(self)
             deadline = time.monotonic() + ready_timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
@@ -203,6 +234,40 @@ class Server:
         if self.proc is not None and self.proc.poll() is not None:
             out.append(f"--- exit status: {self.proc.returncode}")
         return "\n".join(out)
+
+    def _new_text(self, path: Path) -> str:
+        """What was appended to path since the last call (for this server)."""
+        done = self._scanned.get(path.name, 0)
+        try:
+            with open(path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < done:  # replaced (a log rotation test)
+                    done = 0
+                f.seek(done)
+                data = f.read()
+        except FileNotFoundError:
+            return ""
+        self._scanned[path.name] = done + len(data)
+        return data.decode(errors="replace")
+
+    def problems(self, expect_restart: bool = False) -> list[str]:
+        """Failures written since the last call: any sanitizer report (its own
+        log files, stderr, the error log), and unless expect_restart, any line
+        saying a process of this instance died, was restarted or ended badly."""
+        out = []
+        reports = sorted(self.workdir.glob(f"{SANITIZER_LOG_PREFIX}-*"))
+        for p in reports:
+            txt = self._new_text(p)
+            if txt.strip():
+                out.append(f"sanitizer report in {p}:\n{txt[:6000]}")
+        for p in (self.workdir / "stderr.txt", self.error_log):
+            txt = self._new_text(p)
+            bad = [ln for ln in txt.splitlines()
+                   if SANITIZER_RE.search(ln) or (not expect_restart and RESTART_RE.search(ln))]
+            if bad:
+                out.append(f"{p.name} of spindle ({self.model}):\n" + "\n".join(bad[:20]))
+        if out:
+            out.insert(0, f"spindle ({self.model}) in {self.workdir}:")
+        return out
 
     def assert_alive(self, what: str = "") -> None:
         if not self.alive():
