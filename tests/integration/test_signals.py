@@ -114,6 +114,8 @@ def test_sigterm_mid_request_head(fresh_server):
 
 
 def test_client_reset_mid_download_does_not_kill_server(server, docroot):
+    before = util.long_lived_processes(server)
+    assert before, "no serving process found"
     for _ in range(5):
         c = server.connect(rcvbuf=8192)
         c.send(util.build_request("GET", "/big.bin"))
@@ -124,9 +126,13 @@ def test_client_reset_mid_download_does_not_kill_server(server, docroot):
     server.assert_alive("after clients reset mid-download ")
     resp = server.get("/big.bin", timeout=30)
     assert hashlib.sha256(resp.body).hexdigest() == docroot.sha256("big.bin")
+    # the master restarts a dead serving process at once: alive is not enough
+    assert util.long_lived_processes(server) == before, "a serving process or worker was replaced"
 
 
 def test_client_closes_before_response_does_not_kill_server(server):
+    before = util.long_lived_processes(server)
+    assert before, "no serving process found"
     for _ in range(5):
         with server.connect() as c:
             c.send(util.build_request("GET", "/big.bin"))
@@ -136,3 +142,4 @@ def test_client_closes_before_response_does_not_kill_server(server):
     time.sleep(0.2)
     server.assert_alive()
     assert server.get("/a.txt").body == A_TXT
+    assert util.long_lived_processes(server) == before, "a serving process or worker was replaced"

@@ -603,3 +603,22 @@ def proc_live(pid: int) -> bool:
 def serving_pids(master: int) -> list[int]:
     """The master's live children: its serving process(es)."""
     return [p for p in proc_children(master) if proc_live(p)]
+
+
+def proc_identity(pid: int) -> tuple[int, str] | None:
+    """(pid, start time): tells a process from a later one reusing its pid."""
+    st = proc_stat(pid)
+    return (pid, st[19]) if st else None
+
+
+def long_lived_processes(srv: "Server") -> set:
+    """Identities of the instance's serving processes and, for prefork, their
+    workers (not fork's per-connection children, which come and go): a crash
+    and restart changes this set."""
+    out = set()
+    for p in serving_pids(srv.proc.pid):
+        out.add(proc_identity(p))
+        if srv.model == "prefork":
+            out |= {proc_identity(w) for w in proc_children(p) if proc_live(w)}
+    out.discard(None)
+    return out
