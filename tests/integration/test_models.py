@@ -134,6 +134,17 @@ def test_1000_concurrent_keepalive_connections(model, fresh_server, docroot):
                           + "\n".join(failures[:20]) + "\n" + srv.diagnostics())
     assert open_at_once == nconn
     assert srv.get("/a.txt").body == docroot.files["a.txt"]
+    # the statistics are exact after concurrent load too, not only after sequential requests
+    total = nconn * nreq + 1
+    body_bytes = sum(len(files[SMALL[(idx + i) % len(SMALL)]])
+                     for idx in range(nconn) for i in range(nreq)) + len(docroot.files["a.txt"])
+    s = util.wait_stats(srv.port, lambda s: s["requests"] >= total, timeout=util.scaled(5))
+    assert s["requests"] == total, f"{s['requests']} requests counted for {total}"
+    assert s["status_codes"]["200"] == total
+    assert s["methods"]["GET"] == total
+    assert s["errors"] == 0 and s["send_failures"] == 0
+    assert s["bytes_sent"] == body_bytes
+    assert sum(w["requests"] for w in s["workers"]) == total
 
 
 # --------------------------------------------------------------------------

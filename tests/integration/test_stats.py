@@ -18,32 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 import util
 from conftest import A_TXT, ERROR_404, RANGE_DATA
 
-STAT_BIN = util.REPO_ROOT / "spindle-stat"
+STAT_BIN = util.STAT_BIN
+stat_json = util.stat_json
+wait_stats = util.wait_stats
 
 
 def shm_path(name) -> Path:
     return Path(f"/dev/shm/spindle-{name}")
-
-
-def stat_json(port: int) -> dict:
-    r = subprocess.run([str(STAT_BIN), "--once", "--json", "--port", str(port)], capture_output=True,
-                       text=True, timeout=10)
-    assert r.returncode == 0, f"spindle-stat failed ({r.returncode}): {r.stderr}"
-    return json.loads(r.stdout)
-
-
-def wait_stats(port: int, pred, timeout: float = 3.0) -> dict:
-    """The server counts a response right after its last byte is written, so
-    a client may see the bytes a moment before the counters move."""
-    last = {}
-
-    def probe():
-        nonlocal last
-        last = stat_json(port)
-        return pred(last)
-
-    util.wait_for(probe, timeout)
-    return last
 
 
 @pytest.fixture(scope="module", autouse=True)

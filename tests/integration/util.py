@@ -622,3 +622,87 @@ def long_lived_processes(srv: "Server") -> set:
             out |= {proc_identity(w) for w in proc_children(p) if proc_live(w)}
     out.discard(None)
     return out
+
+
+def instance_processes(srv: "Server") -> list[int]:
+    """The master and every live descendant (serving processes, workers, fork children)."""
+    return [srv.proc.pid] + [p for p in proc_descendants(srv.proc.pid) if proc_live(p)]
+
+
+def instance_cpu_seconds(srv: "Server") -> float:
+    """CPU time (user + system) of the live processes of the instance, with
+    their reaped children's (a fork child's time lands in its parent's
+    cutime/cstime once reaped)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in instance_processes(srv):
+        st = proc_stat(pid)
+        if st:  # utime, stime, cutime, cstime: fields 14-17 of /proc/PID/stat
+            total += sum(int(x) for x in st[11:15])
+    return total / tick
+
+
+def open_by_instance(srv: "Server", path: Path) -> list[int]:
+    """The processes of the instance that hold path open."""
+    target = str(path)
+    out = []
+    for pid in instance_processes(srv):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    out.append(pid)
+                    break
+            except OSError:
+                pass
+    return out
+
+
+# --------------------------------------------------------------------------
+# Statistics (spindle-stat)
+# --------------------------------------------------------------------------
+
+STAT_BIN = REPO_ROOT / "spindle-stat"
+
+
+def stat_json(port: int) -> dict:
+    import json
+    r = subprocess.run([str(STAT_BIN), "--once", "--json", "--port", str(port)], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0, f"spindle-stat failed ({r.returncode}): {r.stderr}"
+    return json.loads(r.stdout)
+
+
+def wait_stats(port: int, pred, timeout: float = 3.0) -> dict:
+    """The server counts a response right after its last byte is written, so
+    a client may see the bytes a moment before the counters move."""
+    last = {}
+
+    def probe():
+        nonlocal last
+        last = stat_json(port)
+        return pred(last)
+
+    wait_for(probe, timeout)
+    return last
+
+
+def instance_running_threads(srv: "Server") -> int:
+    """How many threads of the instance are running or runnable (state R) now:
+    a thread that spins is R even while it waits for a core, one that sleeps is not."""
+    n = 0
+    for pid in instance_processes(srv):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                state = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            n += state == "R"
+    return n
