@@ -494,6 +494,63 @@ def test_reload_with_bad_config_is_refused(bad, line, what, instances, docroot, 
     assert srv.get("/a.txt").body == A_TXT
 
 
+class ListenConfigServer(ConfigServer):
+    """bind, port and reuseport come from the config file (not flags, which a
+    reload would re-apply), so that the file can change them before a reload."""
+
+    def __init__(self, config: Path, root: Path, workdir: Path, reuseport: bool):
+        super().__init__(config, root, workdir)
+        self.reuseport = reuseport
+
+    def argv(self) -> list[str]:
+        a = super().argv()
+        for flag in ("--bind", "--port"):
+            i = a.index(flag)
+            del a[i:i + 2]
+        self.write_config(util.HOST, self.port, self.reuseport)
+        return a
+
+    def write_config(self, bind: str, port: int, reuseport: bool) -> None:
+        self.extra_args_config().write_text(
+            f"[server]\nmodel = epoll\nbind = {bind}\nport = {port}\n"
+            f"reuseport = {'true' if reuseport else 'false'}\n")
+
+    def extra_args_config(self) -> Path:
+        return Path(self.extra_args[self.extra_args.index("--config") + 1])
+
+
+@pytest.mark.parametrize("change", ["bind", "port", "reuseport"])
+def test_reload_refuses_listener_changes(change, docroot, tmp_path):
+    """README: bind, port and reuseport need a restart: a reload that changes
+    one is refused with a message, and the same serving process keeps serving
+    on the same socket."""
+    need("epoll")
+    srv = ListenConfigServer(tmp_path / "spindle.conf", docroot.path, tmp_path / "srv", reuseport=True)
+    srv.start()
+    try:
+        master = srv.proc.pid
+        first = _one_serving(master)
+        bind, port, reuseport = util.HOST, srv.port, True
+        if change == "bind":
+            bind = "127.0.0.2"
+        elif change == "port":
+            port = util.free_port()
+        else:
+            reuseport = False
+        srv.write_config(bind, port, reuseport)
+        srv.signal(signal.SIGHUP)
+        assert _wait_log(srv, r"reload: bind, port and reuseport cannot change without a restart", 3), \
+            f"no refusal logged for a {change} change\n{srv.diagnostics()}"
+        time.sleep(0.6)  # longer than a new generation's start-up grace
+        assert util.serving_pids(master) == [first], f"the serving process changed: {util.serving_pids(master)}"
+        assert "generation 2" not in _log(srv)
+        for _ in range(5):
+            assert srv.get("/a.txt").body == A_TXT
+    finally:
+        rc = srv.stop()
+    assert rc == 0, srv.diagnostics()
+
+
 # --------------------------------------------------------------------------
 # SIGTERM
 # --------------------------------------------------------------------------

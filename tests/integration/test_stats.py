@@ -67,6 +67,22 @@ def test_counts_are_exact(fresh_server):
     assert s["connections_accepted"] >= 14
 
 
+def test_counters_survive_a_reload(fresh_server):
+    """README: a reload keeps the segment and its counters."""
+    srv = fresh_server()
+    _known_mix(srv)
+    wait_stats(srv.port, lambda s: s["requests"] >= 14)
+    segment = os.stat(shm_path(srv.port)).st_ino
+    srv.signal(signal.SIGHUP)
+    gen2 = util.wait_for(lambda: "generation 2: serving process" in srv.error_log.read_text(), 3)
+    assert gen2, f"the reload did not start generation 2\n{srv.diagnostics()}"
+    assert srv.get("/a.txt").body == A_TXT  # served by the new generation
+    s = wait_stats(srv.port, lambda s: s["requests"] >= 15)
+    assert s["requests"] == 15, s["requests"]
+    assert s["status_codes"]["200"] == 11 and s["status_codes"]["404"] == 2
+    assert os.stat(shm_path(srv.port)).st_ino == segment, "the reload replaced the segment"
+
+
 def test_keepalive_reuse_counted(fresh_server):
     srv = fresh_server()
     with srv.connect() as c:
