@@ -43,10 +43,7 @@ def need(*models: str) -> None:
 # /proc helpers
 # --------------------------------------------------------------------------
 
-def _identity(pid: int) -> tuple[int, str] | None:
-    """(pid, start time): tells a process from a later one reusing its pid."""
-    st = util.proc_stat(pid)
-    return (pid, st[19]) if st else None
+_identity = util.proc_identity
 
 
 def _one_serving(master: int, timeout: float = 3.0) -> int:
