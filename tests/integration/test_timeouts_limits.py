@@ -40,26 +40,26 @@ def _assert_408_and_close(data: bytes):
 
 def test_header_deadline_not_extended_by_trickling(quick):
     with quick.connect() as c:
-        elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", 5)
+        elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", util.scaled(5))
     assert elapsed is not None, "a trickling client kept the connection for 5 s"
-    assert 0.8 <= elapsed <= 2.5, f"header deadline hit after {elapsed:.2f}s (expected ~1s)"
+    assert 0.8 <= elapsed <= util.scaled(2.5), f"header deadline hit after {elapsed:.2f}s (expected ~1s)"
     _assert_408_and_close(data)
 
 
 def test_header_deadline_for_trickled_request_line(quick):
     with quick.connect() as c:
-        elapsed, data = _trickle_until_closed(c, b"GET /", 5)
-    assert elapsed is not None and elapsed <= 2.5, elapsed
+        elapsed, data = _trickle_until_closed(c, b"GET /", util.scaled(5))
+    assert elapsed is not None and elapsed <= util.scaled(2.5), elapsed
     _assert_408_and_close(data)
 
 
 def test_silent_new_connection_closed(quick):
     with quick.connect() as c:
         t0 = time.monotonic()
-        assert c.readable_within(3), "a connection that sent nothing was kept for 3 s"
+        assert c.readable_within(util.scaled(3)), "a connection that sent nothing was kept for 3 s"
         elapsed = time.monotonic() - t0
         data = c.read_all(timeout=2)
-    assert 0.8 <= elapsed <= 2.5, elapsed
+    assert 0.8 <= elapsed <= util.scaled(2.5), elapsed
     # No byte of a request came, so there is nothing to answer: a silent close
     # (conn_timeout; nginx does the same), where a started head gets its 408.
     assert data == b"", f"a connection that sent nothing got an answer: {data[:100]!r}"
@@ -69,10 +69,10 @@ def test_partial_head_then_silence_408_and_close(quick):
     with quick.connect() as c:
         c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n")
         t0 = time.monotonic()
-        assert c.readable_within(3), "an incomplete request head was kept for 3 s"
+        assert c.readable_within(util.scaled(3)), "an incomplete request head was kept for 3 s"
         elapsed = time.monotonic() - t0
         data = c.read_all(timeout=2)
-    assert elapsed <= 2.5
+    assert elapsed <= util.scaled(2.5)
     _assert_408_and_close(data)
 
 
@@ -81,10 +81,10 @@ def test_idle_keepalive_connection_closed(quick):
         c.send(util.build_request("GET", "/a.txt"))
         assert c.read_response().body == A_TXT
         t0 = time.monotonic()
-        closed = c.wait_closed(3)
+        closed = c.wait_closed(util.scaled(3))
         elapsed = time.monotonic() - t0
     assert closed, "idle keep-alive connection still open after 3 s (keepalive_timeout=1)"
-    assert 0.8 <= elapsed <= 2.5, f"closed after {elapsed:.2f}s"
+    assert 0.8 <= elapsed <= util.scaled(2.5), f"closed after {elapsed:.2f}s"
 
 
 def test_keepalive_timer_restarts_per_request(quick):
@@ -108,7 +108,7 @@ def test_others_served_while_connections_idle_or_trickling(quick):
             t0 = time.monotonic()
             resp = quick.get("/index.html", timeout=2)
             assert resp.body == INDEX_HTML
-            assert time.monotonic() - t0 < 0.5, "a request waited behind idle connections"
+            assert time.monotonic() - t0 < util.scaled(0.5), "a request waited behind idle connections"
             try:
                 slow.send(b"X")
             except OSError:
@@ -122,9 +122,9 @@ def test_duration_with_ms_suffix(servers):
         c.send(util.build_request("GET", "/a.txt"))
         assert c.read_response().body == A_TXT
         t0 = time.monotonic()
-        assert c.wait_closed(3)
+        assert c.wait_closed(util.scaled(3))
         elapsed = time.monotonic() - t0
-    assert 0.3 <= elapsed <= 1.5, f"keepalive_timeout=500ms closed after {elapsed:.2f}s"
+    assert 0.3 <= elapsed <= util.scaled(1.5), f"keepalive_timeout=500ms closed after {elapsed:.2f}s"
 
 
 def test_send_timeout_drops_client_that_stops_reading(servers, huge_docroot):
@@ -185,7 +185,7 @@ def test_body_deadline_not_extended_by_dribbling(quick):
     the header_timeout (absolute from the end of the head): 408 and close."""
     with quick.connect() as c:
         elapsed, data = _trickle_until_closed(
-            c, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n", 5)
+            c, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n", util.scaled(5))
     assert elapsed is not None, "a dribbled body kept the connection for 5 s"
-    assert elapsed <= 2.5, f"body deadline hit after {elapsed:.2f}s (expected ~1s)"
+    assert elapsed <= util.scaled(2.5), f"body deadline hit after {elapsed:.2f}s (expected ~1s)"
     _assert_408_and_close(data)
