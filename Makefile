@@ -68,15 +68,22 @@ unit: $(BUILD)/unit_tests
 integration: spindle
 	$(PY) -m pytest -q tests/integration
 
+# Every pytest run of `make test` writes a JUnit report here; the last step
+# lists every skip with its reason, so none passes unread.
+REPORTS  := build/test-reports
+junit     = --junitxml=$(REPORTS)/$(1).xml
+
 test: deps
+	rm -rf $(REPORTS)
 	$(MAKE) all $(BUILD)/unit_tests
 	$(BUILD)/unit_tests --jobs 2
-	$(PY) -m pytest -q tests/integration
-	$(PY) -m pytest -q tests/bench
+	$(PY) -m pytest -q $(call junit,integration) tests/integration
+	$(PY) -m pytest -q $(call junit,bench) tests/bench
 	$(MAKE) asan-test
 	$(MAKE) tsan-test
 	$(MAKE) valgrind
 	$(MAKE) fuzz-run
+	@$(PY) scripts/skip-summary.py $(REPORTS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build, running the integration suite.
 ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -88,7 +95,7 @@ spindle-asan: $(CORE_OBJ) $(MAIN_OBJ)
 
 asan-test: asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan $(PY) -m pytest -q -x tests/integration
+	  SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan $(PY) -m pytest -q -x $(call junit,asan) tests/integration
 	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" build/asan/unit_tests
 	build/asan/unit_tests --jobs 2
 
@@ -104,7 +111,7 @@ tsan-test: tsan
 	  src/fs/cache.c src/http/date.c src/http/response.c
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan \
-	  $(PY) -m pytest -q -x tests/integration -k "$(TSAN_MODELS)"
+	  $(PY) -m pytest -q -x $(call junit,tsan) tests/integration -k "$(TSAN_MODELS)"
 
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)

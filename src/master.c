@@ -28,6 +28,7 @@
 #include "conn.h"
 #include "listen.h"
 #include "log/log.h"
+#include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
 #include "server.h"
 
@@ -61,6 +62,7 @@ struct master {
 	int serial;
 	int exit_code;
 	bool ever_served;     /* some serving process got past its start-up grace */
+	bool child_failed;    /* a serving process crashed or exited non-zero (not SIGKILL) */
 	config_builder build;
 	void *build_arg;
 };
@@ -290,6 +292,8 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 	if (!g)
 		return; /* an orphan of a dead serving process, reaped as subreaper */
 	describe_exit(status, how, sizeof(how));
+	if (!child_exit_ok(status))
+		m->child_failed = true;
 	bool current = g == &m->gens[m->current];
 	bool early_failure = g->state == GEN_STARTING && WIFEXITED(status) && WEXITSTATUS(status) != 0;
 
@@ -539,6 +543,10 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		if (m.gens[i].state != GEN_FREE)
 			gen_release(&m, &m.gens[i]);
 	close(m.sigfd);
+	if (m.child_failed && CHILD_FAILURE_IS_FATAL && m.exit_code == 0) {
+		log_error("a serving process failed while running (see above): exiting with status 1");
+		m.exit_code = 1;
+	}
 	log_info("stopped");
 	return m.exit_code;
 }

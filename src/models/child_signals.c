@@ -5,8 +5,21 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CHILD_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define CHILD_LSAN 1
+#endif
+#endif
+#ifdef CHILD_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #include "../log/log.h"
 #include "../server.h"
@@ -101,4 +114,20 @@ bool child_signals_drain(void)
 	while ((n = read(sig_pipe[0], buf, sizeof(buf))) > 0)
 		usr1 |= memchr(buf, 'u', (size_t)n) != NULL;
 	return usr1;
+}
+
+bool child_exit_ok(int status)
+{
+	if (WIFSIGNALED(status))
+		return WTERMSIG(status) == SIGKILL;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+_Noreturn void child_exit(int rc)
+{
+#ifdef CHILD_LSAN
+	/* a leak found here ends the child with LSan's exit code (or abort) */
+	__lsan_do_leak_check();
+#endif
+	_exit(rc);
 }

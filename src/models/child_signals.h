@@ -24,4 +24,31 @@ pid_t child_fork(struct server *srv);
 /* Empties the pipe; true when a SIGUSR1 came (pass it on to the children). */
 bool child_signals_drain(void);
 
+/* Test builds: a child that failed (crashed, or exited non-zero because a
+ * sanitizer found a leak or UB) fails its parent's exit status too, and so the
+ * serving process's and the master's, where production only logs it and serves
+ * on. Sanitizer builds are test builds; -DSPINDLE_STRICT_EXIT makes any build one. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPINDLE_STRICT_EXIT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SPINDLE_STRICT_EXIT 1
+#endif
+#endif
+#ifdef SPINDLE_STRICT_EXIT
+#define CHILD_FAILURE_IS_FATAL true
+#else
+#define CHILD_FAILURE_IS_FATAL false
+#endif
+
+/* How a child reaped by waitpid() ended: false if it crashed or exited
+ * non-zero. SIGKILL is not a failure: the parent's drain timeout (or a test)
+ * sends it, and no sanitizer or crash ends a process with it. */
+bool child_exit_ok(int status);
+
+/* Ends a forked child that must not run the parent's atexit handlers or flush
+ * the parent's stdio buffers (so _exit), after LeakSanitizer has checked it in
+ * a sanitizer build (which _exit alone skips). */
+_Noreturn void child_exit(int rc);
+
 #endif

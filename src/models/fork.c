@@ -3,7 +3,7 @@
  * The parent only accepts, forks and reaps: it closes its copy of every
  * accepted socket right after fork(), so its descriptor count stays constant
  * however many children run. A child serves its one connection with
- * blocking_serve() and _exit()s. SIGCHLD writes to a self-pipe that the accept
+ * blocking_serve() and _exit()s (child_exit: LeakSanitizer first in sanitizer builds). SIGCHLD writes to a self-pipe that the accept
  * loop polls, and every wake-up reaps with waitpid(-1, WNOHANG), so the live
  * count is exact and no zombie outlives a poll. At max_connections live
  * children the parent stops accepting: new connections wait in the backlog.
@@ -36,6 +36,7 @@
 struct children {
 	pid_t *pids;  /* live children, unordered */
 	int n, cap;
+	bool failed;  /* a child crashed or exited non-zero (see CHILD_FAILURE_IS_FATAL) */
 };
 
 static int sig_fd = -1; /* child_signals: SIGCHLD and SIGUSR1 arrive here */
@@ -67,8 +68,13 @@ static void reap(struct children *ch)
 
 	reopen = child_signals_drain();
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
-			log_warn("fork: child %d killed by signal %d", (int)pid, WTERMSIG(status));
+		if (!child_exit_ok(status)) {
+			ch->failed = true;
+			if (WIFSIGNALED(status))
+				log_warn("fork: child %d killed by signal %d", (int)pid, WTERMSIG(status));
+			else
+				log_warn("fork: child %d exited with status %d", (int)pid, WEXITSTATUS(status));
+		}
 		children_remove(ch, pid);
 	}
 	if (pid < 0 && errno != ECHILD)
@@ -85,7 +91,7 @@ static void child_main(struct server *srv, struct acceptor *acc, int fd, struct 
 	acceptor_close(acc);
 	server_close_listeners(srv); /* the child has no use for them */
 	blocking_serve(srv, fd, (struct sockaddr *)peer, len);
-	_exit(0);
+	child_exit(0);
 }
 
 /* Sleeps until a child exits, a connection arrives (if listen_fd >= 0), a stop
@@ -205,6 +211,10 @@ out:
 	child_signals_close();
 	sig_fd = -1;
 	free(ch.pids);
+	if (ch.failed && CHILD_FAILURE_IS_FATAL && rc == 0) {
+		log_error("fork: a child failed (see above): exiting with status 1");
+		rc = 1;
+	}
 	return rc;
 }
 

@@ -34,6 +34,7 @@ struct worker {
 };
 
 static int sig_fd = -1; /* child_signals: SIGCHLD and SIGUSR1 arrive here */
+static bool worker_failed; /* a worker crashed or exited non-zero (see CHILD_FAILURE_IS_FATAL) */
 
 /* In a new worker (set up by child_fork, which also makes it die with the
  * serving process rather than serve on unsupervised beside a restarted one). */
@@ -90,6 +91,8 @@ static int reap(struct worker *ws, int n, bool stopping)
 		if (i < 0)
 			continue;
 		ws[i].pid = 0;
+		if (!child_exit_ok(status))
+			worker_failed = true;
 		if (stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 			continue;
 		int64_t now = conn_now_ms(), earliest = ws[i].started + PREFORK_RESTART_MIN_MS;
@@ -173,6 +176,7 @@ static int prefork_run(struct server *srv)
 		free(ws);
 		return 1;
 	}
+	worker_failed = false;
 	log_info("prefork: %d workers x %d threads", n, srv->cfg->threads);
 	for (int i = 0; i < n && !server_stopping(); i++)
 		spawn(srv, &ws[i], i, max_conns);
@@ -193,6 +197,10 @@ static int prefork_run(struct server *srv)
 	child_signals_close();
 	sig_fd = -1;
 	free(ws);
+	if (worker_failed && CHILD_FAILURE_IS_FATAL && rc == 0) {
+		log_error("prefork: a worker failed (see above): exiting with status 1");
+		rc = 1;
+	}
 	return rc;
 }
 

@@ -7,6 +7,10 @@
 * `fresh_server(**settings)` starts a dedicated server for one test (logs,
   signals, shutdown); it is stopped at teardown and must exit 0.
 * `docroot` is built once per session (see build_docroot for its content).
+* After every test, every server started so far is checked (`_no_silent_failure`):
+  a sanitizer report, or an error-log line saying a process of the instance
+  died, was restarted or ended badly, fails the test, except that tests marked
+  `expect_restart` may restart processes (never produce sanitizer reports).
 """
 from __future__ import annotations
 
@@ -68,6 +72,36 @@ def model(request, model_name):
 @pytest.fixture(scope="session")
 def version():
     return util.spindle_version()
+
+
+# ---------------------------------------------------------------------------
+# The safety net: no crash, restart or sanitizer report passes unseen
+# ---------------------------------------------------------------------------
+
+def _check_servers(expect_restart: bool) -> list[str]:
+    """Problems of every server since its last check; servers that have exited
+    get their final check here and leave the list."""
+    problems = []
+    for srv in list(util.LIVE_SERVERS):
+        problems += srv.problems(expect_restart)
+        if not srv.alive():
+            util.LIVE_SERVERS.remove(srv)
+    return problems
+
+
+@pytest.fixture(autouse=True)
+def _no_silent_failure(request):
+    """Autouse, so set up before (and torn down after) the test's own server
+    fixtures: it sees what the servers wrote while stopping too. Shared
+    (module) servers are checked after each test that ran while they served;
+    _pool checks them once more after their shutdown."""
+    yield
+    expect_restart = request.node.get_closest_marker("expect_restart") is not None
+    problems = _check_servers(expect_restart)
+    if problems:
+        pytest.fail("a process of the server failed during this test (the master restarts "
+                    "serving processes, so the test itself may have passed):\n" + "\n".join(problems),
+                    pytrace=False)
 
 
 # ---------------------------------------------------------------------------
@@ -200,6 +234,10 @@ class _Pool:
             if rc != 0:
                 problems.append(f"{srv.model} {srv.settings}: exit status {rc} after "
                                 f"SIGTERM\n{srv.diagnostics()}")
+        for srv in self.servers.values():  # what they wrote while stopping (leak reports)
+            problems += srv.problems()
+            if srv in util.LIVE_SERVERS:
+                util.LIVE_SERVERS.remove(srv)
         self.servers.clear()
         return problems
 

@@ -11,7 +11,6 @@ import os
 import socket
 import time
 
-import pytest
 
 import util
 from conftest import A_TXT

@@ -129,18 +129,28 @@ def test_access_log_off_writes_nothing(fresh_server):
     assert not (srv.workdir / "off").exists(), "access_log=off created a file named 'off'"
 
 
-def test_sigusr1_reopens_logs(fresh_server):
-    srv = fresh_server()
+def test_sigusr1_reopens_logs(model, fresh_server):
+    """README: SIGUSR1 reopens the logs in every process: once it is handled,
+    no process of the instance (master, serving process, every prefork worker)
+    still holds the renamed access or error log, and new lines land in the new
+    files."""
+    srv = fresh_server(workers=3) if model == "prefork" else fresh_server()
     srv.get("/a.txt?before=1")
     assert len(wait_lines(srv.access_log, 1)) == 1
+    procs = util.instance_processes(srv)
     rotated = srv.access_log.with_name("access.log.1")
+    rotated_err = srv.error_log.with_name("error.log.1")
     os.rename(srv.access_log, rotated)
+    os.rename(srv.error_log, rotated_err)
+    assert util.open_by_instance(srv, rotated), "the server does not hold its access log open"
     srv.signal(signal.SIGUSR1)
-    time.sleep(0.3)
+    for old in (rotated, rotated_err):
+        released = util.wait_for(lambda: not util.open_by_instance(srv, old), util.scaled(3))
+        assert released, (f"{old.name} still open after SIGUSR1 in {util.open_by_instance(srv, old)} "
+                         f"(instance: {procs})")
+    assert util.wait_for(lambda: srv.error_log.exists(), util.scaled(3)), "no new error.log"
     srv.assert_alive("on SIGUSR1 ")
     srv.get("/a.txt?after=1")
-    assert util.wait_for(lambda: srv.access_log.exists(), 3), \
-        "no new access.log after SIGUSR1 and a request"
     new = wait_lines(srv.access_log, 1)
     assert len(new) == 1 and "after=1" in new[0], new
     old = log_lines(rotated)

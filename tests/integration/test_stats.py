@@ -20,32 +20,13 @@ from prometheus_client.parser import text_string_to_metric_families
 import util
 from conftest import A_TXT, ERROR_404, RANGE_DATA
 
-STAT_BIN = util.REPO_ROOT / "spindle-stat"
+STAT_BIN = util.STAT_BIN
+stat_json = util.stat_json
+wait_stats = util.wait_stats
 
 
 def shm_path(name) -> Path:
     return Path(f"/dev/shm/spindle-{name}")
-
-
-def stat_json(port: int) -> dict:
-    r = subprocess.run([str(STAT_BIN), "--once", "--json", "--port", str(port)], capture_output=True,
-                       text=True, timeout=10)
-    assert r.returncode == 0, f"spindle-stat failed ({r.returncode}): {r.stderr}"
-    return json.loads(r.stdout)
-
-
-def wait_stats(port: int, pred, timeout: float = 3.0) -> dict:
-    """The server counts a response right after its last byte is written, so
-    a client may see the bytes a moment before the counters move."""
-    last = {}
-
-    def probe():
-        nonlocal last
-        last = stat_json(port)
-        return pred(last)
-
-    util.wait_for(probe, timeout)
-    return last
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,6 +67,22 @@ def test_counts_are_exact(fresh_server):
     s = wait_stats(srv.port, lambda s: s["connections_active"] == 0)
     assert s["connections_active"] == 0
     assert s["connections_accepted"] >= 14
+
+
+def test_counters_survive_a_reload(fresh_server):
+    """README: a reload keeps the segment and its counters."""
+    srv = fresh_server()
+    _known_mix(srv)
+    wait_stats(srv.port, lambda s: s["requests"] >= 14)
+    segment = os.stat(shm_path(srv.port)).st_ino
+    srv.signal(signal.SIGHUP)
+    gen2 = util.wait_for(lambda: "generation 2: serving process" in srv.error_log.read_text(), 3)
+    assert gen2, f"the reload did not start generation 2\n{srv.diagnostics()}"
+    assert srv.get("/a.txt").body == A_TXT  # served by the new generation
+    s = wait_stats(srv.port, lambda s: s["requests"] >= 15)
+    assert s["requests"] == 15, s["requests"]
+    assert s["status_codes"]["200"] == 11 and s["status_codes"]["404"] == 2
+    assert os.stat(shm_path(srv.port)).st_ino == segment, "the reload replaced the segment"
 
 
 def test_keepalive_reuse_counted(fresh_server):

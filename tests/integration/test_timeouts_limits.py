@@ -32,44 +32,49 @@ def _trickle_until_closed(c: util.Conn, prefix: bytes, max_seconds: float):
     return None, b""
 
 
-def _assert_408_or_nothing(data: bytes):
-    assert data == b"" or data.startswith(b"HTTP/1.1 408 "), f"unexpected answer {data[:100]!r}"
+def _assert_408_and_close(data: bytes):
+    """README: an absolute header deadline answered with 408 (RFC 9110 15.5.9),
+    and the connection closed (read_all returned at EOF)."""
+    assert data.startswith(b"HTTP/1.1 408 "), f"expected a 408, got {data[:100]!r}"
+    assert b"\r\nConnection: close\r\n" in data.split(b"\r\n\r\n", 1)[0] + b"\r\n", data[:300]
 
 
 def test_header_deadline_not_extended_by_trickling(quick):
     with quick.connect() as c:
-        elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", 5)
+        elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", util.scaled(5))
     assert elapsed is not None, "a trickling client kept the connection for 5 s"
-    assert 0.8 <= elapsed <= 2.5, f"header deadline hit after {elapsed:.2f}s (expected ~1s)"
-    _assert_408_or_nothing(data)
+    assert 0.8 <= elapsed <= util.scaled(2.5), f"header deadline hit after {elapsed:.2f}s (expected ~1s)"
+    _assert_408_and_close(data)
 
 
 def test_header_deadline_for_trickled_request_line(quick):
     with quick.connect() as c:
-        elapsed, data = _trickle_until_closed(c, b"GET /", 5)
-    assert elapsed is not None and elapsed <= 2.5, elapsed
-    _assert_408_or_nothing(data)
+        elapsed, data = _trickle_until_closed(c, b"GET /", util.scaled(5))
+    assert elapsed is not None and elapsed <= util.scaled(2.5), elapsed
+    _assert_408_and_close(data)
 
 
 def test_silent_new_connection_closed(quick):
     with quick.connect() as c:
         t0 = time.monotonic()
-        assert c.readable_within(3), "a connection that sent nothing was kept for 3 s"
+        assert c.readable_within(util.scaled(3)), "a connection that sent nothing was kept for 3 s"
         elapsed = time.monotonic() - t0
         data = c.read_all(timeout=2)
-    assert 0.8 <= elapsed <= 2.5, elapsed
-    _assert_408_or_nothing(data)
+    assert 0.8 <= elapsed <= util.scaled(2.5), elapsed
+    # No byte of a request came, so there is nothing to answer: a silent close
+    # (conn_timeout; nginx does the same), where a started head gets its 408.
+    assert data == b"", f"a connection that sent nothing got an answer: {data[:100]!r}"
 
 
-def test_partial_head_then_silence_408_or_close(quick):
+def test_partial_head_then_silence_408_and_close(quick):
     with quick.connect() as c:
         c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n")
         t0 = time.monotonic()
-        assert c.readable_within(3), "an incomplete request head was kept for 3 s"
+        assert c.readable_within(util.scaled(3)), "an incomplete request head was kept for 3 s"
         elapsed = time.monotonic() - t0
         data = c.read_all(timeout=2)
-    assert elapsed <= 2.5
-    _assert_408_or_nothing(data)
+    assert elapsed <= util.scaled(2.5)
+    _assert_408_and_close(data)
 
 
 def test_idle_keepalive_connection_closed(quick):
@@ -77,10 +82,10 @@ def test_idle_keepalive_connection_closed(quick):
         c.send(util.build_request("GET", "/a.txt"))
         assert c.read_response().body == A_TXT
         t0 = time.monotonic()
-        closed = c.wait_closed(3)
+        closed = c.wait_closed(util.scaled(3))
         elapsed = time.monotonic() - t0
     assert closed, "idle keep-alive connection still open after 3 s (keepalive_timeout=1)"
-    assert 0.8 <= elapsed <= 2.5, f"closed after {elapsed:.2f}s"
+    assert 0.8 <= elapsed <= util.scaled(2.5), f"closed after {elapsed:.2f}s"
 
 
 def test_keepalive_timer_restarts_per_request(quick):
@@ -104,7 +109,7 @@ def test_others_served_while_connections_idle_or_trickling(quick):
             t0 = time.monotonic()
             resp = quick.get("/index.html", timeout=2)
             assert resp.body == INDEX_HTML
-            assert time.monotonic() - t0 < 0.5, "a request waited behind idle connections"
+            assert time.monotonic() - t0 < util.scaled(0.5), "a request waited behind idle connections"
             try:
                 slow.send(b"X")
             except OSError:
@@ -118,18 +123,25 @@ def test_duration_with_ms_suffix(servers):
         c.send(util.build_request("GET", "/a.txt"))
         assert c.read_response().body == A_TXT
         t0 = time.monotonic()
-        assert c.wait_closed(3)
+        assert c.wait_closed(util.scaled(3))
         elapsed = time.monotonic() - t0
-    assert 0.3 <= elapsed <= 1.5, f"keepalive_timeout=500ms closed after {elapsed:.2f}s"
+    assert 0.3 <= elapsed <= util.scaled(1.5), f"keepalive_timeout=500ms closed after {elapsed:.2f}s"
 
 
 def test_send_timeout_drops_client_that_stops_reading(servers, huge_docroot):
     srv = servers(root=huge_docroot.path, send_timeout=1)
     with srv.connect(timeout=15, rcvbuf=4096) as c:
         c.send(util.build_request("GET", "/huge.bin"))
-        time.sleep(3)  # read nothing for well over send_timeout
-        got = c.read_all(timeout=15)
+        time.sleep(1 + util.scaled(2))  # read nothing for well over send_timeout
+        # dropped by now: only what the kernel buffered is left, then EOF
+        t0 = time.monotonic()
+        try:
+            got = c.read_all(timeout=util.scaled(4))
+        except TimeoutError:
+            pytest.fail("a client that stopped reading for 3 s (send_timeout=1) was not dropped in time")
+        drained = time.monotonic() - t0
     assert len(got) < HUGE_SIZE, "a client that stopped reading was never dropped"
+    assert drained <= util.scaled(4), drained
     assert srv.get("/a.txt").status == 404  # (this root has only huge.bin) still serving
 
 
@@ -174,10 +186,10 @@ def test_body_deadline_not_extended_by_dribbling(quick):
     the header_timeout (absolute from the end of the head): 408 and close."""
     with quick.connect() as c:
         elapsed, data = _trickle_until_closed(
-            c, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n", 5)
+            c, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n", util.scaled(5))
     assert elapsed is not None, "a dribbled body kept the connection for 5 s"
-    assert elapsed <= 2.5, f"body deadline hit after {elapsed:.2f}s (expected ~1s)"
-    _assert_408_or_nothing(data)
+    assert elapsed <= util.scaled(2.5), f"body deadline hit after {elapsed:.2f}s (expected ~1s)"
+    _assert_408_and_close(data)
 
 
 # --------------------------------------------------------------------------
@@ -203,9 +215,9 @@ def test_default_header_timeout_at_most_10s(tmp_path):
 
 def test_default_header_timeout_cuts_trickling_client(server):
     """With the defaults, a client trickling its head a byte at a time is
-    answered 408 (or closed) about 10 s after it connected, whatever the model."""
+    answered 408 and closed about 10 s after it connected, whatever the model."""
     with server.connect() as c:
         elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", util.scaled(15))
     assert elapsed is not None, "a trickling client was not cut within 15 s"
     assert 9 <= elapsed <= util.scaled(11.5), f"cut after {elapsed:.2f} s (header_timeout = 10 s)"
-    _assert_408_or_nothing(data)
+    _assert_408_and_close(data)

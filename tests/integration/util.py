@@ -100,6 +100,34 @@ class ServerError(AssertionError):
     pass
 
 
+# What the error log says when a process of the instance died or ended badly
+# (master.c, fork.c, prefork.c); tests that kill one on purpose carry the
+# `expect_restart` marker and tolerate these lines.
+RESTART_RE = re.compile(r"killed by signal|restarting it|exited with status [1-9]|did not finish cleanly")
+# What a sanitizer prints (ASan, LSan, UBSan, TSan); never tolerated.
+SANITIZER_RE = re.compile(r"ERROR: (Address|Leak|Memory)Sanitizer|WARNING: ThreadSanitizer|"
+                          r"runtime error:|SUMMARY: \w+Sanitizer")
+SANITIZER_LOG_PREFIX = "sanitizer"
+SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")
+
+# Every Server started, until its final check (see Server.problems()).
+LIVE_SERVERS: list["Server"] = []
+
+
+def sanitizer_env(workdir: Path) -> dict:
+    """The environment for a server: the sanitizer options the Makefile passes,
+    plus a log_path per sanitizer in the server's directory, so a report from
+    any process of the instance (master, serving process, worker, fork child)
+    lands in a file the suite reads, even when stderr is gone."""
+    env = dict(os.environ)
+    for var in SANITIZER_ENV:
+        kind = var.split("_")[0].lower()
+        opts = [o for o in env.get(var, "").split(":") if o and not o.startswith("log_path=")]
+        opts.append(f"log_path={workdir / f'{SANITIZER_LOG_PREFIX}-{kind}'}")
+        env[var] = ":".join(opts)
+    return env
+
+
 class Server:
     """One spindle process. `settings` become --set KEY=VALUE (merged over the
     defaults that send both logs into the server's private directory)."""
@@ -120,6 +148,7 @@ class Server:
         self.stopped = False
         self._stdout = None
         self._stderr = None
+        self._scanned: dict[str, int] = {}  # file name -> bytes already checked
 
     # -- lifecycle --------------------------------------------------------
 
@@ -138,7 +167,9 @@ class Server:
             self._stderr = open(self.workdir / "stderr.txt", "wb")
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
                                          stdout=self._stdout, stderr=self._stderr,
-                                         cwd=self.workdir)
+                                         cwd=self.workdir, env=sanitizer_env(self.workdir))
+            if self not in LIVE_SERVERS:
+                LIVE_SERVERS.append(self)
             deadline = time.monotonic() + ready_timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
@@ -203,6 +234,40 @@ class Server:
         if self.proc is not None and self.proc.poll() is not None:
             out.append(f"--- exit status: {self.proc.returncode}")
         return "\n".join(out)
+
+    def _new_text(self, path: Path) -> str:
+        """What was appended to path since the last call (for this server)."""
+        done = self._scanned.get(path.name, 0)
+        try:
+            with open(path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < done:  # replaced (a log rotation test)
+                    done = 0
+                f.seek(done)
+                data = f.read()
+        except FileNotFoundError:
+            return ""
+        self._scanned[path.name] = done + len(data)
+        return data.decode(errors="replace")
+
+    def problems(self, expect_restart: bool = False) -> list[str]:
+        """Failures written since the last call: any sanitizer report (its own
+        log files, stderr, the error log), and unless expect_restart, any line
+        saying a process of this instance died, was restarted or ended badly."""
+        out = []
+        reports = sorted(self.workdir.glob(f"{SANITIZER_LOG_PREFIX}-*"))
+        for p in reports:
+            txt = self._new_text(p)
+            if txt.strip():
+                out.append(f"sanitizer report in {p}:\n{txt[:6000]}")
+        for p in (self.workdir / "stderr.txt", self.error_log):
+            txt = self._new_text(p)
+            bad = [ln for ln in txt.splitlines()
+                   if SANITIZER_RE.search(ln) or (not expect_restart and RESTART_RE.search(ln))]
+            if bad:
+                out.append(f"{p.name} of spindle ({self.model}):\n" + "\n".join(bad[:20]))
+        if out:
+            out.insert(0, f"spindle ({self.model}) in {self.workdir}:")
+        return out
 
     def assert_alive(self, what: str = "") -> None:
         if not self.alive():
@@ -538,3 +603,106 @@ def proc_live(pid: int) -> bool:
 def serving_pids(master: int) -> list[int]:
     """The master's live children: its serving process(es)."""
     return [p for p in proc_children(master) if proc_live(p)]
+
+
+def proc_identity(pid: int) -> tuple[int, str] | None:
+    """(pid, start time): tells a process from a later one reusing its pid."""
+    st = proc_stat(pid)
+    return (pid, st[19]) if st else None
+
+
+def long_lived_processes(srv: "Server") -> set:
+    """Identities of the instance's serving processes and, for prefork, their
+    workers (not fork's per-connection children, which come and go): a crash
+    and restart changes this set."""
+    out = set()
+    for p in serving_pids(srv.proc.pid):
+        out.add(proc_identity(p))
+        if srv.model == "prefork":
+            out |= {proc_identity(w) for w in proc_children(p) if proc_live(w)}
+    out.discard(None)
+    return out
+
+
+def instance_processes(srv: "Server") -> list[int]:
+    """The master and every live descendant (serving processes, workers, fork children)."""
+    return [srv.proc.pid] + [p for p in proc_descendants(srv.proc.pid) if proc_live(p)]
+
+
+def instance_cpu_seconds(srv: "Server") -> float:
+    """CPU time (user + system) of the live processes of the instance, with
+    their reaped children's (a fork child's time lands in its parent's
+    cutime/cstime once reaped)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in instance_processes(srv):
+        st = proc_stat(pid)
+        if st:  # utime, stime, cutime, cstime: fields 14-17 of /proc/PID/stat
+            total += sum(int(x) for x in st[11:15])
+    return total / tick
+
+
+def open_by_instance(srv: "Server", path: Path) -> list[int]:
+    """The processes of the instance that hold path open."""
+    target = str(path)
+    out = []
+    for pid in instance_processes(srv):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    out.append(pid)
+                    break
+            except OSError:
+                pass
+    return out
+
+
+# --------------------------------------------------------------------------
+# Statistics (spindle-stat)
+# --------------------------------------------------------------------------
+
+STAT_BIN = REPO_ROOT / "spindle-stat"
+
+
+def stat_json(port: int) -> dict:
+    import json
+    r = subprocess.run([str(STAT_BIN), "--once", "--json", "--port", str(port)], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0, f"spindle-stat failed ({r.returncode}): {r.stderr}"
+    return json.loads(r.stdout)
+
+
+def wait_stats(port: int, pred, timeout: float = 3.0) -> dict:
+    """The server counts a response right after its last byte is written, so
+    a client may see the bytes a moment before the counters move."""
+    last = {}
+
+    def probe():
+        nonlocal last
+        last = stat_json(port)
+        return pred(last)
+
+    wait_for(probe, timeout)
+    return last
+
+
+def instance_running_threads(srv: "Server") -> int:
+    """How many threads of the instance are running or runnable (state R) now:
+    a thread that spins is R even while it waits for a core, one that sleeps is not."""
+    n = 0
+    for pid in instance_processes(srv):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                state = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            n += state == "R"
+    return n
