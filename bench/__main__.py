@@ -54,6 +54,21 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
     return t
 
 
+def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict) -> None:
+    """Runs the experiments in order; one that breaks (a missing tool, a bug) is
+    noted in its section and the others still run, so the report is written."""
+    for n in names:
+        print(f"== {n}", flush=True)
+        try:
+            table[n](lab, models)
+        except Exception as e:   # KeyboardInterrupt is not an Exception: it still stops the run
+            import traceback
+            traceback.print_exc()
+            lab.note(n, f"EXPERIMENT FAILED part-way ({type(e).__name__}: {e}); the cells measured before "
+                        f"the failure are reported, the rest are missing.")
+            print(f"== {n} FAILED: {type(e).__name__}: {e}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,9 +136,7 @@ def main() -> int:
     interrupted = False
     try:
         lab.make_docroot()
-        for n in names:
-            print(f"== {n}", flush=True)
-            experiments.EXPERIMENTS[n](lab, models)
+        run_experiments(lab, names, models, experiments.EXPERIMENTS)
     except KeyboardInterrupt:
         interrupted = True
         print("interrupted: stopping servers, writing what was measured", flush=True)

@@ -595,26 +595,52 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                          "open_loop": sum(1 for c in cells if "rate" in c.params or c.params.get("open_loop"))})
         return
     running: dict[tuple, Server] = {}
+    broken: dict[tuple, str] = {}     # servers that would not start (or pass the pre-check): why
     total = len(cells) * repeats
     t_exp = time.monotonic()
     load_cpus = ncpus_in(LOAD_CPUS)
-    try:
-        for key in dict.fromkeys(c.server for c in cells):
-            kind, model, cpus, workers, settings = key
+
+    def start_checked(key: tuple) -> Server | None:
+        """A server that cannot start fails its own cells, not the run."""
+        kind, model, cpus, workers, settings = key
+        s = None
+        try:
             s = lab.start(kind, model, cpus, workers, dict(settings))
             lab.precheck(s, paths)
-            running[key] = s
-            lab.server_memory.append({"exp": exp, "server": s.label, "workers": s.workers, **s.memory()})
+        except Exception as e:
+            if s is not None:
+                lab.stop(s)
+            broken[key] = f"{type(e).__name__}: {e}"
+            print(f"  ! {exp}: {broken[key][:300]}", flush=True)
+            lab.note(exp, f"a server could not be started or failed its pre-check; its cells are recorded as "
+                          f"failed runs: {broken[key][:300]}")
+            return None
+        running[key] = s
+        return s
+
+    try:
+        for key in dict.fromkeys(c.server for c in cells):
+            s = start_checked(key)
+            if s is not None:
+                lab.server_memory.append({"exp": exp, "server": s.label, "workers": s.workers, **s.memory()})
         k = 0
         for rep in range(1, repeats + 1):
             for c in cells:
                 k += 1
-                s = running[c.server]
-                if not s.alive():   # died in an earlier cell: that is a result too
+                s = running.get(c.server)
+                if s is not None and not s.alive():   # died in an earlier cell: that is a result too
                     lab.note(exp, f"{s.label} died (exit {s.proc.returncode}); restarted")
-                    s = lab.start(*c.server[:4], dict(c.server[4]))
-                    lab.precheck(s, paths)
-                    running[c.server] = s
+                    lab.stop(s)
+                    del running[c.server]
+                    s = start_checked(c.server)
+                if s is None:
+                    lab.records.append({"exp": exp, "cell": c.name, "server": c.server[1], "kind": c.server[0],
+                                        "model": c.server[1], "cpus": c.server[2], "workers": c.server[3],
+                                        "rep": rep, **c.params, "failed_run": broken[c.server],
+                                        "_params": list(c.params)})
+                    print(f"  [{k:3d}/{total}] {exp} {c.name:<34} rep {rep}/{repeats}: RUN FAILED: "
+                          f"server not running", flush=True)
+                    continue
                 if c.warm_path:
                     lab.warm(s, c.warm_path)
                 tot0 = lab.totals(s) if c.workload else None
