@@ -566,6 +566,38 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
     return out
 
 
+AB_LATENCY_MIN_MS = 5     # ab's per-request times are whole milliseconds: coarser below this
+
+
+def littles_law_for(m: dict, conc: int | None) -> tuple[float | None, str | None]:
+    """Little's law for a closed-loop cell (see checks.littles_law), with the
+    tool's own per-request latency: ab's measured 'Total' mean (its 'Time per
+    request' is computed as c x time / n, so Little's law holds for it by
+    construction and would check nothing), wrk's and our client's mean."""
+    if not conc or m.get("tool") == "vegeta":
+        return None, None
+    if m.get("tool") == "ab":
+        mean = m.get("total_mean_ms")
+        if mean is None or mean < AB_LATENCY_MIN_MS:
+            return None, None
+    else:
+        mean = m.get("mean_ms", m.get("avg_ms"))
+    return checks.littles_law(m.get("rps", 0), mean, conc)
+
+
+def physics_checks(m: dict, server_cores: int, conc: int | None) -> None:
+    """Adds the cell's physical consistency checks to m: server CPU within its
+    cores (else invalid) and Little's law for closed loops (else a problem)."""
+    why = checks.server_cpu_check(m["server_cpu_s"], m["wall_s"], server_cores)
+    if why:
+        m["invalid"] = "; ".join(w for w in (m.get("invalid"), why) if w)
+    ratio, why = littles_law_for(m, conc)
+    if ratio is not None:
+        m["little_ratio"] = ratio
+    if why:
+        m.setdefault("problems", []).append(why)
+
+
 def workload_checks(m: dict, before: dict | None, after: dict | None, wall_s: float, wl: dict,
                     server_cpu_s: float | None = None) -> dict:
     """The seed-002 validity checks after a cell (see bench/checks.py). wall_s and
@@ -660,11 +692,17 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 gen = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
                 if "failed_run" not in m:
                     m.update(account(m, wall, srv1 - srv0, gen, procstat.machine_delta(mach0, mach1), load_cpus))
+                    closed = not (c.params.get("open_loop") or "rate" in c.params)
+                    physics_checks(m, ncpus_in(s.cpus),
+                                   (c.params.get("conc") or c.params.get("par")) if closed else None)
                     if c.workload:
                         tot1 = lab.totals(s)
                         srv_end = procstat.tree_cpu_s(s.pids())
-                        m.update(workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
-                                                 server_cpu_s=srv_end - srv0))
+                        wl = workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
+                                             server_cpu_s=srv_end - srv0)
+                        if m.get("invalid") and wl.get("invalid"):
+                            wl["invalid"] = m["invalid"] + "; " + wl["invalid"]
+                        m.update(wl)
                 rec = {"exp": exp, "cell": c.name, "server": s.label, "kind": s.kind,
                        "model": s.model, "cpus": s.cpus, "workers": s.workers, "rep": rep,
                        **c.params, **m, "elapsed_s": wall, "loadavg1": loadavg(),

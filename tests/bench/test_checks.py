@@ -91,3 +91,43 @@ def test_account_cpu_figures():
     assert a["client_bound"] is True and round(a["gen_share"], 3) == 0.933
     assert round(a["other_cores"], 3) == round((5.9 - 0.3 - 2.4 - 2.8) / 3.0, 3)
     assert a["cpu0_busy"] == 1.0
+
+
+# -- physics: what a cell's numbers must satisfy whatever the server --------
+
+def test_server_cpu_above_its_cores_is_invalid():
+    # Pinned to one core, a server cannot use 1.3 CPU-seconds per second.
+    assert checks.server_cpu_check(3.9, 3.0, 1) is not None
+    assert "CPU-seconds per second" in checks.server_cpu_check(3.9, 3.0, 1)
+    assert checks.server_cpu_check(2.9, 3.0, 1) is None
+    assert checks.server_cpu_check(5.9, 3.0, 2) is None       # two cores allow twice as much
+    assert checks.server_cpu_check(1.0, 0.0, 1) is None       # nothing measured: nothing to say
+
+
+def test_littles_law_closed_loop():
+    # 10,000 req/s x 3 ms = 30 requests in flight on 30 connections: consistent.
+    ratio, why = checks.littles_law(10_000, 3.0, 30)
+    assert abs(ratio - 1.0) < 1e-9 and why is None
+    # 40 in flight on 30 connections is impossible: the rate or the latency is wrong.
+    ratio, why = checks.littles_law(10_000, 4.0, 30)
+    assert why is not None and "more than" in why
+    # 3 of 30 connections busy: the generator held them idle.
+    ratio, why = checks.littles_law(1_000, 3.0, 30)
+    assert abs(ratio - 0.1) < 1e-9 and "idle" in why
+    # Nothing to check without a concurrency or a latency.
+    assert checks.littles_law(1_000, None, 30) == (None, None)
+    assert checks.littles_law(1_000, 3.0, 0) == (None, None)
+
+
+def test_physics_on_a_cell(monkeypatch):
+    # ab's latency is whole milliseconds: below 5 ms it is too coarse to check.
+    ab = {"tool": "ab", "rps": 20_000, "total_mean_ms": 1, "complete": 60_000, "failed": 0, "non2xx": 0}
+    assert lab.littles_law_for(ab, 30) == (None, None)
+    ab = {"tool": "ab", "rps": 2_000, "total_mean_ms": 15, "complete": 6_000, "failed": 0, "non2xx": 0}
+    assert lab.littles_law_for(ab, 30)[0] == 1.0
+    wrk = {"tool": "wrk", "rps": 10_000, "mean_ms": 5.0}
+    ratio, why = lab.littles_law_for(wrk, 50)
+    assert ratio == 1.0 and why is None
+    # Open-loop cells are not closed loops: no check.
+    veg = {"tool": "vegeta", "rps": 300, "mean_ms": 2.0}
+    assert lab.littles_law_for(veg, 0) == (None, None)
