@@ -365,6 +365,16 @@ http {{
         problems = []
         if want is not None and m["doc_length"] != want:
             problems.append(f"Document Length {m['doc_length']} != {want}")
+        if want:
+            # req/s and failures from the bodies received: ab counts a connection
+            # closed unanswered as a complete request and in its rate.
+            good = parsers.ab_answered(m, want)
+            m["ab_rps"], m["rps"] = m["rps"], good["rps"]
+            m["answered"], m["unanswered"] = good["answered"], good["unanswered"]
+            m["errors"] = max(m["errors"], good["unanswered"])
+            if good["unanswered"]:
+                problems.append(f"{good['unanswered']} of {m['complete']} requests ab counted as complete got "
+                                f"no full response (req/s counts only the {good['answered']} answered)")
         if not seconds and m["complete"] != n:
             problems.append(f"only {m['complete']} of {n} requests completed")
         # Time-based runs amortize the initial burst of c connections; a run that
@@ -539,7 +549,9 @@ def _served(m: dict) -> int:
         if k in m:
             return int(m[k])
     if m.get("tool") == "ab":
-        return int(m.get("complete", 0)) - int(m.get("failed", 0)) - int(m.get("non2xx", 0))
+        if "answered" in m:
+            return int(m["answered"])
+        return max(0, int(m.get("complete", 0)) - int(m.get("failed", 0)) - int(m.get("non2xx", 0)))
     if m.get("tool") == "wrk":
         return int(m.get("requests", 0)) - int(m.get("non2xx", 0))
     return int(m.get("requests", 0))
@@ -711,7 +723,10 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 if "failed_run" in m:
                     line = f"RUN FAILED: {m['failed_run'][:160]}"
                 else:
-                    line = progress_fmt(rec)
+                    try:
+                        line = progress_fmt(rec)
+                    except (KeyError, TypeError, ValueError) as e:   # a progress line never stops the run
+                        line = f"(no summary line: {type(e).__name__} {e})"
                     line += (f"  srv {m['server_cores']:.2f} cores, gen {m['gen_share']:.0%}"
                              f"{' CLIENT-BOUND' if m['client_bound'] else ''}, other {m['other_cores']:.2f}")
                     if m.get("invalid"):

@@ -84,3 +84,25 @@ def test_the_report_is_written_when_every_cell_failed(tmp_path):
     text = (out / "report.md").read_text()
     assert "The seeds' claims, checked" in text
     assert (out / "results.csv").read_text().count("\n") == len(lb.records) + 1
+
+
+def test_report_renders_an_ab_run_that_answered_nothing(tmp_path):
+    """seed 000's fork at 1024 descriptors may answer nothing at c = 1000: ab then
+    prints no rate or latency, and the report must still render it."""
+    from bench import parsers, report
+    from bench.manifest import manifest
+    text = (REPO / "tests/bench/samples/ab_closed_without_response.txt").read_text()
+    text = text.replace("Complete requests:      13439", "Complete requests:      0")
+    text = "\n".join(ln for ln in text.splitlines()
+                     if not ln.startswith(("Requests per second", "Time per request", "Transfer rate")))
+    m = {"tool": "ab", **parsers.parse_ab(text)}
+    lb = _lab(tmp_path)
+    for rep in (1, 2):
+        lb.records.append({"exp": "seed000", "cell": "fork nofile=1024 ab -c 1000", "server": "fork-nofile1024",
+                           "kind": "spindle", "model": "fork", "cpus": "0", "workers": 1, "rep": rep,
+                           "conc": 1000, "part": "fork1024", **m, "problems": ["no request completed"],
+                           "_params": ["conc", "part"]})
+    lb.cleanup()
+    man = manifest(lb, ["fork"], "smoke", 2, "now", 1.0, ["seed000"])
+    report.write(lb, tmp_path / "out", man)
+    assert "fork" in (tmp_path / "out" / "report.md").read_text()
