@@ -99,3 +99,23 @@ def littles_law(rps: float, mean_ms: float | None, conc: int | None) -> tuple[fl
                        f"connections sat idle (the generator, or time outside the measured latency such as "
                        f"connection set-up), so req/s understates the server at c = {conc}")
     return ratio, None
+
+
+SATURATED_SHARE = 0.95      # answered below 95% of the offered rate (or requests failing): saturated
+
+
+def saturation(points: list[dict]) -> tuple[str, float | None]:
+    """One server's open-loop curve -> ("saturated", first rate it could not
+    keep up with), ("not reached", highest rate measured), or ("unknown", None).
+    A point where the generator was client-bound (> 90% of its core) says
+    nothing about the server and is skipped. A generator that fell behind its
+    rate with CPU to spare ran out of workers: its max_workers requests were
+    all outstanding, waiting on the server, which is saturation. Each point:
+    {rate, rps, errors, fell_behind, client_bound}."""
+    clean = sorted((p for p in points if not p.get("client_bound")), key=lambda p: p["rate"])
+    for p in clean:
+        if p.get("errors") or p.get("fell_behind") or p.get("rps", 0) < SATURATED_SHARE * p["rate"]:
+            return "saturated", p["rate"]
+    if clean:
+        return "not reached", clean[-1]["rate"]
+    return "unknown", None

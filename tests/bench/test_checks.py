@@ -131,3 +131,17 @@ def test_physics_on_a_cell(monkeypatch):
     # Open-loop cells are not closed loops: no check.
     veg = {"tool": "vegeta", "rps": 300, "mean_ms": 2.0}
     assert lab.littles_law_for(veg, 0) == (None, None)
+
+
+def test_saturation_of_an_open_loop_curve():
+    pt = lambda rate, rps, errors=0, **kw: {"rate": rate, "rps": rps, "errors": errors, **kw}
+    # Keeps up at 1000 and 4000, answers 60% of 8000: saturated at 8000.
+    assert checks.saturation([pt(1000, 1000), pt(4000, 3990), pt(8000, 4800)]) == ("saturated", 8000)
+    # Timeouts count as saturation even when the answered rate looks fine.
+    assert checks.saturation([pt(1000, 1000), pt(4000, 3990, errors=12)]) == ("saturated", 4000)
+    # Falling behind with CPU to spare: vegeta's workers were all waiting on the server.
+    assert checks.saturation([pt(1000, 1000), pt(8000, 5000, fell_behind=True)]) == ("saturated", 8000)
+    # A client-bound point says nothing about the server.
+    assert checks.saturation([pt(1000, 1000), pt(8000, 7990), pt(16000, 9000, client_bound=True)]) == \
+        ("not reached", 8000)
+    assert checks.saturation([pt(16000, 9000, client_bound=True)]) == ("unknown", None)
