@@ -105,12 +105,16 @@ def main() -> int:
 
     if args.plan:
         import tempfile
-        lab = Lab(Path(tempfile.mkdtemp(prefix="spindle-plan-")), args.smoke, repeats, spindle, cell_s,
-                  warmup_s, cores)
+        import shutil
+        plan_dir = Path(tempfile.mkdtemp(prefix="spindle-plan-"))
+        lab = Lab(plan_dir, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
         lab.plan = []
-        for n in names:
-            experiments.EXPERIMENTS[n](lab, models)
-        lab.cleanup()
+        try:
+            for n in names:
+                experiments.EXPERIMENTS[n](lab, models)
+        finally:
+            lab.cleanup()
+            shutil.rmtree(plan_dir, ignore_errors=True)   # --plan leaves nothing behind
         total = 0
         for p in lab.plan:
             t = estimate_s([p], cell_s, warmup_s)

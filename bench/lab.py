@@ -473,15 +473,21 @@ http {{
         """The workload endpoint's counters, once they stop moving (requests from
         the warm-up or a finished cell may still be completing)."""
         last = None
+        deadline = time.monotonic() + 30
         for _ in range(60):
             try:
-                with socket.create_connection((HOST, s.port), timeout=5) as c:
+                with socket.create_connection((HOST, s.port), timeout=10) as c:
                     c.sendall(f"GET /work?totals HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
                     data = b""
                     while chunk := c.recv(4096):
                         data += chunk
             except OSError:
-                return None
+                # A server still busy with the cell's last requests (all threads
+                # taken) may be slow to answer: retry, bounded, before giving up.
+                if time.monotonic() > deadline or not s.alive():
+                    return None
+                time.sleep(0.2)
+                continue
             body = data.split(b"\r\n\r\n", 1)[-1].decode(errors="replace")
             try:
                 now = parsers.parse_totals(body)
