@@ -95,7 +95,7 @@ def main() -> int:
     warmup_s = 0.3 if args.smoke else 0.5
     cores = [int(x) for x in args.cores.split(",") if x]
     spindle = Path(args.spindle)
-    lm = subprocess.run([str(spindle), "--list-models"], capture_output=True, text=True, check=True)
+    lm = subprocess.run([str(spindle), "--list-models"], capture_output=True, text=True, check=True, timeout=20)
     all_models = [ln.split()[0] for ln in lm.stdout.splitlines() if ln.strip()]
     models = [m for m in args.models.split(",") if m] or all_models
     names = [n for n in args.only.split(",") if n] or list(experiments.DEFAULT)

@@ -145,3 +145,14 @@ def test_saturation_of_an_open_loop_curve():
     assert checks.saturation([pt(1000, 1000), pt(8000, 7990), pt(16000, 9000, client_bound=True)]) == \
         ("not reached", 8000)
     assert checks.saturation([pt(16000, 9000, client_bound=True)]) == ("unknown", None)
+
+
+def test_vegeta_decoding_is_not_generator_load():
+    # 3 s of attack at 40% of a core, then 1 s of decoding at 100%: the cell's
+    # generator share is the attack's, not (1.2 + 1.0) / 4.0 = 55%.
+    m = {"tool": "vegeta", "_post_wall_s": 1.0, "_post_cpu_s": 1.0}
+    wall, gen = lab.exclude_post_processing(m, 4.0, 2.2)
+    assert (wall, round(gen, 6)) == (3.0, 1.2) and "_post_wall_s" not in m and "_post_cpu_s" not in m
+    assert abs(checks.generator_share(gen, wall) - 0.4) < 1e-9
+    # Tools without post-processing are unchanged.
+    assert lab.exclude_post_processing({"tool": "wrk"}, 3.1, 0.5) == (3.1, 0.5)
