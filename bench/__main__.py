@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from . import experiments
-from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, loadavg
+from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, VEGETA, loadavg
 from .manifest import manifest
 
 # Seconds a measured cell costs beyond its duration and warm-up (generator
@@ -52,6 +52,18 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
         t += p["servers"] * SERVER_START_S
         t += p["repeats"] * p["open_loop"] * OPEN_LOOP_DRAIN_S
     return t
+
+
+def missing_tools(vegeta: Path = VEGETA) -> list[str]:
+    """The tools every default experiment needs. Without vegeta there is no
+    warm-up and no open-loop cell: better to stop at once than to publish a
+    run that silently lacks them."""
+    import shutil
+    need = {"ab": shutil.which("ab"), "wrk": shutil.which("wrk"), "curl": shutil.which("curl"),
+            "taskset": shutil.which("taskset"), "prlimit": shutil.which("prlimit"),
+            "timeout": shutil.which("timeout"), "nginx": "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None,
+            f"vegeta ({vegeta})": str(vegeta) if vegeta.exists() else None}
+    return [name for name, path in need.items() if not path]
 
 
 def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict) -> None:
@@ -124,6 +136,11 @@ def main() -> int:
         print(f"total: {sum(p['cells'] * p['repeats'] for p in lab.plan)} measurements, ~{total / 60:.1f} min "
               f"({cell_s:g} s per cell + {warmup_s:g} s warm-up + {CELL_OVERHEAD_S:g} s overhead)")
         return 0
+
+    missing = missing_tools()
+    if missing:
+        print(f"python -m bench: missing {', '.join(missing)}: run scripts/install-deps.sh bench", file=sys.stderr)
+        return 2
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else REPO / "bench" / "results" / stamp

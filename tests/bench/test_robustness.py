@@ -106,3 +106,11 @@ def test_report_renders_an_ab_run_that_answered_nothing(tmp_path):
     man = manifest(lb, ["fork"], "smoke", 2, "now", 1.0, ["seed000"])
     report.write(lb, tmp_path / "out", man)
     assert "fork" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_run_without_vegeta_stops_before_measuring(tmp_path):
+    from bench import __main__ as entry
+    assert any("vegeta" in m for m in entry.missing_tools(tmp_path / "no-vegeta"))
+    real = tmp_path / "vegeta"
+    real.write_text("")
+    assert not any("vegeta" in m for m in entry.missing_tools(real))
