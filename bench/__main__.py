@@ -171,6 +171,12 @@ def main() -> int:
     from . import report   # matplotlib: only needed once there is something to plot
     report.write(lab, out, man)
     print(f"done in {elapsed / 60:.1f} min: {out / 'report.md'}", flush=True)
+    failed_cells = sum(1 for r in lab.records if "failed_run" in r)
+    failed_exps = [n for n, notes in lab.notes.items() if any(t.startswith("EXPERIMENT FAILED") for t in notes)]
+    if failed_cells or failed_exps:
+        print(f"WARNING: {failed_cells} measurement(s) failed"
+              + (f"; experiment(s) that broke part-way: {', '.join(failed_exps)}" if failed_exps else "")
+              + " (see the report's failures section)", flush=True)
     if args.publish and not interrupted:
         publish(out, Path(args.publish))
     return 130 if interrupted else 0

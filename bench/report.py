@@ -379,7 +379,8 @@ class Report:
                 ax.axhline(g["rps"], color="#d62728", linestyle=style, label=f"one global lock, hold {hold}")
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
-        _style(ax, "(d) buckets: pool, 2 cores, zero delay", "requests/s", "number of buckets (log)")
+        _style(ax, "(d) buckets: pool, 2 cores, zero delay, hold in 1 ms CPU units", "requests/s",
+               "number of buckets (log)")
         self.save_fig(fig, "seed002_workload.png", "seed 002 workload", list(axes))
         e = sub("e")
         if e:
