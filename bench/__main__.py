@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from . import experiments
-from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, loadavg
+from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, VEGETA, loadavg
 from .manifest import manifest
 
 # Seconds a measured cell costs beyond its duration and warm-up (generator
@@ -54,6 +54,33 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
     return t
 
 
+def missing_tools(vegeta: Path = VEGETA) -> list[str]:
+    """The tools every default experiment needs. Without vegeta there is no
+    warm-up and no open-loop cell: better to stop at once than to publish a
+    run that silently lacks them."""
+    import shutil
+    need = {"ab": shutil.which("ab"), "wrk": shutil.which("wrk"), "curl": shutil.which("curl"),
+            "taskset": shutil.which("taskset"), "prlimit": shutil.which("prlimit"),
+            "timeout": shutil.which("timeout"), "nginx": "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None,
+            f"vegeta ({vegeta})": str(vegeta) if vegeta.exists() else None}
+    return [name for name, path in need.items() if not path]
+
+
+def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict) -> None:
+    """Runs the experiments in order; one that breaks (a missing tool, a bug) is
+    noted in its section and the others still run, so the report is written."""
+    for n in names:
+        print(f"== {n}", flush=True)
+        try:
+            table[n](lab, models)
+        except Exception as e:   # KeyboardInterrupt is not an Exception: it still stops the run
+            import traceback
+            traceback.print_exc()
+            lab.note(n, f"EXPERIMENT FAILED part-way ({type(e).__name__}: {e}); the cells measured before "
+                        f"the failure are reported, the rest are missing.")
+            print(f"== {n} FAILED: {type(e).__name__}: {e}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,7 +107,7 @@ def main() -> int:
     warmup_s = 0.3 if args.smoke else 0.5
     cores = [int(x) for x in args.cores.split(",") if x]
     spindle = Path(args.spindle)
-    lm = subprocess.run([str(spindle), "--list-models"], capture_output=True, text=True, check=True)
+    lm = subprocess.run([str(spindle), "--list-models"], capture_output=True, text=True, check=True, timeout=20)
     all_models = [ln.split()[0] for ln in lm.stdout.splitlines() if ln.strip()]
     models = [m for m in args.models.split(",") if m] or all_models
     names = [n for n in args.only.split(",") if n] or list(experiments.DEFAULT)
@@ -90,12 +117,16 @@ def main() -> int:
 
     if args.plan:
         import tempfile
-        lab = Lab(Path(tempfile.mkdtemp(prefix="spindle-plan-")), args.smoke, repeats, spindle, cell_s,
-                  warmup_s, cores)
+        import shutil
+        plan_dir = Path(tempfile.mkdtemp(prefix="spindle-plan-"))
+        lab = Lab(plan_dir, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
         lab.plan = []
-        for n in names:
-            experiments.EXPERIMENTS[n](lab, models)
-        lab.cleanup()
+        try:
+            for n in names:
+                experiments.EXPERIMENTS[n](lab, models)
+        finally:
+            lab.cleanup()
+            shutil.rmtree(plan_dir, ignore_errors=True)   # --plan leaves nothing behind
         total = 0
         for p in lab.plan:
             t = estimate_s([p], cell_s, warmup_s)
@@ -105,6 +136,11 @@ def main() -> int:
         print(f"total: {sum(p['cells'] * p['repeats'] for p in lab.plan)} measurements, ~{total / 60:.1f} min "
               f"({cell_s:g} s per cell + {warmup_s:g} s warm-up + {CELL_OVERHEAD_S:g} s overhead)")
         return 0
+
+    missing = missing_tools()
+    if missing:
+        print(f"python -m bench: missing {', '.join(missing)}: run scripts/install-deps.sh bench", file=sys.stderr)
+        return 2
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else REPO / "bench" / "results" / stamp
@@ -121,9 +157,7 @@ def main() -> int:
     interrupted = False
     try:
         lab.make_docroot()
-        for n in names:
-            print(f"== {n}", flush=True)
-            experiments.EXPERIMENTS[n](lab, models)
+        run_experiments(lab, names, models, experiments.EXPERIMENTS)
     except KeyboardInterrupt:
         interrupted = True
         print("interrupted: stopping servers, writing what was measured", flush=True)
@@ -137,6 +171,12 @@ def main() -> int:
     from . import report   # matplotlib: only needed once there is something to plot
     report.write(lab, out, man)
     print(f"done in {elapsed / 60:.1f} min: {out / 'report.md'}", flush=True)
+    failed_cells = sum(1 for r in lab.records if "failed_run" in r)
+    failed_exps = [n for n, notes in lab.notes.items() if any(t.startswith("EXPERIMENT FAILED") for t in notes)]
+    if failed_cells or failed_exps:
+        print(f"WARNING: {failed_cells} measurement(s) failed"
+              + (f"; experiment(s) that broke part-way: {', '.join(failed_exps)}" if failed_exps else "")
+              + " (see the report's failures section)", flush=True)
     if args.publish and not interrupted:
         publish(out, Path(args.publish))
     return 130 if interrupted else 0

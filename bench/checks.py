@@ -60,3 +60,62 @@ def verdict(a: tuple[float, float], b: tuple[float, float], higher_better: bool 
     if a_hi < b_lo:
         return "behind" if higher_better else "ahead"
     return "unsettled"
+
+
+# -- physics: what any cell's numbers must satisfy --------------------------
+
+CPU_TICK_SLACK_S = 0.1      # /proc CPU times tick at 10 ms per process: slack over a whole cell
+
+
+def server_cpu_check(server_cpu_s: float, wall_s: float, cores: int) -> str | None:
+    """A server pinned to `cores` CPUs cannot use more than that many CPU-seconds
+    per wall second; more means the accounting counted something twice or
+    outside the cell's window, so none of the cell's CPU figures can be trusted."""
+    if wall_s <= 0:
+        return None
+    used = server_cpu_s / wall_s
+    if server_cpu_s > cores * CPU_TOLERANCE * wall_s + CPU_TICK_SLACK_S:
+        return (f"the server used {used:.2f} CPU-seconds per second pinned to {cores} core(s): "
+                f"the CPU accounting is wrong")
+    return None
+
+
+LITTLE_HIGH = 1.2     # more requests in flight than connections (beyond measurement slack): impossible
+LITTLE_LOW = 0.5      # under half the connections busy on average: the generator held them idle
+
+
+def littles_law(rps: float, mean_ms: float | None, conc: int | None) -> tuple[float | None, str | None]:
+    """Closed loop with `conc` connections: throughput x mean latency is the mean
+    number of requests in flight (Little's law), which cannot exceed conc and
+    should be close to it. Returns (in-flight / conc, why it is suspect or None)."""
+    if not conc or mean_ms is None or mean_ms <= 0 or not rps or rps <= 0:
+        return None, None
+    ratio = rps * mean_ms / 1000.0 / conc
+    if ratio > LITTLE_HIGH:
+        return ratio, (f"req/s x mean latency = {ratio * conc:.1f} requests in flight, more than the {conc} "
+                       f"connections: the rate or the latency is mismeasured")
+    if ratio < LITTLE_LOW:
+        return ratio, (f"req/s x mean latency = {ratio * conc:.1f} requests in flight on {conc} connections: "
+                       f"connections sat idle (the generator, or time outside the measured latency such as "
+                       f"connection set-up), so req/s understates the server at c = {conc}")
+    return ratio, None
+
+
+SATURATED_SHARE = 0.95      # answered below 95% of the offered rate (or requests failing): saturated
+
+
+def saturation(points: list[dict]) -> tuple[str, float | None]:
+    """One server's open-loop curve -> ("saturated", first rate it could not
+    keep up with), ("not reached", highest rate measured), or ("unknown", None).
+    A point where the generator was client-bound (> 90% of its core) says
+    nothing about the server and is skipped. A generator that fell behind its
+    rate with CPU to spare ran out of workers: its max_workers requests were
+    all outstanding, waiting on the server, which is saturation. Each point:
+    {rate, rps, errors, fell_behind, client_bound}."""
+    clean = sorted((p for p in points if not p.get("client_bound")), key=lambda p: p["rate"])
+    for p in clean:
+        if p.get("errors") or p.get("fell_behind") or p.get("rps", 0) < SATURATED_SHARE * p["rate"]:
+            return "saturated", p["rate"]
+    if clean:
+        return "not reached", clean[-1]["rate"]
+    return "unknown", None

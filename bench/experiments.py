@@ -34,7 +34,8 @@ def nginx(workers: int = 1) -> tuple:
 
 
 def fmt_ab(r: dict) -> str:
-    return f"{r['rps']:8.0f} req/s  mean {r['mean_ms']:7.2f} ms  p99 {r.get('p99_ms', '?')} ms  failed {r['errors']}"
+    mean = f"{r['mean_ms']:7.2f}" if "mean_ms" in r else "      —"
+    return f"{r['rps']:8.0f} req/s  mean {mean} ms  p99 {r.get('p99_ms', '?')} ms  failed {r['errors']}"
 
 
 def fmt_wrk(r: dict) -> str:

@@ -365,6 +365,16 @@ http {{
         problems = []
         if want is not None and m["doc_length"] != want:
             problems.append(f"Document Length {m['doc_length']} != {want}")
+        if want:
+            # req/s and failures from the bodies received: ab counts a connection
+            # closed unanswered as a complete request and in its rate.
+            good = parsers.ab_answered(m, want)
+            m["ab_rps"], m["rps"] = m["rps"], good["rps"]
+            m["answered"], m["unanswered"] = good["answered"], good["unanswered"]
+            m["errors"] = max(m["errors"], good["unanswered"])
+            if good["unanswered"]:
+                problems.append(f"{good['unanswered']} of {m['complete']} requests ab counted as complete got "
+                                f"no full response (req/s counts only the {good['answered']} answered)")
         if not seconds and m["complete"] != n:
             problems.append(f"only {m['complete']} of {n} requests completed")
         # Time-based runs amortize the initial burst of c connections; a run that
@@ -432,8 +442,16 @@ http {{
         m = {"cmd": " ".join(cmd).replace(str(tdir) + "/", ""), "tool": "vegeta"}
         if rc != 0 or not rfile.exists():
             return {**m, "failed_run": f"vegeta exited {rc}: {out[-400:]}"}
-        rep = subprocess.run([str(VEGETA), "report", "-type=json", str(rfile)], capture_output=True, text=True)
-        hdr = subprocess.run([str(VEGETA), "report", "-type=hdrplot", str(rfile)], capture_output=True, text=True)
+        # Decoding the results is not load generation: its CPU and time are
+        # taken out of the cell's generator share and wall time (run_cells).
+        ru0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+        rep = subprocess.run([str(VEGETA), "report", "-type=json", str(rfile)], capture_output=True, text=True,
+                             timeout=120)
+        hdr = subprocess.run([str(VEGETA), "report", "-type=hdrplot", str(rfile)], capture_output=True, text=True,
+                             timeout=120)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        m["_post_wall_s"] = time.monotonic() - t0
+        m["_post_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         rfile.unlink(missing_ok=True)
         try:
             m.update(parsers.parse_vegeta(rep.stdout, hdr.stdout, rate))
@@ -463,15 +481,21 @@ http {{
         """The workload endpoint's counters, once they stop moving (requests from
         the warm-up or a finished cell may still be completing)."""
         last = None
+        deadline = time.monotonic() + 30
         for _ in range(60):
             try:
-                with socket.create_connection((HOST, s.port), timeout=5) as c:
+                with socket.create_connection((HOST, s.port), timeout=10) as c:
                     c.sendall(f"GET /work?totals HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
                     data = b""
                     while chunk := c.recv(4096):
                         data += chunk
             except OSError:
-                return None
+                # A server still busy with the cell's last requests (all threads
+                # taken) may be slow to answer: retry, bounded, before giving up.
+                if time.monotonic() > deadline or not s.alive():
+                    return None
+                time.sleep(0.2)
+                continue
             body = data.split(b"\r\n\r\n", 1)[-1].decode(errors="replace")
             try:
                 now = parsers.parse_totals(body)
@@ -539,10 +563,21 @@ def _served(m: dict) -> int:
         if k in m:
             return int(m[k])
     if m.get("tool") == "ab":
-        return int(m.get("complete", 0)) - int(m.get("failed", 0)) - int(m.get("non2xx", 0))
+        if "answered" in m:
+            return int(m["answered"])
+        return max(0, int(m.get("complete", 0)) - int(m.get("failed", 0)) - int(m.get("non2xx", 0)))
     if m.get("tool") == "wrk":
         return int(m.get("requests", 0)) - int(m.get("non2xx", 0))
     return int(m.get("requests", 0))
+
+
+def exclude_post_processing(m: dict, wall_s: float, gen_cpu_s: float) -> tuple[float, float]:
+    """A tool's post-processing after the load stopped (vegeta decoding its
+    results) is neither load generation nor part of the measured window: take
+    its wall time and CPU out (and the markers out of m)."""
+    post_wall = m.pop("_post_wall_s", 0.0)
+    post_cpu = m.pop("_post_cpu_s", 0.0)
+    return max(1e-9, wall_s - post_wall), max(0.0, gen_cpu_s - post_cpu)
 
 
 def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach: dict, load_cpus: int) -> dict:
@@ -564,6 +599,38 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
     for name, v in sorted(cpus.items()):
         out[f"{name}_busy"] = v["busy_s"] / v["total_s"] if v["total_s"] else 0
     return out
+
+
+AB_LATENCY_MIN_MS = 5     # ab's per-request times are whole milliseconds: coarser below this
+
+
+def littles_law_for(m: dict, conc: int | None) -> tuple[float | None, str | None]:
+    """Little's law for a closed-loop cell (see checks.littles_law), with the
+    tool's own per-request latency: ab's measured 'Total' mean (its 'Time per
+    request' is computed as c x time / n, so Little's law holds for it by
+    construction and would check nothing), wrk's and our client's mean."""
+    if not conc or m.get("tool") == "vegeta":
+        return None, None
+    if m.get("tool") == "ab":
+        mean = m.get("total_mean_ms")
+        if mean is None or mean < AB_LATENCY_MIN_MS:
+            return None, None
+    else:
+        mean = m.get("mean_ms", m.get("avg_ms"))
+    return checks.littles_law(m.get("rps", 0), mean, conc)
+
+
+def physics_checks(m: dict, server_cores: int, conc: int | None) -> None:
+    """Adds the cell's physical consistency checks to m: server CPU within its
+    cores (else invalid) and Little's law for closed loops (else a problem)."""
+    why = checks.server_cpu_check(m["server_cpu_s"], m["wall_s"], server_cores)
+    if why:
+        m["invalid"] = "; ".join(w for w in (m.get("invalid"), why) if w)
+    ratio, why = littles_law_for(m, conc)
+    if ratio is not None:
+        m["little_ratio"] = ratio
+    if why:
+        m.setdefault("problems", []).append(why)
 
 
 def workload_checks(m: dict, before: dict | None, after: dict | None, wall_s: float, wl: dict,
@@ -595,26 +662,52 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                          "open_loop": sum(1 for c in cells if "rate" in c.params or c.params.get("open_loop"))})
         return
     running: dict[tuple, Server] = {}
+    broken: dict[tuple, str] = {}     # servers that would not start (or pass the pre-check): why
     total = len(cells) * repeats
     t_exp = time.monotonic()
     load_cpus = ncpus_in(LOAD_CPUS)
-    try:
-        for key in dict.fromkeys(c.server for c in cells):
-            kind, model, cpus, workers, settings = key
+
+    def start_checked(key: tuple) -> Server | None:
+        """A server that cannot start fails its own cells, not the run."""
+        kind, model, cpus, workers, settings = key
+        s = None
+        try:
             s = lab.start(kind, model, cpus, workers, dict(settings))
             lab.precheck(s, paths)
-            running[key] = s
-            lab.server_memory.append({"exp": exp, "server": s.label, "workers": s.workers, **s.memory()})
+        except Exception as e:
+            if s is not None:
+                lab.stop(s)
+            broken[key] = f"{type(e).__name__}: {e}"
+            print(f"  ! {exp}: {broken[key][:300]}", flush=True)
+            lab.note(exp, f"a server could not be started or failed its pre-check; its cells are recorded as "
+                          f"failed runs: {broken[key][:300]}")
+            return None
+        running[key] = s
+        return s
+
+    try:
+        for key in dict.fromkeys(c.server for c in cells):
+            s = start_checked(key)
+            if s is not None:
+                lab.server_memory.append({"exp": exp, "server": s.label, "workers": s.workers, **s.memory()})
         k = 0
         for rep in range(1, repeats + 1):
             for c in cells:
                 k += 1
-                s = running[c.server]
-                if not s.alive():   # died in an earlier cell: that is a result too
+                s = running.get(c.server)
+                if s is not None and not s.alive():   # died in an earlier cell: that is a result too
                     lab.note(exp, f"{s.label} died (exit {s.proc.returncode}); restarted")
-                    s = lab.start(*c.server[:4], dict(c.server[4]))
-                    lab.precheck(s, paths)
-                    running[c.server] = s
+                    lab.stop(s)
+                    del running[c.server]
+                    s = start_checked(c.server)
+                if s is None:
+                    lab.records.append({"exp": exp, "cell": c.name, "server": c.server[1], "kind": c.server[0],
+                                        "model": c.server[1], "cpus": c.server[2], "workers": c.server[3],
+                                        "rep": rep, **c.params, "failed_run": broken[c.server],
+                                        "_params": list(c.params)})
+                    print(f"  [{k:3d}/{total}] {exp} {c.name:<34} rep {rep}/{repeats}: RUN FAILED: "
+                          f"server not running", flush=True)
+                    continue
                 if c.warm_path:
                     lab.warm(s, c.warm_path)
                 tot0 = lab.totals(s) if c.workload else None
@@ -632,13 +725,20 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 if not s.alive():
                     m.setdefault("problems", []).append(f"server died (exit {s.proc.returncode})")
                 gen = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+                wall, gen = exclude_post_processing(m, wall, gen)
                 if "failed_run" not in m:
                     m.update(account(m, wall, srv1 - srv0, gen, procstat.machine_delta(mach0, mach1), load_cpus))
+                    closed = not (c.params.get("open_loop") or "rate" in c.params)
+                    physics_checks(m, ncpus_in(s.cpus),
+                                   (c.params.get("conc") or c.params.get("par")) if closed else None)
                     if c.workload:
                         tot1 = lab.totals(s)
                         srv_end = procstat.tree_cpu_s(s.pids())
-                        m.update(workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
-                                                 server_cpu_s=srv_end - srv0))
+                        wl = workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
+                                             server_cpu_s=srv_end - srv0)
+                        if m.get("invalid") and wl.get("invalid"):
+                            wl["invalid"] = m["invalid"] + "; " + wl["invalid"]
+                        m.update(wl)
                 rec = {"exp": exp, "cell": c.name, "server": s.label, "kind": s.kind,
                        "model": s.model, "cpus": s.cpus, "workers": s.workers, "rep": rep,
                        **c.params, **m, "elapsed_s": wall, "loadavg1": loadavg(),
@@ -647,7 +747,10 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 if "failed_run" in m:
                     line = f"RUN FAILED: {m['failed_run'][:160]}"
                 else:
-                    line = progress_fmt(rec)
+                    try:
+                        line = progress_fmt(rec)
+                    except (KeyError, TypeError, ValueError) as e:   # a progress line never stops the run
+                        line = f"(no summary line: {type(e).__name__} {e})"
                     line += (f"  srv {m['server_cores']:.2f} cores, gen {m['gen_share']:.0%}"
                              f"{' CLIENT-BOUND' if m['client_bound'] else ''}, other {m['other_cores']:.2f}")
                     if m.get("invalid"):

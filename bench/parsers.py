@@ -23,7 +23,11 @@ def _num(pat: str, text: str, cast=float, default=None):
 def parse_ab(text: str) -> dict:
     """ApacheBench 2.3 output -> metrics. Raises ParseError when the run did not
     finish (ab prints no 'Requests per second' after aborting)."""
-    if "Requests per second" not in text:
+    # ab prints no rate when no request completed (done == 0): the run finished
+    # and measured zero, which is a result (a server that stopped answering).
+    finished_empty = ("Requests per second" not in text
+                      and re.search(r"^Complete requests:\s+0$", text, re.M) is not None)
+    if "Requests per second" not in text and not finished_empty:
         m = re.search(r"Total of (\d+) requests completed", text)
         done = f"{m.group(1)} requests completed" if m else "no summary"
         err = [ln for ln in text.splitlines() if "apr_" in ln or "rror" in ln]
@@ -37,9 +41,10 @@ def parse_ab(text: str) -> dict:
         "time_taken_s": _num(r"^Time taken for tests:\s+([\d.]+) seconds", text),
         "total_bytes": _num(r"^Total transferred:\s+(\d+) bytes", text, int),
         "body_bytes": _num(r"^(?:HTML|Body) transferred:\s+(\d+) bytes", text, int),
-        "rps": _num(r"^Requests per second:\s+([\d.]+)", text),
-        "mean_ms": _num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$", text),
-        "mean_across_ms": _num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean, across", text),
+        "rps": 0.0 if finished_empty else _num(r"^Requests per second:\s+([\d.]+)", text),
+        "mean_ms": None if finished_empty else _num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$", text),
+        "mean_across_ms": (None if finished_empty else
+                           _num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean, across", text)),
         "concurrency": _num(r"^Concurrency Level:\s+(\d+)", text, int),
     }
     # Failed requests break down as (Connect: a, Receive: b, Length: c, Exceptions: d)
@@ -56,7 +61,23 @@ def parse_ab(text: str) -> dict:
         if v:
             r[f"p{p}_ms"] = int(v.group(1))
     r["errors"] = r["failed"] + r["non2xx"]
+    if finished_empty:          # no latency was measured: leave it out rather than invent one
+        del r["mean_ms"], r["mean_across_ms"]
     return r
+
+
+def ab_answered(r: dict, body_size: int) -> dict:
+    """ab counts a connection closed or reset before any response as a
+    "complete" request (with no failure when it was closed cleanly), and its
+    "Requests per second" counts those too. For a document of known size the
+    requests really answered are the bodies received: {answered, unanswered,
+    rps} with rps = answered 2xx responses per second."""
+    if body_size <= 0:
+        raise ValueError("ab_answered needs the document's size")
+    answered = max(0, min(r["complete"], r["body_bytes"] // body_size) - r["non2xx"])
+    # ab's own rate scaled by the answered share (its printed time has 3 decimals)
+    rps = r["rps"] * answered / r["complete"] if r["complete"] else 0.0
+    return {"answered": answered, "unanswered": r["complete"] - answered, "rps": rps}
 
 
 def parse_wrk(text: str) -> dict:

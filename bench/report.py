@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import claims
+from . import checks, claims
 from .checks import verdict as range_verdict
 
 MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "pool", "pool-5", "pool-15", "prefork",
@@ -379,7 +379,8 @@ class Report:
                 ax.axhline(g["rps"], color="#d62728", linestyle=style, label=f"one global lock, hold {hold}")
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
-        _style(ax, "(d) buckets: pool, 2 cores, zero delay", "requests/s", "number of buckets (log)")
+        _style(ax, "(d) buckets: pool, 2 cores, zero delay, hold in 1 ms CPU units", "requests/s",
+               "number of buckets (log)")
         self.save_fig(fig, "seed002_workload.png", "seed 002 workload", list(axes))
         e = sub("e")
         if e:
@@ -488,6 +489,26 @@ class Report:
                             num(r.get("p999_ms"), 2), errs(r)] + cpu_cols(r))
         self.md.append(table(["server", "offered/s", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "errors"]
                              + CPU_HEAD, trs))
+        # Where each server saturates, and where the curve stops at the generator instead.
+        sat = []
+        for m in servers:
+            pts = [{"rate": r["rate"], "rps": r.get("rps", 0), "errors": r.get("errors_total", 0),
+                    "fell_behind": r.get("fell_behind"), "client_bound": r.get("client_bound")}
+                   for r in rows if r["server"] == m and "rps" in r]
+            state, rate = checks.saturation(pts)
+            if state == "saturated":
+                text = f"saturated at {rate:,}/s"
+            elif state == "not reached":
+                text = (f"**not saturated** up to {rate:,}/s, the highest rate measured with the generator "
+                        f"below 90% of its core: the curve stops at the lab's limit, not the server's")
+            else:
+                text = "unknown: not measured, or the generator was client-bound at every rate"
+            sat.append([m, text])
+        self.md.append("\nSaturation: the first rate the server did not keep up with (answered under 95% of it, "
+                       "requests timed out, or vegeta fell behind its rate with CPU to spare, i.e. all its "
+                       "workers were waiting on the server). A point where the generator used over 90% of its "
+                       "core says nothing about the server and is not used.\n")
+        self.md.append(table(["server", "saturation"], sat))
         fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
         for key, ax, title in (("p50_ms", axes[0], "p50"), ("p99_ms", axes[1], "p99"), ("p999_ms", axes[2], "p99.9")):
             for m in servers:

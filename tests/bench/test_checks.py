@@ -91,3 +91,68 @@ def test_account_cpu_figures():
     assert a["client_bound"] is True and round(a["gen_share"], 3) == 0.933
     assert round(a["other_cores"], 3) == round((5.9 - 0.3 - 2.4 - 2.8) / 3.0, 3)
     assert a["cpu0_busy"] == 1.0
+
+
+# -- physics: what a cell's numbers must satisfy whatever the server --------
+
+def test_server_cpu_above_its_cores_is_invalid():
+    # Pinned to one core, a server cannot use 1.3 CPU-seconds per second.
+    assert checks.server_cpu_check(3.9, 3.0, 1) is not None
+    assert "CPU-seconds per second" in checks.server_cpu_check(3.9, 3.0, 1)
+    assert checks.server_cpu_check(2.9, 3.0, 1) is None
+    assert checks.server_cpu_check(5.9, 3.0, 2) is None       # two cores allow twice as much
+    assert checks.server_cpu_check(1.0, 0.0, 1) is None       # nothing measured: nothing to say
+
+
+def test_littles_law_closed_loop():
+    # 10,000 req/s x 3 ms = 30 requests in flight on 30 connections: consistent.
+    ratio, why = checks.littles_law(10_000, 3.0, 30)
+    assert abs(ratio - 1.0) < 1e-9 and why is None
+    # 40 in flight on 30 connections is impossible: the rate or the latency is wrong.
+    ratio, why = checks.littles_law(10_000, 4.0, 30)
+    assert why is not None and "more than" in why
+    # 3 of 30 connections busy: the generator held them idle.
+    ratio, why = checks.littles_law(1_000, 3.0, 30)
+    assert abs(ratio - 0.1) < 1e-9 and "idle" in why
+    # Nothing to check without a concurrency or a latency.
+    assert checks.littles_law(1_000, None, 30) == (None, None)
+    assert checks.littles_law(1_000, 3.0, 0) == (None, None)
+
+
+def test_physics_on_a_cell(monkeypatch):
+    # ab's latency is whole milliseconds: below 5 ms it is too coarse to check.
+    ab = {"tool": "ab", "rps": 20_000, "total_mean_ms": 1, "complete": 60_000, "failed": 0, "non2xx": 0}
+    assert lab.littles_law_for(ab, 30) == (None, None)
+    ab = {"tool": "ab", "rps": 2_000, "total_mean_ms": 15, "complete": 6_000, "failed": 0, "non2xx": 0}
+    assert lab.littles_law_for(ab, 30)[0] == 1.0
+    wrk = {"tool": "wrk", "rps": 10_000, "mean_ms": 5.0}
+    ratio, why = lab.littles_law_for(wrk, 50)
+    assert ratio == 1.0 and why is None
+    # Open-loop cells are not closed loops: no check.
+    veg = {"tool": "vegeta", "rps": 300, "mean_ms": 2.0}
+    assert lab.littles_law_for(veg, 0) == (None, None)
+
+
+def test_saturation_of_an_open_loop_curve():
+    pt = lambda rate, rps, errors=0, **kw: {"rate": rate, "rps": rps, "errors": errors, **kw}
+    # Keeps up at 1000 and 4000, answers 60% of 8000: saturated at 8000.
+    assert checks.saturation([pt(1000, 1000), pt(4000, 3990), pt(8000, 4800)]) == ("saturated", 8000)
+    # Timeouts count as saturation even when the answered rate looks fine.
+    assert checks.saturation([pt(1000, 1000), pt(4000, 3990, errors=12)]) == ("saturated", 4000)
+    # Falling behind with CPU to spare: vegeta's workers were all waiting on the server.
+    assert checks.saturation([pt(1000, 1000), pt(8000, 5000, fell_behind=True)]) == ("saturated", 8000)
+    # A client-bound point says nothing about the server.
+    assert checks.saturation([pt(1000, 1000), pt(8000, 7990), pt(16000, 9000, client_bound=True)]) == \
+        ("not reached", 8000)
+    assert checks.saturation([pt(16000, 9000, client_bound=True)]) == ("unknown", None)
+
+
+def test_vegeta_decoding_is_not_generator_load():
+    # 3 s of attack at 40% of a core, then 1 s of decoding at 100%: the cell's
+    # generator share is the attack's, not (1.2 + 1.0) / 4.0 = 55%.
+    m = {"tool": "vegeta", "_post_wall_s": 1.0, "_post_cpu_s": 1.0}
+    wall, gen = lab.exclude_post_processing(m, 4.0, 2.2)
+    assert (wall, round(gen, 6)) == (3.0, 1.2) and "_post_wall_s" not in m and "_post_cpu_s" not in m
+    assert abs(checks.generator_share(gen, wall) - 0.4) < 1e-9
+    # Tools without post-processing are unchanged.
+    assert lab.exclude_post_processing({"tool": "wrk"}, 3.1, 0.5) == (3.1, 0.5)

@@ -109,3 +109,30 @@ def test_no_difference_claims_need_repeats_too():
     assert verdicts(rows, "003")["the reactor is on par with nginx with keep-alive (ab -k -c 200)"] == "does not hold"
     one = [dict(r, reps_ok=1) for r in seed000_rows()]
     assert verdicts(one, "000")["15 pool threads bring no significant gain over 5"] == "unsettled"
+
+
+def why(rows, seed, claim_start):
+    return next(c["why"] for c in claims.check_all(rows) if c["seed"] == seed and c["claim"].startswith(claim_start))
+
+
+def test_equal_mean_row_says_why_it_is_unsettled():
+    base = [row("seed002", "pool", "rps", 400, 420, 440, dmin=1, dmax=3, subs=["b", "c"]),
+            row("seed002", "pool", "rps", 80, 85, 90, dmin=1, dmax=20, subs=["c"]),
+            row("seed002", "pool", "rps", 82, 86, 91, dmin=10, dmax=11, subs=["c"])]
+    # Overlapping valid ranges: the seed's difference came from the mean.
+    assert "came from the mean" in why(base, "002", "…and at the same mean 10.5: 10–11 vs 1–20 (pool")
+    # An invalid 1–20 cell says nothing about the mean: the row must not claim it does.
+    base[1]["invalid"] = "bucket totals do not add up"
+    w = why(base, "002", "…and at the same mean 10.5: 10–11 vs 1–20 (pool")
+    assert "came from the mean" not in w and "invalid" in w
+
+
+def test_single_threaded_struggles_means_behind_every_other_seed_model():
+    def r(m, lo, mid, hi):
+        return row("seed001", m, "avg_ms", lo, mid, hi)
+    claim = "the single-threaded model struggles (highest avg)"
+    # iterative slower than thread but faster than pool: it does not have the highest avg.
+    rows = [r("iterative", 40, 42, 44), r("thread", 10, 11, 12), r("pool", 60, 62, 64)]
+    assert verdicts(rows, "001")[claim] == "does not hold"
+    rows = [r("iterative", 40, 42, 44), r("thread", 10, 11, 12), r("pool", 20, 22, 24)]
+    assert verdicts(rows, "001")[claim] == "holds"

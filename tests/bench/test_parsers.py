@@ -190,3 +190,42 @@ def test_pid_stat_with_spaces_and_parens_in_the_name():
     fields = ["S", "77"] + ["0"] * 9 + ["10", "20", "30", "40"] + ["0"] * 30
     ppid, ticks = procstat.parse_pid_stat("1234 (a (weird) name) " + " ".join(fields))
     assert ppid == 77 and ticks == 100
+
+
+def test_ab_counts_connections_closed_unanswered_as_complete():
+    # A server that accepts, reads the request and closes without answering:
+    # ab 2.3 reports 13,439 "Complete requests", 0 failed and 13,439 req/s.
+    r = parsers.parse_ab(sample("ab_closed_without_response.txt"))
+    assert r["complete"] == 13439 and r["failed"] == 0 and r["rps"] > 13000
+    # Counted from the body bytes actually received, none was answered.
+    good = parsers.ab_answered(r, 4537)
+    assert good == {"answered": 0, "unanswered": 13439, "rps": 0.0}
+
+
+def test_ab_reset_requests_are_not_throughput():
+    # Every connection reset: ab still prints 12,638 "Requests per second".
+    r = parsers.parse_ab(sample("ab_reset_every_request.txt"))
+    assert r["rps"] > 12000 and r["failed"] == 22367
+    assert parsers.ab_answered(r, 4537)["rps"] == 0.0
+
+
+def test_ab_answered_on_a_clean_run_is_abs_own_rate():
+    for name in ("ab_close.txt", "ab_keepalive.txt"):
+        r = parsers.parse_ab(sample(name))
+        good = parsers.ab_answered(r, r["doc_length"])
+        assert good["unanswered"] == 0 and good["answered"] == r["complete"]
+        assert abs(good["rps"] - r["rps"]) <= r["rps"] * 0.01
+
+
+def test_ab_finished_with_no_request_complete():
+    # ab prints no "Requests per second" when nothing completed (done == 0);
+    # the run finished, so it is a measurement of zero, not an aborted run.
+    text = sample("ab_closed_without_response.txt")
+    text = text.replace("Complete requests:      13439", "Complete requests:      0")
+    text = text.replace("Failed requests:        0", "Failed requests:        412\n"
+                        "   (Connect: 0, Receive: 412, Length: 0, Exceptions: 0)")
+    text = "\n".join(ln for ln in text.splitlines()
+                     if not ln.startswith(("Requests per second", "Time per request", "Transfer rate")))
+    r = parsers.parse_ab(text)
+    assert r["complete"] == 0 and r["rps"] == 0.0 and r["errors"] == 412
+    assert "mean_ms" not in r

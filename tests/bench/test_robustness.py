@@ -1,0 +1,116 @@
+"""The executor survives a server that cannot start: its cells are recorded as
+failed runs, the other servers' cells are still measured, and nothing is left
+running (bench/lab.run_cells). A run must never die half-way and lose the
+report because of one broken cell."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import lab  # noqa: E402
+
+
+def _lab(tmp_path: Path) -> lab.Lab:
+    # /bin/false as "spindle": every start attempt exits at once.
+    return lab.Lab(tmp_path / "out", smoke=True, repeats=2, spindle_bin=Path("/bin/false"),
+                   cell_s=0.1, warmup_s=0, cores=[1])
+
+
+def test_a_server_that_cannot_start_is_recorded_not_fatal(tmp_path):
+    lb = _lab(tmp_path)
+    ran = []
+
+    def fake_run(lab_, s):
+        ran.append(s.label)
+        return {"tool": "fake", "ok": 1}
+
+    broken = lab.server_key("spindle", "epoll")
+    cells = [lab.Cell("t", "broken cell", broken, {"conc": 1}, fake_run)]
+    try:
+        lab.run_cells(lb, "t", cells, 2, [], lambda r: "")
+    finally:
+        lb.cleanup()
+    assert ran == []
+    assert len(lb.records) == 2                       # one per repeat
+    assert all("cannot start" in r["failed_run"] for r in lb.records)
+    assert lb.servers == []
+
+
+def test_one_broken_experiment_does_not_stop_the_run(tmp_path, monkeypatch):
+    from bench import __main__ as entry
+    calls = []
+
+    def boom(lab_, models):
+        calls.append("boom")
+        raise RuntimeError("nginx missing")
+
+    def fine(lab_, models):
+        calls.append("fine")
+
+    lb = _lab(tmp_path)
+    try:
+        entry.run_experiments(lb, ["boom", "fine"], [], {"boom": boom, "fine": fine})
+    finally:
+        lb.cleanup()
+    assert calls == ["boom", "fine"]
+    assert any("nginx missing" in n for n in lb.notes["boom"])
+
+
+def test_the_report_is_written_when_every_cell_failed(tmp_path):
+    """Plan every default experiment with a spindle that cannot start: every
+    record is a failed run, and report.md, results.csv/json still come out."""
+    from bench import experiments, report
+    from bench.manifest import manifest
+    lb = _lab(tmp_path)
+    lb.repeats = 1
+    models = ["iterative", "fork", "thread", "pool", "prefork", "epoll", "uring"]
+    lb.sizes = {lab.PAGE: 4537, lab.HELLO: 13, lab.B100: 100, lab.MB1: 1 << 20, lab.MB100: 100 << 20}
+    # No server can start: replace start() so nothing runs (nginx included).
+    def no_start(*a, **kw):
+        raise RuntimeError("cannot start: test")
+    lb.start = no_start
+    try:
+        for n in experiments.DEFAULT:
+            experiments.EXPERIMENTS[n](lb, models)
+    finally:
+        lb.cleanup()
+    assert lb.records and all("failed_run" in r for r in lb.records)
+    man = manifest(lb, models, "smoke", 1, "now", 1.0, experiments.DEFAULT)
+    out = tmp_path / "out"
+    report.write(lb, out, man)
+    text = (out / "report.md").read_text()
+    assert "The seeds' claims, checked" in text
+    assert (out / "results.csv").read_text().count("\n") == len(lb.records) + 1
+
+
+def test_report_renders_an_ab_run_that_answered_nothing(tmp_path):
+    """seed 000's fork at 1024 descriptors may answer nothing at c = 1000: ab then
+    prints no rate or latency, and the report must still render it."""
+    from bench import parsers, report
+    from bench.manifest import manifest
+    text = (REPO / "tests/bench/samples/ab_closed_without_response.txt").read_text()
+    text = text.replace("Complete requests:      13439", "Complete requests:      0")
+    text = "\n".join(ln for ln in text.splitlines()
+                     if not ln.startswith(("Requests per second", "Time per request", "Transfer rate")))
+    m = {"tool": "ab", **parsers.parse_ab(text)}
+    lb = _lab(tmp_path)
+    for rep in (1, 2):
+        lb.records.append({"exp": "seed000", "cell": "fork nofile=1024 ab -c 1000", "server": "fork-nofile1024",
+                           "kind": "spindle", "model": "fork", "cpus": "0", "workers": 1, "rep": rep,
+                           "conc": 1000, "part": "fork1024", **m, "problems": ["no request completed"],
+                           "_params": ["conc", "part"]})
+    lb.cleanup()
+    man = manifest(lb, ["fork"], "smoke", 2, "now", 1.0, ["seed000"])
+    report.write(lb, tmp_path / "out", man)
+    assert "fork" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_run_without_vegeta_stops_before_measuring(tmp_path):
+    from bench import __main__ as entry
+    assert any("vegeta" in m for m in entry.missing_tools(tmp_path / "no-vegeta"))
+    real = tmp_path / "vegeta"
+    real.write_text("")
+    assert not any("vegeta" in m for m in entry.missing_tools(real))
