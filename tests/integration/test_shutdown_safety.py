@@ -103,7 +103,10 @@ def test_drain_timeout_with_busy_connection_threads_exits_cleanly(model, fresh_s
     in the ASan build before the fix, about every other run.)"""
     if model in ("epoll", "uring"):
         pytest.skip(f"{model}: a busy-wait runs on the event loop itself, one request after another")
-    srv = fresh_server(drain_timeout=1, workload="on", work_unit="1ms")
+    # wall-clock busy-waits: they must end at a known time (just past the
+    # drain timeout and its 0.5 s grace), whatever the machine's load; CPU
+    # delays (the default) on a loaded machine would end much later
+    srv = fresh_server(drain_timeout=1, workload="on", work_unit="1ms", delay_kind="wall")
     # the busy-waits end around drain_timeout + its 0.5 s grace after the stop
     delays = [1500 + 20 * i for i in range(12)]
     conns = []
