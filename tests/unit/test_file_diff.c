@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/fs.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../src/fs/file.h"
@@ -203,4 +207,61 @@ Test(file_diff, paths_past_path_max)
 		n += (size_t)snprintf(rel + n, sizeof(rel) - n, "/.");
 	snprintf(rel + n, sizeof(rel) - n, "/g");
 	same(rel, SYMLINKS_INSIDE);
+}
+
+/* A directory on the path swapped, again and again, with a symlink leading
+ * out of the root (rename(2) with RENAME_EXCHANGE, as a local attacker who
+ * can write the root would): the walk may fail, never open what lies outside. */
+static atomic_bool swapping;
+
+static void *swap_loop(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 200000 && atomic_load(&swapping); i++)
+		syscall(SYS_renameat2, root_fd, "d", root_fd, "swap", RENAME_EXCHANGE);
+	return NULL;
+}
+
+Test(file_diff, directory_swapped_for_a_symlink_during_the_walk)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/outside/e", base);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	const char *secrets[] = { "outside/g", "outside/e/h" };
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "%s/%s", base, secrets[i]);
+		FILE *f = fopen(p, "w");
+		cr_assert(f);
+		fputs("SECRET", f);
+		fclose(f);
+	}
+	mk("link", "swap", "../outside");
+	static const char *const rels[] = { "d/g", "d/e/h", "l_de_up_g", "d/e/l_root2/f" };
+	pthread_t t;
+	atomic_store(&swapping, true);
+	cr_assert_eq(pthread_create(&t, NULL, swap_loop, NULL), 0);
+	int opened = 0;
+	int64_t until = (int64_t)time(NULL) + 3;
+	for (int i = 0; i < 20000 && time(NULL) < until; i++) {
+		for (size_t k = 0; k < sizeof(rels) / sizeof(rels[0]); k++) {
+			for (int j = 0; j < 2; j++) {
+				enum symlink_policy pol = j ? SYMLINKS_OFF : SYMLINKS_INSIDE;
+				int fd = file_open_walk(root_fd, rels[k], pol);
+				if (fd < 0)
+					continue;
+				char got[16] = { 0 };
+				ssize_t n = read(fd, got, sizeof(got) - 1);
+				close(fd);
+				opened++;
+				if (n > 0 && strcmp(got, "SECRET") == 0) {
+					atomic_store(&swapping, false);
+					pthread_join(t, NULL);
+					cr_assert_fail("%s (policy %d) opened a file outside the root", rels[k], (int)pol);
+				}
+			}
+		}
+	}
+	atomic_store(&swapping, false);
+	pthread_join(t, NULL);
+	cr_log_info("%d opens beneath the root while swapping", opened);
 }
