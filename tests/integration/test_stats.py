@@ -483,3 +483,36 @@ def test_viewer_survives_the_segment_shrinking_under_it(real_segment):
         assert b"shrank" in out, out[-500:]
     finally:
         p.unlink(missing_ok=True)
+
+
+def test_endpoints_survive_a_scribbled_segment(model, fresh_server):
+    """Anyone running as the server's user can write its segment: /metrics and
+    /status must not believe its layout (a slot count or offset past the
+    mapping made them read out of bounds) nor print its strings into HTML
+    unescaped, and new connections must not take their slot from it (a slot
+    count of 0 divided by zero). The server answers and keeps serving."""
+    srv = fresh_server(metrics="on")
+    assert srv.get("/a.txt").status == 200
+    seg = shm_path(srv.port)
+    evil = b"<script>alert(1)</script>"
+    with open(seg, "r+b") as f:
+        for fmt, off, val in ((("<I", OFF_NSLOTS, 0),)):
+            f.seek(off)
+            f.write(struct.pack(fmt, val))
+    for _ in range(4):  # new connections (a thread or process each, in some models)
+        assert srv.get("/a.txt").status == 200
+    with open(seg, "r+b") as f:
+        for fmt, off, val in (("<I", OFF_NSLOTS, 2**32 - 1), ("<Q", OFF_SLOTS, 2**40),
+                              ("<I", OFF_SLOT_SIZE, 2**31), ("<I", OFF_NCACHES, 2**32 - 1),
+                              ("<Q", OFF_CACHES, 2**44)):
+            f.seek(off)
+            f.write(struct.pack(fmt, val))
+        f.seek(OFF_NAME)
+        f.write((evil * 30)[:OFF_BIND - OFF_NAME])  # name, model, version: no NUL
+    for path in ("/metrics", "/status", "/metrics"):
+        r = srv.get(path)
+        assert r.status in (200, 500), r
+        assert b"<script>" not in r.body
+    for _ in range(4):
+        assert srv.get("/a.txt").status == 200
+    assert srv.proc.poll() is None
