@@ -516,3 +516,51 @@ def test_endpoints_survive_a_scribbled_segment(model, fresh_server):
     for _ in range(4):
         assert srv.get("/a.txt").status == 200
     assert srv.proc.poll() is None
+
+
+_INTERESTING = (0, 1, 63, 64, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63, 2**64 - 64, 2**64 - 1)
+
+
+def _fuzzed(data: bytes, rng) -> bytes:
+    """A few header words set to boundary or random values, slot counters
+    maxed out, now and then a truncation."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 6)):
+        size = rng.choice((4, 8))
+        off = rng.randrange(8, 112, size)  # past the magic and version, to reach the parser's checks
+        val = rng.choice(_INTERESTING) if rng.random() < 0.7 else rng.getrandbits(64)
+        b[off:off + size] = (val % 2**(8 * size)).to_bytes(size, "little")
+    if rng.random() < 0.5:  # huge counts: sums wrap, percentiles of 2^64 requests
+        start = REAL_SLOTS_OFF + rng.randrange(0, 4) * 448
+        b[start:start + 448] = b"\xff" * 448
+    if rng.random() < 0.3:
+        b[OFF_NAME:OFF_BIND] = bytes(rng.getrandbits(8) for _ in range(OFF_BIND - OFF_NAME))
+    if rng.random() < 0.15:
+        del b[rng.randrange(0, len(b)):]
+    return bytes(b)
+
+
+def test_viewer_fuzzed_segments(real_segment):
+    """Random corruptions of a real segment, bounded in count and time: the
+    viewer reports (exit 1) or shows (exit 0), never crashes, hangs or prints
+    a control character."""
+    import random
+    rng = random.Random(20261122)
+    name = f"fuzz{os.getpid()}"
+    deadline = time.monotonic() + util.scaled(40)
+    runs, exits = 0, {0: 0, 1: 0}
+    for i in range(200):
+        if time.monotonic() > deadline:
+            break
+        data = _fuzzed(real_segment, rng)
+        for args in (["--json"], []):
+            r = _run_stat_on(name, data, *args)
+            assert r.returncode in (0, 1), f"case {i} {args}: exit {r.returncode}\n{r.stderr[-300:]!r}"
+            assert not any(c < 0x20 and c != 0x0a for c in r.stdout), (i, r.stdout[:300])
+            if r.returncode == 0 and args:
+                json.loads(r.stdout)
+            exits[r.returncode] += 1
+        runs += 1
+    assert runs >= 20, f"only {runs} fuzz cases ran before the time bound"
+    assert exits[0] and exits[1], f"every case ended alike ({exits}): the corruptions test nothing"
+    print(f"{runs} cases, exits {exits}")
