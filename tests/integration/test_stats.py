@@ -564,3 +564,51 @@ def test_viewer_fuzzed_segments(real_segment):
     assert runs >= 20, f"only {runs} fuzz cases ran before the time bound"
     assert exits[0] and exits[1], f"every case ended alike ({exits}): the corruptions test nothing"
     print(f"{runs} cases, exits {exits}")
+
+
+SPECIAL = ("symlink_to_a_file", "dangling_symlink", "symlink_of_another_user", "fifo", "directory")
+
+
+@pytest.mark.parametrize("case", SPECIAL)
+def test_special_entry_at_the_segment_name(model, fresh_server, tmp_path, case):
+    """What a local user can leave at /dev/shm/spindle-NAME before the server
+    starts: no symlink is followed (the file it names is neither truncated
+    nor mapped), a FIFO does not block the start, and the server serves
+    either way: with the name reclaimed, or with private statistics."""
+    name = f"sp{os.getpid()}{case[:4]}"
+    p = shm_path(name)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    if case == "symlink_to_a_file":
+        p.symlink_to(victim)
+    elif case == "dangling_symlink":
+        p.symlink_to(tmp_path / "nothing-yet")
+    elif case == "symlink_of_another_user":
+        if os.geteuid() != 0:
+            pytest.skip("a symlink owned by another user needs root")
+        p.symlink_to(victim)
+        os.lchown(p, 54321, 54321)
+    elif case == "fifo":
+        os.mkfifo(p, 0o600)
+    else:
+        p.mkdir()
+    try:
+        t0 = time.monotonic()
+        srv = fresh_server(stats_name=name, metrics="on")
+        assert time.monotonic() - t0 < util.scaled(8)
+        assert srv.get("/a.txt").status == 200
+        assert srv.get("/metrics").status == 200  # private statistics at least
+        assert victim.read_bytes() == b"precious"
+        assert not (tmp_path / "nothing-yet").exists(), "the dangling symlink was followed"
+        if case in ("symlink_to_a_file", "dangling_symlink", "fifo"):  # ours: reclaimed
+            st = p.lstat()
+            assert not p.is_symlink() and p.is_file() and st.st_uid == os.geteuid(), case
+            assert (st.st_mode & 0o777) == 0o640
+        else:  # not ours to remove: left as it was
+            assert p.is_symlink() or p.is_dir()
+        assert srv.stop() == 0
+    finally:
+        if p.is_dir() and not p.is_symlink():
+            p.rmdir()
+        else:
+            p.unlink(missing_ok=True)
