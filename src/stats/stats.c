@@ -164,8 +164,22 @@ static enum probe probe(const char *shm_name, size_t want_len, pid_t *pid_out, u
 {
 	for (int tries = 0;; tries++) {
 		int fd = shm_open(shm_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
-		if (fd < 0)
-			return errno == ENOENT ? PROBE_GONE : PROBE_STALE;
+		if (fd < 0 && errno == ENOENT)
+			return PROBE_GONE;
+		if (fd < 0) {
+			/* a symlink (ELOOP) or something we may not open: whose
+			 * is it? Another user's is not ours to remove, even
+			 * when we could (as root, in the sticky /dev/shm). */
+			char path[128];
+			struct stat lst;
+			snprintf(path, sizeof(path), "/dev/shm%s", shm_name);
+			if (lstat(path, &lst) == 0 && lst.st_uid != geteuid()) {
+				*uid_out = lst.st_uid;
+				return PROBE_FOREIGN;
+			}
+			*why = "not a segment that can be opened (a symlink?)";
+			return PROBE_UNTRUSTED;
+		}
 		struct stat st;
 		struct stats_header *h = MAP_FAILED;
 		if (fstat(fd, &st) < 0) {
