@@ -612,3 +612,30 @@ def test_special_entry_at_the_segment_name(model, fresh_server, tmp_path, case):
             p.rmdir()
         else:
             p.unlink(missing_ok=True)
+
+
+@pytest.mark.expect_restart
+@pytest.mark.parametrize("size", (4096, 0))
+def test_serving_resumes_after_the_segment_is_truncated(model, fresh_server, size):
+    """Any process of the server's user can truncate its segment: the serving
+    processes then die of SIGBUS at their next count, and used to die again
+    at every restart, for good. The segment is grown back (its lost counters
+    start from zero) and the server serves again."""
+    srv = fresh_server(metrics="on")
+    assert srv.get("/a.txt").status == 200
+    os.truncate(shm_path(srv.port), size)
+
+    def serves():
+        try:
+            return srv.get("/a.txt", timeout=2).status == 200
+        except (OSError, AssertionError):
+            return False
+
+    assert util.wait_for(serves, util.scaled(10), interval=0.2), \
+        f"not serving after the segment was truncated to {size} bytes\n{srv.diagnostics()}"
+    for _ in range(5):  # and keeps serving, counting, reporting
+        assert srv.get("/a.txt").status == 200
+    assert srv.get("/metrics").status == 200
+    assert shm_path(srv.port).stat().st_size > size
+    assert "truncated" in srv.error_log.read_text()
+    assert srv.proc.poll() is None
