@@ -27,6 +27,7 @@ struct stats {
 	size_t len;
 	char shm_name[96];     /* "/spindle-NAME", or "" for a private mapping */
 	pid_t creator;         /* only this process removes the name */
+	int fd;                /* of the named segment, kept to grow it back (-1: private) */
 	ino_t ino;             /* of the segment, to never unlink a successor's */
 	uint32_t cache_base;   /* first cache block of this generation */
 	uint32_t ncaches;      /* cache blocks it uses */
@@ -105,6 +106,9 @@ struct stats_slot *stats_process_slot;
 /* This process's view: set in the creator, inherited across fork() and
  * adjusted by stats_process_start(). */
 static struct stats_header *proc_h;
+static int proc_fd = -1;     /* its descriptor, and its length */
+static struct stats_header hdr_saved; /* what the creator wrote in it, to restore */
+static size_t proc_len;
 static uint32_t proc_nslots; /* the slots in use, as this process knows them */
 static int proc_base;
 static uint32_t proc_cache_base, proc_ncaches;
@@ -296,6 +300,30 @@ static int create_named(const char *shm_name, const char *inst, size_t len, bool
 	return -1;
 }
 
+/* Anyone running as this user can truncate the segment, and every access
+ * to the pages cut off then faults (SIGBUS): the serving processes would die
+ * at their next count, and again at each restart. A process about to serve
+ * (and the master, before it touches the segment) grows it back first; the
+ * counters that were cut off start again from zero. */
+static void segment_repair(struct stats_header *h, int fd, size_t len)
+{
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) < 0 || (size_t)sb.st_size >= len)
+		return;
+	log_warn("stats: the segment was truncated to %lld bytes by another process: growing it back to %zu "
+		 "(the counters cut off restart from zero)", (long long)sb.st_size, len);
+	if (ftruncate(fd, (off_t)len) < 0) {
+		log_warn("stats: ftruncate: %s", strerror(errno));
+		return;
+	}
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != STATS_MAGIC && hdr_saved.magic == STATS_MAGIC) {
+		/* the header went too: readers need it back */
+		memcpy((char *)h + sizeof(h->magic), (const char *)&hdr_saved + sizeof(h->magic),
+		       sizeof(*h) - sizeof(h->magic));
+		__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE);
+	}
+}
+
 int stats_open(struct server *srv)
 {
 	const struct config *cfg = srv->cfg;
@@ -364,8 +392,6 @@ int stats_open(struct server *srv)
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (fstat(fd, &sb) == 0)
 			st->ino = sb.st_ino;
-		close(fd);
-		fd = -1;
 	} else {
 		st->shm_name[0] = '\0';
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -376,6 +402,8 @@ int stats_open(struct server *srv)
 	}
 	st->h = p;
 	st->len = len;
+	st->fd = fd;
+	fd = -1;
 
 	struct stats_header *h = st->h;
 	if (reuse) {
@@ -412,6 +440,7 @@ summary:
 	copy_str(h->bind, sizeof(h->bind), cfg->bind);
 	copy_str(h->root, sizeof(h->root), cfg->root);
 	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */
+	memcpy(&hdr_saved, (const void *)h, sizeof(hdr_saved));
 
 	if (st->ino) {
 		if (!reuse) {
@@ -436,6 +465,8 @@ summary:
 	}
 	srv->stats = st;
 	proc_h = h;
+	proc_fd = st->fd;
+	proc_len = st->len;
 	proc_nslots = (uint32_t)nslots;
 	proc_base = 0;
 	atomic_store(&proc_next_id, 0);
@@ -459,11 +490,13 @@ void stats_close(struct server *srv)
 	if (!st)
 		return;
 	srv->stats = NULL;
+	segment_repair(st->h, st->fd, st->len);
 	if (st->h == proc_h) {
 		cache_set_gauges(srv->cache, NULL);
 		stats_process_slot = NULL;
 		stats_thread_slot = NULL;
 		proc_h = NULL;
+		proc_fd = -1;
 	}
 	if (st->creator == getpid()) {
 		/* this generation's processes are gone: so are their caches, and
@@ -483,6 +516,8 @@ void stats_close(struct server *srv)
 		}
 	}
 	munmap(st->h, st->len);
+	if (st->fd >= 0)
+		close(st->fd);
 	free(st);
 }
 
@@ -497,8 +532,10 @@ static struct stats_slot *slot_for(long long id)
 
 void stats_bind_slot(int id)
 {
-	if (proc_h)
+	if (proc_h) {
+		segment_repair(proc_h, proc_fd, proc_len); /* a thread or loop about to serve */
 		stats_thread_slot = slot_for(id);
+	}
 }
 
 int stats_next_id(void)
@@ -510,6 +547,7 @@ void stats_process_start(struct server *srv, int proc)
 {
 	if (!proc_h)
 		return;
+	segment_repair(proc_h, proc_fd, proc_len);
 	atomic_store(&proc_next_id, 0);
 	if (proc >= 0) {
 		proc_base = proc * (srv->cfg->threads > 0 ? srv->cfg->threads : 1);
@@ -528,8 +566,10 @@ void stats_process_start(struct server *srv, int proc)
 
 void stats_new_generation(const struct server *srv)
 {
-	if (srv->stats)
+	if (srv->stats) {
+		segment_repair(srv->stats->h, srv->stats->fd, srv->stats->len);
 		atomic_fetch_add(&srv->stats->h->generation, 1);
+	}
 }
 
 const struct stats_header *stats_snapshot(const struct server *srv, struct stats_copy *c, char *err, size_t errlen)
