@@ -447,6 +447,10 @@ static int status_for_open_error(int err)
 		return 403;
 	case ENAMETOOLONG:
 		return 414;
+	case EMFILE:  /* out of descriptors (the kernel says so before it */
+	case ENFILE:  /* looks the path up): an overload, not a fault, */
+	case ENOMEM:  /* RFC 9110 15.6.4 */
+		return 503;
 	default:
 		return 500;
 	}

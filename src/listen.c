@@ -15,10 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log/log.h"
+
 /* How long an acceptor leaves a readable listener alone when it can neither
  * accept nor drop: short enough that service resumes promptly once
  * descriptors free up, long enough that the wake-ups cost nothing. */
 #define ACCEPT_PAUSE_MS 100
+#define DROP_LOG_MS 1000
 
 static int64_t monotonic_ms(void)
 {
@@ -126,6 +129,8 @@ void acceptor_init(struct acceptor *a, int listen_fd)
 	a->fds[0] = listen_fd;
 	a->next = 0;
 	a->paused_until = 0;
+	a->dropped = 0;
+	a->drop_logged = 0;
 	a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
@@ -214,6 +219,20 @@ void acceptor_wait(const struct acceptor *a, int wake_fd)
 	poll(pfd, 2, pause); /* EINTR: the caller loops and looks again */
 }
 
+/* One warning per DROP_LOG_MS at most, with how many were dropped since
+ * the last: the first drop is told at once. */
+static void drop_logged(struct acceptor *a)
+{
+	int64_t now = monotonic_ms();
+	a->dropped++;
+	if (a->drop_logged != 0 && now - a->drop_logged < DROP_LOG_MS)
+		return;
+	log_warn("out of file descriptors: %llu connection%s dropped%s", (unsigned long long)a->dropped,
+		 a->dropped == 1 ? "" : "s", a->drop_logged ? " since the last report" : "");
+	a->dropped = 0;
+	a->drop_logged = now;
+}
+
 /* Out of descriptors with a connection (maybe) waiting: frees the spare,
  * takes one connection off the queue and drops it, then takes the spare
  * back. Returns -EMFILE when one was dropped, -EAGAIN when none waited, or
@@ -233,8 +252,10 @@ static int accept_drop_one(struct acceptor *a, int listener)
 	if (fd >= 0)
 		close(fd);
 	a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
+	if (fd >= 0) {
+		drop_logged(a);
 		return -EMFILE;
+	}
 	if (err == EMFILE || err == ENFILE)
 		goto pause; /* the freed number went to another thread first */
 	return -EAGAIN;

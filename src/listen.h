@@ -46,6 +46,8 @@ struct acceptor {
 	int fds[LISTEN_MAX];
 	int next;      /* round-robin start, so no listener starves */
 	int64_t paused_until; /* CLOCK_MONOTONIC ms; 0: not paused (see acceptor_pause_ms) */
+	uint64_t dropped;     /* connections dropped for want of a descriptor, not yet logged */
+	int64_t drop_logged;  /* CLOCK_MONOTONIC ms of the last such log line; 0: none yet */
 };
 
 void acceptor_init(struct acceptor *a, int listen_fd);
@@ -62,8 +64,10 @@ int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int n
 void acceptor_close(struct acceptor *a);
 /* accept4() with `flags`; returns an fd, or -errno: -EAGAIN when none is
  * pending (or during a pause), -EMFILE when out of descriptors a pending
- * connection was taken off the queue and dropped (call again). The socket
- * comes tuned by listen_tune_accepted(). */
+ * connection was taken off the queue and dropped (call again). The acceptor
+ * logs the drops itself, a line a second at most: a client connecting in a
+ * loop must not write a line per connection. The socket comes tuned by
+ * listen_tune_accepted(). */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);
 
 /* Out of descriptors with no spare left to drop a connection with (another

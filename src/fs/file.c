@@ -63,7 +63,7 @@ static int open_walk(int root_fd, const char *rel, enum symlink_policy symlinks)
 
 	if (dir < 0)
 		return dir;
-	if (plen >= sizeof(pending)) {
+	if (plen >= PATH_MAX) { /* as the kernel, before looking at any component */
 		err = -ENAMETOOLONG;
 		goto fail;
 	}
@@ -81,8 +81,10 @@ static int open_walk(int root_fd, const char *rel, enum symlink_policy symlinks)
 		}
 		memcpy(comp, pending + pos, clen);
 		comp[clen] = '\0';
-		pos = end < plen ? end + 1 : end;
-		bool last = pos >= plen;
+		/* a component followed by '/' must be a directory, even when only
+		 * empty components follow ("file/" is ENOTDIR, as for the kernel) */
+		bool need_dir = end < plen;
+		pos = need_dir ? end + 1 : end;
 		if (clen == 0 || strcmp(comp, ".") == 0)
 			continue;
 		if (strcmp(comp, "..") == 0) { /* only from a symlink target: rel is canonical */
@@ -123,16 +125,17 @@ static int open_walk(int root_fd, const char *rel, enum symlink_policy symlinks)
 				err = -EXDEV;
 				goto fail;
 			}
-			/* pending becomes target + "/" + what followed the link */
-			size_t rest = plen - pos;
-			if ((size_t)n + 1 + rest >= sizeof(pending)) {
+			/* pending becomes target + what followed the link, its
+			 * slash included: "link/" asks the target for a directory,
+			 * "link" does not */
+			size_t rest = plen - end;
+			if ((size_t)n + rest >= sizeof(pending)) {
 				err = -ENAMETOOLONG;
 				goto fail;
 			}
-			memmove(pending + n + 1, pending + pos, rest + 1);
+			memmove(pending + n, pending + end, rest + 1);
 			memcpy(pending, target, (size_t)n);
-			pending[n] = '/';
-			plen = (size_t)n + 1 + rest;
+			plen = (size_t)n + rest;
 			pos = 0;
 			continue;
 		}
@@ -151,8 +154,15 @@ static int open_walk(int root_fd, const char *rel, enum symlink_policy symlinks)
 			continue;
 		}
 		close(fd);
-		if (!last) {
+		if (need_dir) {
 			err = -ENOTDIR;
+			goto fail;
+		}
+		/* A FIFO, socket or device node is never opened: only regular
+		 * files are served, and opening a device may act on it (a tape
+		 * rewinds, a terminal hangs up). */
+		if (!S_ISREG(st.st_mode)) {
+			err = -EACCES;
 			goto fail;
 		}
 		/* the final file, from a directory beneath the root; O_NOFOLLOW:

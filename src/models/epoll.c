@@ -138,9 +138,8 @@ static void loop_accept(struct loop *lp)
 		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd < 0) {
 			slots_give(lp->slots);
-			if (fd == -EMFILE)
-				log_warn("out of file descriptors: a connection was dropped");
-			else if (fd != -EAGAIN)
+			/* -EMFILE: one was dropped, and the acceptor logged it */
+			if (fd != -EMFILE && fd != -EAGAIN)
 				log_warn("accept: %s", strerror(-fd));
 			if (fd != -EMFILE)
 				return;

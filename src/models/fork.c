@@ -186,9 +186,8 @@ static int fork_run(struct server *srv)
 			continue;
 		}
 		if (fd < 0) {
-			if (fd == -EMFILE)
-				log_warn("fork: out of file descriptors: a connection was dropped");
-			else if (fd != -EINVAL || !server_stopping()) { /* EINVAL: the listener was shut down */
+			/* -EMFILE: one was dropped, and the acceptor logged it */
+			if (fd != -EMFILE && (fd != -EINVAL || !server_stopping())) { /* EINVAL: the listener was shut down */
 				log_warn("fork: accept: %s", strerror(-fd));
 				wait_events(srv, -1, true, FORK_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
 			}

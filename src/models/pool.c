@@ -277,10 +277,8 @@ static void pool_accept(struct pool *p)
 		socklen_t len;
 		int fd = acceptor_accept(&p->acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd < 0) {
-			if (fd == -EMFILE) {
-				log_warn("pool: out of file descriptors: a connection was dropped");
-				continue;
-			}
+			if (fd == -EMFILE)
+				continue; /* one dropped, and logged by the acceptor: look again */
 			if (fd == -EINVAL) { /* shutdown() by a stop: nothing more will come */
 				listener_watch(p, false);
 				p->listener_dead = true;

@@ -230,9 +230,8 @@ static int thread_run(struct server *srv)
 			continue;
 		}
 		if (fd < 0) {
-			if (fd == -EMFILE)
-				log_warn("thread: out of file descriptors: a connection was dropped");
-			else if (fd != -EINVAL || !server_stopping()) { /* EINVAL: the listener was shut down */
+			/* -EMFILE: one was dropped, and the acceptor logged it */
+			if (fd != -EMFILE && (fd != -EINVAL || !server_stopping())) { /* EINVAL: the listener was shut down */
 				log_warn("thread: accept: %s", strerror(-fd));
 				poll(NULL, 0, THREAD_SPAWN_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
 			}

@@ -482,9 +482,8 @@ static void loop_on_listener_ready(struct loop *lp, int res)
 		return;
 	}
 	int pause = acceptor_pause_ms(&lp->acc);
-	if (fd == -EMFILE)
-		log_warn("out of file descriptors: a connection was dropped");
-	else if (fd != -EAGAIN)
+	/* -EMFILE: one was dropped, and the acceptor logged it */
+	if (fd != -EMFILE && fd != -EAGAIN)
 		lp->accept_retry_at = conn_now_ms() + URING_SCAN_MS;
 	else if (pause > 0) /* nothing to drop it with: polling again would spin */
 		lp->accept_retry_at = conn_now_ms() + pause;

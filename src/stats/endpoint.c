@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../log/log.h"
 #include "../server.h"
 #include "snapshot.h"
 #include "stats.h"
@@ -17,6 +18,21 @@ static bool path_is(const struct http_request *req, const char *path)
 	size_t n = strlen(path);
 	return n && req->path.len == n && memcmp(req->path.p, path, n) == 0;
 }
+
+/* A string field of the segment, which need not hold a NUL nor anything
+ * printable: what it holds when spindle wrote it (a stats_name, a model, a
+ * version) is letters, digits and ".-_"; anything else is shown as '?', so
+ * it can stand in HTML and in a Prometheus label value alike. */
+static void field(FILE *f, const char *s, size_t cap)
+{
+	for (size_t i = 0; i < cap && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+			     c == '-' || c == '_';
+		fputc(plain ? c : '?', f);
+	}
+}
+#define FIELD(f, arr) field((f), (arr), sizeof(arr))
 
 static void counter(FILE *f, const char *name, const char *help, uint64_t v)
 {
@@ -33,8 +49,13 @@ static void render_metrics(FILE *f, const struct stats_header *h, const struct s
 	static const char *const methods[] = { "GET", "HEAD", "other" };
 
 	fprintf(f, "# HELP spindle_info The running server.\n# TYPE spindle_info gauge\n"
-		   "spindle_info{version=\"%s\",model=\"%s\",instance=\"%s\"} 1\n",
-		h->version_str, h->model, h->name);
+		   "spindle_info{version=\"");
+	FIELD(f, h->version_str);
+	fprintf(f, "\",model=\"");
+	FIELD(f, h->model);
+	fprintf(f, "\",instance=\"");
+	FIELD(f, h->name);
+	fprintf(f, "\"} 1\n");
 	gauge(f, "spindle_start_time_seconds", "Start time of the server since the Unix epoch.",
 	      (double)h->start_unix_ns / 1e9);
 	counter(f, "spindle_connections_accepted_total", "Connections accepted.", t->accepted);
@@ -97,9 +118,13 @@ static void render_status(FILE *f, const struct stats_header *h, const struct st
 	fprintf(f, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>spindle status</title>\n"
 		   "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
 		   "th{text-align:left}.bar{background:#48c;height:10px;display:inline-block}</style></head><body>\n");
-	fprintf(f, "<h1>spindle %s</h1>\n<table>\n", h->version_str);
-	fprintf(f, "<tr><th>instance</th><td>%s</td></tr>\n<tr><th>model</th><td>%s (%d workers, %d threads)</td></tr>\n",
-		h->name, h->model, h->workers, h->threads);
+	fprintf(f, "<h1>spindle ");
+	FIELD(f, h->version_str);
+	fprintf(f, "</h1>\n<table>\n<tr><th>instance</th><td>");
+	FIELD(f, h->name);
+	fprintf(f, "</td></tr>\n<tr><th>model</th><td>");
+	FIELD(f, h->model);
+	fprintf(f, " (%d workers, %d threads)</td></tr>\n", h->workers, h->threads);
 	fprintf(f, "<tr><th>pid</th><td>%d</td></tr>\n<tr><th>uptime</th><td>%.0f s</td></tr>\n", (int)h->pid, up);
 	fprintf(f, "<tr><th>requests</th><td>%" PRIu64 "</td></tr>\n<tr><th>requests/s since start</th><td>%.1f</td></tr>\n",
 		done, up > 0 ? (double)done / up : 0.0);
@@ -165,25 +190,39 @@ bool stats_endpoint(const struct server *srv, const struct sockaddr_storage *pee
 	bool metrics = path_is(req, cfg->metrics_path);
 	if (!metrics && !path_is(req, cfg->status_path))
 		return false;
-	const struct stats_header *h = stats_segment(srv);
-	if (!h || !stats_peer_allowed(srv, peer)) {
+	if (!stats_enabled(srv) || !stats_peer_allowed(srv, peer)) {
 		static const char msg[] = "403 Forbidden: statistics are not available to this address\n";
 		*out = (struct dyn_response){ .status = 403, .content_type = "text/plain; charset=utf-8" };
 		out->body = strdup(msg);
 		out->len = out->body ? sizeof(msg) - 1 : 0;
 		return true;
 	}
-	struct stats_totals t;
-	stats_sum(h, &t);
+	/* rendered from a checked copy: anyone running as this user can write
+	 * the segment, and its layout and strings are believed only once checked */
+	struct stats_copy copy = { 0 };
+	char why[128];
+	const struct stats_header *h = stats_snapshot(srv, &copy, why, sizeof(why));
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
+	if (!h) {
+		log_warn("stats: %s %.*s: the segment is unreadable: %s", metrics ? "metrics" : "status",
+			 (int)req->path.len, req->path.p, why);
+		stats_copy_free(&copy);
 		return finish(NULL, &buf, &len, 500, NULL, out);
-	if (metrics) {
-		render_metrics(f, h, &t);
-		return finish(f, &buf, &len, 200, "text/plain; version=0.0.4; charset=utf-8", out);
 	}
-	render_status(f, h, &t);
-	return finish(f, &buf, &len, 200, "text/html; charset=utf-8", out);
+	struct stats_totals t;
+	stats_sum(h, &t);
+	FILE *f = open_memstream(&buf, &len);
+	bool done;
+	if (!f)
+		done = finish(NULL, &buf, &len, 500, NULL, out);
+	else if (metrics) {
+		render_metrics(f, h, &t);
+		done = finish(f, &buf, &len, 200, "text/plain; version=0.0.4; charset=utf-8", out);
+	} else {
+		render_status(f, h, &t);
+		done = finish(f, &buf, &len, 200, "text/html; charset=utf-8", out);
+	}
+	stats_copy_free(&copy);
+	return done;
 }

@@ -27,6 +27,7 @@ struct stats {
 	size_t len;
 	char shm_name[96];     /* "/spindle-NAME", or "" for a private mapping */
 	pid_t creator;         /* only this process removes the name */
+	int fd;                /* of the named segment, kept to grow it back (-1: private) */
 	ino_t ino;             /* of the segment, to never unlink a successor's */
 	uint32_t cache_base;   /* first cache block of this generation */
 	uint32_t ncaches;      /* cache blocks it uses */
@@ -37,6 +38,7 @@ struct stats {
 static ino_t seg_ino;
 static char seg_name[96];
 static int seg_refs;
+static uint32_t seg_nslots; /* the most any generation used: the header's copy is for readers */
 
 /* Which cache blocks of that segment a generation holds (creator only). A
  * generation may drain across several reloads, so blocks are handed out per
@@ -62,10 +64,37 @@ static int cache_blocks_take(uint32_t n)
 	return -1;
 }
 
+/* Where the cache blocks and the slots begin: constants of this build, and
+ * the segment's length. The writers locate their counters with these, never
+ * with the offsets and counts in the header, which anyone able to write the
+ * segment could change under them (a slot count of 0, an offset past the
+ * mapping). */
+static size_t layout_sizes(size_t *caches_off, size_t *slots_off)
+{
+	size_t hdr = (sizeof(struct stats_header) + STATS_LINE - 1) / STATS_LINE * STATS_LINE;
+	*caches_off = hdr;
+	*slots_off = hdr + (size_t)2 * STATS_CACHE_HALF * sizeof(struct stats_cache_block);
+	return *slots_off + (size_t)STATS_MAX_SLOTS * sizeof(struct stats_slot);
+}
+
+static struct stats_cache_block *cache_block(struct stats_header *h, uint32_t i)
+{
+	size_t coff, soff;
+	layout_sizes(&coff, &soff);
+	return (struct stats_cache_block *)((char *)h + coff + (size_t)i * sizeof(struct stats_cache_block));
+}
+
+static struct stats_slot *slot_block(struct stats_header *h, uint32_t i)
+{
+	size_t coff, soff;
+	layout_sizes(&coff, &soff);
+	return (struct stats_slot *)((char *)h + soff + (size_t)i * sizeof(struct stats_slot));
+}
+
 static void cache_blocks_zero(struct stats_header *h, uint32_t base, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
-		struct cache_gauges *g = &stats_cache_at(h, base + i)->g;
+		struct cache_gauges *g = &cache_block(h, base + i)->g;
 		atomic_store(&g->bytes, 0);
 		atomic_store(&g->entries, 0);
 	}
@@ -77,6 +106,10 @@ struct stats_slot *stats_process_slot;
 /* This process's view: set in the creator, inherited across fork() and
  * adjusted by stats_process_start(). */
 static struct stats_header *proc_h;
+static int proc_fd = -1;     /* its descriptor, and its length */
+static struct stats_header hdr_saved; /* what the creator wrote in it, to restore */
+static size_t proc_len;
+static uint32_t proc_nslots; /* the slots in use, as this process knows them */
 static int proc_base;
 static uint32_t proc_cache_base, proc_ncaches;
 static atomic_int proc_next_id;
@@ -135,8 +168,22 @@ static enum probe probe(const char *shm_name, size_t want_len, pid_t *pid_out, u
 {
 	for (int tries = 0;; tries++) {
 		int fd = shm_open(shm_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
-		if (fd < 0)
-			return errno == ENOENT ? PROBE_GONE : PROBE_STALE;
+		if (fd < 0 && errno == ENOENT)
+			return PROBE_GONE;
+		if (fd < 0) {
+			/* a symlink (ELOOP) or something we may not open: whose
+			 * is it? Another user's is not ours to remove, even
+			 * when we could (as root, in the sticky /dev/shm). */
+			char path[128];
+			struct stat lst;
+			snprintf(path, sizeof(path), "/dev/shm%s", shm_name);
+			if (lstat(path, &lst) == 0 && lst.st_uid != geteuid()) {
+				*uid_out = lst.st_uid;
+				return PROBE_FOREIGN;
+			}
+			*why = "not a segment that can be opened (a symlink?)";
+			return PROBE_UNTRUSTED;
+		}
 		struct stat st;
 		struct stats_header *h = MAP_FAILED;
 		if (fstat(fd, &st) < 0) {
@@ -253,6 +300,30 @@ static int create_named(const char *shm_name, const char *inst, size_t len, bool
 	return -1;
 }
 
+/* Anyone running as this user can truncate the segment, and every access
+ * to the pages cut off then faults (SIGBUS): the serving processes would die
+ * at their next count, and again at each restart. A process about to serve
+ * (and the master, before it touches the segment) grows it back first; the
+ * counters that were cut off start again from zero. */
+static void segment_repair(struct stats_header *h, int fd, size_t len)
+{
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) < 0 || (size_t)sb.st_size >= len)
+		return;
+	log_warn("stats: the segment was truncated to %lld bytes by another process: growing it back to %zu "
+		 "(the counters cut off restart from zero)", (long long)sb.st_size, len);
+	if (ftruncate(fd, (off_t)len) < 0) {
+		log_warn("stats: ftruncate: %s", strerror(errno));
+		return;
+	}
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != STATS_MAGIC && hdr_saved.magic == STATS_MAGIC) {
+		/* the header went too: readers need it back */
+		memcpy((char *)h + sizeof(h->magic), (const char *)&hdr_saved + sizeof(h->magic),
+		       sizeof(*h) - sizeof(h->magic));
+		__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE);
+	}
+}
+
 int stats_open(struct server *srv)
 {
 	const struct config *cfg = srv->cfg;
@@ -291,10 +362,8 @@ int stats_open(struct server *srv)
 	long long ncaches = w < 1 ? 1 : w > STATS_CACHE_HALF ? STATS_CACHE_HALF : w;
 	/* Room for the most slots and cache blocks any reload may want: tmpfs
 	 * only allocates the pages that are written. */
-	size_t hdr = (sizeof(struct stats_header) + STATS_LINE - 1) / STATS_LINE * STATS_LINE;
-	size_t caches_off = hdr;
-	size_t slots_off = caches_off + (size_t)2 * STATS_CACHE_HALF * sizeof(struct stats_cache_block);
-	size_t len = slots_off + (size_t)STATS_MAX_SLOTS * sizeof(struct stats_slot);
+	size_t caches_off, slots_off;
+	size_t len = layout_sizes(&caches_off, &slots_off);
 
 	bool fallback = false, reuse = false;
 	struct stat sb;
@@ -323,8 +392,6 @@ int stats_open(struct server *srv)
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (fstat(fd, &sb) == 0)
 			st->ino = sb.st_ino;
-		close(fd);
-		fd = -1;
 	} else {
 		st->shm_name[0] = '\0';
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -335,13 +402,16 @@ int stats_open(struct server *srv)
 	}
 	st->h = p;
 	st->len = len;
+	st->fd = fd;
+	fd = -1;
 
 	struct stats_header *h = st->h;
 	if (reuse) {
 		/* the new generation's summary; the counters carry on */
 		atomic_fetch_add(&h->generation, 1);
-		if ((uint32_t)nslots > h->nslots)
-			h->nslots = (uint32_t)nslots;
+		if ((uint32_t)nslots > seg_nslots)
+			seg_nslots = (uint32_t)nslots;
+		nslots = seg_nslots;
 		goto summary;
 	}
 	struct timespec rt;
@@ -354,12 +424,12 @@ int stats_open(struct server *srv)
 	h->start_unix_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
 	h->start_mono_ns = stats_mono_ns();
 	atomic_init(&h->generation, 1);
+summary:
 	h->nslots = (uint32_t)nslots;
 	h->ncaches = 2 * STATS_CACHE_HALF;
 	h->slot_size = sizeof(struct stats_slot);
 	h->caches_off = caches_off;
 	h->slots_off = slots_off;
-summary:
 	h->port = cfg->port;
 	h->workers = srv->workers;
 	h->threads = cfg->threads;
@@ -370,12 +440,14 @@ summary:
 	copy_str(h->bind, sizeof(h->bind), cfg->bind);
 	copy_str(h->root, sizeof(h->root), cfg->root);
 	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */
+	memcpy(&hdr_saved, (const void *)h, sizeof(hdr_saved));
 
 	if (st->ino) {
 		if (!reuse) {
 			seg_ino = st->ino;
 			snprintf(seg_name, sizeof(seg_name), "%s", st->shm_name);
 			seg_refs = 0;
+			seg_nslots = (uint32_t)nslots;
 			memset(cache_block_used, 0, sizeof(cache_block_used));
 		}
 		seg_refs++;
@@ -393,12 +465,15 @@ summary:
 	}
 	srv->stats = st;
 	proc_h = h;
+	proc_fd = st->fd;
+	proc_len = st->len;
+	proc_nslots = (uint32_t)nslots;
 	proc_base = 0;
 	atomic_store(&proc_next_id, 0);
-	stats_process_slot = stats_slot_at(h, 0);
+	stats_process_slot = slot_block(h, 0);
 	proc_cache_base = st->cache_base;
 	proc_ncaches = st->ncaches;
-	cache_set_gauges(srv->cache, st->ncaches ? &stats_cache_at(h, st->cache_base)->g : NULL);
+	cache_set_gauges(srv->cache, st->ncaches ? &cache_block(h, st->cache_base)->g : NULL);
 	return 0;
 fail:
 	if (fd >= 0)
@@ -415,11 +490,13 @@ void stats_close(struct server *srv)
 	if (!st)
 		return;
 	srv->stats = NULL;
+	segment_repair(st->h, st->fd, st->len);
 	if (st->h == proc_h) {
 		cache_set_gauges(srv->cache, NULL);
 		stats_process_slot = NULL;
 		stats_thread_slot = NULL;
 		proc_h = NULL;
+		proc_fd = -1;
 	}
 	if (st->creator == getpid()) {
 		/* this generation's processes are gone: so are their caches, and
@@ -439,22 +516,26 @@ void stats_close(struct server *srv)
 		}
 	}
 	munmap(st->h, st->len);
+	if (st->fd >= 0)
+		close(st->fd);
 	free(st);
 }
 
 static struct stats_slot *slot_for(long long id)
 {
-	long long n = proc_h->nslots;
+	long long n = proc_nslots;
 	long long i = ((proc_base + id) % n + n) % n;
-	struct stats_slot *s = stats_slot_at(proc_h, (uint32_t)i);
+	struct stats_slot *s = slot_block(proc_h, (uint32_t)i);
 	atomic_store_explicit(&s->bound, 1, memory_order_relaxed);
 	return s;
 }
 
 void stats_bind_slot(int id)
 {
-	if (proc_h)
+	if (proc_h) {
+		segment_repair(proc_h, proc_fd, proc_len); /* a thread or loop about to serve */
 		stats_thread_slot = slot_for(id);
+	}
 }
 
 int stats_next_id(void)
@@ -466,11 +547,12 @@ void stats_process_start(struct server *srv, int proc)
 {
 	if (!proc_h)
 		return;
+	segment_repair(proc_h, proc_fd, proc_len);
 	atomic_store(&proc_next_id, 0);
 	if (proc >= 0) {
 		proc_base = proc * (srv->cfg->threads > 0 ? srv->cfg->threads : 1);
 		/* the master's cache was empty when it forked: this worker's starts at zero */
-		cache_set_gauges(srv->cache, proc_ncaches ? &stats_cache_at(proc_h, proc_cache_base +
+		cache_set_gauges(srv->cache, proc_ncaches ? &cache_block(proc_h, proc_cache_base +
 									    (uint32_t)proc % proc_ncaches)->g
 							  : NULL);
 		stats_process_slot = slot_for(0);
@@ -484,13 +566,19 @@ void stats_process_start(struct server *srv, int proc)
 
 void stats_new_generation(const struct server *srv)
 {
-	if (srv->stats)
+	if (srv->stats) {
+		segment_repair(srv->stats->h, srv->stats->fd, srv->stats->len);
 		atomic_fetch_add(&srv->stats->h->generation, 1);
+	}
 }
 
-const struct stats_header *stats_segment(const struct server *srv)
+const struct stats_header *stats_snapshot(const struct server *srv, struct stats_copy *c, char *err, size_t errlen)
 {
-	return srv->stats ? srv->stats->h : NULL;
+	if (!srv->stats) {
+		snprintf(err, errlen, "no statistics");
+		return NULL;
+	}
+	return stats_read_copy(srv->stats->h, srv->stats->len, c, err, errlen);
 }
 
 bool stats_peer_allowed(const struct server *srv, const struct sockaddr_storage *peer)
@@ -537,4 +625,9 @@ void stats_response(enum stats_method method, int status, uint64_t body_bytes, i
 		latency_ns = 0;
 	STATS_ADD(s, latency_ns_sum, (unsigned long long)latency_ns);
 	STATS_ADD(s, latency[latency_bucket(latency_ns)], 1);
+}
+
+bool stats_enabled(const struct server *srv)
+{
+	return srv->stats != NULL;
 }

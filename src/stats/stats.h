@@ -43,8 +43,14 @@ void stats_process_start(struct server *srv, int proc);
 /* A new generation of serving processes (after a reload). */
 void stats_new_generation(const struct server *srv);
 
-/* The mapped segment (for the endpoints), or NULL. */
-const struct stats_header *stats_segment(const struct server *srv);
+/* A checked private copy of the segment (for the endpoints): what they read
+ * is what was checked, whoever writes the segment meanwhile. NULL, with the
+ * reason in err, without statistics or when the copy is inconsistent. */
+struct stats_copy;
+const struct stats_header *stats_snapshot(const struct server *srv, struct stats_copy *c, char *err,
+					  size_t errlen);
+/* Whether this server keeps statistics at all. */
+bool stats_enabled(const struct server *srv);
 /* May this client see the statistics endpoints (stats_allow)? */
 bool stats_peer_allowed(const struct server *srv, const struct sockaddr_storage *peer);
 

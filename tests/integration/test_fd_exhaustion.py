@@ -135,3 +135,95 @@ def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
         f"{model}: not serving again after the clients left\n{srv.diagnostics()}"
     rc = srv.stop(timeout=util.scaled(15))
     assert rc == 0, srv.diagnostics()
+
+
+DROP_LINE = "out of file descriptors"
+
+
+def test_descriptor_exhaustion_logs_per_pause_not_per_connection(model, docroot, tmp_path):
+    """Out of descriptors, every new connection is taken and dropped: a client
+    that keeps connecting must not turn each into an error-log line (a few
+    thousand connections a second would fill the disk). At most a line per
+    acceptor per second, and still at least one."""
+    srv = LimitedServer(model, docroot.path, tmp_path,
+                        {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
+                         "drain_timeout": 2})
+    srv.start()
+    clients: list[socket.socket] = []
+    try:
+        assert served(srv.port)
+        clients = open_clients(srv.port, CLIENTS)
+        acceptors = len(instance(srv)) * 8  # generous: every process, several threads each
+        t0 = time.monotonic()
+        attempts = 0
+        while time.monotonic() - t0 < 2.0 and attempts < 3000:
+            try:
+                socket.create_connection((util.HOST, srv.port), timeout=0.2).close()
+            except OSError:
+                pass
+            attempts += 1
+        elapsed = time.monotonic() - t0
+        time.sleep(util.scaled(0.3))
+        lines = [ln for ln in srv.error_log.read_text(errors="replace").splitlines() if DROP_LINE in ln]
+        print(f"\n{model}: {attempts} connections in {elapsed:.1f} s while out of descriptors: "
+              f"{len(lines)} log lines")
+        if model in ("thread", "pool", "prefork", "epoll", "uring"):
+            assert lines, f"{model}: never ran out of descriptors\n{srv.diagnostics()}"
+        assert len(lines) <= acceptors * (elapsed + 2), \
+            f"{model}: {len(lines)} log lines for {attempts} connections in {elapsed:.1f} s:\n" + \
+            "\n".join(lines[:5])
+        srv.assert_alive("out of descriptors ")
+    finally:
+        for s in clients:
+            s.close()
+    assert util.wait_for(lambda: served(srv.port), util.scaled(10), interval=0.2), srv.diagnostics()
+    assert srv.stop(timeout=util.scaled(15)) == 0, srv.diagnostics()
+
+
+def test_pipelined_keepalive_while_out_of_descriptors_and_recovery_time(model, docroot, tmp_path):
+    """A keep-alive client already connected when the descriptors run out
+    pipelines requests: each is answered (the file, or 503 if no descriptor
+    is left to open it), in order, none lost and none hanging. When
+    the other clients leave, a new connection is served within a bounded time
+    (the accept pause is 100 ms), not after some long backoff."""
+    srv = LimitedServer(model, docroot.path, tmp_path,
+                        {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
+                         "drain_timeout": 2})
+    srv.start()
+    clients: list[socket.socket] = []
+    try:
+        keeper = util.Conn.open(srv.port, timeout=util.scaled(5))
+        keeper.send(util.build_request("GET", "/a.txt"))
+        assert keeper.read_response().body == A_TXT
+        clients = open_clients(srv.port, CLIENTS)
+        time.sleep(util.scaled(0.2))
+        n = 6
+        keeper.send(b"".join(util.build_request("GET", "/a.txt" if i % 2 == 0 else "/no-such.txt")
+                             for i in range(n)))
+        statuses = []
+        for i in range(n):
+            try:
+                r = keeper.read_response()
+            except util.ConnectionClosed:
+                break  # closed after an error response: allowed, but only after one
+            statuses.append(r.status)
+            # out of descriptors is an overload, RFC 9110 15.6.4: 503, not
+            # an internal error
+            want = (200, 503) if i % 2 == 0 else (404, 503)
+            assert r.status in want, (i, r.status, statuses)
+            if r.status == 200:
+                assert r.body == A_TXT
+        assert statuses, f"{model}: no answer at all to pipelined requests on a held connection"
+        assert len(statuses) == n or statuses[-1] == 503, (model, statuses)
+        print(f"\n{model}: pipelined statuses while out of descriptors: {statuses}")
+        keeper.close()
+    finally:
+        for s in clients:
+            s.close()
+    t0 = time.monotonic()
+    assert util.wait_for(lambda: served(srv.port), util.scaled(10), interval=0.05), srv.diagnostics()
+    recovery = time.monotonic() - t0
+    print(f"{model}: serving again {recovery * 1000:.0f} ms after the clients left")
+    assert recovery < util.scaled(2.0), f"{model}: {recovery:.2f} s to serve again"
+    srv.assert_alive("out of descriptors ")
+    assert srv.stop(timeout=util.scaled(15)) == 0, srv.diagnostics()

@@ -480,3 +480,159 @@ def test_viewer_survives_the_segment_shrinking_under_it(real_segment):
         assert b"shrank" in out, out[-500:]
     finally:
         p.unlink(missing_ok=True)
+
+
+def test_endpoints_survive_a_scribbled_segment(model, fresh_server):
+    """Anyone running as the server's user can write its segment: /metrics and
+    /status must not believe its layout (a slot count or offset past the
+    mapping made them read out of bounds) nor print its strings into HTML
+    unescaped, and new connections must not take their slot from it (a slot
+    count of 0 divided by zero). The server answers and keeps serving."""
+    srv = fresh_server(metrics="on")
+    assert srv.get("/a.txt").status == 200
+    seg = shm_path(srv.port)
+    evil = b"<script>alert(1)</script>"
+    with open(seg, "r+b") as f:
+        for fmt, off, val in ((("<I", OFF_NSLOTS, 0),)):
+            f.seek(off)
+            f.write(struct.pack(fmt, val))
+    for _ in range(4):  # new connections (a thread or process each, in some models)
+        assert srv.get("/a.txt").status == 200
+    with open(seg, "r+b") as f:
+        for fmt, off, val in (("<I", OFF_NSLOTS, 2**32 - 1), ("<Q", OFF_SLOTS, 2**40),
+                              ("<I", OFF_SLOT_SIZE, 2**31), ("<I", OFF_NCACHES, 2**32 - 1),
+                              ("<Q", OFF_CACHES, 2**44)):
+            f.seek(off)
+            f.write(struct.pack(fmt, val))
+        f.seek(OFF_NAME)
+        f.write((evil * 30)[:OFF_BIND - OFF_NAME])  # name, model, version: no NUL
+    for path in ("/metrics", "/status", "/metrics"):
+        r = srv.get(path)
+        assert r.status in (200, 500), r
+        assert b"<script>" not in r.body
+    for _ in range(4):
+        assert srv.get("/a.txt").status == 200
+    assert srv.proc.poll() is None
+
+
+_INTERESTING = (0, 1, 63, 64, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63, 2**64 - 64, 2**64 - 1)
+
+
+def _fuzzed(data: bytes, rng) -> bytes:
+    """A few header words set to boundary or random values, slot counters
+    maxed out, now and then a truncation."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 6)):
+        size = rng.choice((4, 8))
+        off = rng.randrange(8, 112, size)  # past the magic and version, to reach the parser's checks
+        val = rng.choice(_INTERESTING) if rng.random() < 0.7 else rng.getrandbits(64)
+        b[off:off + size] = (val % 2**(8 * size)).to_bytes(size, "little")
+    if rng.random() < 0.5:  # huge counts: sums wrap, percentiles of 2^64 requests
+        start = REAL_SLOTS_OFF + rng.randrange(0, 4) * 448
+        b[start:start + 448] = b"\xff" * 448
+    if rng.random() < 0.3:
+        b[OFF_NAME:OFF_BIND] = bytes(rng.getrandbits(8) for _ in range(OFF_BIND - OFF_NAME))
+    if rng.random() < 0.15:
+        del b[rng.randrange(0, len(b)):]
+    return bytes(b)
+
+
+def test_viewer_fuzzed_segments(real_segment):
+    """Random corruptions of a real segment, bounded in count and time: the
+    viewer reports (exit 1) or shows (exit 0), never crashes, hangs or prints
+    a control character."""
+    import random
+    rng = random.Random(20261122)
+    name = f"fuzz{os.getpid()}"
+    deadline = time.monotonic() + util.scaled(40)
+    runs, exits = 0, {0: 0, 1: 0}
+    for i in range(200):
+        if time.monotonic() > deadline:
+            break
+        data = _fuzzed(real_segment, rng)
+        for args in (["--json"], []):
+            r = _run_stat_on(name, data, *args)
+            assert r.returncode in (0, 1), f"case {i} {args}: exit {r.returncode}\n{r.stderr[-300:]!r}"
+            assert not any(c < 0x20 and c != 0x0a for c in r.stdout), (i, r.stdout[:300])
+            if r.returncode == 0 and args:
+                json.loads(r.stdout)
+            exits[r.returncode] += 1
+        runs += 1
+    assert runs >= 20, f"only {runs} fuzz cases ran before the time bound"
+    assert exits[0] and exits[1], f"every case ended alike ({exits}): the corruptions test nothing"
+    print(f"{runs} cases, exits {exits}")
+
+
+SPECIAL = ("symlink_to_a_file", "dangling_symlink", "symlink_of_another_user", "fifo", "directory")
+
+
+@pytest.mark.parametrize("case", SPECIAL)
+def test_special_entry_at_the_segment_name(model, fresh_server, tmp_path, case):
+    """What a local user can leave at /dev/shm/spindle-NAME before the server
+    starts: no symlink is followed (the file it names is neither truncated
+    nor mapped), a FIFO does not block the start, and the server serves
+    either way: with the name reclaimed, or with private statistics."""
+    name = f"sp{os.getpid()}{case[:4]}"
+    p = shm_path(name)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    if case == "symlink_to_a_file":
+        p.symlink_to(victim)
+    elif case == "dangling_symlink":
+        p.symlink_to(tmp_path / "nothing-yet")
+    elif case == "symlink_of_another_user":
+        if os.geteuid() != 0:
+            pytest.skip("a symlink owned by another user needs root")
+        p.symlink_to(victim)
+        os.lchown(p, 54321, 54321)
+    elif case == "fifo":
+        os.mkfifo(p, 0o600)
+    else:
+        p.mkdir()
+    try:
+        t0 = time.monotonic()
+        srv = fresh_server(stats_name=name, metrics="on")
+        assert time.monotonic() - t0 < util.scaled(8)
+        assert srv.get("/a.txt").status == 200
+        assert srv.get("/metrics").status == 200  # private statistics at least
+        assert victim.read_bytes() == b"precious"
+        assert not (tmp_path / "nothing-yet").exists(), "the dangling symlink was followed"
+        if case in ("symlink_to_a_file", "dangling_symlink", "fifo"):  # ours: reclaimed
+            st = p.lstat()
+            assert not p.is_symlink() and p.is_file() and st.st_uid == os.geteuid(), case
+            assert (st.st_mode & 0o777) == 0o640
+        else:  # not ours to remove: left as it was
+            assert p.is_symlink() or p.is_dir()
+        assert srv.stop() == 0
+    finally:
+        if p.is_dir() and not p.is_symlink():
+            p.rmdir()
+        else:
+            p.unlink(missing_ok=True)
+
+
+@pytest.mark.expect_restart
+@pytest.mark.parametrize("size", (4096, 0))
+def test_serving_resumes_after_the_segment_is_truncated(model, fresh_server, size):
+    """Any process of the server's user can truncate its segment: the serving
+    processes then die of SIGBUS at their next count, and used to die again
+    at every restart, for good. The segment is grown back (its lost counters
+    start from zero) and the server serves again."""
+    srv = fresh_server(metrics="on")
+    assert srv.get("/a.txt").status == 200
+    os.truncate(shm_path(srv.port), size)
+
+    def serves():
+        try:
+            return srv.get("/a.txt", timeout=2).status == 200
+        except (OSError, AssertionError):
+            return False
+
+    assert util.wait_for(serves, util.scaled(10), interval=0.2), \
+        f"not serving after the segment was truncated to {size} bytes\n{srv.diagnostics()}"
+    for _ in range(5):  # and keeps serving, counting, reporting
+        assert srv.get("/a.txt").status == 200
+    assert srv.get("/metrics").status == 200
+    assert shm_path(srv.port).stat().st_size > size
+    assert "truncated" in srv.error_log.read_text()
+    assert srv.proc.poll() is None
