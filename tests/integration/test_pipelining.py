@@ -271,3 +271,50 @@ def test_random_pipelines_equal_requests_sent_alone(server, docroot):
             c.buf = b""
             c.send(req("/a.txt"))
             assert c.read_response().body == A_TXT, f"seed {seed}: connection no longer serves"
+
+
+def test_random_pipeline_counted_and_logged_once_each(fresh_server):
+    """Under gathering, every response of a seeded random pipeline (bodies,
+    Expect, 304, 412, 416, multipart, sendfile range, 405, 501) is counted
+    once in the statistics and logged once, in order, with the status and
+    body bytes the client received; interim 100 responses are neither."""
+    import random
+    from test_stats import stat_json, wait_stats
+    srv = fresh_server()
+    etag = srv.get("/index.html").header("ETag")
+    wait_stats(srv.port, lambda s: s["requests"] >= 1)
+    menu = _menu(etag)
+    rnd = random.Random(7)
+    picks = [rnd.randrange(len(menu)) for _ in range(60)]
+    got = []
+    with srv.connect(timeout=util.scaled(10)) as c:
+        data = b"".join(menu[k] for k in picks)
+        for a in range(0, len(data), 97):  # pieces: some heads complete late
+            c.send(data[a:a + 97])
+        for k in picks:
+            method = menu[k].lstrip(b"\r\n").split(b" ", 1)[0].decode()
+            resp = c.read_response(method)
+            while resp.status == 100:
+                resp = c.read_response(method)
+            got.append((method, resp.status, len(resp.body)))
+    n = len(picks) + 1
+    s = wait_stats(srv.port, lambda s: s["requests"] >= n)
+    assert s["requests"] == n
+    methods = {"GET": 1, "HEAD": 0, "other": 0}
+    for method, _, _ in got:
+        methods[method if method in ("GET", "HEAD") else "other"] += 1
+    assert s["methods"] == methods
+    classes = {"1xx": 0, "2xx": 1, "3xx": 0, "4xx": 0, "5xx": 0}
+    for _, status, _ in got:
+        classes[f"{status // 100}xx"] += 1
+    assert s["status_classes"] == classes
+    for code, count in s["status_codes"].items():
+        assert count == sum(1 for _, st, _ in got if st == int(code)) + (code == "200"), code
+    assert s["bytes_sent"] == len(INDEX_HTML) + sum(b for _, _, b in got)
+    assert s["keepalive_reuses"] == len(picks) - 1
+    assert s["send_failures"] == 0
+    assert util.wait_for(lambda: len(srv.access_log.read_text().splitlines()) >= n, util.scaled(3))
+    lines = srv.access_log.read_text().splitlines()[1:]
+    assert len(lines) == len(picks)
+    for i, (line, (method, status, blen)) in enumerate(zip(lines, got)):
+        assert f'"{method} ' in line and f'" {status} {blen if blen else "-"} ' in line, (i, line)
