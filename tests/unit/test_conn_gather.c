@@ -218,6 +218,8 @@ struct sim {
 	size_t out_len, out_cap;
 	unsigned seed;
 	size_t rmax, wmax;
+	int interrupt_at;   /* the step at which to call interrupt, or -1 */
+	void (*interrupt)(struct conn *);
 };
 
 static size_t sim_rand(struct sim *s, size_t max)
@@ -241,6 +243,8 @@ static void sim_run(struct conn *c, struct sim *s)
 {
 	for (int steps = 0; steps < 1000000; steps++) {
 		int64_t deadline;
+		if (steps == s->interrupt_at)
+			s->interrupt(c);
 		enum conn_want w = conn_wants(c, &deadline);
 		if (w == CONN_WANT_CLOSE)
 			return;
@@ -298,8 +302,10 @@ static size_t sim_normalize(char *p, size_t n)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 	char *q;
-	for (q = p; (q = memmem(q, n - (size_t)(q - p), "\r\nDate: ", 8)); q += 8)
-		memset(q + 8, 'D', 29);
+	for (q = p; (q = memmem(q, n - (size_t)(q - p), "\r\nDate: ", 8)); q += 8) {
+		size_t left = n - (size_t)(q + 8 - p); /* a cut response may end inside it */
+		memset(q + 8, 'D', left < 29 ? left : 29);
+	}
 	while ((q = memmem(p, n, cont, sizeof(cont) - 1))) {
 		memmove(q, q + sizeof(cont) - 1, n - (size_t)(q - p) - (sizeof(cont) - 1));
 		n -= sizeof(cont) - 1;
@@ -309,7 +315,7 @@ static size_t sim_normalize(char *p, size_t n)
 
 static char *sim_alone(const char *req, size_t len, size_t *out_len)
 {
-	struct sim s = { .in = req, .in_len = len, .seed = 1, .rmax = 1 << 20, .wmax = 1 << 20 };
+	struct sim s = { .in = req, .in_len = len, .seed = 1, .rmax = 1 << 20, .wmax = 1 << 20, .interrupt_at = -1 };
 	struct conn *c = conn_new(&srv, NULL, 0);
 	sim_run(c, &s);
 	conn_free(c);
@@ -386,7 +392,7 @@ Test(conn_gather, random_pipelines_equal_requests_alone)
 		/* small and large reads and writes, down to one byte */
 		size_t sizes[] = { 1, 7, 300, 1 << 20 };
 		struct sim s = { .in = in, .in_len = in_len, .seed = seed, .rmax = sizes[seed % 4],
-				 .wmax = sizes[(seed / 4) % 4] };
+				 .wmax = sizes[(seed / 4) % 4], .interrupt_at = -1 };
 		struct conn *c = conn_new(&srv, NULL, 0);
 		sim_run(c, &s);
 		cr_assert_eq(s.in_pos, s.in_len, "seed %u: input left unread", seed);
@@ -407,4 +413,110 @@ Test(conn_gather, random_pipelines_equal_requests_alone)
 	for (size_t k = 0; k < NMENU; k++)
 		free(alone[k]);
 	unlink(path);
+}
+
+/* Does got[*pos..] start with the response `want`, or (when `may_close`)
+ * with it plus "Connection: close" in its head? Advances *pos; sets *closed
+ * when that field was there. */
+static bool sim_match(const char *got, size_t got_len, size_t *pos, const char *want, size_t want_len,
+		      bool *closed)
+{
+	static const char field[] = "Connection: close\r\n";
+	const char *g = got + *pos;
+	size_t left = got_len - *pos;
+	if (left >= want_len && memcmp(g, want, want_len) == 0) {
+		*pos += want_len;
+		return true;
+	}
+	const char *he = memmem(want, want_len, "\r\n\r\n", 4);
+	if (!he)
+		return false;
+	size_t head = (size_t)(he - want) + 2, fl = sizeof(field) - 1;
+	if (left < want_len + fl || memcmp(g, want, head) || memcmp(g + head, field, fl) ||
+	    memcmp(g + head + fl, want + head, want_len - head))
+		return false;
+	*pos += want_len + fl;
+	*closed = true;
+	return true;
+}
+
+/* A graceful stop or a deadline at any point of a random pipeline: what was
+ * sent is whole responses, each the one its request gets alone, in order;
+ * after a stop the last of them may say "Connection: close" and nothing
+ * follows it; after a deadline, at most a 408 follows (or the response
+ * being written stops short: a send deadline closes). No leak, no stale
+ * pointer (ASan), and the core ends closed or idle. */
+Test(conn_gather, drain_or_deadline_anywhere_in_a_pipeline)
+{
+	static const char *const menu[] = {
+		"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+		"HEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /missing HTTP/1.1\r\nHost: x\r\n\r\n",
+		"BREW / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody",
+		"GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n",
+		"GET /a.txt HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
+		"GET /a.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=1-3\r\n\r\n",
+	};
+	enum { NMENU = sizeof(menu) / sizeof(menu[0]) };
+	char *alone[NMENU];
+	size_t alone_len[NMENU];
+	for (size_t k = 0; k < NMENU; k++)
+		alone[k] = sim_alone(menu[k], strlen(menu[k]), &alone_len[k]);
+
+	for (unsigned seed = 1; seed <= 400; seed++) {
+		unsigned r = seed * 2654435761u;
+		size_t n = 1 + r % 30, in_len = 0, picks[30];
+		static char in[30 * 200];
+		for (size_t i = 0; i < n; i++) {
+			r = r * 1103515245u + 12345u;
+			picks[i] = (r >> 8) % NMENU;
+			memcpy(in + in_len, menu[picks[i]], strlen(menu[picks[i]]));
+			in_len += strlen(menu[picks[i]]);
+		}
+		size_t sizes[] = { 1, 7, 300, 1 << 20 };
+		bool drain = seed % 2;
+		struct sim s = { .in = in, .in_len = in_len, .seed = seed, .rmax = sizes[(seed / 2) % 4],
+				 .wmax = sizes[(seed / 8) % 4], .interrupt_at = (int)(r % (4 * n + 8)),
+				 .interrupt = drain ? conn_drain : conn_timeout };
+		struct conn *c = conn_new(&srv, NULL, 0);
+		sim_run(c, &s);
+		int64_t deadline;
+		enum conn_want end = conn_wants(c, &deadline);
+		conn_free(c);
+
+		size_t got_len = sim_normalize(s.out, s.out_len), pos = 0, i = 0;
+		bool closed = false;
+		while (i < n && pos < got_len && !closed &&
+		       sim_match(s.out, got_len, &pos, alone[picks[i]], alone_len[picks[i]], &closed))
+			i++;
+		if (!drain && pos < got_len && memcmp(s.out + pos, "HTTP/1.1 408 ", 13) == 0) {
+			const char *he = memmem(s.out + pos, got_len - pos, "\r\n\r\n", 4);
+			const char *cl = memmem(s.out + pos, got_len - pos, "Content-Length: ", 16);
+			cr_assert(he && cl, "seed %u: a broken 408", seed);
+			pos = (size_t)(he + 4 - s.out) + strtoul(cl + 16, NULL, 10);
+			closed = true;
+		} else if (!drain && i < n && got_len - pos < alone_len[picks[i]] &&
+			   memcmp(s.out + pos, alone[picks[i]], got_len - pos) == 0) {
+			pos = got_len; /* a send deadline cut the response being written */
+			closed = true;
+		} else if (!drain && got_len - pos < 25 &&
+			   memcmp(s.out + pos, "HTTP/1.1 100 Continue\r\n\r\n", got_len - pos) == 0) {
+			pos = got_len; /* or the interim response */
+			closed = true;
+		}
+		cr_assert_eq(pos, got_len,
+			     "seed %u (%s at step %d, %zu requests, reads %zu, writes %zu): after %zu whole "
+			     "responses, at byte %zu of %zu: \"%.80s\"",
+			     seed, drain ? "drain" : "deadline", s.interrupt_at, n, s.rmax, s.wmax, i, pos,
+			     got_len, s.out + pos);
+		if (closed || !drain)
+			cr_assert(end == CONN_WANT_CLOSE || end == CONN_WANT_SHUTDOWN || end == CONN_WANT_READ,
+				  "seed %u: ends wanting %d", seed, end);
+		if (closed && drain)
+			cr_assert(end != CONN_WANT_READ || s.in_pos == s.in_len, "seed %u", seed);
+		free(s.out);
+	}
+	for (size_t k = 0; k < NMENU; k++)
+		free(alone[k]);
 }
