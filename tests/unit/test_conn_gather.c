@@ -120,6 +120,25 @@ Test(conn_gather, sixteen_pipelined_requests_leave_in_one_write)
 	conn_free(c);
 }
 
+/* The parser takes a bare LF as a line end (RFC 9112 2.2), so heads ending
+ * in "\n\n" (or a mix, "\n\r\n") are complete requests too: they are
+ * answered in the same gathered write as CRLF ones, not one write each. */
+Test(conn_gather, bare_lf_heads_leave_in_one_write)
+{
+	struct conn *c = conn_new(&srv, NULL, 0);
+	feed(c, "GET /a.txt HTTP/1.1\nHost: x\n\n"
+		"GET /a.txt HTTP/1.1\nHost: x\r\n\n"
+		"GET /a.txt HTTP/1.1\r\nHost: x\n\r\n"
+		"GET /a.txt HTTP/1.1\nHost: x\n\n");
+	size_t len;
+	int writes;
+	char *out = drain_output(c, SIZE_MAX, &len, &writes);
+	cr_assert_eq(count(out, len, "HTTP/1.1 200 OK\r\n"), 4);
+	cr_assert_eq(writes, 1, "4 pipelined responses took %d writes", writes);
+	free(out);
+	conn_free(c);
+}
+
 /* Different built-in error pages in one batch: each parked response keeps
  * its own page, and a one-byte-at-a-time driver splits every boundary. */
 Test(conn_gather, partial_writes_across_responses_keep_each_response_whole)
