@@ -206,6 +206,7 @@ def _menu(etag: str) -> list[bytes]:
         req("/a.txt", "POST", headers=[("Content-Length", "3")]) + b"xyz",
         req("/a.txt", "BREW"),
         b"\r\n" + req("/style.css"),
+        b"GET /app.js HTTP/1.1\nHost: localhost\n\n",  # bare LF line ends (RFC 9112 2.2)
         req("/a.txt", headers=[("Expect", "100-continue"), ("Content-Length", "4")]) + b"body",
         req("/data.json", headers=[("Expect", "100-continue"), ("Transfer-Encoding", "chunked")])
         + b"2\r\nab\r\n0\r\n\r\n",
@@ -215,9 +216,10 @@ def _menu(etag: str) -> list[bytes]:
 def _alone(server, request: bytes) -> bytes:
     """Everything the server sends for one request on its own connection,
     read up to the close that "Connection: close" asks for (added last)."""
-    head, sep, body = request.partition(b"\r\n\r\n")
+    eol = b"\r\n" if b"\r\n\r\n" in request else b"\n"
+    head, sep, body = request.partition(eol + eol)
     with server.connect(timeout=util.scaled(10)) as c:
-        c.send(head + b"\r\nConnection: close" + sep + body)
+        c.send(head + eol + b"Connection: close" + sep + body)
         raw = c.read_all(util.scaled(10))
     # the same response, minus the field the close added
     return raw.replace(b"Connection: close\r\n", b"", 1)
