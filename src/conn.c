@@ -1205,11 +1205,18 @@ static bool response_parkable(struct conn *c)
 }
 
 /* The whole head of the next request is buffered. Only a hint: when the
- * parser still wants more, the queue is sent first and then the core reads. */
+ * parser still wants more, the queue is sent first and then the core reads.
+ * The parser takes a bare LF as a line end (RFC 9112 2.2), so a head ends in
+ * "\n\n" or "\n\r\n", not only in CRLF CRLF. */
 static bool next_request_buffered(const struct conn *c)
 {
-	return c->in_end > c->next_start &&
-	       memmem(c->in + c->next_start, c->in_end - c->next_start, "\r\n\r\n", 4);
+	const char *p = c->in + c->next_start, *end = c->in + c->in_end;
+	while (p < end && (p = memchr(p, '\n', (size_t)(end - p)))) {
+		p++;
+		if (p < end && (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')))
+			return true;
+	}
+	return false;
 }
 
 /* Moves the current response into the queue; the conn's response storage is
