@@ -19,6 +19,8 @@
 
 static atomic_int openat2_missing;
 
+#define OPENAT2_RETRIES 16
+
 /* Path components of at most NAME_MAX bytes; the pending path (what is left
  * of rel, with symlink targets spliced in) fits in WALK_PATH_MAX. */
 #define WALK_PATH_MAX (2 * PATH_MAX)
@@ -212,7 +214,15 @@ int file_open_beneath(int root_fd, const char *rel, enum symlink_policy symlinks
 		/* the path itself is canonical, so only symlinks can lead out */
 		break;
 	}
-	long fd = syscall(SYS_openat2, root_fd, rel[0] ? rel : ".", &how, sizeof(how));
+	long fd;
+	/* EAGAIN: a rename or mount somewhere on the system raced a ".." (from a
+	 * symlink) under RESOLVE_BENEATH, and the kernel could not prove it stayed
+	 * beneath; openat2(2) says to retry. Bounded, so a storm cannot hold us. */
+	for (int tries = 0;; tries++) {
+		fd = syscall(SYS_openat2, root_fd, rel[0] ? rel : ".", &how, sizeof(how));
+		if (fd >= 0 || errno != EAGAIN || tries == OPENAT2_RETRIES)
+			break;
+	}
 	if (fd < 0 && errno == ENOSYS) {
 		atomic_store(&openat2_missing, 1);
 		return file_open_walk(root_fd, rel, symlinks);

@@ -129,7 +129,13 @@ static int kernel_open(const char *rel, enum symlink_policy pol)
 		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
 		.resolve = RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH | (pol == SYMLINKS_OFF ? RESOLVE_NO_SYMLINKS : 0),
 	};
-	long fd = syscall(SYS_openat2, root_fd, rel[0] ? rel : ".", &how, sizeof(how));
+	long fd;
+	/* EAGAIN: a rename elsewhere on the machine raced a ".."; retry, as the server does */
+	for (int tries = 0; tries < 100; tries++) {
+		fd = syscall(SYS_openat2, root_fd, rel[0] ? rel : ".", &how, sizeof(how));
+		if (fd >= 0 || errno != EAGAIN)
+			break;
+	}
 	return fd < 0 ? -errno : (int)fd;
 }
 
