@@ -67,9 +67,26 @@ struct master {
 
 /* ---- serving processes ---------------------------------------------- */
 
+/* What the stop handler of a serving process needs to refuse new
+ * connections itself when its master is gone (set before the handler). */
+static pid_t serving_pid, serving_master_pid;
+static const struct server *serving_srv;
+
 static void on_stop(int sig)
 {
 	(void)sig;
+	/* The master died (this is the parent-death signal): nobody else will
+	 * shut the listeners down, and this process keeps its copies open
+	 * while it drains, so they stay in the SO_REUSEPORT group and a new
+	 * master on the same port, joining that group, gets its connections
+	 * steered to them, where nobody accepts. Shutting a listener down
+	 * removes it from the group for every holder (as begin_stop does).
+	 * Only the serving process itself: its workers (prefork) inherit this
+	 * handler but have another parent. getpid, getppid and shutdown are
+	 * async-signal-safe. */
+	if (serving_srv && getpid() == serving_pid && getppid() != serving_master_pid)
+		for (int i = 0; i < serving_srv->nlisten; i++)
+			shutdown(serving_srv->listen_fds[i], SHUT_RD);
 	server_request_stop();
 }
 
@@ -110,6 +127,9 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	 * forgotten, which left this process serving until SIGKILL. */
 	if (server_enter_serving(&g->srv) < 0)
 		_exit(1);
+	serving_pid = getpid();
+	serving_master_pid = master_pid;
+	serving_srv = &g->srv;
 	/* A serving process whose master is gone must not serve on, unsupervised. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	serving_signals(&m->blocked);

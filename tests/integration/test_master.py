@@ -598,3 +598,54 @@ def test_crash_during_startup_grace_still_retires_old_generation(instances, docr
     now = _one_serving(master, timeout=util.scaled(3))
     assert now not in (first, int(m.group(1))), (first, m.group(1), now)
     assert srv.get("/a.txt").body == A_TXT
+
+
+@pytest.mark.expect_restart
+def test_restart_after_kill9_of_master_serves_at_once(model, huge_docroot, tmp_path):
+    """kill -9 of the master while a download is in flight, then a new master
+    on the same port (what a supervisor does): its serving processes die with
+    it (no orphans serving on), the new one serves every fresh connection at
+    once, and its statistics segment replaces the dead one's. The old serving
+    process, told to stop, drained the download holding its copies of the old
+    SO_REUSEPORT listeners, still in the group: the new master's steering (an
+    index below N) sent every new connection to those, where nobody accepted,
+    until the drain timeout ran out."""
+    settings = {"workers": 2, "drain_timeout": "4s"}
+    old = util.Server(model, huge_docroot.path, tmp_path / "old", settings).start()
+    new = util.Server(model, huge_docroot.path, tmp_path / "new", settings)
+    shm = Path(f"/dev/shm/spindle-{old.port}")
+    leftovers: list[int] = []
+    download = None
+    try:
+        master = old.proc.pid
+        tree = util.proc_descendants(master)
+        assert tree, old.diagnostics()
+        download = old.connect(rcvbuf=4096)
+        download.send(util.build_request("GET", "/huge.bin"))
+        assert download.read_head(time.monotonic() + 5).startswith(b"HTTP/1.1 200")
+        old.proc.kill()
+        old.proc.wait(5)
+        leftovers = [p for p in tree if util.proc_live(p)]
+        new.start(port=old.port)
+        t0 = time.monotonic()
+        for i in range(10):
+            try:
+                r = new.get("/huge.bin", headers={"Connection": "close", "Range": "bytes=0-9"},
+                            timeout=util.scaled(1.5))
+            except Exception as e:  # noqa: BLE001 - any failure to answer is the finding
+                raise AssertionError(f"fresh connection {i} after the restart "
+                                     f"({time.monotonic() - t0:.1f}s in) not answered: {e!r}\n"
+                                     f"{new.diagnostics()}") from None
+            assert r.status == 206, r
+        gone = util.wait_for(lambda: not any(util.proc_live(p) for p in leftovers), util.scaled(8))
+        assert gone, f"the dead master's processes live on: {[(p, util.proc_state(p)) for p in leftovers]}"
+        assert "reclaiming stale segment" in _log(new), new.diagnostics()
+        assert new.stop(timeout=util.scaled(10)) == 0, new.diagnostics()
+        assert not shm.exists(), f"{shm} left behind after a clean stop"
+    finally:
+        if download is not None:
+            download.close()
+        new.kill()
+        for p in leftovers:
+            if util.proc_live(p):
+                os.kill(p, signal.SIGKILL)
