@@ -56,6 +56,7 @@ struct master {
 	int sigfd;
 	sigset_t blocked;
 	bool stopping;
+	bool reload_pending;  /* a SIGHUP found no free generation: reload once one frees */
 	int64_t respawn_at_ms; /* a crashed serving process is restarted at this time (0: none) */
 	int64_t stop_kill_at_ms; /* stopping: orphans still alive then are killed */
 	int serial;
@@ -375,6 +376,15 @@ static void reload(struct master *m)
 	struct generation *cur = &m->gens[m->current];
 	struct config cfg;
 
+	int idx = gen_alloc(m);
+	if (idx < 0) {
+		/* Refusing it would drop the edit that came with this SIGHUP for
+		 * good; the configuration is read again when a slot frees. */
+		log_info("reload: %d generations still starting or draining; reloading once one has finished",
+			 MAX_GENERATIONS);
+		m->reload_pending = true;
+		return;
+	}
 	log_info("reload: reading the configuration again");
 	if (m->build(&cfg, m->build_arg) < 0) {
 		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
@@ -383,11 +393,6 @@ static void reload(struct master *m)
 	if (strcmp(cfg.bind, cur->cfg.bind) || cfg.port != cur->cfg.port || cfg.reuseport != cur->cfg.reuseport) {
 		log_error("reload: bind, port and reuseport cannot change without a restart; still serving with "
 			  "the old configuration");
-		return;
-	}
-	int idx = gen_alloc(m);
-	if (idx < 0) {
-		log_error("reload: too many generations still draining; try again later");
 		return;
 	}
 	if (gen_init(m, idx, &cfg) < 0) {
@@ -553,6 +558,10 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		}
 		reap(&m);
 		tick(&m);
+		if (m.reload_pending && !m.stopping && gen_alloc(&m) >= 0) {
+			m.reload_pending = false;
+			reload(&m);
+		}
 	}
 	listen_set_close(&m.listeners);
 	for (int i = 0; i < MAX_GENERATIONS; i++)

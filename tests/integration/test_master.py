@@ -649,3 +649,40 @@ def test_restart_after_kill9_of_master_serves_at_once(model, huge_docroot, tmp_p
         for p in leftovers:
             if util.proc_live(p):
                 os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.concurrent
+def test_reload_storm_applies_the_last_configuration(model, instances, docroot, tmp_path):
+    """12 SIGHUPs back to back under load, the configuration edited just
+    before the last one: no request fails, and the last configuration ends
+    up serving, alone. The master has room for 8 generations; a SIGHUP that
+    found them all starting or draining was refused for good ("try again
+    later"), so the edit that came with it was never applied."""
+    conf = tmp_path / "spindle.conf"
+
+    def text(tokens: str) -> str:
+        return f"[server]\nmodel = {model}\nworkers = 2\n[http]\nserver_tokens = {tokens}\n"
+    conf.write_text(text("on"))
+    srv = instances(config=conf, root=docroot.path)
+    assert srv.get("/a.txt").header("Server") == f"spindle/{util.spindle_version()}"
+    with KeepAliveLoad(srv.port, nconn=3, max_seconds=util.scaled(30)) as load:
+        time.sleep(0.5)
+        for i in range(12):
+            if i == 11:
+                conf.write_text(text("off"))
+            srv.signal(signal.SIGHUP)
+            time.sleep(0.01)
+
+        def applied():
+            try:
+                return srv.get("/a.txt", headers={"Connection": "close"}, timeout=2).header("Server") == "spindle"
+            except Exception:
+                return False
+        ok = util.wait_for(applied, util.scaled(15), interval=0.2)
+        time.sleep(0.5)
+        load.stop()
+    assert ok, f"the configuration of the last SIGHUP is not in effect\n{srv.diagnostics()}"
+    assert not load.failures, f"{len(load.failures)} failed requests: {load.failures[:5]}"
+    assert load.requests > 20, load.requests
+    assert _one_serving(srv.proc.pid, timeout=util.scaled(15)), srv.diagnostics()
+    srv.assert_alive()
