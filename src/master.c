@@ -35,6 +35,8 @@
 #define STARTUP_GRACE_MS 300   /* a new generation must live this long before the old one drains */
 #define RESTART_BACKOFF_MS 1000
 #define KILL_MARGIN_MS 2000    /* after drain_timeout, before SIGKILL */
+#define PORT_FREE_TRIES 20     /* x PORT_FREE_WAIT_MS: how long a start waits for a busy port */
+#define PORT_FREE_WAIT_MS 50
 
 enum gen_state { GEN_FREE, GEN_STARTING, GEN_SERVING, GEN_DRAINING };
 
@@ -496,6 +498,30 @@ static bool children_left(struct master *m)
 	return signal_orphans(m, 0) > 0; /* reaped by reap() as they exit */
 }
 
+/* With SO_REUSEPORT, binding where another process (of the same user)
+ * listens succeeds: the sockets join its group, the steering program set
+ * here replaces its own, and one of the two gets nothing while both look
+ * healthy. So the port must be free first, as it must without reuseport.
+ * Waits a little: the serving processes of a master just killed shut their
+ * listeners down on its death, a moment after a supervisor sees it gone. */
+static int port_in_use(const struct config *cfg)
+{
+	int err = 0;
+
+	for (int i = 0; i < PORT_FREE_TRIES; i++) {
+		err = listen_port_free(cfg->bind, cfg->port);
+		if (err != -EADDRINUSE)
+			break;
+		usleep(PORT_FREE_WAIT_MS * 1000);
+	}
+	if (err < 0) {
+		log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-err));
+		fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
 int master_run(const struct config *cfg, config_builder build, void *build_arg)
 {
 	static struct master m; /* generations hold big configs: not on the stack */
@@ -521,6 +547,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
 	m.listeners.reuseport = cfg->reuseport; /* a reload cannot change it */
+	if (cfg->reuseport && port_in_use(cfg) < 0)
+		return 1;
 	if (gen_init(&m, 0, cfg) < 0) {
 		listen_set_close(&m.listeners);
 		return 1;

@@ -686,3 +686,33 @@ def test_reload_storm_applies_the_last_configuration(model, instances, docroot, 
     assert load.requests > 20, load.requests
     assert _one_serving(srv.proc.pid, timeout=util.scaled(15)), srv.diagnostics()
     srv.assert_alive()
+
+
+def test_second_instance_on_a_busy_port_refuses_to_start(docroot, tmp_path):
+    """A second spindle on a port another one listens on (statistics off, so
+    their segments do not collide first) exits non-zero saying so, and the
+    first keeps serving. With SO_REUSEPORT its sockets joined the first one's
+    group: it claimed to listen, and its steering program replaced the
+    first's, sending every connection to the first instance's sockets, so it
+    served nothing while looking healthy."""
+    settings = {"stats": "off", "workers": 2}
+    first = util.Server("epoll", docroot.path, tmp_path / "first", settings).start()
+    second = util.Server("epoll", docroot.path, tmp_path / "second", settings)
+    try:
+        second.port = first.port
+        second._stderr = open(second.workdir / "stderr.txt", "wb")
+        second.proc = subprocess.Popen(second.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=second._stderr, cwd=second.workdir)
+        try:
+            rc = second.proc.wait(util.scaled(5))
+        except subprocess.TimeoutExpired:
+            raise AssertionError("a second instance on a busy port is running\n"
+                                 f"{second.diagnostics()}") from None
+        assert rc != 0, second.diagnostics()
+        assert re.search(r"address already in use", second.diagnostics(), re.I), second.diagnostics()
+        for _ in range(5):
+            assert first.get("/a.txt", headers={"Connection": "close"}).body == A_TXT
+        assert first.stop(timeout=util.scaled(10)) == 0, first.diagnostics()
+    finally:
+        second.kill()
+        first.kill()
