@@ -38,6 +38,43 @@ static ino_t seg_ino;
 static char seg_name[96];
 static int seg_refs;
 
+/* Segments this process created earlier under other names (a reload changed
+ * stats_name) and how many draining generations still use each: the last
+ * one to close removes the name, as for the current one. */
+#define RETIRED_MAX 16
+static struct retired_seg {
+	ino_t ino;
+	int refs;
+} retired[RETIRED_MAX];
+
+static void retire_current(void)
+{
+	if (seg_refs == 0)
+		return;
+	for (int i = 0; i < RETIRED_MAX; i++) {
+		if (retired[i].refs == 0) {
+			retired[i] = (struct retired_seg){ seg_ino, seg_refs };
+			return;
+		}
+	}
+	log_warn("stats: %s: too many statistics segments in use; it stays in /dev/shm", seg_name);
+}
+
+/* Drops a closing generation's use of segment ino; true when it was the last. */
+static bool release_use(ino_t ino)
+{
+	if (ino == seg_ino) {
+		if (--seg_refs > 0)
+			return false;
+		seg_ino = 0;
+		return true;
+	}
+	for (int i = 0; i < RETIRED_MAX; i++)
+		if (retired[i].refs > 0 && retired[i].ino == ino)
+			return --retired[i].refs == 0;
+	return false;
+}
+
 /* Which cache blocks of that segment a generation holds (creator only). A
  * generation may drain across several reloads, so blocks are handed out per
  * generation rather than by the parity of its number: one that outlives two
@@ -373,6 +410,7 @@ summary:
 
 	if (st->ino) {
 		if (!reuse) {
+			retire_current();
 			seg_ino = st->ino;
 			snprintf(seg_name, sizeof(seg_name), "%s", st->shm_name);
 			seg_refs = 0;
@@ -428,14 +466,13 @@ void stats_close(struct server *srv)
 		if (st->ino && st->ino == seg_ino)
 			for (uint32_t i = 0; i < st->ncaches; i++)
 				cache_block_used[st->cache_base + i] = false;
-		if (st->ino && st->ino == seg_ino && --seg_refs == 0) {
+		if (st->ino && release_use(st->ino)) {
 			struct stat sb;
 			char path[128];
 			snprintf(path, sizeof(path), "/dev/shm%s", st->shm_name);
 			/* never remove a segment another instance created under the name since */
 			if (stat(path, &sb) == 0 && sb.st_ino == st->ino && shm_unlink(st->shm_name) < 0 && errno != ENOENT)
 				log_warn("stats: shm_unlink %s: %s", st->shm_name, strerror(errno));
-			seg_ino = 0;
 		}
 	}
 	munmap(st->h, st->len);

@@ -716,3 +716,28 @@ def test_second_instance_on_a_busy_port_refuses_to_start(docroot, tmp_path):
     finally:
         second.kill()
         first.kill()
+
+
+def test_reload_renaming_statistics_leaves_no_segment_behind(model, instances, docroot, tmp_path):
+    """A reload that changes stats_name: the new name is published, the old
+    segment goes once its generation has drained, and nothing is left in
+    /dev/shm after the stop. The master tracked one segment only: the new
+    name replaced the old one's count, so the old name was never unlinked."""
+    tag = f"pytest-{os.getpid()}-{model}"
+    old_shm, new_shm = Path(f"/dev/shm/spindle-{tag}-a"), Path(f"/dev/shm/spindle-{tag}-b")
+    conf = tmp_path / "spindle.conf"
+    conf.write_text(f"[server]\nmodel = {model}\nworkers = 2\n[stats]\nstats_name = {tag}-a\n")
+    srv = instances(config=conf, root=docroot.path)
+    try:
+        assert old_shm.exists(), srv.diagnostics()
+        _reload_to(srv, conf, conf.read_text().replace(f"{tag}-a", f"{tag}-b"), 2, model)
+        assert new_shm.exists(), srv.diagnostics()
+        assert srv.get("/a.txt").body == A_TXT
+        assert util.wait_for(lambda: not old_shm.exists(), util.scaled(3)), \
+            f"{old_shm} outlived its generation\n{srv.diagnostics()}"
+        assert srv.stop(timeout=util.scaled(15)) == 0, srv.diagnostics()
+        assert not new_shm.exists(), f"{new_shm} left behind after the stop"
+    finally:
+        for p in (old_shm, new_shm):
+            if p.exists():
+                p.unlink()
