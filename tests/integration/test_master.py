@@ -8,6 +8,7 @@ Every connection goes to 127.0.0.1; only processes started here are signalled
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import resource
@@ -21,7 +22,7 @@ import pytest
 
 import util
 from conftest import A_TXT, HUGE_SIZE
-from supervision import (GEN_RE, ConfigServer, KeepAliveLoad, ShortConnLoad, log_text as _log,
+from supervision import (GEN_RE, WRK, ConfigServer, KeepAliveLoad, ShortConnLoad, log_text as _log,
                          one_serving as _one_serving, run_wrk, wait_log as _wait_log, wrk_result)
 
 try:
@@ -741,3 +742,25 @@ def test_reload_renaming_statistics_leaves_no_segment_behind(model, instances, d
         for p in (old_shm, new_shm):
             if p.exists():
                 p.unlink()
+
+
+@pytest.mark.parametrize("model", ["epoll", "uring"])
+def test_one_listener_spreads_connections_over_every_loop(model, instances, docroot):
+    """reuseport = off: the event loops share the one listener, and under
+    concurrent load every loop accepts connections (workers = 4 must mean
+    four loops at work). uring's loops each armed a multishot accept on it,
+    and the first one woken took the whole backlog every time: one loop
+    served everything, the other three nothing."""
+    need(model)
+    srv = instances(model, root=docroot.path, workers=4, reuseport="off")
+    wrk = subprocess.run([WRK, "-t2", "-c16", "-d2s", "--timeout", "5s", "-H", "Connection: close",
+                          f"http://{util.HOST}:{srv.port}/a.txt"], capture_output=True, text=True,
+                         timeout=util.scaled(30))
+    assert wrk.returncode == 0, wrk.stdout + wrk.stderr
+    r = subprocess.run([str(util.REPO_ROOT / "spindle-stat"), "--once", "--json", "--port", str(srv.port)],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    per_loop = [w["requests"] for w in json.loads(r.stdout)["workers"]]
+    print(f"\n{model}, reuseport off, 4 loops: requests per loop {per_loop}")
+    assert len(per_loop) == 4 and sum(per_loop) > 200, per_loop
+    assert all(n > 0 for n in per_loop), f"loops idle while another served everything: {per_loop}"
