@@ -337,16 +337,24 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 		return;
 	}
 	if (early_failure) {
-		/* a reload's new generation could not start: keep the old one, if
-		 * one still serves (else restart this one, below) */
+		/* a reload's new generation could not start: keep an older one
+		 * that serves, or else one still in its own start-up grace (a
+		 * reload right after the start), which then takes over as if
+		 * this reload never happened; with neither, restart this one */
+		int keep = -1;
 		for (int i = 0; i < MAX_GENERATIONS; i++) {
-			if (&m->gens[i] != g && m->gens[i].state == GEN_SERVING) {
-				log_error("reload: the new serving process %s at start-up; still serving with the "
-					  "previous configuration", how);
-				gen_release(m, g);
-				m->current = i;
-				return;
-			}
+			struct generation *o = &m->gens[i];
+			if (o == g)
+				continue;
+			if (o->state == GEN_SERVING || (o->state == GEN_STARTING && keep < 0))
+				keep = i;
+		}
+		if (keep >= 0) {
+			log_error("reload: the new serving process %s at start-up; still serving with the "
+				  "previous configuration", how);
+			gen_release(m, g);
+			m->current = keep;
+			return;
 		}
 		current = true;
 		g->state = GEN_SERVING;
