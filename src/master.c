@@ -30,6 +30,7 @@
 #include "log/log.h"
 #include "models/model.h"
 #include "server.h"
+#include "stats/stats.h"
 
 #define MAX_GENERATIONS 8
 #define STARTUP_GRACE_MS 300   /* a new generation must live this long before the old one drains */
@@ -123,6 +124,13 @@ static void serving_signals(const sigset_t *blocked)
 static void serving_main(struct master *m, struct generation *g, pid_t master_pid)
 {
 	close(m->sigfd);
+	/* The master's copies of the other live generations (their roots,
+	 * statistics mappings, caches) are none of this process's business:
+	 * kept, they would pin an old root and segment for its whole life. */
+	for (int i = 0; i < MAX_GENERATIONS; i++)
+		if (&m->gens[i] != g && m->gens[i].state != GEN_FREE)
+			server_close(&m->gens[i].srv);
+	stats_serving_start(&g->srv);
 	/* The stop flag and eventfd are reset while the stop signals are still
 	 * blocked (as fork() left them): a SIGTERM sent right after the fork
 	 * (SIGHUP then SIGTERM to the master) stays pending until the unblock

@@ -519,6 +519,20 @@ void stats_process_start(struct server *srv, int proc)
 	stats_thread_slot = stats_process_slot;
 }
 
+void stats_serving_start(struct server *srv)
+{
+	struct stats *st = srv->stats;
+
+	proc_h = st ? st->h : NULL;
+	proc_base = 0;
+	atomic_store(&proc_next_id, 0);
+	stats_process_slot = proc_h ? stats_slot_at(proc_h, 0) : NULL;
+	stats_thread_slot = NULL;
+	proc_cache_base = st ? st->cache_base : 0;
+	proc_ncaches = st ? st->ncaches : 0;
+	cache_set_gauges(srv->cache, proc_ncaches ? &stats_cache_at(proc_h, proc_cache_base)->g : NULL);
+}
+
 void stats_new_generation(const struct server *srv)
 {
 	if (srv->stats)

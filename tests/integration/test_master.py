@@ -815,3 +815,44 @@ def test_failed_reload_during_first_start_keeps_the_first_generation(docroot, tm
         finally:
             _kill_tree(p)
     pytest.skip("could not make io_uring set-up fail without changing the system")
+
+
+def test_new_generation_holds_nothing_of_the_old_one(model, docroot, tmp_path):
+    """After a reload that moves the root and renames the statistics, the
+    new serving process (and its workers) hold no descriptor of the old root
+    and no mapping of the old segment. They inherited the master's copies of
+    every live generation's root and segment at fork and kept them for their
+    whole life: the old root could not be unmounted, the old segment's
+    memory not freed, while the new generation served."""
+    tag = f"pytest-{os.getpid()}-{model}"
+    old_root = tmp_path / "old-root"
+    old_root.mkdir()
+    (old_root / "a.txt").write_bytes(A_TXT)
+    conf = tmp_path / "spindle.conf"
+
+    def text(root: Path, name: str) -> str:
+        return f"[server]\nmodel = {model}\nworkers = 2\nroot = {root}\n[stats]\nstats_name = {name}\n"
+    conf.write_text(text(old_root, f"{tag}-a"))
+    srv = ConfigServer(conf, old_root, tmp_path / "srv")
+    plain_argv = srv.argv
+    srv.argv = lambda: [x for x in plain_argv() if x not in ("--root", str(old_root))]  # the file's root
+    srv.start()
+    try:
+        pid = _reload_to(srv, conf, text(docroot.path, f"{tag}-b"), 2, model)
+        assert srv.get("/a.txt").body == A_TXT
+        for p in [pid] + util.proc_descendants(pid):
+            fds = []
+            for fd in os.listdir(f"/proc/{p}/fd"):
+                try:
+                    fds.append(os.readlink(f"/proc/{p}/fd/{fd}"))
+                except OSError:
+                    pass
+            assert str(old_root) not in fds, f"process {p} holds the old root open: {sorted(fds)}"
+            maps = Path(f"/proc/{p}/maps").read_text()
+            assert f"spindle-{tag}-a" not in maps, f"process {p} maps the old statistics segment"
+            assert f"spindle-{tag}-b" in maps or model == "fork", f"process {p} does not map its own segment"
+        assert srv.stop(timeout=util.scaled(15)) == 0, srv.diagnostics()
+    finally:
+        srv.kill()
+        for name in ("a", "b"):
+            Path(f"/dev/shm/spindle-{tag}-{name}").unlink(missing_ok=True)
