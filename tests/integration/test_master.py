@@ -799,6 +799,9 @@ def test_failed_reload_during_first_start_keeps_the_first_generation(docroot, tm
                 continue  # uring started at this limit: nothing to test here
             time.sleep(2.5)  # past generation 1's grace and two restart periods
             text_now = log.read_text()
+            first = re.search(r"generation 1: serving process (\d+)", text_now).group(1)
+            if re.search(rf"serving process {first} exited with status \d+ at start-up", text_now):
+                continue  # too few descriptors for epoll as well: nothing to fall back to
             assert "still serving with the previous configuration" in text_now, text_now
             serving = util.serving_pids(p.pid)
             assert len(serving) == 1, f"serving processes {serving}\n{text_now}"
