@@ -30,7 +30,8 @@ static int64_t monotonic_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int listen_open(const char *bind_addr, int port, bool reuseport)
+/* A TCP socket bound to bind_addr:port, not yet listening; -errno on failure. */
+static int open_bound(const char *bind_addr, int port, bool reuseport)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV };
@@ -48,7 +49,7 @@ int listen_open(const char *bind_addr, int port, bool reuseport)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
 		goto fail;
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0)
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
 		goto fail;
 	freeaddrinfo(ai);
 	return fd;
@@ -58,6 +59,30 @@ fail:
 		close(fd);
 	freeaddrinfo(ai);
 	return err;
+}
+
+int listen_open(const char *bind_addr, int port, bool reuseport)
+{
+	int fd = open_bound(bind_addr, port, reuseport);
+
+	if (fd >= 0 && listen(fd, 4096) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int listen_port_free(const char *bind_addr, int port)
+{
+	/* Without SO_REUSEPORT, bind() fails while anyone listens there, also
+	 * in a reuseport group (SO_REUSEADDR only forgives TIME_WAIT). */
+	int fd = open_bound(bind_addr, port, false);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
 }
 
 int listen_set_grow(struct listen_set *ls, const char *bind_addr, int port, int want)

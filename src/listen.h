@@ -10,6 +10,9 @@
 
 /* A bound, listening TCP socket (non-blocking, close-on-exec); -errno on failure. */
 int listen_open(const char *bind_addr, int port, bool reuseport);
+/* 0 when nobody listens on bind_addr:port, else -errno (-EADDRINUSE). A new
+ * SO_REUSEPORT socket would silently join another process's group there. */
+int listen_port_free(const char *bind_addr, int port);
 
 /* The master's listening sockets, kept for its whole life. With reuseport
  * they form one SO_REUSEPORT group whose order is fds[]: sockets are only

@@ -31,11 +31,14 @@
 #include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
 #include "server.h"
+#include "stats/stats.h"
 
 #define MAX_GENERATIONS 8
 #define STARTUP_GRACE_MS 300   /* a new generation must live this long before the old one drains */
 #define RESTART_BACKOFF_MS 1000
 #define KILL_MARGIN_MS 2000    /* after drain_timeout, before SIGKILL */
+#define PORT_FREE_TRIES 20     /* x PORT_FREE_WAIT_MS: how long a start waits for a busy port */
+#define PORT_FREE_WAIT_MS 50
 
 enum gen_state { GEN_FREE, GEN_STARTING, GEN_SERVING, GEN_DRAINING };
 
@@ -57,6 +60,7 @@ struct master {
 	int sigfd;
 	sigset_t blocked;
 	bool stopping;
+	bool reload_pending;  /* a SIGHUP found no free generation: reload once one frees */
 	int64_t respawn_at_ms; /* a crashed serving process is restarted at this time (0: none) */
 	int64_t stop_kill_at_ms; /* stopping: orphans still alive then are killed */
 	int serial;
@@ -69,9 +73,26 @@ struct master {
 
 /* ---- serving processes ---------------------------------------------- */
 
+/* What the stop handler of a serving process needs to refuse new
+ * connections itself when its master is gone (set before the handler). */
+static pid_t serving_pid, serving_master_pid;
+static const struct server *serving_srv;
+
 static void on_stop(int sig)
 {
 	(void)sig;
+	/* The master died (this is the parent-death signal): nobody else will
+	 * shut the listeners down, and this process keeps its copies open
+	 * while it drains, so they stay in the SO_REUSEPORT group and a new
+	 * master on the same port, joining that group, gets its connections
+	 * steered to them, where nobody accepts. Shutting a listener down
+	 * removes it from the group for every holder (as begin_stop does).
+	 * Only the serving process itself: its workers (prefork) inherit this
+	 * handler but have another parent. getpid, getppid and shutdown are
+	 * async-signal-safe. */
+	if (serving_srv && getpid() == serving_pid && getppid() != serving_master_pid)
+		for (int i = 0; i < serving_srv->nlisten; i++)
+			shutdown(serving_srv->listen_fds[i], SHUT_RD);
 	server_request_stop();
 }
 
@@ -105,6 +126,13 @@ static void serving_signals(const sigset_t *blocked)
 static void serving_main(struct master *m, struct generation *g, pid_t master_pid)
 {
 	close(m->sigfd);
+	/* The master's copies of the other live generations (their roots,
+	 * statistics mappings, caches) are none of this process's business:
+	 * kept, they would pin an old root and segment for its whole life. */
+	for (int i = 0; i < MAX_GENERATIONS; i++)
+		if (&m->gens[i] != g && m->gens[i].state != GEN_FREE)
+			server_close(&m->gens[i].srv);
+	stats_serving_start(&g->srv);
 	/* The stop flag and eventfd are reset while the stop signals are still
 	 * blocked (as fork() left them): a SIGTERM sent right after the fork
 	 * (SIGHUP then SIGTERM to the master) stays pending until the unblock
@@ -112,6 +140,9 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	 * forgotten, which left this process serving until SIGKILL. */
 	if (server_enter_serving(&g->srv) < 0)
 		_exit(1);
+	serving_pid = getpid();
+	serving_master_pid = master_pid;
+	serving_srv = &g->srv;
 	/* A serving process whose master is gone must not serve on, unsupervised. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	serving_signals(&m->blocked);
@@ -318,16 +349,24 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 		return;
 	}
 	if (early_failure) {
-		/* a reload's new generation could not start: keep the old one, if
-		 * one still serves (else restart this one, below) */
+		/* a reload's new generation could not start: keep an older one
+		 * that serves, or else one still in its own start-up grace (a
+		 * reload right after the start), which then takes over as if
+		 * this reload never happened; with neither, restart this one */
+		int keep = -1;
 		for (int i = 0; i < MAX_GENERATIONS; i++) {
-			if (&m->gens[i] != g && m->gens[i].state == GEN_SERVING) {
-				log_error("reload: the new serving process %s at start-up; still serving with the "
-					  "previous configuration", how);
-				gen_release(m, g);
-				m->current = i;
-				return;
-			}
+			struct generation *o = &m->gens[i];
+			if (o == g)
+				continue;
+			if (o->state == GEN_SERVING || (o->state == GEN_STARTING && keep < 0))
+				keep = i;
+		}
+		if (keep >= 0) {
+			log_error("reload: the new serving process %s at start-up; still serving with the "
+				  "previous configuration", how);
+			gen_release(m, g);
+			m->current = keep;
+			return;
 		}
 		current = true;
 		g->state = GEN_SERVING;
@@ -359,6 +398,15 @@ static void reload(struct master *m)
 	struct generation *cur = &m->gens[m->current];
 	struct config cfg;
 
+	int idx = gen_alloc(m);
+	if (idx < 0) {
+		/* Refusing it would drop the edit that came with this SIGHUP for
+		 * good; the configuration is read again when a slot frees. */
+		log_info("reload: %d generations still starting or draining; reloading once one has finished",
+			 MAX_GENERATIONS);
+		m->reload_pending = true;
+		return;
+	}
 	log_info("reload: reading the configuration again");
 	if (m->build(&cfg, m->build_arg) < 0) {
 		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
@@ -367,11 +415,6 @@ static void reload(struct master *m)
 	if (strcmp(cfg.bind, cur->cfg.bind) || cfg.port != cur->cfg.port || cfg.reuseport != cur->cfg.reuseport) {
 		log_error("reload: bind, port and reuseport cannot change without a restart; still serving with "
 			  "the old configuration");
-		return;
-	}
-	int idx = gen_alloc(m);
-	if (idx < 0) {
-		log_error("reload: too many generations still draining; try again later");
 		return;
 	}
 	if (gen_init(m, idx, &cfg) < 0) {
@@ -475,6 +518,30 @@ static bool children_left(struct master *m)
 	return signal_orphans(m, 0) > 0; /* reaped by reap() as they exit */
 }
 
+/* With SO_REUSEPORT, binding where another process (of the same user)
+ * listens succeeds: the sockets join its group, the steering program set
+ * here replaces its own, and one of the two gets nothing while both look
+ * healthy. So the port must be free first, as it must without reuseport.
+ * Waits a little: the serving processes of a master just killed shut their
+ * listeners down on its death, a moment after a supervisor sees it gone. */
+static int port_in_use(const struct config *cfg)
+{
+	int err = 0;
+
+	for (int i = 0; i < PORT_FREE_TRIES; i++) {
+		err = listen_port_free(cfg->bind, cfg->port);
+		if (err != -EADDRINUSE)
+			break;
+		usleep(PORT_FREE_WAIT_MS * 1000);
+	}
+	if (err < 0) {
+		log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-err));
+		fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
 int master_run(const struct config *cfg, config_builder build, void *build_arg)
 {
 	static struct master m; /* generations hold big configs: not on the stack */
@@ -500,6 +567,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
 	m.listeners.reuseport = cfg->reuseport; /* a reload cannot change it */
+	if (cfg->reuseport && port_in_use(cfg) < 0)
+		return 1;
 	if (gen_init(&m, 0, cfg) < 0) {
 		listen_set_close(&m.listeners);
 		return 1;
@@ -537,6 +606,10 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		}
 		reap(&m);
 		tick(&m);
+		if (m.reload_pending && !m.stopping && gen_alloc(&m) >= 0) {
+			m.reload_pending = false;
+			reload(&m);
+		}
 	}
 	listen_set_close(&m.listeners);
 	for (int i = 0; i < MAX_GENERATIONS; i++)

@@ -95,7 +95,7 @@ struct loop {
 	bool ring_ok;
 	bool enable;           /* created disabled: the loop thread enables it (single issuer) */
 	struct acceptor acc;
-	bool multishot;        /* multishot accept works on this kernel */
+	bool multishot;        /* multishot accept works on this kernel, and is wanted */
 	struct conn_slots *slots; /* max_connections, shared by all loops */
 	bool accept_armed;     /* an accept (or, out of descriptors, a listener poll) is in flight */
 	bool accept_multi;     /* ... and it is multishot */
@@ -670,8 +670,15 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, int nloo
 	lp->multishot = true;
 	/* the master may hold more listeners than we have loops (a reload to
 	 * fewer workers): every one of them is accepted from by some loop */
-	if (acceptor_init_share(&lp->acc, srv->listen_fds, srv->nlisten, id, nloops) < 0)
+	int shared = acceptor_init_share(&lp->acc, srv->listen_fds, srv->nlisten, id, nloops);
+	if (shared < 0)
 		return -errno;
+	/* One listener for several loops (reuseport off): one wake-up of a
+	 * multishot accept takes the whole backlog, so the first loop to arm
+	 * one took every connection and the others idled. A single accept per
+	 * loop takes one connection and leaves the next to another loop. */
+	if (shared && nloops > 1)
+		lp->multishot = false;
 	int err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
 	if (err == -EINVAL) { /* an older kernel: the plain ring */
 		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE, .cq_entries = p.cq_entries };

@@ -40,6 +40,43 @@ static char seg_name[96];
 static int seg_refs;
 static uint32_t seg_nslots; /* the most any generation used: the header's copy is for readers */
 
+/* Segments this process created earlier under other names (a reload changed
+ * stats_name) and how many draining generations still use each: the last
+ * one to close removes the name, as for the current one. */
+#define RETIRED_MAX 16
+static struct retired_seg {
+	ino_t ino;
+	int refs;
+} retired[RETIRED_MAX];
+
+static void retire_current(void)
+{
+	if (seg_refs == 0)
+		return;
+	for (int i = 0; i < RETIRED_MAX; i++) {
+		if (retired[i].refs == 0) {
+			retired[i] = (struct retired_seg){ seg_ino, seg_refs };
+			return;
+		}
+	}
+	log_warn("stats: %s: too many statistics segments in use; it stays in /dev/shm", seg_name);
+}
+
+/* Drops a closing generation's use of segment ino; true when it was the last. */
+static bool release_use(ino_t ino)
+{
+	if (ino == seg_ino) {
+		if (--seg_refs > 0)
+			return false;
+		seg_ino = 0;
+		return true;
+	}
+	for (int i = 0; i < RETIRED_MAX; i++)
+		if (retired[i].refs > 0 && retired[i].ino == ino)
+			return --retired[i].refs == 0;
+	return false;
+}
+
 /* Which cache blocks of that segment a generation holds (creator only). A
  * generation may drain across several reloads, so blocks are handed out per
  * generation rather than by the parity of its number: one that outlives two
@@ -444,6 +481,7 @@ summary:
 
 	if (st->ino) {
 		if (!reuse) {
+			retire_current();
 			seg_ino = st->ino;
 			snprintf(seg_name, sizeof(seg_name), "%s", st->shm_name);
 			seg_refs = 0;
@@ -505,14 +543,13 @@ void stats_close(struct server *srv)
 		if (st->ino && st->ino == seg_ino)
 			for (uint32_t i = 0; i < st->ncaches; i++)
 				cache_block_used[st->cache_base + i] = false;
-		if (st->ino && st->ino == seg_ino && --seg_refs == 0) {
+		if (st->ino && release_use(st->ino)) {
 			struct stat sb;
 			char path[128];
 			snprintf(path, sizeof(path), "/dev/shm%s", st->shm_name);
 			/* never remove a segment another instance created under the name since */
 			if (stat(path, &sb) == 0 && sb.st_ino == st->ino && shm_unlink(st->shm_name) < 0 && errno != ENOENT)
 				log_warn("stats: shm_unlink %s: %s", st->shm_name, strerror(errno));
-			seg_ino = 0;
 		}
 	}
 	munmap(st->h, st->len);
@@ -562,6 +599,20 @@ void stats_process_start(struct server *srv, int proc)
 		stats_process_slot = slot_for(atomic_fetch_add(&proc_h->next_proc, 1));
 	}
 	stats_thread_slot = stats_process_slot;
+}
+
+void stats_serving_start(struct server *srv)
+{
+	struct stats *st = srv->stats;
+
+	proc_h = st ? st->h : NULL;
+	proc_base = 0;
+	atomic_store(&proc_next_id, 0);
+	stats_process_slot = proc_h ? stats_slot_at(proc_h, 0) : NULL;
+	stats_thread_slot = NULL;
+	proc_cache_base = st ? st->cache_base : 0;
+	proc_ncaches = st ? st->ncaches : 0;
+	cache_set_gauges(srv->cache, proc_ncaches ? &stats_cache_at(proc_h, proc_cache_base)->g : NULL);
 }
 
 void stats_new_generation(const struct server *srv)

@@ -40,6 +40,11 @@ int stats_next_id(void);
 #define STATS_PROC_PER_CONNECTION (-1)
 void stats_process_start(struct server *srv, int proc);
 
+/* In a freshly forked serving process: count in its own generation's
+ * segment (the master's latest stats_open may have been another's, or been
+ * closed since, when an older generation is restarted). */
+void stats_serving_start(struct server *srv);
+
 /* A new generation of serving processes (after a reload). */
 void stats_new_generation(const struct server *srv);
 

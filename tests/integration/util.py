@@ -159,10 +159,11 @@ class Server:
             a += ["--set", f"{k}={v}"]
         return a + self.extra_args
 
-    def start(self, ready_timeout: float = 5.0) -> "Server":
+    def start(self, ready_timeout: float = 5.0, port: int | None = None) -> "Server":
+        """port: that one (say, a dead instance's) instead of a free one."""
         last_err = None
-        for _attempt in range(3):  # a free port can be taken between probe and bind
-            self.port = free_port()
+        for _attempt in range(1 if port else 3):  # a free port can be taken between probe and bind
+            self.port = port or free_port()
             self._stdout = open(self.workdir / "stdout.txt", "wb")
             self._stderr = open(self.workdir / "stderr.txt", "wb")
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
