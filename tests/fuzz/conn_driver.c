@@ -287,6 +287,10 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 		FZ_CHECK(c->state == ST_SEND && c->sent == d->cur.len);
 		return;
 	}
+	if (getenv("FUZZ_VERBOSE")) /* when reproducing: what went out */
+		fprintf(stderr, "fuzz: response %d, %zu bytes: %.*s\n", d->cur.status, d->cur.len,
+			(int)(memchr(d->cur.bytes, '\r', d->cur.len) ? (char *)memchr(d->cur.bytes, '\r', d->cur.len) - d->cur.bytes : 0),
+			d->cur.bytes);
 	fz_check_response(&d->cur);
 	if (d->fn)
 		d->fn(&d->cur, d->arg);
@@ -352,6 +356,7 @@ void fz_drive(const struct server *srv, const uint8_t *ctl, size_t nctl, const u
 	struct sockaddr_in peer = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct fz_drv d = { .payload = payload, .npayload = npayload, .fn = fn, .arg = arg };
 	size_t ci = 0;
+	bool verbose = getenv("FUZZ_VERBOSE") != NULL;
 
 	int fd_probe = dup(0);
 	if (fd_probe >= 0)
@@ -379,6 +384,8 @@ void fz_drive(const struct server *srv, const uint8_t *ctl, size_t nctl, const u
 		}
 		uint8_t op = ctl[ci++];
 		size_t amount = fz_sizes[op >> 3];
+		if (verbose)
+			fprintf(stderr, "fuzz: want %d, op %d, amount %zu\n", (int)w, op & 7, amount);
 		switch (op & 7) {
 		case 0: case 1: case 2: case 3: case 4:
 			/* a read or a write, whichever the core wants, of that size */
