@@ -135,10 +135,15 @@ build/fuzz/fuzz_conn build/fuzz/fuzz_range: build/fuzz/%: tests/fuzz/%.c tests/f
 build/fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(LDLIBS)
 
+# The parser as JSON, for tests/integration/test_differential.py (against h11).
+build/parse_json: tests/fuzz/parse_json.c src/http/parse.c
+	@mkdir -p build
+	$(CC) $(ALL_CFLAGS) -o $@ $^
+
 # Every target for FUZZ_SECONDS after replaying its committed corpus; a
 # crash, UB report, leak or an input slower than FUZZ_TIMEOUT fails the run
 # and prints the input and how to reproduce it.
-FUZZ_SECONDS ?= 25
+FUZZ_SECONDS ?= 22
 FUZZ_TIMEOUT ?= 10
 fuzz-run: fuzz
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) tests/fuzz/run.sh $(FUZZ_TARGETS)
