@@ -179,9 +179,12 @@ void fz_check_response(const struct fz_response *r)
 			 memcmp(v, "close", 5) == 0;
 	FZ_CHECK(close_hdr == !r->keep_alive);
 	FZ_CHECK(fz_header(r->bytes, r->head_len, "Date", &v, &vlen) && vlen == HTTP_DATE_LEN);
-	if (r->status == 206)
-		FZ_CHECK(fz_header(r->bytes, r->head_len, "Content-Range", &v, &vlen) ||
-			 fz_header(r->bytes, r->head_len, "Content-Type", &v, &vlen));
+	if (r->status == 206 && !fz_header(r->bytes, r->head_len, "Content-Range", &v, &vlen)) {
+		/* no Content-Range: then it is multipart (RFC 9110 14.6) */
+		static const char multi[] = "multipart/byteranges; boundary=";
+		FZ_CHECK(fz_header(r->bytes, r->head_len, "Content-Type", &v, &vlen));
+		FZ_CHECK(vlen > sizeof(multi) - 1 && memcmp(v, multi, sizeof(multi) - 1) == 0);
+	}
 	if (r->status == 416)
 		FZ_CHECK(fz_header(r->bytes, r->head_len, "Content-Range", &v, &vlen) && vlen > 8 &&
 			 memcmp(v, "bytes */", 8) == 0);
