@@ -295,13 +295,6 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 				 k->name, value);
 			return -1;
 		}
-		/* libinih reads a line into INI_MAX_LINE bytes, newline and NUL
-		 * included: a longer "key = value" would not load again. */
-		if (strlen(k->name) + 3 + strlen(value) + 2 > INI_MAX_LINE) {
-			snprintf(why, whylen, "%s: value longer than a server.conf line can hold (%d bytes "
-				 "with the key)", k->name, INI_MAX_LINE - 2);
-			return -1;
-		}
 		if (strlen(value) >= k->size) {
 			snprintf(why, whylen, "%s: value longer than %zu bytes", k->name, k->size - 1);
 			return -1;
