@@ -116,20 +116,44 @@ tsan-test: tsan
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
-# libFuzzer targets for the parser and the path code.
-FUZZ_CFLAGS := $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined
+# libFuzzer targets (tests/fuzz/): the parser and path code alone, and the
+# connection core, Range responses and the configuration over the whole core.
+# UB aborts like any crash (-fno-sanitize-recover=all); see tests/fuzz/run.sh.
+FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS := $(CSTD) $(WARN) -O1 -g $(FUZZ_SAN) -DSPINDLE_VERSION='"$(VERSION)"'
 FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c
-fuzz: build/fuzz/fuzz_parse build/fuzz/fuzz_path
+FUZZ_OBJ    := $(CORE_SRC:%.c=build/fuzz/obj/%.o)
+fuzz: $(FUZZ_TARGETS:%=build/fuzz/%)
 
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_SRC)
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -pthread -MMD -MP -c -o $@ $<
+
+build/fuzz/fuzz_parse build/fuzz/fuzz_path: build/fuzz/%: tests/fuzz/%.c $(FUZZ_SRC)
 	@mkdir -p build/fuzz
-	clang $(FUZZ_CFLAGS) -o $@ $^
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
 
-FUZZ_SECONDS ?= 20
+# conn_driver.c includes src/conn.c, so the core's own conn.o stays out.
+build/fuzz/fuzz_conn build/fuzz/fuzz_range: build/fuzz/%: tests/fuzz/%.c tests/fuzz/conn_driver.c \
+		tests/fuzz/fuzz_conn.h src/conn.c $(filter-out build/fuzz/obj/src/conn.o,$(FUZZ_OBJ))
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c,$^) $(LDLIBS)
+
+build/fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(LDLIBS)
+
+# The parser as JSON, for tests/integration/test_differential.py (against h11).
+build/parse_json: tests/fuzz/parse_json.c src/http/parse.c
+	@mkdir -p build
+	$(CC) $(ALL_CFLAGS) -o $@ $^
+
+# Every target for FUZZ_SECONDS after replaying its committed corpus; a
+# crash, UB report, leak or an input slower than FUZZ_TIMEOUT fails the run
+# and prints the input and how to reproduce it.
+FUZZ_SECONDS ?= 22
+FUZZ_TIMEOUT ?= 10
 fuzz-run: fuzz
-	@mkdir -p build/fuzz/corpus-parse build/fuzz/corpus-path
-	build/fuzz/fuzz_parse -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/http.dict build/fuzz/corpus-parse tests/fuzz/seeds-parse
-	build/fuzz/fuzz_path -max_total_time=$(FUZZ_SECONDS) build/fuzz/corpus-path tests/fuzz/seeds-path
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 valgrind: spindle
 	./scripts/valgrind-check.sh
@@ -154,7 +178,7 @@ bench-smoke: spindle
 clean:
 	rm -rf build spindle spindle-asan spindle-tsan spindle-stat
 
--include $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(BUILD)/tools/spindle-stat.d
+-include $(CORE_OBJ:.o=.d) $(wildcard build/fuzz/obj/src/*.d build/fuzz/obj/src/*/*.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(BUILD)/tools/spindle-stat.d
 
 # Micro-benchmark: CPU per 16 KiB request head arriving one byte per read.
 $(BUILD)/parse_trickle: bench/parse_trickle.c src/http/parse.c

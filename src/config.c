@@ -206,6 +206,26 @@ static bool parse_size(const char *s, long long *bytes)
 	return true;
 }
 
+/* Whether config_print's "key = value" line gives this value back through
+ * libinih: it strips surrounding whitespace, takes a ';' after whitespace as
+ * the start of a comment (so one that begins the value, after " = ", too),
+ * and reads one line. Such values can come from --set, or from a file as
+ * "key =;x"; refusing them keeps --check's output a faithful config. */
+static bool value_reads_back(const char *v)
+{
+	size_t n = strlen(v);
+	if (n && (v[0] == ';' || v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v[i];
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+			return false;
+		if (ch == ';' && i > 0 && (v[i - 1] == ' ' || v[i - 1] == '\t'))
+			return false;
+	}
+	return true;
+}
+
 static bool parse_bool(const char *s, bool *out)
 {
 	if (!strcasecmp(s, "on") || !strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcmp(s, "1"))
@@ -269,6 +289,12 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 	case KEY_STRING:
 		if (value[0] == '\0') {
 			snprintf(why, whylen, "%s: empty value", k->name);
+			return -1;
+		}
+		if (!value_reads_back(value)) {
+			snprintf(why, whylen, "%s: '%s' cannot be written in server.conf (it starts or ends "
+				 "with whitespace or ';', or has a ';' after whitespace, or a control character)",
+				 k->name, value);
 			return -1;
 		}
 		if (strlen(value) >= k->size) {
