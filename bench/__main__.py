@@ -100,7 +100,10 @@ def main() -> int:
                                                                  "data and plots with this run's (make bench: docs/bench)")
     args = ap.parse_args()
     if args.report_only:
-        return rerender(Path(args.report_only))
+        rc = rerender(Path(args.report_only))
+        if args.publish and not rc:
+            publish(Path(args.report_only), Path(args.publish))
+        return rc
 
     repeats = args.repeats or (1 if args.smoke else 3)
     cell_s = args.cell_seconds or (1.0 if args.smoke else 3.0)

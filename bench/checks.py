@@ -67,6 +67,41 @@ def verdict(a: tuple[float, float], b: tuple[float, float], higher_better: bool 
 CPU_TICK_SLACK_S = 0.1      # /proc CPU times tick at 10 ms per process: slack over a whole cell
 
 
+def _ncpus(spec: str | None) -> int:
+    """CPUs in a taskset list such as "0", "0-1" or "0,2"."""
+    n = 0
+    for part in (spec or "").split(","):
+        lo, _, hi = part.partition("-")
+        if lo.strip().isdigit():
+            n += (int(hi) - int(lo) + 1) if hi.strip().isdigit() else 1
+    return n
+
+
+def rps_ceiling(cell: dict) -> float | None:
+    """The most req/s the server of this cell could have served had the
+    generator kept up: its pinned cores over its CPU per request (the lowest
+    seen over repeats, so the ceiling is generous). None when unknown."""
+    us = cell.get("server_us_per_req_min")
+    cores = _ncpus(cell.get("cpus"))
+    if not us or us <= 0 or cores <= 0:
+        return None
+    return cores * 1e6 / us
+
+
+def client_bound_loser(winner: dict, loser: dict, key: str) -> bool:
+    """True when a comparison's losing cell was client-bound and so may not
+    have lost: its generator, not its server, set the rate. For req/s the
+    server's CPU per request can still settle it: if even its ceiling stays
+    below the winner's worst repeat, the server really was slower."""
+    if not loser.get("client_bound"):
+        return False
+    if key in ("rps", "ab_rps"):
+        ceiling = rps_ceiling(loser)
+        if ceiling is not None and winner.get(key + "_min") is not None and ceiling < winner[key + "_min"]:
+            return False
+    return True
+
+
 def server_cpu_check(server_cpu_s: float, wall_s: float, cores: int) -> str | None:
     """A server pinned to `cores` CPUs cannot use more than that many CPU-seconds
     per wall second; more means the accounting counted something twice or

@@ -7,7 +7,7 @@ A comparison counts only when both cells are valid, ran at least twice, and
 their min–max ranges over repeats do not overlap (bench/checks.verdict)."""
 from __future__ import annotations
 
-from .checks import verdict
+from .checks import client_bound_loser, verdict
 
 HOLDS, FAILS, UNSETTLED = "holds", "does not hold", "unsettled"
 
@@ -33,18 +33,27 @@ def usable(r: dict | None, key: str) -> bool:
 
 
 def compare(a: dict | None, b: dict | None, key: str, higher_better: bool = True) -> str:
-    """'ahead' / 'behind' / 'unsettled' for a against b (see the module note)."""
+    """'ahead' / 'behind' / 'unsettled' for a against b (see the module note).
+    A cell whose generator was client-bound measured the generator's limit,
+    not the server's: it may win a comparison (the server can do at least
+    that), and lose one only when its server's CPU per request shows it could
+    not have kept up anyway (checks.client_bound_loser)."""
     if not (usable(a, key) and usable(b, key)):
         return UNSETTLED
     if a["reps_ok"] < 2 or b["reps_ok"] < 2:
         return UNSETTLED
-    return verdict((a[key + "_min"], a[key + "_max"]), (b[key + "_min"], b[key + "_max"]), higher_better)
+    v = verdict((a[key + "_min"], a[key + "_max"]), (b[key + "_min"], b[key + "_max"]), higher_better)
+    if v == "ahead" and client_bound_loser(a, b, key) or v == "behind" and client_bound_loser(b, a, key):
+        return UNSETTLED
+    return v
 
 
 def settled(a: dict | None, b: dict | None, key: str) -> bool:
-    """Both cells valid and repeated: a comparison of them can settle a claim,
-    including a claim of *no* difference."""
-    return usable(a, key) and usable(b, key) and a["reps_ok"] >= 2 and b["reps_ok"] >= 2
+    """Both cells valid, repeated and not client-bound: a comparison of them can
+    settle a claim, including a claim of *no* difference (two client-bound
+    cells look alike because the generator, not the servers, set the pace)."""
+    return (usable(a, key) and usable(b, key) and a["reps_ok"] >= 2 and b["reps_ok"] >= 2
+            and not a.get("client_bound") and not b.get("client_bound"))
 
 
 def val(r: dict | None, key: str, digits: int = 0) -> str:
@@ -77,7 +86,8 @@ def seed000(rows):
         why = "; ".join(f"{a} is behind {b}" for a, b, v in steps if v == "behind")
     else:
         res = UNSETTLED
-        why = "; ".join(f"{a} vs {b}: ranges overlap" for a, b, v in steps if v == "unsettled") or "missing cells"
+        why = "; ".join(f"{a} vs {b}: ranges overlap or the slower cell was client-bound"
+                        for a, b, v in steps if v == "unsettled") or "missing cells"
     out.append(_row("000", "pool > basic > thread > fork (req/s, ab -c 30)", measured, res, why))
 
     p15 = get("pool-15")
@@ -87,7 +97,7 @@ def seed000(rows):
                     UNSETTLED if not settled(p15, pool, "rps") else (FAILS if v == "ahead" else HOLDS),
                     "15 threads ahead with non-overlapping ranges" if v == "ahead" else
                     ("no separation between the two ranges, or 15 behind" if settled(p15, pool, "rps")
-                     else "a cell is missing, invalid or ran once")))
+                     else "a cell is missing, invalid, client-bound or ran once")))
 
     high = [find(rows, "seed000", part="fork1024", conc=c) for c in (100, 1000)]
     ran = [r for r in high if r is not None]
@@ -137,7 +147,7 @@ def seed001(rows):
         why = "iterative's avg is below " + " and ".join(f"{m}'s" for m, v in vs.items() if v == "ahead") + \
             ", ranges apart"
     else:
-        res, why = UNSETTLED, "; ".join(f"vs {m}: {'ranges overlap or a cell is missing/invalid' if v == UNSETTLED else v}"
+        res, why = UNSETTLED, "; ".join(f"vs {m}: {'ranges overlap, a cell is missing/invalid, or the slower cell was client-bound' if v == UNSETTLED else v}"
                                         for m, v in vs.items())
     out.append(_row("001", "the single-threaded model struggles (highest avg)",
                     f"iterative {val(it, 'avg_ms', 2)} vs thread {val(thread, 'avg_ms', 2)} and pool "
@@ -157,7 +167,7 @@ def seed002(rows):
                         f"1 core {val(one, 'rps')}, 2 cores {val(two, 'rps')} req/s",
                         HOLDS if v == "ahead" else FAILS if v == "behind" else UNSETTLED,
                         {"ahead": "2 cores ahead, ranges apart", "behind": "2 cores behind, ranges apart"}
-                        .get(v, "ranges overlap or a cell is missing/invalid")))
+                        .get(v, "ranges overlap, a cell is missing/invalid, or the slower cell was client-bound")))
     b = sub("b")
     th = next((r for r in b if r["server"] == "thread"), None)
     po = next((r for r in b if r["server"] == "pool"), None)
@@ -166,7 +176,7 @@ def seed002(rows):
                     f"pool {val(po, 'rps')} vs thread {val(th, 'rps')} req/s (1 core, delay 1–3)",
                     HOLDS if v == "behind" else FAILS if v == "ahead" else UNSETTLED,
                     {"behind": "pool behind, ranges apart", "ahead": "pool ahead, ranges apart"}
-                    .get(v, "ranges overlap or a cell is missing/invalid")))
+                    .get(v, "ranges overlap, a cell is missing/invalid, or the slower cell was client-bound")))
     c = sub("c")
     for m in ("pool", "thread"):
         get = lambda lo, hi: next((r for r in c if r["server"] == m and (r["dmin"], r["dmax"]) == (lo, hi)), None)
@@ -176,7 +186,7 @@ def seed002(rows):
                         f"1–3: {val(small, 'rps')}, 1–20: {val(large, 'rps')} req/s",
                         HOLDS if v == "ahead" else FAILS if v == "behind" else UNSETTLED,
                         "but 1–20 also has a 5x larger mean: see the equal-mean row" if v == "ahead" else
-                        "ranges overlap or a cell is missing/invalid"))
+                        "ranges overlap, a cell is missing/invalid, or the slower cell was client-bound"))
         v = compare(same, large, "rps")
         out.append(_row("002", f"…and at the same mean 10.5: 10–11 vs 1–20 ({m}; the variance alone)",
                         f"10–11: {val(same, 'rps')}, 1–20: {val(large, 'rps')} req/s",
@@ -212,14 +222,18 @@ def seed003(rows):
                     + (f" (ratio {ratio:.2f}; seed: {SEED003_RPS[('epoll', ka)] / SEED003_RPS[('nginx', ka)]:.2f})"
                        if ratio else ""))
         if ka:
-            if ratio is None or not settled(ep, ng, "rps"):
+            repeated = ratio is not None and ep["reps_ok"] >= 2 and ng["reps_ok"] >= 2
+            if not repeated:
                 res, why = UNSETTLED, "a cell is missing, invalid or ran once"
-            elif abs(ratio - 1) <= 0.10:
-                res, why = HOLDS, "medians within 10% of each other"
-            elif v == UNSETTLED:
-                res, why = UNSETTLED, "medians more than 10% apart, but the ranges overlap"
-            else:
+            elif v != UNSETTLED and abs(ratio - 1) > 0.10:
                 res, why = FAILS, f"epoll {v} nginx by more than 10%, ranges apart"
+            elif abs(ratio - 1) <= 0.10 and settled(ep, ng, "rps"):
+                res, why = HOLDS, "medians within 10% of each other"
+            elif abs(ratio - 1) <= 0.10:
+                res, why = UNSETTLED, "medians within 10%, but a client-bound generator may have set both"
+            else:
+                res, why = UNSETTLED, ("medians more than 10% apart, but the ranges overlap or the slower "
+                                       "cell was client-bound")
             out.append(_row("003", "the reactor is on par with nginx with keep-alive (ab -k -c 200)", measured, res, why))
         else:
             out.append(_row("003", "the reactor is ahead of nginx without keep-alive (ab -c 200)", measured,

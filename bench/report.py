@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import checks, claims
-from .checks import verdict as range_verdict
+from .checks import client_bound_loser, verdict as range_verdict
 
 MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "pool", "pool-5", "pool-15", "prefork",
                "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003"]
@@ -242,7 +242,11 @@ class Report:
         else:
             v = range_verdict((ep[key + "_min"], ep[key + "_max"]), (ng[key + "_min"], ng[key + "_max"]),
                               higher_better)
-            v = {"ahead": "epoll ahead", "behind": "**epoll behind**"}.get(v, "unsettled (ranges overlap)")
+            # a client-bound cell measured the generator: it may win, never lose
+            if v == "ahead" and client_bound_loser(ep, ng, key) or v == "behind" and client_bound_loser(ng, ep, key):
+                v = "unsettled (the slower cell was client-bound)"
+            v = {"ahead": "epoll ahead", "behind": "**epoll behind**"}.get(v, v if v.startswith("unsettled (")
+                                                                         else "unsettled (ranges overlap)")
         if ep.get("client_bound") or ng.get("client_bound"):
             v += "; client-bound cell"
         if ep.get("fell_behind") or ng.get("fell_behind"):

@@ -156,3 +156,10 @@ def test_vegeta_decoding_is_not_generator_load():
     assert abs(checks.generator_share(gen, wall) - 0.4) < 1e-9
     # Tools without post-processing are unchanged.
     assert lab.exclude_post_processing({"tool": "wrk"}, 3.1, 0.5) == (3.1, 0.5)
+
+
+def test_rps_ceiling_from_cpu_per_request_and_pinned_cores():
+    from bench.checks import rps_ceiling
+    assert rps_ceiling({"server_us_per_req_min": 50.0, "cpus": "0"}) == 20000
+    assert rps_ceiling({"server_us_per_req_min": 50.0, "cpus": "0-1"}) == 40000
+    assert rps_ceiling({"cpus": "0"}) is None

@@ -136,3 +136,36 @@ def test_single_threaded_struggles_means_behind_every_other_seed_model():
     assert verdicts(rows, "001")[claim] == "does not hold"
     rows = [r("iterative", 40, 42, 44), r("thread", 10, 11, 12), r("pool", 20, 22, 24)]
     assert verdicts(rows, "001")[claim] == "holds"
+
+
+def test_a_client_bound_cell_may_win_a_comparison_but_never_lose_one():
+    """A generator at its core's limit measured itself: the server behind it
+    can do at least that much (so it may be 'ahead'), but a lower figure says
+    nothing about the server (never 'behind'), and two such cells cannot show
+    'no difference'."""
+    key = "pool > basic > thread > fork (req/s, ab -c 30)"
+    rows = seed000_rows()
+    rows[0]["client_bound"] = True  # pool-5, the winner of its step
+    assert verdicts(rows, "000")[key] == "holds"
+    rows = seed000_rows(pool=(6, 6.5, 6.9), basic=(7, 7.5, 8))  # pool-5 behind iterative...
+    rows[0]["client_bound"] = True                               # ...but its generator was saturated
+    assert verdicts(rows, "000")[key] == "unsettled"
+    rows[0]["client_bound"] = False
+    assert verdicts(rows, "000")[key] == "does not hold"
+    rows = seed000_rows()
+    rows[4]["client_bound"] = True  # pool-15 equal to pool-5, but the generator set the pace
+    assert verdicts(rows, "000")["15 pool threads bring no significant gain over 5"] == "unsettled"
+
+
+def test_a_client_bound_loser_is_settled_by_its_servers_cpu_per_request():
+    """Seed 004's close cells are client-bound, yet 55 us of server CPU per
+    request caps a one-core server at ~18k req/s: below keep-alive's 63k, so
+    'keep-alive is slower' is refuted, not left unsettled."""
+    ka = row("seed004", "prefork-4x10", "rps", 63000, 81000, 85000, conc=100, keepalive=True, cpus="0")
+    close = row("seed004", "prefork-4x10", "rps", 14000, 15000, 17000, conc=100, keepalive=False, cpus="0",
+                client_bound=True, server_us_per_req_min=55.0)
+    assert claims.compare(ka, close, "rps") == "ahead"
+    close["server_us_per_req_min"] = 10.0  # could have done 100k: the generator held it back
+    assert claims.compare(ka, close, "rps") == "unsettled"
+    del close["server_us_per_req_min"]     # unknown CPU: no verdict against it
+    assert claims.compare(ka, close, "rps") == "unsettled"
