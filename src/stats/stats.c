@@ -31,6 +31,7 @@ struct stats {
 	ino_t ino;             /* of the segment, to never unlink a successor's */
 	uint32_t cache_base;   /* first cache block of this generation */
 	uint32_t ncaches;      /* cache blocks it uses */
+	uint32_t nslots;       /* worker slots its processes count in */
 	struct cidr_list allow;
 };
 
@@ -501,17 +502,9 @@ summary:
 		st->ncaches = (uint32_t)ncaches;
 		cache_blocks_zero(h, st->cache_base, st->ncaches);
 	}
+	st->nslots = (uint32_t)nslots;
 	srv->stats = st;
-	proc_h = h;
-	proc_fd = st->fd;
-	proc_len = st->len;
-	proc_nslots = (uint32_t)nslots;
-	proc_base = 0;
-	atomic_store(&proc_next_id, 0);
-	stats_process_slot = slot_block(h, 0);
-	proc_cache_base = st->cache_base;
-	proc_ncaches = st->ncaches;
-	cache_set_gauges(srv->cache, st->ncaches ? &cache_block(h, st->cache_base)->g : NULL);
+	stats_serving_start(srv);
 	return 0;
 fail:
 	if (fd >= 0)
@@ -605,14 +598,25 @@ void stats_serving_start(struct server *srv)
 {
 	struct stats *st = srv->stats;
 
+	/* everything a writer needs, from this generation's own record (the
+	 * build's layout, never the segment header's) */
 	proc_h = st ? st->h : NULL;
+	proc_fd = st ? st->fd : -1;
+	proc_len = st ? st->len : 0;
+	proc_nslots = st ? st->nslots : 0;
 	proc_base = 0;
 	atomic_store(&proc_next_id, 0);
-	stats_process_slot = proc_h ? stats_slot_at(proc_h, 0) : NULL;
-	stats_thread_slot = NULL;
 	proc_cache_base = st ? st->cache_base : 0;
 	proc_ncaches = st ? st->ncaches : 0;
-	cache_set_gauges(srv->cache, proc_ncaches ? &stats_cache_at(proc_h, proc_cache_base)->g : NULL);
+	stats_thread_slot = NULL;
+	if (!proc_h) {
+		stats_process_slot = NULL;
+		cache_set_gauges(srv->cache, NULL);
+		return;
+	}
+	segment_repair(proc_h, proc_fd, proc_len); /* before the first touch */
+	stats_process_slot = slot_block(proc_h, 0);
+	cache_set_gauges(srv->cache, proc_ncaches ? &cache_block(proc_h, proc_cache_base)->g : NULL);
 }
 
 void stats_new_generation(const struct server *srv)
