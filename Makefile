@@ -95,7 +95,7 @@ spindle-asan: $(CORE_OBJ) $(MAIN_OBJ)
 
 asan-test: asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan $(PY) -m pytest -q -x $(call junit,asan) tests/integration
+	  SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan $(PY) -m pytest -q -x $(call junit,asan) -m 'not campaign' tests/integration
 	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" build/asan/unit_tests
 	build/asan/unit_tests --jobs 2
 
@@ -111,7 +111,7 @@ tsan-test: tsan
 	  src/fs/cache.c src/http/date.c src/http/response.c
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan \
-	  $(PY) -m pytest -q -x $(call junit,tsan) tests/integration -k "$(TSAN_MODELS)"
+	  $(PY) -m pytest -q -x $(call junit,tsan) -m 'not campaign' tests/integration -k "$(TSAN_MODELS)"
 
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)

@@ -323,10 +323,14 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 	if (!g)
 		return; /* an orphan of a dead serving process, reaped as subreaper */
 	describe_exit(status, how, sizeof(how));
-	if (!child_exit_ok(status))
-		m->child_failed = true;
 	bool current = g == &m->gens[m->current];
 	bool early_failure = g->state == GEN_STARTING && WIFEXITED(status) && WEXITSTATUS(status) != 0;
+	/* A model that cannot start (io_uring refused) exits 1 and is reported
+	 * as a refused start; a sanitizer finding exits otherwise (LSan 23) or by
+	 * a signal, and that, like any failure while serving, fails the exit. */
+	bool refused_start = early_failure && WEXITSTATUS(status) == 1;
+	if (!child_exit_ok(status) && !refused_start)
+		m->child_failed = true;
 
 	if (g->state == GEN_DRAINING || m->stopping) {
 		bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;

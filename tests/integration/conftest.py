@@ -48,6 +48,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "concurrent: needs two connections served at once (skipped for iterative)")
     config.addinivalue_line(
+        "markers", "campaign: a load campaign (kill -9 or reloads under wrk); run by the plain suite, "
+        "left out of the slower sanitizer suites to keep make test under 30 minutes")
+    config.addinivalue_line(
         "markers", "expect_restart: the test kills or crashes a serving process on purpose, "
         "so its teardown tolerates a restart")
 

@@ -18,6 +18,9 @@ from conftest import A_TXT
 from supervision import (GEN_RE, ConfigServer, ShortConnLoad, log_text, one_serving, run_wrk,
                          wait_log, wrk_result)
 
+# Load campaigns: in the plain suite; the sanitizer suites leave them out (time).
+pytestmark = pytest.mark.campaign
+
 KILL_MAX_FAILED_RATE = 0.001  # kill -9: fewer than 0.1% failed requests
 WRK_CONNS = 8
 WRK_SECONDS = 6

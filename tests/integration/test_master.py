@@ -600,6 +600,7 @@ WORKER_STEPS = {
 }
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("steps", list(WORKER_STEPS))
 def test_reload_changing_workers_answers_every_connection(steps, instances, docroot, tmp_path):
     """Reloads that change the number of workers (and the model) under wrk
