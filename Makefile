@@ -108,7 +108,7 @@ tsan:
 tsan-test: tsan
 	@mkdir -p build/tsan
 	clang $(CSTD) $(TSAN_CFLAGS) -pthread -o build/tsan/cache_stress tests/tsan/cache_stress.c \
-	  src/fs/cache.c src/http/date.c src/http/response.c
+	  src/fs/cache.c src/http/date.c src/http/response.c src/http/parse.c
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan \
 	  $(PY) -m pytest -q -x $(call junit,tsan) -m 'not campaign' tests/integration -k "$(TSAN_MODELS)"

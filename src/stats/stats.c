@@ -343,15 +343,29 @@ static int create_named(const char *shm_name, const char *inst, size_t len, bool
  * at their next count, and again at each restart. A process about to serve
  * (and the master, before it touches the segment) grows it back first; the
  * counters that were cut off start again from zero. */
+static volatile sig_atomic_t truncation_caught; /* set by stats_on_sigbus */
+
 static void segment_repair(struct stats_header *h, int fd, size_t len)
 {
 	struct stat sb;
-	if (fd < 0 || fstat(fd, &sb) < 0 || (size_t)sb.st_size >= len)
+	if (fd < 0 || fstat(fd, &sb) < 0)
 		return;
-	log_warn("stats: the segment was truncated to %lld bytes by another process: growing it back to %zu "
-		 "(the counters cut off restart from zero)", (long long)sb.st_size, len);
-	if (ftruncate(fd, (off_t)len) < 0) {
-		log_warn("stats: ftruncate: %s", strerror(errno));
+	if ((size_t)sb.st_size < len) {
+		log_warn("stats: the segment was truncated to %lld bytes by another process: growing it back to "
+			 "%zu (the counters cut off restart from zero)", (long long)sb.st_size, len);
+		if (ftruncate(fd, (off_t)len) < 0) {
+			log_warn("stats: ftruncate: %s", strerror(errno));
+			return;
+		}
+	} else if (truncation_caught) {
+		truncation_caught = 0;
+		log_warn("stats: the segment was truncated by another process while serving: grown back to %zu "
+			 "(the counters cut off restart from zero)", len);
+	} else if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != STATS_MAGIC && hdr_saved.magic == STATS_MAGIC) {
+		/* grown back by another process of ours (a fork child's SIGBUS handler) */
+		log_warn("stats: the segment's header was lost (truncated or overwritten by another process): "
+			 "restoring it");
+	} else {
 		return;
 	}
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != STATS_MAGIC && hdr_saved.magic == STATS_MAGIC) {
@@ -594,6 +608,31 @@ void stats_process_start(struct server *srv, int proc)
 	stats_thread_slot = stats_process_slot;
 }
 
+/* A truncation can also come while a process serves, between two counts: the
+ * next count then faults. The handler grows the segment back (ftruncate is
+ * async-signal-safe) and returns, so the faulting write runs again on a page
+ * that exists; the header is restored at the next repair. A SIGBUS anywhere
+ * else keeps its default action. Installed in serving processes, inherited by
+ * their workers. */
+static void stats_on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	const char *a = si->si_addr, *base = (const char *)proc_h;
+	if (base && proc_fd >= 0 && a >= base && a < base + proc_len && ftruncate(proc_fd, (off_t)proc_len) == 0) {
+		truncation_caught = 1;
+		return;
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void stats_catch_truncation(void)
+{
+	struct sigaction sa = { .sa_sigaction = stats_on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
 void stats_serving_start(struct server *srv)
 {
 	struct stats *st = srv->stats;
@@ -615,6 +654,8 @@ void stats_serving_start(struct server *srv)
 		return;
 	}
 	segment_repair(proc_h, proc_fd, proc_len); /* before the first touch */
+	if (proc_fd >= 0 && getpid() != st->creator)
+		stats_catch_truncation(); /* a serving process (the master repairs before each touch) */
 	stats_process_slot = slot_block(proc_h, 0);
 	cache_set_gauges(srv->cache, proc_ncaches ? &cache_block(proc_h, proc_cache_base)->g : NULL);
 }
@@ -633,6 +674,7 @@ const struct stats_header *stats_snapshot(const struct server *srv, struct stats
 		snprintf(err, errlen, "no statistics");
 		return NULL;
 	}
+	segment_repair(srv->stats->h, srv->stats->fd, srv->stats->len); /* readers need the header back */
 	return stats_read_copy(srv->stats->h, srv->stats->len, c, err, errlen);
 }
 
