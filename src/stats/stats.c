@@ -343,7 +343,7 @@ static int create_named(const char *shm_name, const char *inst, size_t len, bool
  * at their next count, and again at each restart. A process about to serve
  * (and the master, before it touches the segment) grows it back first; the
  * counters that were cut off start again from zero. */
-static volatile sig_atomic_t truncation_caught; /* set by stats_on_sigbus */
+static int truncation_caught; /* set by stats_on_sigbus, in any thread: atomics only */
 
 static void segment_repair(struct stats_header *h, int fd, size_t len)
 {
@@ -357,8 +357,7 @@ static void segment_repair(struct stats_header *h, int fd, size_t len)
 			log_warn("stats: ftruncate: %s", strerror(errno));
 			return;
 		}
-	} else if (truncation_caught) {
-		truncation_caught = 0;
+	} else if (__atomic_exchange_n(&truncation_caught, 0, __ATOMIC_RELAXED)) {
 		log_warn("stats: the segment was truncated by another process while serving: grown back to %zu "
 			 "(the counters cut off restart from zero)", len);
 	} else if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != STATS_MAGIC && hdr_saved.magic == STATS_MAGIC) {
@@ -619,7 +618,7 @@ static void stats_on_sigbus(int sig, siginfo_t *si, void *uc)
 	(void)uc;
 	const char *a = si->si_addr, *base = (const char *)proc_h;
 	if (base && proc_fd >= 0 && a >= base && a < base + proc_len && ftruncate(proc_fd, (off_t)proc_len) == 0) {
-		truncation_caught = 1;
+		__atomic_store_n(&truncation_caught, 1, __ATOMIC_RELAXED); /* lock-free: signal-safe */
 		return;
 	}
 	signal(sig, SIG_DFL);
