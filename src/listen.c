@@ -115,7 +115,10 @@ int listen_set_steer(struct listen_set *ls, int n)
 		BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, (unsigned)n),
 		BPF_STMT(BPF_RET | BPF_A, 0),
 	};
-	struct sock_fprog prog = { .len = sizeof(code) / sizeof(code[0]), .filter = code };
+	struct sock_fprog prog;
+	memset(&prog, 0, sizeof(prog)); /* the padding after .len goes to the kernel too */
+	prog.len = sizeof(code) / sizeof(code[0]);
+	prog.filter = code;
 	/* one program per group: set through any member, it replaces the last */
 	if (setsockopt(ls->fds[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) < 0)
 		return -errno;

@@ -58,6 +58,7 @@ typedef void (*fz_response_fn)(const struct fz_response *r, void *arg);
  * natural thing: reads what is left, writes everything, then sends EOF.
  * Every invariant is checked as it goes; each finished response is checked
  * and handed to `fn` (may be NULL). Frees everything. */
+uint64_t fz_multipart_gap(const char *mime, uint64_t size);
 void fz_drive(const struct server *srv, const uint8_t *ctl, size_t nctl, const uint8_t *payload,
 	      size_t npayload, fz_response_fn fn, void *arg);
 
