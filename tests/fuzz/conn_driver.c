@@ -474,3 +474,25 @@ uint64_t fz_multipart_gap(const char *mime, uint64_t size)
 {
 	return multipart_part_head_len(strlen(mime), 1, 1, size);
 }
+
+static struct config fz_cfg_cached, fz_cfg_plain;
+static struct server *fz_srv_cached, *fz_srv_plain;
+
+static void fz_servers_close(void)
+{
+	server_close(fz_srv_cached);
+	server_close(fz_srv_plain);
+	free(fz_srv_cached);
+	free(fz_srv_plain);
+}
+
+void fz_servers_open(const struct server **cached, const struct server **plain)
+{
+	if (!fz_srv_cached) {
+		fz_srv_cached = fz_server(&fz_cfg_cached, true);
+		fz_srv_plain = fz_server(&fz_cfg_plain, false);
+		atexit(fz_servers_close);
+	}
+	*cached = fz_srv_cached;
+	*plain = fz_srv_plain;
+}

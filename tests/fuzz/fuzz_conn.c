@@ -17,23 +17,12 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct config cfg_cached, cfg_plain;
-static struct server *srv_cached, *srv_plain;
-
-static void fz_servers_close(void)
-{
-	server_close(srv_cached);
-	server_close(srv_plain);
-	free(srv_cached);
-	free(srv_plain);
-}
+static const struct server *srv_cached, *srv_plain;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc, (void)argv;
-	srv_cached = fz_server(&cfg_cached, true);
-	srv_plain = fz_server(&cfg_plain, false);
-	atexit(fz_servers_close);
+	fz_servers_open(&srv_cached, &srv_plain);
 	return 0;
 }
 

@@ -40,6 +40,9 @@ static inline unsigned char fz_pattern(uint64_t i)
 
 /* A server over the docroot; `cache` picks a file cache or none. */
 struct server *fz_server(struct config *cfg, bool cache);
+/* The two servers every target drives (cache on, cache off), made once and
+ * closed at exit. */
+void fz_servers_open(const struct server **cached, const struct server **plain);
 
 /* Finds "Name: value\r\n" (case-sensitive, as the core writes it) in a head. */
 bool fz_header(const char *head, size_t len, const char *name, const char **value, size_t *vlen);
