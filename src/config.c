@@ -74,6 +74,8 @@ static const struct config_key config_keys[] = {
 	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
 	K("log", "error_log", KEY_STRING, error_log, 0, 0),
 	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
+	/* health check (issue 12): a path, or off like a log path */
+	K("http", "health_path", KEY_LOGPATH, health_path, 0, 0),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -120,6 +122,7 @@ void config_defaults(struct config *cfg)
 	cfg->delay_kind = DELAY_CPU;
 	cfg->buckets = 128;
 	cfg->bucket_global_lock = false;
+	cfg->health_path[0] = '\0';
 	strcpy(cfg->source, "(defaults and command line)");
 }
 
@@ -498,6 +501,10 @@ int config_validate(struct config *cfg)
 	}
 	if (stats_validate(cfg) < 0)
 		return -1;
+	if (cfg->health_path[0] && cfg->health_path[0] != '/') {
+		report("%s: health_path: '%s' must start with '/' (or be off)", cfg->source, cfg->health_path);
+		return -1;
+	}
 	return 0;
 }
 
