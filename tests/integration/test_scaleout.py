@@ -143,3 +143,17 @@ def test_drain_restart_and_model_reload_behind_haproxy_fail_nothing(tmp_path, do
     assert served(b) > 0
     for srv in (a2, b):
         assert srv.stop(timeout=util.scaled(15)) == 0, srv.diagnostics()
+
+
+def test_deploy_md_haproxy_configuration_is_valid(tmp_path):
+    """docs/deploy.md's HAProxy configuration is the one operators copy:
+    HAProxy itself must accept it."""
+    text = (util.REPO_ROOT / "docs/deploy.md").read_text()
+    start = text.index("    global\n")
+    end = text.index("\n\n", text.index("server web2"))
+    cfg = "\n".join(ln[4:] for ln in text[start:end].splitlines()) + "\n"
+    assert "option httpchk GET /healthz" in cfg
+    (tmp_path / "haproxy.cfg").write_text(cfg.replace("bind :80", f"bind {util.HOST}:{util.free_port()}"))
+    r = subprocess.run([HAPROXY, "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 0, r.stdout + r.stderr
