@@ -1,0 +1,23 @@
+"""bench/scaleout.py: its HAProxy configuration is one HAProxy accepts, and
+the experiment is registered outside the default run."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from bench import experiments, scaleout
+
+
+@pytest.mark.parametrize("backends", [[18081], [18081, 18082]])
+def test_haproxy_configuration_is_valid(tmp_path, backends):
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(scaleout.haproxy_config(18080, backends))
+    r = subprocess.run([scaleout.HAPROXY, "-c", "-f", str(cfg)], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cfg.read_text().count("    server s") == len(backends)
+
+
+def test_scaleout_is_registered_outside_the_default_run():
+    assert experiments.EXPERIMENTS["scaleout"] is scaleout.scaleout
+    assert "scaleout" not in experiments.DEFAULT
