@@ -517,22 +517,19 @@ static const char *duration_str(int ms, char *buf, size_t len)
 	return buf;
 }
 
-void config_print(const struct config *cfg, FILE *out)
+static void config_print_section(const struct config *cfg, const char *section, bool first, FILE *out)
 {
 	static const char *const symlinks[] = { "inside", "all", "off" };
 	static const char *const levels[] = { "debug", "info", "warn", "error" };
 	static const char *const delay_kinds[] = { "cpu", "wall", "sleep" };
-	const char *section = "";
 	char buf[64];
 
-	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	fprintf(out, "%s[%s]\n", first ? "" : "\n", section);
 	for (size_t i = 0; i < NKEYS; i++) {
 		const struct config_key *k = &config_keys[i];
 		const char *field = (const char *)cfg + k->offset;
-		if (strcmp(section, k->section)) {
-			section = k->section;
-			fprintf(out, "%s[%s]\n", i ? "\n" : "", section);
-		}
+		if (strcmp(section, k->section))
+			continue;
 		fprintf(out, "%s = ", k->name);
 		switch (k->type) {
 		case KEY_INT: fprintf(out, "%d\n", *(const int *)field); break;
@@ -559,5 +556,20 @@ void config_print(const struct config *cfg, FILE *out)
 			break;
 		}
 		}
+	}
+}
+
+void config_print(const struct config *cfg, FILE *out)
+{
+	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	/* Section by section, in the order they first appear: keys added in a
+	 * block of their own further down the table still print under their
+	 * section's one header. */
+	for (size_t s = 0; s < NKEYS; s++) {
+		bool seen = false;
+		for (size_t j = 0; j < s && !seen; j++)
+			seen = strcmp(config_keys[j].section, config_keys[s].section) == 0;
+		if (!seen)
+			config_print_section(cfg, config_keys[s].section, s == 0, out);
 	}
 }

@@ -62,6 +62,13 @@ def test_server_conf_documents_exactly_the_keys_config_c_accepts():
         assert accepted[key][0] == section, f"{key}: in [{section}] in server.conf, [{accepted[key][0]}] in config.c"
 
 
+def test_check_prints_each_section_once():
+    """Keys added in a block of their own at the end of config.c's table
+    still print under their section's single header (a valid, tidy file)."""
+    headers = [ln for ln in check().splitlines() if ln.startswith("[")]
+    assert len(headers) == len(set(headers)), headers
+
+
 def test_server_conf_shows_the_defaults():
     """Reading server.conf changes nothing: each value it shows is the default."""
     strip = lambda out: [ln for ln in out.splitlines() if not ln.startswith("#")]
