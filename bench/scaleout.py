@@ -13,10 +13,12 @@ HAProxy is the Debian package (scripts/install-deps.sh test); it is started
 and stopped by PID like every lab process and listens on 127.0.0.1 only."""
 from __future__ import annotations
 
+import http.client
 import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from .lab import HOST, LOAD_CPUS, PAGE, Cell, Lab, Server, free_port, run_cells, server_key
 
@@ -25,8 +27,16 @@ CONNS = 50
 INSTANCE = {"workers": 1}   # one event loop per instance: instances, not loops, are what varies
 
 
-def haproxy_config(port: int, backends: list[int]) -> str:
-    servers = "\n".join(f"    server s{i} {HOST}:{p}" for i, p in enumerate(backends))
+def haproxy_config(port: int, backends: list[int], health_path: str | None = None) -> str:
+    """What docs/deploy.md recommends, on loopback: round robin, keep-alive to
+    the servers, idempotent requests retried on another server after a refused
+    or closed connection; with health_path, servers checked every 100 ms and
+    out after one failure (the scale-out test drains and reloads under load)."""
+    check = " check" if health_path else ""
+    servers = "\n".join(f"    server s{i} {HOST}:{p}{check}" for i, p in enumerate(backends))
+    checks = (f"    option httpchk GET {health_path}\n    http-check expect status 200\n"
+              f"    default-server inter 100ms fastinter 100ms downinter 100ms fall 1 rise 2\n"
+              if health_path else "")
     return f"""global
     # two descriptors per connection must fit the lab's NOFILE
     maxconn 4000
@@ -34,10 +44,13 @@ def haproxy_config(port: int, backends: list[int]) -> str:
 
 defaults
     mode http
-    timeout connect 2s
+    timeout connect 1s
     timeout client 30s
     timeout server 30s
-    http-reuse always
+    retries 3
+    option redispatch 1
+    retry-on all-retryable-errors
+    http-reuse safe
 
 frontend web
     bind {HOST}:{port}
@@ -45,28 +58,43 @@ frontend web
 
 backend spindles
     balance roundrobin
-{servers}
+{checks}{servers}
 """
 
 
 class HAProxy:
-    def __init__(self, lab: Lab, backends: list[int]):
+    """haproxy -db (foreground) on a free loopback port, started and stopped by
+    PID; ready once probe_path answers 200 through it."""
+
+    def __init__(self, workdir: Path, backends: list[int], probe_path: str, cpus: str | None = None,
+                 health_path: str | None = None, ready_s: float = 5):
         self.port = free_port()
-        d = lab.tmp / f"haproxy-{self.port}"
-        d.mkdir()
-        (d / "haproxy.cfg").write_text(haproxy_config(self.port, backends))
-        self.out = open(lab.logs / f"haproxy-{self.port}.out", "wb")
-        self.proc = subprocess.Popen(["taskset", "-c", LOAD_CPUS, HAPROXY, "-db", "-f", str(d / "haproxy.cfg")],
-                                     stdin=subprocess.DEVNULL, stdout=self.out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 5
+        d = workdir / f"haproxy-{self.port}"
+        d.mkdir(parents=True)
+        self.cfg = d / "haproxy.cfg"
+        self.cfg.write_text(haproxy_config(self.port, backends, health_path))
+        self.out = open(d / "haproxy.out", "wb")
+        pin = ["taskset", "-c", cpus] if cpus else []
+        self.proc = subprocess.Popen([*pin, HAPROXY, "-db", "-f", str(self.cfg)], stdin=subprocess.DEVNULL,
+                                     stdout=self.out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + ready_s
         while time.monotonic() < deadline and self.proc.poll() is None:
-            r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "2",
-                                f"http://{HOST}:{self.port}{PAGE}"], capture_output=True, text=True)
-            if r.stdout == "200":
+            if self._status(probe_path) == 200:
                 return
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError("haproxy did not start serving within 5 s")
+        raise RuntimeError(f"haproxy did not serve {probe_path} within {ready_s} s: "
+                           f"{(d / 'haproxy.out').read_text(errors='replace')[-500:]}")
+
+    def _status(self, path: str) -> int | None:
+        c = http.client.HTTPConnection(HOST, self.port, timeout=2)
+        try:
+            c.request("GET", path)
+            return c.getresponse().status
+        except OSError:
+            return None
+        finally:
+            c.close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -89,7 +117,7 @@ def _through_haproxy(instances: int, dur: float):
                 e = lab.start(s.kind, s.model, s.cpus, s.workers, dict(s.settings))
                 extra.append(e)
                 lab.precheck(e, [PAGE])
-            hp = HAProxy(lab, [s.port] + [e.port for e in extra])
+            hp = HAProxy(lab.tmp, [s.port] + [e.port for e in extra], PAGE, cpus=LOAD_CPUS)
             front = Server("haproxy", "haproxy", LOAD_CPUS, 1)
             front.port = hp.port
             front.expected = {}   # HAProxy may rewrite the head: no byte-count check
@@ -117,7 +145,7 @@ def scaleout(lab: Lab, models: list[str]) -> None:
         Cell("scaleout", "haproxy -> 2 epoll", key, {"setup": "haproxy", "instances": 2}, _through_haproxy(2, dur)),
     ]
     lab.note("scaleout", f"`wrk -t1 -c {CONNS} -d {dur}s` on the 4537-byte page: to spindle epoll (one event loop) "
-                         f"directly, then through HAProxy (round robin, keep-alive to the servers, pinned to the "
+                         f"directly, then through HAProxy (round robin, keep-alive to the servers, retries as docs/deploy.md, pinned to the "
                          f"generator's CPU {LOAD_CPUS}) to one and to two such instances, all on the server CPU. "
                          f"Server CPU per request counts the first instance only; the generator's share includes "
                          f"HAProxy's CPU (a child of the lab, reaped within the cell).")

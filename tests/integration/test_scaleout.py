@@ -11,9 +11,9 @@ other instance (`option redispatch 1`). And a reload never refuses a
 connection, so HAProxy needs nothing to ride it out."""
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -21,71 +21,11 @@ import pytest
 import util
 from supervision import ConfigServer, run_wrk, wait_log, wrk_result
 
-HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"  # a test dependency: missing fails
+sys.path.insert(0, str(util.REPO_ROOT))
+from bench.scaleout import HAPROXY, HAProxy  # noqa: E402  (the lab's, with docs/deploy.md's settings)
+
 HEALTH = "/healthz"
 LOAD_SECONDS = 9
-
-
-def haproxy_config(port: int, backends: list[int]) -> str:
-    servers = "\n".join(f"    server s{i} {util.HOST}:{p} check" for i, p in enumerate(backends))
-    return f"""global
-    maxconn 2000
-    nbthread 1
-
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 10s
-    timeout server 10s
-    # a refused connection, or one closed before the answer (a draining
-    # instance's idle keep-alive), is retried elsewhere: GET is idempotent
-    retries 3
-    option redispatch 1
-    retry-on all-retryable-errors
-    http-reuse safe
-
-frontend web
-    bind {util.HOST}:{port}
-    default_backend spindles
-
-backend spindles
-    balance roundrobin
-    option httpchk GET {HEALTH}
-    http-check expect status 200
-    default-server inter 100ms fastinter 100ms downinter 100ms fall 1 rise 2
-{servers}
-"""
-
-
-class HAProxy:
-    def __init__(self, workdir, backends: list[int]):
-        self.port = util.free_port()
-        self.cfg = workdir / "haproxy.cfg"
-        self.cfg.write_text(haproxy_config(self.port, backends))
-        check = subprocess.run([HAPROXY, "-c", "-f", str(self.cfg)], capture_output=True, text=True, timeout=10)
-        assert check.returncode == 0, check.stdout + check.stderr
-        self.log = open(workdir / "haproxy.out", "wb")
-        self.proc = subprocess.Popen([HAPROXY, "-db", "-f", str(self.cfg)], stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout: float) -> None:
-        def serves():
-            try:
-                util.Conn.open(self.port, timeout=1).close()
-                return True
-            except OSError:
-                return False
-        assert util.wait_for(serves, timeout), "haproxy is not listening"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
 
 
 def start_instance(tmp_path, docroot, name: str, model: str) -> ConfigServer:
@@ -103,10 +43,9 @@ def served(srv: util.Server) -> int:
 def test_drain_restart_and_model_reload_behind_haproxy_fail_nothing(tmp_path, docroot):
     a = start_instance(tmp_path, docroot, "a", "epoll")
     b = start_instance(tmp_path, docroot, "b", "pool")
-    lb = HAProxy(tmp_path, [a.port, b.port])
+    lb = HAProxy(tmp_path, [a.port, b.port], "/a.txt", health_path=HEALTH, ready_s=util.scaled(5))
     a2 = None
     try:
-        lb.wait_ready(util.scaled(5))
         time.sleep(0.5)  # both pass their first checks (rise 2 x 100 ms)
         load = run_wrk(lb.port, LOAD_SECONDS, conns=16)
         time.sleep(1.5)
