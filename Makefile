@@ -196,13 +196,12 @@ MAN_PAGES  := build/man/spindle.8 build/man/spindle.conf.5
 
 man: $(MAN_PAGES)
 
-# The installed paths replace the /usr/local ones written in the sources.
-PATHS_SED = sed -e 's|/usr/local/sbin|$(SBINDIR)|g' -e 's|/usr/local/etc|$(SYSCONFDIR)|g' \
-	-e 's|PREFIX/etc|$(SYSCONFDIR)|g'
+# The sources (pages, units) name the default paths; install writes the real ones.
+PATHS_SED = sed -e 's|/usr/local/sbin|$(SBINDIR)|g' -e 's|/usr/local/etc|$(SYSCONFDIR)|g'
 
 build/man/spindle.8: docs/man/spindle.8.scd
 	@mkdir -p $(dir $@)
-	$(PATHS_SED) $< | scdoc > $@
+	scdoc < $< > $@
 
 # spindle.conf(5)'s key reference is generated from server.conf's comments:
 # a key added there appears in the page, with its default.
@@ -210,7 +209,7 @@ build/man/spindle.conf.5: docs/man/spindle.conf.5.scd server.conf scripts/conf-k
 	@mkdir -p $(dir $@)
 	awk -f scripts/conf-keys.awk server.conf > $@.keys
 	awk 'FNR == NR { keys = keys $$0 "\n"; next } /^@KEYS@$$/ { printf "%s", keys; next } { print }' \
-	  $@.keys $< | $(PATHS_SED) | scdoc > $@
+	  $@.keys $< | scdoc > $@
 	rm -f $@.keys
 
 # The sample configuration is server.conf with the root Debian serves from;
@@ -220,8 +219,10 @@ install: all man
 	  $(DESTDIR)$(SYSCONFDIR)/spindle $(DESTDIR)$(UNITDIR)
 	install -m 755 spindle $(DESTDIR)$(SBINDIR)/spindle
 	install -m 755 spindle-stat $(DESTDIR)$(BINDIR)/spindle-stat
-	install -m 644 build/man/spindle.8 $(DESTDIR)$(MANDIR)/man8/spindle.8
-	install -m 644 build/man/spindle.conf.5 $(DESTDIR)$(MANDIR)/man5/spindle.conf.5
+	$(PATHS_SED) build/man/spindle.8 > build/man/spindle.8.installed
+	$(PATHS_SED) build/man/spindle.conf.5 > build/man/spindle.conf.5.installed
+	install -m 644 build/man/spindle.8.installed $(DESTDIR)$(MANDIR)/man8/spindle.8
+	install -m 644 build/man/spindle.conf.5.installed $(DESTDIR)$(MANDIR)/man5/spindle.conf.5
 	sed 's|^root = www$$|root = $(DOCROOT)|' server.conf > build/spindle.conf.sample
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf ]; then \
 	  echo "keeping $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf (the sample is build/spindle.conf.sample)"; \

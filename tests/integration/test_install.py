@@ -121,5 +121,7 @@ def test_prefix_usr_puts_the_configuration_in_etc(tmp_path):
     assert (d / "etc/spindle/spindle.conf").is_file()
     assert "ExecStart=/usr/sbin/spindle --config /etc/spindle/spindle.conf" in \
         (d / "usr/lib/systemd/system/spindle.service").read_text()
+    page = (d / "usr/share/man/man8/spindle.8").read_text()
+    assert "/etc/spindle/spindle" in page and "/usr/local" not in page  # scdoc escapes the dot in spindle.conf
     make("uninstall", f"DESTDIR={d}", "PREFIX=/usr")
     assert files_under(d) == []
