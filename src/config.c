@@ -74,6 +74,8 @@ static const struct config_key config_keys[] = {
 	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
 	K("log", "error_log", KEY_STRING, error_log, 0, 0),
 	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
+	/* health check (issue 12): a path, or off like a log path */
+	K("http", "health_path", KEY_LOGPATH, health_path, 0, 0),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -120,6 +122,7 @@ void config_defaults(struct config *cfg)
 	cfg->delay_kind = DELAY_CPU;
 	cfg->buckets = 128;
 	cfg->bucket_global_lock = false;
+	cfg->health_path[0] = '\0';
 	strcpy(cfg->source, "(defaults and command line)");
 }
 
@@ -498,6 +501,10 @@ int config_validate(struct config *cfg)
 	}
 	if (stats_validate(cfg) < 0)
 		return -1;
+	if (cfg->health_path[0] && cfg->health_path[0] != '/') {
+		report("%s: health_path: '%s' must start with '/' (or be off)", cfg->source, cfg->health_path);
+		return -1;
+	}
 	return 0;
 }
 
@@ -510,22 +517,19 @@ static const char *duration_str(int ms, char *buf, size_t len)
 	return buf;
 }
 
-void config_print(const struct config *cfg, FILE *out)
+static void config_print_section(const struct config *cfg, const char *section, bool first, FILE *out)
 {
 	static const char *const symlinks[] = { "inside", "all", "off" };
 	static const char *const levels[] = { "debug", "info", "warn", "error" };
 	static const char *const delay_kinds[] = { "cpu", "wall", "sleep" };
-	const char *section = "";
 	char buf[64];
 
-	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	fprintf(out, "%s[%s]\n", first ? "" : "\n", section);
 	for (size_t i = 0; i < NKEYS; i++) {
 		const struct config_key *k = &config_keys[i];
 		const char *field = (const char *)cfg + k->offset;
-		if (strcmp(section, k->section)) {
-			section = k->section;
-			fprintf(out, "%s[%s]\n", i ? "\n" : "", section);
-		}
+		if (strcmp(section, k->section))
+			continue;
 		fprintf(out, "%s = ", k->name);
 		switch (k->type) {
 		case KEY_INT: fprintf(out, "%d\n", *(const int *)field); break;
@@ -552,5 +556,20 @@ void config_print(const struct config *cfg, FILE *out)
 			break;
 		}
 		}
+	}
+}
+
+void config_print(const struct config *cfg, FILE *out)
+{
+	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	/* Section by section, in the order they first appear: keys added in a
+	 * block of their own further down the table still print under their
+	 * section's one header. */
+	for (size_t s = 0; s < NKEYS; s++) {
+		bool seen = false;
+		for (size_t j = 0; j < s && !seen; j++)
+			seen = strcmp(config_keys[j].section, config_keys[s].section) == 0;
+		if (!seen)
+			config_print_section(cfg, config_keys[s].section, s == 0, out);
 	}
 }

@@ -75,6 +75,9 @@ struct config {
 	char error_log[4096];  /* "-" for stderr */
 	enum log_level log_level;
 
+	/* [http] health check for load balancers (issue 12) */
+	char health_path[128]; /* "" when off */
+
 	/* where it came from, for --check and messages */
 	char source[4096];
 };

@@ -597,6 +597,8 @@ static void respond_dynamic(struct conn *c, struct dyn_response *d)
 	}
 	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
 	c->body = d->body;
+	if (d->close)
+		c->keep_alive = false;
 	head_start(c, &b, d->status);
 	puts_(&b, "Content-Type: ");
 	puts_(&b, d->content_type);

@@ -231,3 +231,20 @@ Test(config, file_reports_the_line)
 	cr_assert(strstr(last_msg, want), "%s", last_msg);
 	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
 }
+
+/* health_path (issue 12): off by default, "off" turns it off again, a path
+ * must be absolute (checked with the other cross-field rules). */
+Test(config, health_path_off_or_absolute)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	cr_assert_str_empty(cfg.health_path);
+	cr_assert_eq(config_set(&cfg, "health_path", "/healthz", "--set"), 0);
+	cr_assert_str_eq(cfg.health_path, "/healthz");
+	cr_assert_eq(config_set(&cfg, "health_path", "off", "--set"), 0);
+	cr_assert_str_empty(cfg.health_path);
+	cr_assert_eq(config_set(&cfg, "health_path", "healthz", "--set"), 0);
+	strcpy(cfg.root, ".");
+	cr_assert_eq(config_validate(&cfg), -1);
+	cr_assert(strstr(last_msg, "health_path") && strstr(last_msg, "start with '/'"), "%s", last_msg);
+}
