@@ -231,3 +231,42 @@ Test(config, file_reports_the_line)
 	cr_assert(strstr(last_msg, want), "%s", last_msg);
 	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
 }
+
+/* issue 11 (site-b): autoindex, fallback, access_log_format */
+Test(config, site_keys_values_and_file_lines)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	cr_expect_eq(cfg.autoindex, AUTOINDEX_OFF);
+	cr_expect_eq(cfg.fallback[0], '\0');
+	cr_expect_eq(cfg.access_log_format, ACCESS_LOG_COMBINED);
+	cr_expect_eq(config_set(&cfg, "autoindex", "json", "--set"), 0);
+	cr_expect_eq(cfg.autoindex, AUTOINDEX_JSON);
+	cr_expect_eq(config_set(&cfg, "autoindex", "yes", "--set"), -1);
+	cr_expect(strstr(last_msg, "autoindex: 'yes' is not off, html or json"), "%s", last_msg);
+	cr_expect_eq(config_set(&cfg, "fallback", "/index.html", "--set"), 0);
+	cr_expect_str_eq(cfg.fallback, "/index.html");
+	cr_expect_eq(config_set(&cfg, "fallback", "off", "--set"), 0);
+	cr_expect_eq(cfg.fallback[0], '\0');
+	cr_expect_eq(config_set(&cfg, "fallback", "index.html", "--set"), -1);
+	cr_expect(strstr(last_msg, "fallback: 'index.html' must be a path starting with '/'"), "%s", last_msg);
+	cr_expect_eq(config_set(&cfg, "access_log_format", "json", "--set"), 0);
+	cr_expect_eq(cfg.access_log_format, ACCESS_LOG_JSON);
+	cr_expect_eq(config_set(&cfg, "access_log_format", "JSON5", "--set"), -1);
+	cr_expect(strstr(last_msg, "access_log_format: 'JSON5' is not combined or json"), "%s", last_msg);
+
+	char path[] = "/tmp/spindle-conf-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	const char *text = "[http]\nautoindex = html\n\n[log]\naccess_log_format = xml\n";
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	config_defaults(&cfg);
+	int r = config_load_file(&cfg, path);
+	unlink(path);
+	cr_expect_eq(r, -1);
+	char want[64];
+	snprintf(want, sizeof(want), "%s:5: access_log_format", path);
+	cr_expect(strstr(last_msg, want), "%s", last_msg);
+	cr_expect_eq(cfg.autoindex, AUTOINDEX_HTML);
+}
