@@ -1,7 +1,6 @@
 /* json.c - JSON string escaping (RFC 8259) and the JSON access-log line. */
 #include "json.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* Length of the well-formed UTF-8 sequence at s[0..len) (RFC 3629 4), or 0
@@ -45,6 +44,19 @@ size_t json_escape(char *out, size_t cap, const char *s, size_t len)
 	size_t o = 0;
 
 	for (size_t i = 0; i < len;) {
+		/* the common case, a run of printable ASCII, is copied whole */
+		size_t run = i;
+		while (run < len && u[run] >= 0x20 && u[run] < 0x7f && u[run] != '"' && u[run] != '\\')
+			run++;
+		if (run > i) {
+			size_t n = run - i <= cap - o ? run - i : cap - o;
+			memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+			if (i < run)
+				break; /* out of room */
+			continue;
+		}
 		char esc[8];
 		const char *piece = esc;
 		size_t n, used;
@@ -114,6 +126,21 @@ static void jput(struct jbuf *b, const char *s)
 	}
 }
 
+/* A decimal number (snprintf costs more than the rest of a line). */
+static void jnum(struct jbuf *b, uint64_t v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp);
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (b->len + sizeof(tmp) - i <= b->cap) {
+		memcpy(b->p + b->len, tmp + i, sizeof(tmp) - i);
+		b->len += sizeof(tmp) - i;
+	}
+}
+
 /* "key":"escaped" (or "key":null for an absent span), using at most limit
  * bytes for the escaped value. */
 static void jstring(struct jbuf *b, const char *key, struct span v, bool nullable, size_t limit)
@@ -142,7 +169,6 @@ static struct span cstr(const char *s)
 size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 {
 	struct jbuf b = { out, 0, cap - 2 }; /* "}\n" always fits */
-	char num[96];
 	size_t strings = cap > JSON_LINE_FIXED ? cap - JSON_LINE_FIXED : 0;
 
 	jstring(&b, "{\"time\":", cstr(a->time), false, 64);
@@ -151,14 +177,17 @@ size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 	/* the target gets half of what is left, the referer half of the rest */
 	jstring(&b, ",\"target\":", a->target, false, strings / 2);
 	jstring(&b, ",\"protocol\":", a->protocol, false, 32);
-	snprintf(num, sizeof(num), ",\"status\":%d,\"bytes\":%llu,\"duration_us\":%llu", a->status,
-		 (unsigned long long)a->bytes, (unsigned long long)a->duration_us);
-	jput(&b, num);
+	jput(&b, ",\"status\":");
+	jnum(&b, a->status < 0 ? 0 : (uint64_t)a->status);
+	jput(&b, ",\"bytes\":");
+	jnum(&b, a->bytes);
+	jput(&b, ",\"duration_us\":");
+	jnum(&b, a->duration_us);
 	jstring(&b, ",\"referer\":", a->referer, true, strings / 4);
 	jstring(&b, ",\"user_agent\":", a->user_agent, true, strings / 4);
 	jstring(&b, ",\"model\":", cstr(a->model), false, 32);
-	snprintf(num, sizeof(num), ",\"worker\":%ld", a->worker);
-	jput(&b, num);
+	jput(&b, ",\"worker\":");
+	jnum(&b, a->worker < 0 ? 0 : (uint64_t)a->worker);
 	out[b.len++] = '}';
 	out[b.len++] = '\n';
 	return b.len;

@@ -104,7 +104,7 @@ def test_access_log_other_statuses(fresh_server):
 
 
 @pytest.mark.parametrize("fmt", ["combined", "json"])
-def test_access_log_concurrent_clients_exact_lines(fresh_server, fmt):
+def test_access_log_concurrent_clients_exact_lines(model_name, fresh_server, fmt):
     srv = fresh_server(access_log_format=fmt)
     n_clients, per_client = 4, 25
     errors = []
@@ -131,6 +131,10 @@ def test_access_log_concurrent_clients_exact_lines(fresh_server, fmt):
     lines = wait_lines(srv.access_log, total)
     assert len(lines) == total, f"{len(lines)} lines for {total} requests"
     seen = set()
+    if fmt == "json" and model_name in ("fork", "thread"):
+        # a process (thread) per connection: each client's lines name its own worker
+        workers = {json.loads(ln)["user_agent"]: json.loads(ln)["worker"] for ln in lines}
+        assert len(set(workers.values())) == n_clients, workers
     for ln in lines:
         p = parse_any(ln, fmt)
         m = re.fullmatch(r"GET /a\.txt\?c=(\d+)&r=(\d+) HTTP/1\.1", p["request"])
