@@ -11,9 +11,11 @@
 struct autoindex_order autoindex_parse_query(struct span query)
 {
 	struct autoindex_order o = { AUTOINDEX_BY_NAME, false };
+	if (!query.p) /* no query: and NULL + 0 is undefined */
+		return o;
 	const char *p = query.p, *end = query.p + query.len;
 
-	while (p && p < end) {
+	while (p < end) {
 		const char *amp = memchr(p, '&', (size_t)(end - p));
 		const char *pend = amp ? amp : end;
 		struct span pair = { p, (size_t)(pend - p) };

@@ -93,8 +93,12 @@ size_t json_escape(char *out, size_t cap, const char *s, size_t len)
 void json_split_request_line(struct span line, struct span *method, struct span *target,
 			     struct span *protocol)
 {
+	*method = *protocol = (struct span){ 0 };
+	*target = line;
+	if (!line.p) /* nothing parsed (and NULL + 0 is undefined) */
+		return;
 	const char *p = line.p, *end = line.p + line.len;
-	const char *sp1 = p ? memchr(p, ' ', line.len) : NULL;
+	const char *sp1 = memchr(p, ' ', line.len);
 	const char *sp2 = NULL;
 
 	for (const char *q = end; sp1 && q > sp1 + 1; q--)
@@ -102,11 +106,8 @@ void json_split_request_line(struct span line, struct span *method, struct span 
 			sp2 = q - 1;
 			break;
 		}
-	*method = *protocol = (struct span){ 0 };
-	if (!sp1 || !sp2) {
-		*target = line;
+	if (!sp1 || !sp2)
 		return;
-	}
 	*method = (struct span){ p, (size_t)(sp1 - p) };
 	*target = (struct span){ sp1 + 1, (size_t)(sp2 - sp1 - 1) };
 	*protocol = (struct span){ sp2 + 1, (size_t)(end - sp2 - 1) };
