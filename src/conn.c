@@ -613,16 +613,21 @@ static void respond_dynamic(struct conn *c, struct dyn_response *d)
 	c->state = ST_SEND;
 }
 
+static void put_validators(struct hbuf *b, const char *last_modified, const char *etag, size_t etag_len)
+{
+	puts_(b, "Last-Modified: ");
+	puts_(b, last_modified);
+	puts_(b, "\r\nETag: ");
+	put(b, etag, etag_len);
+	puts_(b, "\r\n");
+}
+
 /* 304 (RFC 9110 15.4.5): the validators, no body. */
 static void respond_not_modified(struct conn *c, const char *last_modified, const char *etag, size_t etag_len)
 {
 	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
 	head_start(c, &b, 304);
-	puts_(&b, "Last-Modified: ");
-	puts_(&b, last_modified);
-	puts_(&b, "\r\nETag: ");
-	put(&b, etag, etag_len);
-	puts_(&b, "\r\n");
+	put_validators(&b, last_modified, etag, etag_len);
 	head_end(c, &b);
 	c->state = ST_SEND;
 }
@@ -667,12 +672,9 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 	c->mem = c->body;
 	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
 	head_start(c, &b, 200);
-	puts_(&b, "Last-Modified: ");
-	puts_(&b, lastmod);
-	puts_(&b, "\r\nETag: ");
-	put(&b, etag, etag_len);
-	puts_(&b, cfg->autoindex == AUTOINDEX_JSON ? "\r\nContent-Type: application/json\r\nContent-Length: "
-						     : "\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: ");
+	put_validators(&b, lastmod, etag, etag_len);
+	puts_(&b, cfg->autoindex == AUTOINDEX_JSON ? "Content-Type: application/json\r\nContent-Length: "
+						     : "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
 	put_u64(&b, len);
 	puts_(&b, "\r\n");
 	head_end(c, &b);
@@ -848,6 +850,16 @@ static int request_refusal(const struct http_request *r)
 	return 0;
 }
 
+/* The cached file at rel, referenced, or NULL (counted in the stats). */
+static struct cache_entry *cached_file(struct conn *c, const char *rel, size_t len)
+{
+	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, len, conn_now_ms(), cache_reopen,
+					       (void *)c->srv);
+	if (c->srv->cache)
+		stats_cache_lookup(hit != NULL); /* stats */
+	return hit;
+}
+
 /* "app.js" has one, "settings" and "v1/" none: only a path without one
  * takes the SPA fallback (issue 11.4), so a missing asset stays a 404. */
 static bool last_segment_has_extension(const char *rel, size_t len)
@@ -874,10 +886,7 @@ static void respond_fallback(struct conn *c)
 		respond_status(c, 404, false, NULL);
 		return;
 	}
-	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, pr.len, conn_now_ms(), cache_reopen,
-					       (void *)c->srv);
-	if (c->srv->cache)
-		stats_cache_lookup(hit != NULL); /* stats */
+	struct cache_entry *hit = cached_file(c, rel, pr.len);
 	if (hit) {
 		respond_cached(c, hit);
 		return;
@@ -934,10 +943,7 @@ static void respond_request(struct conn *c)
 		strcpy(rel + keylen, cfg->index);
 		keylen += strlen(cfg->index);
 	}
-	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, keylen, conn_now_ms(), cache_reopen,
-					       (void *)c->srv);
-	if (c->srv->cache)
-		stats_cache_lookup(hit != NULL); /* stats */
+	struct cache_entry *hit = cached_file(c, rel, keylen);
 	if (hit) {
 		respond_cached(c, hit);
 		return;

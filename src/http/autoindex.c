@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../log/json.h"
+#include "../outbuf.h"
 
 struct autoindex_order autoindex_parse_query(struct span query)
 {
@@ -82,38 +83,17 @@ size_t autoindex_etag(char out[HTTP_ETAG_MAX], struct timespec mtime, enum autoi
 
 /* ---- output ------------------------------------------------------------- */
 
-struct out {
-	char *p;
-	size_t len, cap;
-	bool overflow;
-};
-
-static void put(struct out *o, const char *s, size_t n)
-{
-	if (o->overflow || o->len + n > o->cap) {
-		o->overflow = true;
-		return;
-	}
-	memcpy(o->p + o->len, s, n);
-	o->len += n;
-}
-
-static void puts_(struct out *o, const char *s)
-{
-	put(o, s, strlen(s));
-}
-
 /* Text and attribute values alike (HTML 13.1.2 / OWASP: the five). */
-static void put_html(struct out *o, const char *s, size_t n)
+static void put_html(struct outbuf *o, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		switch (s[i]) {
-		case '&': puts_(o, "&amp;"); break;
-		case '<': puts_(o, "&lt;"); break;
-		case '>': puts_(o, "&gt;"); break;
-		case '"': puts_(o, "&quot;"); break;
-		case '\'': puts_(o, "&#39;"); break;
-		default: put(o, s + i, 1);
+		case '&': outbuf_puts(o, "&amp;"); break;
+		case '<': outbuf_puts(o, "&lt;"); break;
+		case '>': outbuf_puts(o, "&gt;"); break;
+		case '"': outbuf_puts(o, "&quot;"); break;
+		case '\'': outbuf_puts(o, "&#39;"); break;
+		default: outbuf_put(o, s + i, 1);
 		}
 	}
 }
@@ -121,22 +101,22 @@ static void put_html(struct out *o, const char *s, size_t n)
 /* A name as one path segment of a relative link: every byte but RFC 3986's
  * unreserved ones is percent-encoded, so '?', '#', ':', '/' and quotes in a
  * name can neither end the segment nor the attribute. */
-static void put_url_segment(struct out *o, const char *s, size_t n)
+static void put_url_segment(struct outbuf *o, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
 		    ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-			put(o, s + i, 1);
+			outbuf_put(o, s + i, 1);
 		} else {
 			char e[3] = { '%', hex[ch >> 4], hex[ch & 15] };
-			put(o, e, 3);
+			outbuf_put(o, e, 3);
 		}
 	}
 }
 
-static void put_json(struct out *o, const char *s, size_t n)
+static void put_json(struct outbuf *o, const char *s, size_t n)
 {
 	/* json_escape stops early when out of room: check it took everything */
 	size_t room = o->overflow ? 0 : o->cap - o->len;
@@ -148,94 +128,87 @@ static void put_json(struct out *o, const char *s, size_t n)
 			return;
 		}
 		size_t w = json_escape(tmp, sizeof(tmp), s, n);
-		put(o, tmp, w);
+		outbuf_put(o, tmp, w);
 		return;
 	}
 	o->len += json_escape(o->p + o->len, room, s, n);
 }
 
-static void put_u64(struct out *o, uint64_t v)
-{
-	char tmp[24];
-	int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
-	put(o, tmp, (size_t)n);
-}
-
-static void put_time(struct out *o, time_t t, bool rfc3339)
+static void put_time(struct outbuf *o, time_t t, bool rfc3339)
 {
 	struct tm tm;
 	char tmp[40];
 	gmtime_r(&t, &tm);
 	strftime(tmp, sizeof(tmp), rfc3339 ? "%Y-%m-%dT%H:%M:%SZ" : "%Y-%m-%d %H:%M:%S", &tm);
-	puts_(o, tmp);
+	outbuf_puts(o, tmp);
 }
 
 /* Room kept for what follows the last entry. */
 #define FOOTER_RESERVE 256
 
-static void html_head(struct out *o, const char *dir, struct autoindex_order order)
+static void html_head(struct outbuf *o, const char *dir, struct autoindex_order order)
 {
 	static const char *const keys[] = { "name", "mtime", "size" };
 	static const char *const labels[] = { "Name", "Last modified (UTC)", "Size" };
 	size_t dlen = strlen(dir);
 
-	puts_(o, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Index of /");
+	outbuf_puts(o, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Index of /");
 	put_html(o, dir, dlen);
-	puts_(o, dlen ? "/" : "");
-	puts_(o, "</title></head>\n<body>\n<h1>Index of /");
+	outbuf_puts(o, dlen ? "/" : "");
+	outbuf_puts(o, "</title></head>\n<body>\n<h1>Index of /");
 	put_html(o, dir, dlen);
-	puts_(o, dlen ? "/" : "");
-	puts_(o, "</h1>\n<table>\n<tr>");
+	outbuf_puts(o, dlen ? "/" : "");
+	outbuf_puts(o, "</h1>\n<table>\n<tr>");
 	for (int k = 0; k < 3; k++) {
 		/* the current column's header reverses the order; the others sort ascending */
 		bool desc = (int)order.key == k && !order.desc;
-		puts_(o, "<th><a href=\"?sort=");
-		puts_(o, keys[k]);
-		puts_(o, desc ? "&amp;order=desc\">" : "\">");
-		puts_(o, labels[k]);
-		puts_(o, "</a></th>");
+		outbuf_puts(o, "<th><a href=\"?sort=");
+		outbuf_puts(o, keys[k]);
+		outbuf_puts(o, desc ? "&amp;order=desc\">" : "\">");
+		outbuf_puts(o, labels[k]);
+		outbuf_puts(o, "</a></th>");
 	}
-	puts_(o, "</tr>\n");
+	outbuf_puts(o, "</tr>\n");
 	if (dlen)
-		puts_(o, "<tr><td><a href=\"../\">../</a></td><td></td><td>-</td></tr>\n");
+		outbuf_puts(o, "<tr><td><a href=\"../\">../</a></td><td></td><td>-</td></tr>\n");
 }
 
-static void html_entry(struct out *o, const struct dir_entry *e)
+static void html_entry(struct outbuf *o, const struct dir_entry *e)
 {
-	puts_(o, "<tr><td><a href=\"");
+	outbuf_puts(o, "<tr><td><a href=\"");
 	put_url_segment(o, e->name, e->name_len);
-	puts_(o, e->is_dir ? "/\">" : "\">");
+	outbuf_puts(o, e->is_dir ? "/\">" : "\">");
 	put_html(o, e->name, e->name_len);
-	puts_(o, e->is_dir ? "/</a></td><td>" : "</a></td><td>");
+	outbuf_puts(o, e->is_dir ? "/</a></td><td>" : "</a></td><td>");
 	put_time(o, e->mtime, false);
-	puts_(o, "</td><td>");
+	outbuf_puts(o, "</td><td>");
 	if (e->is_dir)
-		puts_(o, "-");
+		outbuf_puts(o, "-");
 	else
-		put_u64(o, e->size);
-	puts_(o, "</td></tr>\n");
+		outbuf_u64(o, e->size);
+	outbuf_puts(o, "</td></tr>\n");
 }
 
-static void json_head(struct out *o, const char *dir)
+static void json_head(struct outbuf *o, const char *dir)
 {
 	size_t dlen = strlen(dir);
-	puts_(o, "{\"path\":\"/");
+	outbuf_puts(o, "{\"path\":\"/");
 	put_json(o, dir, dlen);
-	puts_(o, dlen ? "/\",\"entries\":[" : "\",\"entries\":[");
+	outbuf_puts(o, dlen ? "/\",\"entries\":[" : "\",\"entries\":[");
 }
 
-static void json_entry(struct out *o, const struct dir_entry *e, bool first)
+static void json_entry(struct outbuf *o, const struct dir_entry *e, bool first)
 {
-	puts_(o, first ? "\n{\"name\":\"" : ",\n{\"name\":\"");
+	outbuf_puts(o, first ? "\n{\"name\":\"" : ",\n{\"name\":\"");
 	put_json(o, e->name, e->name_len);
-	puts_(o, e->is_dir ? "\",\"type\":\"directory\",\"size\":null,\"mtime\":\""
+	outbuf_puts(o, e->is_dir ? "\",\"type\":\"directory\",\"size\":null,\"mtime\":\""
 			   : "\",\"type\":\"file\",\"size\":");
 	if (!e->is_dir) {
-		put_u64(o, e->size);
-		puts_(o, ",\"mtime\":\"");
+		outbuf_u64(o, e->size);
+		outbuf_puts(o, ",\"mtime\":\"");
 	}
 	put_time(o, e->mtime, true);
-	puts_(o, "\"}");
+	outbuf_puts(o, "\"}");
 }
 
 size_t autoindex_body_bound(enum autoindex_mode mode, const char *dir, const struct dirlist *dl)
@@ -252,7 +225,7 @@ size_t autoindex_render(char *buf, size_t cap, enum autoindex_mode mode, const c
 {
 	if (cap < FOOTER_RESERVE + 256)
 		return 0;
-	struct out o = { buf, 0, cap - FOOTER_RESERVE, false };
+	struct outbuf o = { buf, 0, cap - FOOTER_RESERVE, false };
 	bool truncated = dl->truncated;
 	size_t shown = 0;
 
@@ -278,14 +251,14 @@ size_t autoindex_render(char *buf, size_t cap, enum autoindex_mode mode, const c
 	}
 	o.cap = cap; /* the footer's reserve */
 	if (mode == AUTOINDEX_JSON) {
-		puts_(&o, truncated ? "\n],\"truncated\":true}\n" : (shown ? "\n],\"truncated\":false}\n"
+		outbuf_puts(&o, truncated ? "\n],\"truncated\":true}\n" : (shown ? "\n],\"truncated\":false}\n"
 								 : "],\"truncated\":false}\n"));
 	} else {
-		puts_(&o, "</table>\n");
+		outbuf_puts(&o, "</table>\n");
 		if (truncated)
-			puts_(&o, "<p>This listing is truncated: the directory has more entries than "
+			outbuf_puts(&o, "<p>This listing is truncated: the directory has more entries than "
 				  "one listing shows.</p>\n");
-		puts_(&o, "</body></html>\n");
+		outbuf_puts(&o, "</body></html>\n");
 	}
 	return o.len;
 }

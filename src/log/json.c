@@ -1,6 +1,8 @@
 /* json.c - JSON string escaping (RFC 8259) and the JSON access-log line. */
 #include "json.h"
 
+#include "../outbuf.h"
+
 #include <string.h>
 
 /* Length of the well-formed UTF-8 sequence at s[0..len) (RFC 3629 4), or 0
@@ -113,50 +115,21 @@ void json_split_request_line(struct span line, struct span *method, struct span 
 	*protocol = (struct span){ sp2 + 1, (size_t)(end - sp2 - 1) };
 }
 
-struct jbuf {
-	char *p;
-	size_t len, cap;
-};
-
-static void jput(struct jbuf *b, const char *s)
-{
-	size_t n = strlen(s);
-	if (b->len + n <= b->cap) {
-		memcpy(b->p + b->len, s, n);
-		b->len += n;
-	}
-}
-
-/* A decimal number (snprintf costs more than the rest of a line). */
-static void jnum(struct jbuf *b, uint64_t v)
-{
-	char tmp[24];
-	size_t i = sizeof(tmp);
-	do {
-		tmp[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	if (b->len + sizeof(tmp) - i <= b->cap) {
-		memcpy(b->p + b->len, tmp + i, sizeof(tmp) - i);
-		b->len += sizeof(tmp) - i;
-	}
-}
-
 /* "key":"escaped" (or "key":null for an absent span), using at most limit
  * bytes for the escaped value. */
-static void jstring(struct jbuf *b, const char *key, struct span v, bool nullable, size_t limit)
+static void jstring(struct outbuf *b, const char *key, struct span v, bool nullable, size_t limit)
 {
-	jput(b, key);
+	outbuf_puts(b, key);
 	if (!v.p && nullable) {
-		jput(b, "null");
+		outbuf_puts(b, "null");
 		return;
 	}
-	jput(b, "\"");
+	outbuf_puts(b, "\"");
 	size_t room = b->cap - b->len;
 	if (limit > room)
 		limit = room;
 	b->len += json_escape(b->p + b->len, limit, v.p ? v.p : "", v.p ? v.len : 0);
-	jput(b, "\"");
+	outbuf_puts(b, "\"");
 }
 
 static struct span cstr(const char *s)
@@ -169,7 +142,7 @@ static struct span cstr(const char *s)
 
 size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 {
-	struct jbuf b = { out, 0, cap - 2 }; /* "}\n" always fits */
+	struct outbuf b = { out, 0, cap - 2, false }; /* "}\n" always fits */
 	size_t strings = cap > JSON_LINE_FIXED ? cap - JSON_LINE_FIXED : 0;
 
 	jstring(&b, "{\"time\":", cstr(a->time), false, 64);
@@ -178,17 +151,17 @@ size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 	/* the target gets half of what is left, the referer half of the rest */
 	jstring(&b, ",\"target\":", a->target, false, strings / 2);
 	jstring(&b, ",\"protocol\":", a->protocol, false, 32);
-	jput(&b, ",\"status\":");
-	jnum(&b, a->status < 0 ? 0 : (uint64_t)a->status);
-	jput(&b, ",\"bytes\":");
-	jnum(&b, a->bytes);
-	jput(&b, ",\"duration_us\":");
-	jnum(&b, a->duration_us);
+	outbuf_puts(&b, ",\"status\":");
+	outbuf_u64(&b, a->status < 0 ? 0 : (uint64_t)a->status);
+	outbuf_puts(&b, ",\"bytes\":");
+	outbuf_u64(&b, a->bytes);
+	outbuf_puts(&b, ",\"duration_us\":");
+	outbuf_u64(&b, a->duration_us);
 	jstring(&b, ",\"referer\":", a->referer, true, strings / 4);
 	jstring(&b, ",\"user_agent\":", a->user_agent, true, strings / 4);
 	jstring(&b, ",\"model\":", cstr(a->model), false, 32);
-	jput(&b, ",\"worker\":");
-	jnum(&b, a->worker < 0 ? 0 : (uint64_t)a->worker);
+	outbuf_puts(&b, ",\"worker\":");
+	outbuf_u64(&b, a->worker < 0 ? 0 : (uint64_t)a->worker);
 	out[b.len++] = '}';
 	out[b.len++] = '\n';
 	return b.len;
