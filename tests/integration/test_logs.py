@@ -226,3 +226,28 @@ def test_access_log_json_fields_and_escaping(model, fresh_server):
     bad = by_target["/a\x01b\x7f"]
     assert '"target":"/a\\u0001b\\u007f"' in next(ln for ln in lines if '"status":400' in ln)
     assert bad["status"] == 400 and bad["referer"] is None and bad["user_agent"] is None
+
+
+def test_reload_switches_the_access_log_format(model, docroot, tmp_path):
+    """SIGHUP with access_log_format changed in the file: the next generation
+    writes the new format to the same file."""
+    conf = tmp_path / "spindle.conf"
+    conf.write_text("[log]\naccess_log_format = combined\n")
+    srv = util.Server(model, docroot.path, tmp_path / "srv", extra_args=["--config", str(conf)]).start()
+    try:
+        srv.get("/a.txt?gen=1")
+        assert len(wait_lines(srv.access_log, 1)) == 1
+        conf.write_text("[log]\naccess_log_format = json\n")
+        srv.signal(signal.SIGHUP)
+        gen2 = re.compile(r"generation 2: serving process \d+ runs")
+        assert util.wait_for(lambda: gen2.search(srv.error_log.read_text(errors="replace")),
+                             util.scaled(5)), srv.diagnostics()
+        # the old generation may still be draining: ask until the new one answers
+        assert util.wait_for(lambda: srv.get("/a.txt?gen=2").status == 200 and
+                             any(ln.startswith("{") for ln in log_lines(srv.access_log)), util.scaled(5))
+        lines = log_lines(srv.access_log)
+        assert parse(lines[0])["request"] == "GET /a.txt?gen=1 HTTP/1.1"
+        new = [json.loads(ln) for ln in lines if ln.startswith("{")]
+        assert new and all(d["target"] == "/a.txt?gen=2" for d in new), lines
+    finally:
+        assert srv.stop() == 0
