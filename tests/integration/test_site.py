@@ -35,6 +35,13 @@ def site_root(tmp_path_factory):
         p.write_bytes(data)
         os.utime(p, (mtime, mtime))
     os.utime(root / "list" / "sub dir", (1_600_000_400, 1_600_000_400))
+    (root / "links").mkdir()
+    (root / "links" / "real.txt").write_bytes(b"real")
+    os.symlink("real.txt", root / "links" / "in.txt")
+    outside = root.parent / "outside.txt"
+    outside.write_bytes(b"OUTSIDE")
+    os.symlink(outside, root / "links" / "out.txt")
+    os.mkfifo(root / "links" / "fifo")
     for i in range(MANY):
         (root / "many" / f"file-{i:05d}.txt").write_bytes(b"")
     return root
@@ -111,6 +118,15 @@ def test_autoindex_root_keeps_index_and_validators_work(model, servers, site_roo
     assert head.status == 200 and head.body == b""
     assert head.header("Content-Length") == str(len(r.body))
     assert head.header("ETag") == etag
+
+
+def test_autoindex_lists_only_what_would_be_served(model, servers, site_root):
+    """symlinks = inside (the default): a link leaving the root is not listed,
+    nor a FIFO; a link inside is, with its target's size."""
+    srv = json_server(servers, site_root)
+    doc = json.loads(srv.get("/links/").body)
+    assert {e["name"]: e["size"] for e in doc["entries"]} == {"in.txt": 4, "real.txt": 4}, doc
+    assert srv.get("/links/out.txt").status == 403
 
 
 def test_autoindex_off_is_403(model, server):
