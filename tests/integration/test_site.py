@@ -199,3 +199,20 @@ def test_fallback_missing_is_404_not_a_loop(model, servers, site_root):
 
 def test_fallback_off_by_default(model, server):
     assert server.get("/no/such/route").status == 404
+
+
+# ---- configuration ----------------------------------------------------------------
+
+@pytest.mark.parametrize("line, problem", [
+    ("autoindex = yes", "autoindex: 'yes' is not off, html or json"),
+    ("fallback = index.html", "fallback: 'index.html' must be a path starting with '/'"),
+    ("fallback = /index.html?x", "fallback: '/index.html?x' must be a path starting with '/'"),
+    ("access_log_format = clf", "access_log_format: 'clf' is not combined or json"),
+])
+def test_bad_values_name_file_and_line(tmp_path, docroot, line, problem):
+    section = "log" if line.startswith("access_log_format") else "http"
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"[{section}]\n{line}\n")
+    r = util.run_spindle("--config", str(conf), "--root", str(docroot.path), "--check")
+    assert r.returncode != 0
+    assert f"{conf}:2: {problem}" in r.stderr, r.stderr
