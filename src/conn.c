@@ -661,7 +661,7 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 		return;
 	}
 	autoindex_sort(dl.entries, dl.n, order);
-	size_t cap = autoindex_body_bound(cfg->autoindex, rel, &dl);
+	size_t cap = autoindex_body_bound(rel, &dl);
 	c->body = malloc(cap);
 	size_t len = c->body ? autoindex_render(c->body, cap, cfg->autoindex, rel, &dl, order) : 0;
 	dirlist_free(&dl);

@@ -201,7 +201,11 @@ static void json_entry(struct outbuf *o, const struct dir_entry *e, bool first)
 {
 	outbuf_puts(o, first ? "\n{\"name\":\"" : ",\n{\"name\":\"");
 	put_json(o, e->name, e->name_len);
-	outbuf_puts(o, e->is_dir ? "\",\"type\":\"directory\",\"size\":null,\"mtime\":\""
+	/* the link, percent-encoded: exact even where the name had to lose
+	 * bytes (invalid UTF-8 becomes U+FFFD in a JSON string) */
+	outbuf_puts(o, "\",\"url\":\"");
+	put_url_segment(o, e->name, e->name_len);
+	outbuf_puts(o, e->is_dir ? "/\",\"type\":\"directory\",\"size\":null,\"mtime\":\""
 			   : "\",\"type\":\"file\",\"size\":");
 	if (!e->is_dir) {
 		outbuf_u64(o, e->size);
@@ -211,12 +215,13 @@ static void json_entry(struct outbuf *o, const struct dir_entry *e, bool first)
 	outbuf_puts(o, "\"}");
 }
 
-size_t autoindex_body_bound(enum autoindex_mode mode, const char *dir, const struct dirlist *dl)
+size_t autoindex_body_bound(const char *dir, const struct dirlist *dl)
 {
-	/* worst cases: 6 bytes per name byte in HTML text or JSON, 3 in a link */
+	/* worst cases: 6 bytes per name byte in HTML text or JSON, 3 in a link
+	 * (both forms have both) */
 	uint64_t need = 1024 + 12 * (uint64_t)strlen(dir) + FOOTER_RESERVE;
 	for (size_t i = 0; i < dl->n && need < AUTOINDEX_MAX_BODY; i++)
-		need += (mode == AUTOINDEX_JSON ? 6 : 9) * (uint64_t)dl->entries[i].name_len + 160;
+		need += 9 * (uint64_t)dl->entries[i].name_len + 160;
 	return need < AUTOINDEX_MAX_BODY ? (size_t)need : AUTOINDEX_MAX_BODY;
 }
 

@@ -43,12 +43,12 @@ size_t autoindex_etag(char out[HTTP_ETAG_MAX], struct timespec mtime, enum autoi
 /* Enough bytes for autoindex_render of these entries (capped at
  * AUTOINDEX_MAX_BODY). dir is the directory's decoded root-relative path
  * ("" for the root, no slashes around it). */
-size_t autoindex_body_bound(enum autoindex_mode mode, const char *dir, const struct dirlist *dl);
+size_t autoindex_body_bound(const char *dir, const struct dirlist *dl);
 
 /* Writes the listing into out[0..cap): HTML (names HTML-escaped as text and
  * percent-encoded in links, a parent link below the root, sortable column
- * headers) or JSON ({"path", "entries": [{name, type, size, mtime}],
- * "truncated"}). Entries that do not fit in cap are left out and the listing
+ * headers) or JSON ({"path", "entries": [{name, url, type, size, mtime}],
+ * "truncated"}; url is the percent-encoded relative link). Entries that do not fit in cap are left out and the listing
  * says it is truncated. Returns the length. */
 size_t autoindex_render(char *out, size_t cap, enum autoindex_mode mode, const char *dir,
 			const struct dirlist *dl, struct autoindex_order order);

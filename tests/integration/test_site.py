@@ -144,8 +144,12 @@ def test_autoindex_json_listing(model, servers, site_root):
     # dotfiles = on here: the dotfile is listed
     assert names == [SPACE_NAME, ODD_NAME, "small.txt", ".hidden", "sub dir"], names
     by_name = {e["name"]: e for e in doc["entries"]}
-    assert by_name[ODD_NAME] == {"name": ODD_NAME, "type": "file", "size": 30, "mtime": "2020-09-13T12:28:20Z"}
+    assert by_name[ODD_NAME] == {"name": ODD_NAME, "url": "a%26b%20%3Ci%3E%22q%22%27.txt", "type": "file",
+                                 "size": 30, "mtime": "2020-09-13T12:28:20Z"}
     assert by_name["sub dir"]["type"] == "directory" and by_name["sub dir"]["size"] is None
+    assert by_name["sub dir"]["url"] == "sub%20dir/"
+    for e in doc["entries"]:  # every url fetches its entry
+        assert srv.get("/list/" + e["url"]).status == 200, e
     root = json.loads(srv.get("/list/sub%20dir/").body)
     assert root == {"path": "/list/sub dir/", "entries": [], "truncated": False}
 
