@@ -376,7 +376,6 @@ static void loop_new_conn(struct loop *lp, int fd)
 	}
 	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		len = 0;
-	listen_tune_accepted(fd); /* accepted by io_uring, not by acceptor_accept() */
 	struct uconn *u = calloc(1, sizeof(*u));
 	if (u)
 		u->c = conn_new(lp->srv, len ? (struct sockaddr *)&peer : NULL, len);
