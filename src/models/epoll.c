@@ -114,11 +114,8 @@ static void econn_run(struct loop *lp, struct econn *e)
 			return;
 		}
 		bool *ready = want == CONN_WANT_WRITE ? &e->can_write : &e->can_read;
-		if (!*ready && want != CONN_WANT_SHUTDOWN) {
-			if (want == CONN_WANT_READ)
-				conn_release_idle(e->c); /* only acts between requests */
+		if (!*ready && want != CONN_WANT_SHUTDOWN)
 			return;
-		}
 		if (steps == EPOLL_BUDGET) {
 			ready_push(lp, e);
 			return;
@@ -192,6 +189,11 @@ static void loop_scan(struct loop *lp, int64_t now)
 			conn_timeout(e->c);
 			e->can_read = e->can_write = true; /* let it try what it wants now */
 			econn_run(lp, e);
+		} else if (!e->can_read) {
+			/* Idle buffers go back here, not as soon as a connection waits:
+			 * a busy keep-alive client would free and allocate them again
+			 * for every request. Only acts between requests. */
+			conn_release_idle(e->c);
 		}
 	}
 }
