@@ -20,6 +20,8 @@
  * would pin a kernel thread, and its pipe costs two descriptors. Non-blocking
  * sockets change nothing for the ring's own recv/sendmsg: io_uring tries them
  * without waiting and, on EAGAIN, waits by poll as it does for blocking ones.
+ * The price, as in epoll: a file not in the page cache is read from disk by
+ * sendfile() while the loop waits (a static server's files mostly are cached).
  *
  * The kernel holds pointers into a connection (its input buffer, iovecs, file
  * buffer) while an operation is in flight, so a connection is freed, timed
