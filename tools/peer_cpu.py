@@ -213,6 +213,10 @@ def main() -> int:
     def med(name: str, cell: str, key: str) -> float:
         return statistics.median(r[key] for r in results[(name, cell)])
 
+    def spread(name: str, cell: str, key: str, fmt: str) -> str:
+        vals = [r[key] for r in results[(name, cell)]]
+        return f"{min(vals):{fmt}}–{max(vals):{fmt}}"
+
     print("| cell | " + " | ".join(servers) + " |")
     print("|---|" + "---|" * len(servers))
     for cell in cells:
@@ -220,12 +224,13 @@ def main() -> int:
         for name in servers:
             if cell == "big":
                 row.append(f"{med(name, cell, 'gbps'):.2f} GB/s · {med(name, cell, 'us_per_mb'):.0f} µs/MB"
-                           f" · {med(name, cell, 'cores'):.2f} cores")
+                           f" ({spread(name, cell, 'us_per_mb', '.0f')}) · {med(name, cell, 'cores'):.2f} cores")
             else:
-                row.append(f"{med(name, cell, 'rps') / 1000:.1f}k · {med(name, cell, 'us_per_req'):.2f} µs")
+                row.append(f"{med(name, cell, 'rps') / 1000:.1f}k · {med(name, cell, 'us_per_req'):.2f} µs"
+                           f" ({spread(name, cell, 'us_per_req', '.1f')})")
         print(f"| {CELLS[cell][0]} | " + " | ".join(row) + " |")
     print(f"(medians of {a.repeats}; server on CPU {SERVER_CPU}, generator on CPU {CLIENT_CPU}, "
-          f"{a.seconds:g} s per run; µs = server CPU per request)")
+          f"{a.seconds:g} s per run; µs = server CPU per request, (range over repeats))")
     return 0
 
 
