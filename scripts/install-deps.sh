@@ -7,7 +7,7 @@
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
-build_packages=(build-essential libinih-dev liburing-dev)
+build_packages=(build-essential libinih-dev liburing-dev libssl-dev pkg-config)
 packages=(
   "${build_packages[@]}" pkg-config clang libcriterion-dev
   libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk

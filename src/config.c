@@ -74,6 +74,10 @@ static const struct config_key config_keys[] = {
 	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
 	K("log", "error_log", KEY_STRING, error_log, 0, 0),
 	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
+	/* [tls] (issue 13) */
+	K("tls", "tls", KEY_BOOL, tls, 0, 0),
+	K("tls", "tls_certificate", KEY_STRING, tls_certificate, 0, 0),
+	K("tls", "tls_certificate_key", KEY_STRING, tls_certificate_key, 0, 0),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 

@@ -75,6 +75,11 @@ struct config {
 	char error_log[4096];  /* "-" for stderr */
 	enum log_level log_level;
 
+	/* [tls] (issue 13): tls = on makes `port` an HTTPS port */
+	bool tls;
+	char tls_certificate[4096];     /* PEM: the certificate, then its chain */
+	char tls_certificate_key[4096]; /* PEM private key */
+
 	/* where it came from, for --check and messages */
 	char source[4096];
 };

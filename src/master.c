@@ -578,8 +578,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		return 1;
 	}
 	steer(&m, &m.gens[0]);
-	log_info("spindle %s (master %d) listening on http://%s:%d/ with the %s model, root %s", SPINDLE_VERSION,
-		 (int)getpid(), cfg->bind, cfg->port, cfg->model, cfg->root);
+	log_info("spindle %s (master %d) listening on %s://%s:%d/ with the %s model, root %s", SPINDLE_VERSION,
+		 (int)getpid(), cfg->tls ? "https" : "http", cfg->bind, cfg->port, cfg->model, cfg->root);
 	if (spawn(&m, 0) < 0)
 		begin_stop(&m);
 

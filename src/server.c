@@ -18,6 +18,7 @@
 #include "log/log.h"
 #include "models/model.h"
 #include "stats/stats.h"
+#include "tls/context.h"
 
 /* Lock-free atomic: safe to set in a signal handler and to read from any thread. */
 static atomic_int stop_requested;
@@ -92,6 +93,10 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		return -1;
 	if (workload_new(cfg, &srv->workload) < 0)
 		return -1;
+	/* tls: here, in the master before any fork, so the serving processes of
+	 * a generation share its session-ticket keys */
+	if (cfg->tls && !(srv->tls = tls_context_new(cfg)))
+		return -1;
 
 	return 0;
 }
@@ -131,6 +136,8 @@ void server_close(struct server *srv)
 	srv->cache = NULL;
 	workload_free(srv->workload);
 	srv->workload = NULL;
+	tls_context_free(srv->tls);
+	srv->tls = NULL;
 	if (srv->root_fd >= 0)
 		close(srv->root_fd);
 	if (srv->wake_fd >= 0)

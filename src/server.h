@@ -31,6 +31,7 @@ struct server {
 	struct file_cache *cache;    /* shared by the threads of one process; NULL when off */
 	struct stats *stats;         /* the statistics segment (stats/stats.h), or NULL */
 	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */
+	struct tls_context *tls;     /* cfg->tls: shared by every connection (tls/context.h); else NULL */
 	struct error_page *pages;
 	size_t npages;
 };
