@@ -78,6 +78,9 @@ static const struct config_key config_keys[] = {
 	K("tls", "tls", KEY_BOOL, tls, 0, 0),
 	K("tls", "tls_certificate", KEY_STRING, tls_certificate, 0, 0),
 	K("tls", "tls_certificate_key", KEY_STRING, tls_certificate_key, 0, 0),
+	K("tls", "hsts", KEY_STRING, hsts, 0, 0),
+	K("tls", "redirect_https", KEY_BOOL, redirect_https, 0, 0),
+	K("tls", "redirect_https_port", KEY_INT, redirect_https_port, 1, 65535),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -124,6 +127,7 @@ void config_defaults(struct config *cfg)
 	cfg->delay_kind = DELAY_CPU;
 	cfg->buckets = 128;
 	cfg->bucket_global_lock = false;
+	cfg->redirect_https_port = 443; /* tls: the rest of [tls] is off / empty */
 	strcpy(cfg->source, "(defaults and command line)");
 }
 

@@ -79,6 +79,9 @@ struct config {
 	bool tls;
 	char tls_certificate[4096];     /* PEM: the certificate, then its chain */
 	char tls_certificate_key[4096]; /* PEM private key */
+	char hsts[256];                 /* Strict-Transport-Security value on HTTPS responses; "" = none */
+	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
+	int redirect_https_port;        /* ... on this port */
 
 	/* where it came from, for --check and messages */
 	char source[4096];

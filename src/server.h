@@ -27,7 +27,7 @@ struct server {
 	int workers;                 /* resolved: cfg->workers, or the number of cores */
 	int wake_fd;                 /* eventfd: becomes readable when a stop is requested */
 	struct http_limits limits;
-	char server_header[64];      /* "Server: spindle/x.y.z\r\n" */
+	char server_header[320];     /* "Server: spindle/x.y.z\r\n", and Strict-Transport-Security over TLS */
 	struct file_cache *cache;    /* shared by the threads of one process; NULL when off */
 	struct stats *stats;         /* the statistics segment (stats/stats.h), or NULL */
 	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */

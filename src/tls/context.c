@@ -18,11 +18,12 @@
 #include "../config.h"
 #include "../log/log.h"
 
-/* Mozilla's "intermediate" profile (v5.7), minus its DHE suites: ECDHE only.
- * TLS 1.3 suites are OpenSSL's defaults, which are the profile's. */
+/* Mozilla's "intermediate" profile (v5.7), minus its DHE suites: ECDHE only;
+ * TLS 1.3 suites in the profile's order. */
 #define TLS_CIPHERS_12                                                                                      \
 	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"          \
 	"ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define TLS_SUITES_13 "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 #define TLS_GROUPS "X25519:prime256v1:secp384r1"
 
 #define TICKET_SECRET_LEN 32
@@ -183,7 +184,8 @@ struct tls_context *tls_context_new(const struct config *cfg)
 	 * DoS); the server picks the cipher, from the profile's order */
 	SSL_CTX_set_options(t->ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_set_max_early_data(t->ctx, 0); /* no 0-RTT: replayable */
-	if (!SSL_CTX_set_cipher_list(t->ctx, TLS_CIPHERS_12) || !SSL_CTX_set1_groups_list(t->ctx, TLS_GROUPS)) {
+	if (!SSL_CTX_set_cipher_list(t->ctx, TLS_CIPHERS_12) || !SSL_CTX_set_ciphersuites(t->ctx, TLS_SUITES_13) ||
+	    !SSL_CTX_set1_groups_list(t->ctx, TLS_GROUPS)) {
 		log_error("tls: the cipher policy is not supported by this OpenSSL");
 		goto fail;
 	}

@@ -141,6 +141,35 @@ def test_range_and_big_file(model, tls_server, certs, docroot):
         assert r.status == 206 and r.body == RANGE_DATA[-10:]
 
 
+def test_hsts_over_tls_only(model, servers, certs):
+    """hsts = VALUE adds Strict-Transport-Security to HTTPS responses, errors
+    included; a plain-HTTP instance with the same setting sends none (RFC
+    6797 7.2)."""
+    srv = servers(**tls_settings(certs, hsts="max-age=63072000"))
+    with tls_conn(srv.port, client_context(certs)) as c:
+        for target in ("/a.txt", "/missing"):
+            c.send(util.build_request("GET", target))
+            r = c.read_response("GET")
+            assert r.header("Strict-Transport-Security") == "max-age=63072000", r
+    plain = servers(hsts="max-age=63072000")
+    r = plain.get("/a.txt")
+    assert r.status == 200 and not r.has("Strict-Transport-Security"), r
+
+
+def test_redirect_https(model, servers):
+    """redirect_https = on: a plain port answers 301 to the same target on
+    the HTTPS port, for the host the client named; a Host that cannot go
+    into a Location header gets a 400."""
+    srv = servers(redirect_https="on", redirect_https_port="8443")
+    r = srv.get("/sub/page.txt?x=1&y=%20", headers={"Host": "example.com:8080"}, host=None)
+    assert r.status == 301
+    assert r.header("Location") == "https://example.com:8443/sub/page.txt?x=1&y=%20"
+    r = srv.get("/", headers={"Host": "[::1]:80"}, host=None)
+    assert r.status == 301 and r.header("Location") == "https://[::1]:8443/"
+    r = srv.get("/", headers={"Host": "a\"b"}, host=None)
+    assert r.status == 400
+
+
 def _client_hello(certs: Certs) -> bytes:
     """The first flight of a real handshake, taken from a memory-BIO client."""
     ctx = client_context(certs)
