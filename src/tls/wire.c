@@ -347,6 +347,8 @@ void wire_output_failed(struct wire *w)
 		conn_output_failed(w->core);
 		return;
 	}
+	if (t->state == TLS_HANDSHAKE) /* reset before our flight went out: a failure all the same */
+		tls_fail_handshake(t);
 	t->broken = true;
 	t->state = TLS_DEAD;
 	if (conn_wants(w->core, &deadline) == CONN_WANT_WRITE)
