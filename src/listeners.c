@@ -157,7 +157,9 @@ int listeners_open(struct listeners *ls, const struct listen_addr *addrs, int n,
 		if (!l) {
 			l = slot_free(ls);
 			err = l ? 0 : -ENOSPC;
-			if (!err && (a->kind == LISTEN_UNIX || ls->reuseport))
+			/* (a UNIX path is looked at once, when it is bound: each look
+			 * at a live one costs its owner a connection) */
+			if (!err && a->kind == LISTEN_TCP && ls->reuseport)
 				err = wait_free(a, wait_ms);
 			if (err)
 				goto fail;
