@@ -31,6 +31,7 @@
 #include "log/log.h"
 #include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
+#include "privs.h"
 #include "server.h"
 #include "stats/stats.h"
 
@@ -51,6 +52,7 @@ struct generation {
 	int64_t kill_at_ms;  /* draining: SIGKILL after this */
 	int serial;
 	bool promoted;       /* has served past its start-up grace (and retired the older ones) */
+	struct privs privs;  /* whom its serving process runs as (issue 12) */
 };
 
 struct master {
@@ -144,6 +146,9 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	 * forgotten, which left this process serving until SIGKILL. */
 	if (server_enter_serving(&g->srv) < 0)
 		_exit(1);
+	/* Landlock first: it looks the logs' directories up with our rights */
+	if (privs_landlock(&g->cfg, g->srv.root_fd) < 0 || privs_drop(&g->privs) < 0)
+		_exit(1);
 	serving_pid = getpid();
 	serving_master_pid = master_pid;
 	serving_srv = &g->srv;
@@ -214,6 +219,12 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	const struct model *model = model_find(cfg->model);
 
 	g->cfg = *cfg;
+	if (privs_resolve(cfg, &g->privs) < 0) {
+		if (m->serial == 0)
+			fprintf(stderr, "spindle: cannot run serving processes as %s%s%s (see the error log)\n",
+				cfg->user, cfg->group[0] ? ":" : "", cfg->group);
+		return -1;
+	}
 	if (server_init(&g->srv, &g->cfg, model) < 0) {
 		server_close(&g->srv);
 		return -1;
@@ -450,6 +461,7 @@ static void reload(struct master *m)
 	log_close();
 	if (log_open(&g->cfg) < 0)
 		log_open(&cur->cfg);
+	privs_own_logs(&g->cfg, &g->privs);
 	if (spawn(m, idx) < 0) {
 		gen_release(m, g);
 		return;
@@ -579,6 +591,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		return 1;
 	}
 	steer(&m, &m.gens[0]);
+	privs_own_logs(cfg, &m.gens[0].privs);
+	privs_warn_root(cfg);
 	char where[1024];
 	struct listen_addr addrs[LISTENERS_MAX];
 	int naddrs = 0;
@@ -609,6 +623,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 				break;
 			case SIGUSR1:
 				log_reopen();
+				/* a file the master just made is root's: the serving processes reopen it next */
+				privs_own_logs(&m.gens[m.current].cfg, &m.gens[m.current].privs);
 				forward(&m, SIGUSR1);
 				break;
 			default: /* SIGTERM, SIGINT */
