@@ -231,6 +231,24 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
     assert not sock.exists()
 
 
+def test_two_instances_by_listen_lines_alone(docroot, tmp_path):
+    """stats_name = auto names the segment after the first listen address's
+    port, not the unused `port` (8080 for both, so the second would refuse
+    to start: a live instance of that name holds it)."""
+    a = ListenConfig(tmp_path / "a.conf", docroot.path, tmp_path / "a", "epoll", ["127.0.0.1:{port}"])
+    b = ListenConfig(tmp_path / "b.conf", docroot.path, tmp_path / "b", "epoll", ["127.0.0.1:{port}"])
+    a.start()
+    try:
+        b.start()
+        try:
+            assert v4_get(a.port).body == A_TXT and v4_get(b.port).body == A_TXT
+            assert Path(f"/dev/shm/spindle-{a.port}").exists() and Path(f"/dev/shm/spindle-{b.port}").exists()
+        finally:
+            assert b.stop() == 0, b.diagnostics()
+    finally:
+        assert a.stop() == 0, a.diagnostics()
+
+
 # --------------------------------------------------------------------------
 # Socket activation (sd_listen_fds(3)): descriptors from 3, LISTEN_FDS of
 # them, LISTEN_PID naming the process they are for
