@@ -165,6 +165,12 @@ int listeners_open(struct listeners *ls, const struct listen_addr *addrs, int n,
 				goto fail;
 			*l = (struct listener){ .set = { .reuseport = ls->reuseport && a->kind == LISTEN_TCP, .addr = *a } };
 		}
+		else if (l->set.addr.ipv6only != a->ipv6only || l->set.addr.mode != a->mode ||
+			 strcmp(l->set.addr.owner, a->owner) || strcmp(l->set.addr.group, a->group)) {
+			char name[256];
+			listen_addr_format(&l->set.addr, name, sizeof(name));
+			log_warn("listen: the options of %s stay as they were (changing them needs a restart)", name);
+		}
 		l->users |= bit; /* before growing: a failure releases what it opened */
 		if (!l->inherited && (err = listen_set_grow_addr(&l->set, want)) < 0)
 			goto fail;

@@ -318,3 +318,26 @@ def test_socket_activation_uses_inherited_sockets_across_reloads(model, docroot,
     assert path.exists()
     tcp.close()
     uds.close()
+
+
+def test_socket_activation_with_listen_lines(docroot, tmp_path):
+    """A `listen` line naming an inherited address uses that socket (a bind
+    of its own would fail: the address is taken); another line is bound."""
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind((util.HOST, 0))
+    tcp.listen(16)
+    port, other = tcp.getsockname()[1], util.free_port()
+    work = tmp_path / "srv"
+    proc = start_activated([tcp], docroot.path, work, "--set", f"listen=127.0.0.1:{port}",
+                           "--set", f"listen=127.0.0.1:{other}")
+    try:
+        assert util.wait_for(lambda: (work / "error.log").exists() and "generation 1" in
+                             (work / "error.log").read_text(), 5), (work / "stderr.txt").read_text()
+        assert v4_get(port).body == A_TXT and v4_get(other).body == A_TXT
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0, (work / "error.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        tcp.close()
