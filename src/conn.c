@@ -174,6 +174,8 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer, sizeof(c->peer));
 	else if (peer && peer->sa_family == AF_INET6 && peerlen >= sizeof(struct sockaddr_in6))
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer, sizeof(c->peer));
+	else if (peer && peer->sa_family == AF_UNIX)
+		strcpy(c->peer, "unix:"); /* a client's socket is unnamed; the log says which family */
 	return c;
 }
 

@@ -10,7 +10,8 @@
 #include "config.h"
 #include "http/parse.h"
 
-#define SERVER_MAX_LISTENERS 256
+#define SERVER_MAX_LISTENERS 1024
+#define SERVER_MAX_ADDRESSES 32 /* listeners.h's LISTENERS_MAX */
 
 struct error_page {
 	int status;
@@ -24,6 +25,12 @@ struct server {
 	int root_fd;                 /* O_PATH handle all files are opened beneath */
 	int listen_fds[SERVER_MAX_LISTENERS];
 	int nlisten;
+	/* issue 12: listen_fds holds one group of sockets per address, one after
+	 * another (acceptor_init_groups); an inherited one (socket activation)
+	 * is never shut down by us */
+	int listen_group_len[SERVER_MAX_ADDRESSES];
+	bool listen_group_inherited[SERVER_MAX_ADDRESSES];
+	int nlisten_groups;
 	int workers;                 /* resolved: cfg->workers, or the number of cores */
 	int wake_fd;                 /* eventfd: becomes readable when a stop is requested */
 	struct http_limits limits;

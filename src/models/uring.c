@@ -670,7 +670,8 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, int nloo
 	lp->multishot = true;
 	/* the master may hold more listeners than we have loops (a reload to
 	 * fewer workers): every one of them is accepted from by some loop */
-	int shared = acceptor_init_share(&lp->acc, srv->listen_fds, srv->nlisten, id, nloops);
+	int shared = acceptor_init_groups(&lp->acc, srv->listen_fds, srv->listen_group_len, srv->nlisten_groups, id,
+					  nloops);
 	if (shared < 0)
 		return -errno;
 	/* One listener for several loops (reuseport off): one wake-up of a
