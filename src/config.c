@@ -706,9 +706,25 @@ static int stats_validate(const struct config *cfg)
 	return 0;
 }
 
+bool config_serves_tls(const struct config *cfg)
+{
+	bool any = cfg->tls;
+	for (int i = 0; i < cfg->nlisten; i++)
+		any |= cfg->listen[i].tls;
+	return any;
+}
+
 int config_validate(struct config *cfg)
 {
 	struct stat st;
+
+	/* tls: the core cannot tell an HTTPS request from a plain one, so a
+	 * redirect to HTTPS is for an instance without TLS listeners */
+	if (cfg->redirect_https && config_serves_tls(cfg)) {
+		report("%s: redirect_https: only for an instance with no TLS address (it would redirect HTTPS too)",
+		       cfg->source);
+		return -1;
+	}
 
 	if (!model_find(cfg->model)) {
 		report("%s: model: unknown model '%s' (try --list-models)",

@@ -142,6 +142,9 @@ int config_validate(struct config *cfg);
  * The master sends them to the error log while reloading. */
 void config_set_reporter(void (*fn)(const char *msg));
 
+/* tls = on, or some listen address has the tls flag. */
+bool config_serves_tls(const struct config *cfg);
+
 /* Prints the effective configuration in server.conf syntax. */
 void config_print(const struct config *cfg, FILE *out);
 

@@ -845,7 +845,7 @@ static void respond_request(struct conn *c)
 		respond_status(c, refused, false, refused == 405 ? "Allow: GET, HEAD\r\n" : NULL);
 		return;
 	}
-	if (cfg->redirect_https && !cfg->tls) {
+	if (cfg->redirect_https) { /* config_validate: no TLS listener then */
 		respond_redirect_https(c);
 		return;
 	}

@@ -253,8 +253,15 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		g->srv.nlisten += g->srv.listen_group_len[i];
 	for (int i = 0, k = 0; i < LISTENERS_MAX; i++) {
 		const struct listener *l = &m->listeners.l[i];
-		if (l->set.n && (l->users & (1u << idx)))
-			g->srv.listen_group_inherited[k++] = l->inherited;
+		if (l->set.n && (l->users & (1u << idx))) {
+			g->srv.listen_group_inherited[k] = l->inherited;
+			/* tls: the address's own flag, or tls = on for all of them */
+			g->srv.listen_group_tls[k] = l->set.addr.tls || cfg->tls;
+			socklen_t alen = sizeof(g->srv.listen_group_addr[k]);
+			if (getsockname(l->set.fds[0], (struct sockaddr *)&g->srv.listen_group_addr[k], &alen) < 0)
+				memset(&g->srv.listen_group_addr[k], 0, sizeof(g->srv.listen_group_addr[k]));
+			k++;
+		}
 	}
 	g->serial = ++m->serial;
 	g->pid = -1;

@@ -11,6 +11,9 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "fs/cache.h"
@@ -53,6 +56,51 @@ static void load_error_pages(struct server *srv)
 		}
 		close(fd);
 	}
+}
+
+/* Whether an accepted socket's local address a was accepted by a listener
+ * bound to l: the same address, or l's wildcard on the same port. */
+static bool listener_matches(const struct sockaddr_storage *l, const struct sockaddr_storage *a, bool exact)
+{
+	if (l->ss_family == AF_UNIX || a->ss_family == AF_UNIX)
+		return l->ss_family == a->ss_family &&
+		       !strcmp(((const struct sockaddr_un *)l)->sun_path, ((const struct sockaddr_un *)a)->sun_path);
+	if (l->ss_family == AF_INET) {
+		const struct sockaddr_in *l4 = (const void *)l, *a4 = (const void *)a;
+		if (a->ss_family != AF_INET || l4->sin_port != a4->sin_port)
+			return false;
+		return exact ? l4->sin_addr.s_addr == a4->sin_addr.s_addr : l4->sin_addr.s_addr == htonl(INADDR_ANY);
+	}
+	const struct sockaddr_in6 *l6 = (const void *)l;
+	in_port_t port = a->ss_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port
+						   : ((const struct sockaddr_in6 *)a)->sin6_port;
+	if (l->ss_family != AF_INET6 || l6->sin6_port != port)
+		return false;
+	if (!exact) /* [::] takes IPv4 too unless ipv6only */
+		return IN6_IS_ADDR_UNSPECIFIED(&l6->sin6_addr);
+	return a->ss_family == AF_INET6 &&
+	       IN6_ARE_ADDR_EQUAL(&l6->sin6_addr, &((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+const struct tls_context *server_tls_for(const struct server *srv, int fd)
+{
+	int ntls = 0;
+	for (int g = 0; g < srv->nlisten_groups; g++)
+		ntls += srv->listen_group_tls[g];
+	if (!srv->tls || ntls == 0)
+		return NULL;
+	if (ntls == srv->nlisten_groups)
+		return srv->tls;
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	memset(&local, 0, sizeof(local));
+	if (getsockname(fd, (struct sockaddr *)&local, &len) < 0)
+		return NULL; /* the connection is gone anyway */
+	for (int pass = 0; pass < 2; pass++) /* an exact address before a wildcard */
+		for (int g = 0; g < srv->nlisten_groups; g++)
+			if (listener_matches(&srv->listen_group_addr[g], &local, pass == 0))
+				return srv->listen_group_tls[g] ? srv->tls : NULL;
+	return NULL;
 }
 
 const struct error_page *server_error_page(const struct server *srv, int status)
@@ -98,7 +146,7 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		return -1;
 	/* tls: here, in the master before any fork, so the serving processes of
 	 * a generation share its session-ticket keys */
-	if (cfg->tls && !(srv->tls = tls_context_new(cfg)))
+	if (config_serves_tls(cfg) && !(srv->tls = tls_context_new(cfg)))
 		return -1;
 
 	return 0;

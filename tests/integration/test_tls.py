@@ -340,3 +340,48 @@ def test_bad_certificate_on_reload_keeps_the_old_one(proc_model, certs, docroot,
         with tls_conn(srv.port, client_context(certs)) as c:
             c.send(util.build_request("GET", "/a.txt"))
             assert c.read_response("GET").body == A_TXT
+
+
+def test_plain_and_https_side_by_side(model, certs, docroot, tmp_path):
+    """listen lines (issue 12) with the tls flag: one instance serves plain
+    HTTP on one address and HTTPS on another TCP port and a UNIX socket; the
+    wire is chosen by the listener a connection came in on, and two loops
+    (epoll, uring) each take their share of both."""
+    from test_listen import ListenServer
+
+    other = util.free_port()
+    sock = tmp_path / "tls.sock"
+    srv = ListenServer(model, docroot.path, tmp_path / "srv", [f"127.0.0.1:{other} tls", f"unix:{sock} tls"],
+                       settings={"workers": 2, "tls_certificate": str(certs.chain),
+                                 "tls_certificate_key": str(certs.key)})
+    srv.start()
+    try:
+        for _ in range(3):
+            assert srv.get("/a.txt").body == A_TXT  # plain on the harness's port
+            with tls_conn(other, client_context(certs)) as c:
+                c.send(util.build_request("GET", "/a.txt"))
+                assert c.read_response("GET").body == A_TXT
+            raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            raw.settimeout(5)
+            raw.connect(str(sock))
+            with util.Conn(client_context(certs).wrap_socket(raw, server_hostname="localhost"), 5) as c:
+                c.send(util.build_request("GET", "/a.txt"))
+                assert c.read_response("GET").body == A_TXT
+        # plain bytes on the TLS port are a failed handshake, not a request
+        with util.Conn.open(other) as c:
+            c.send(util.build_request("GET", "/a.txt"))
+            c.sock.settimeout(util.scaled(5))
+            assert b"HTTP/" not in c.sock.recv(4096)
+    finally:
+        rc = srv.stop()
+    assert rc == 0, srv.diagnostics()
+
+
+def test_redirect_https_refused_with_a_tls_address(certs, docroot):
+    """The core cannot tell HTTPS from HTTP, so redirect_https on an instance
+    with a TLS address (it would redirect HTTPS requests to themselves) is a
+    configuration error."""
+    r = util.run_spindle("--root", str(docroot.path), "--check", "--set", "redirect_https=on",
+                         "--set", f"listen=127.0.0.1:{util.free_port()} tls",
+                         "--set", f"tls_certificate={certs.chain}", "--set", f"tls_certificate_key={certs.key}")
+    assert r.returncode == 2 and "redirect_https" in r.stderr, (r.returncode, r.stderr)
