@@ -274,6 +274,23 @@ def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args
                             cwd=workdir)
 
 
+def stop_activated(proc: subprocess.Popen, work: Path) -> None:
+    """SIGTERM: a clean exit 0; anything left running after a failure is killed."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0, (work / "error.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def wait_started(work: Path) -> None:
+    assert util.wait_for(lambda: (work / "error.log").exists() and "generation 1" in
+                         (work / "error.log").read_text(), 5), (work / "stderr.txt").read_text()
+
+
 @pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork", "fork", "thread", "iterative"])
 def test_socket_activation_uses_inherited_sockets_across_reloads(model, docroot, tmp_path):
     """No bind of its own (bind/port, here a port nobody else listens on, are
@@ -293,9 +310,7 @@ def test_socket_activation_uses_inherited_sockets_across_reloads(model, docroot,
     work = tmp_path / "srv"
     proc = start_activated([tcp, uds], docroot.path, work, "--model", model, "--port", str(unused))
     try:
-        assert util.wait_for(lambda: "generation 1" in (work / "error.log").read_text()
-                             if (work / "error.log").exists() else False, 5), \
-            (work / "stderr.txt").read_text()
+        wait_started(work)
         assert v4_get(port).body == A_TXT
         assert unix_get(path).body == A_TXT
         with pytest.raises(ConnectionRefusedError):
@@ -306,12 +321,8 @@ def test_socket_activation_uses_inherited_sockets_across_reloads(model, docroot,
         for _ in range(3):
             assert v4_get(port).body == A_TXT
             assert unix_get(path).body == A_TXT
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, (work / "error.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        stop_activated(proc, work)
     # still listening (ours, as the service manager's): a connection queues
     s = socket.create_connection((util.HOST, port), timeout=2)
     s.close()
@@ -331,13 +342,8 @@ def test_socket_activation_with_listen_lines(docroot, tmp_path):
     proc = start_activated([tcp], docroot.path, work, "--set", f"listen=127.0.0.1:{port}",
                            "--set", f"listen=127.0.0.1:{other}")
     try:
-        assert util.wait_for(lambda: (work / "error.log").exists() and "generation 1" in
-                             (work / "error.log").read_text(), 5), (work / "stderr.txt").read_text()
+        wait_started(work)
         assert v4_get(port).body == A_TXT and v4_get(other).body == A_TXT
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, (work / "error.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        stop_activated(proc, work)
         tcp.close()
