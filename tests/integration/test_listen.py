@@ -347,3 +347,13 @@ def test_socket_activation_with_listen_lines(docroot, tmp_path):
     finally:
         stop_activated(proc, work)
         tcp.close()
+
+
+def test_check_prints_listen_lines(docroot):
+    r = util.run_spindle("--root", str(docroot.path), "--set", "listen=[::1]:8081 tls",
+                         "--set", "listen=unix:/run/x.sock mode=0660", "--check")
+    assert r.returncode == 0, r.stderr
+    assert "listen = [::1]:8081 tls\nlisten = unix:/run/x.sock mode=0660\n" in r.stdout, r.stdout
+    assert "would serve" in r.stdout and "on [::1]:8081 tls, unix:/run/x.sock" in r.stdout, r.stdout
+    bad = util.run_spindle("--root", str(docroot.path), "--set", "listen=[::1]:8081 mode=0660", "--check")
+    assert bad.returncode == 2 and "mode applies to a unix: socket only" in bad.stderr, bad.stderr
