@@ -357,3 +357,24 @@ def test_check_prints_listen_lines(docroot):
     assert "would serve" in r.stdout and "on [::1]:8081 tls, unix:/run/x.sock" in r.stdout, r.stdout
     bad = util.run_spindle("--root", str(docroot.path), "--set", "listen=[::1]:8081 mode=0660", "--check")
     assert bad.returncode == 2 and "mode applies to a unix: socket only" in bad.stderr, bad.stderr
+
+
+def test_status_over_unix_socket_needs_unix_in_stats_allow(docroot, tmp_path):
+    """A UNIX socket's client has no address: the endpoints let it in only
+    when stats_allow names "unix:" (as nginx's allow unix:)."""
+    sock = tmp_path / "s.sock"
+    srv = ListenServer("epoll", docroot.path, tmp_path / "a", [f"unix:{sock}"], settings={"metrics": "on"})
+    srv.start()
+    try:
+        assert unix_get(sock, "/status").status != 200, "the default stats_allow is loopback only"
+        assert v4_get(srv.port, "/status").status == 200
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+    srv = ListenServer("epoll", docroot.path, tmp_path / "b", [f"unix:{sock}"],
+                       settings={"metrics": "on", "stats_allow": "127.0.0.0/8 unix:"})
+    srv.start()
+    try:
+        assert unix_get(sock, "/status").status == 200
+        assert unix_get(sock, "/metrics").status == 200
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
