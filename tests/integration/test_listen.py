@@ -175,16 +175,17 @@ class ListenConfig(ConfigServer):
         self.write(self.lines)
         return a
 
-    def write(self, lines) -> None:
+    def write(self, lines, workers: int = 2) -> None:
         body = "".join(f"listen = {line.format(port=self.port)}\n" for line in lines)
-        self.conf.write_text(f"[server]\nmodel = {self.model_name}\nworkers = 2\n{body}")
+        self.conf.write_text(f"[server]\nmodel = {self.model_name}\nworkers = {workers}\n{body}")
 
 
 @needs_ipv6
 @pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork"])
 def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
     """Under keep-alive load on the address that stays: a reload adds a UNIX
-    socket and removes [::1]:Q; 0 failed requests; the removed one refuses
+    socket, removes [::1]:Q and adds a loop; 0 failed requests, and fresh
+    connections answered at once (none stranded on a socket nobody accepts); the removed one refuses
     once the old generation is gone. A reload whose new address cannot be
     bound is refused and the old set keeps serving."""
     if model not in util.list_models():
@@ -199,7 +200,8 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
         assert v6_get(q).body == A_TXT
         with KeepAliveLoad(srv.port, nconn=4) as load:
             time.sleep(0.3)
-            srv.write(["127.0.0.1:{port}", f"unix:{sock}"])
+            # and one loop more: the address that stays grows its reuseport group
+            srv.write(["127.0.0.1:{port}", f"unix:{sock}"], workers=3)
             srv.signal(signal.SIGHUP)
             assert wait_log(srv, GEN_RE.format(n=2, model=model), 5), srv.diagnostics()
             assert wait_log(srv, r"generation 1 \(pid \d+\) finished", 15), srv.diagnostics()
@@ -209,6 +211,9 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
         assert load.requests > 0 and not load.failures, \
             f"{len(load.failures)} failed of {load.requests}:\n" + "\n".join(load.failures[:10])
         assert unix_get(sock).body == A_TXT
+        for i in range(30):
+            t0 = time.monotonic()
+            assert v4_get(srv.port).body == A_TXT and time.monotonic() - t0 < util.scaled(1), f"connection {i}"
         with pytest.raises(ConnectionRefusedError):
             v6_get(q)
         # an address that cannot be bound: refused, the old set serves on
@@ -216,7 +221,7 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
         busy.bind((util.HOST, 0))
         busy.listen(1)
         try:
-            srv.write(["127.0.0.1:{port}", f"unix:{sock}", f"127.0.0.1:{busy.getsockname()[1]}"])
+            srv.write(["127.0.0.1:{port}", f"unix:{sock}", f"127.0.0.1:{busy.getsockname()[1]}"], workers=3)
             srv.signal(signal.SIGHUP)
             assert wait_log(srv, r"reload: cannot set up the new configuration", 5), srv.diagnostics()
             assert "Address already in use" in log_text(srv)
