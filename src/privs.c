@@ -7,6 +7,7 @@
 #include <linux/landlock.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -153,6 +154,42 @@ static int allow_log(int ruleset, const char *path)
 	return allow_beneath(ruleset, dir, LANDLOCK_ACCESS_FS_WRITE_FILE);
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED_BUILD 1
+#endif
+#endif
+
+#ifdef SANITIZED_BUILD
+/* A sanitizer's runtime reads /proc/self/maps (the leak check at exit) and
+ * writes its report to log_path: a restricted serving process would die
+ * without a report, or hang. Sanitizer builds grant just that. */
+static int allow_sanitizer(int ruleset)
+{
+	static const char *const vars[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS" };
+	if (allow_beneath(ruleset, "/proc", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *opts = getenv(vars[i]), *p = opts ? strstr(opts, "log_path=") : NULL;
+		if (!p)
+			continue;
+		char dir[4096];
+		p += strlen("log_path=");
+		size_t n = strcspn(p, ":");
+		snprintf(dir, sizeof(dir), "%.*s", (int)n, p);
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			continue;
+		*slash = '\0';
+		if (allow_beneath(ruleset, dir[0] ? dir : "/", LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG) < 0)
+			return -1;
+	}
+	return 0;
+}
+#endif
+
 int privs_landlock(const struct config *cfg, int root_fd)
 {
 	if (!cfg->landlock)
@@ -187,6 +224,10 @@ int privs_landlock(const struct config *cfg, int root_fd)
 		goto out;
 	if (strcmp(cfg->error_log, "-") && allow_log(rs, cfg->error_log) < 0)
 		goto out;
+#ifdef SANITIZED_BUILD
+	if (allow_sanitizer(rs) < 0)
+		goto out;
+#endif
 	/* without it an unprivileged process may not restrict itself */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || syscall(SYS_landlock_restrict_self, rs, 0) < 0) {
 		log_error("landlock: restrict_self: %s", strerror(errno));

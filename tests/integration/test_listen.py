@@ -175,16 +175,17 @@ class ListenConfig(ConfigServer):
         self.write(self.lines)
         return a
 
-    def write(self, lines) -> None:
+    def write(self, lines, workers: int = 2) -> None:
         body = "".join(f"listen = {line.format(port=self.port)}\n" for line in lines)
-        self.conf.write_text(f"[server]\nmodel = {self.model_name}\nworkers = 2\n{body}")
+        self.conf.write_text(f"[server]\nmodel = {self.model_name}\nworkers = {workers}\n{body}")
 
 
 @needs_ipv6
 @pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork"])
 def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
     """Under keep-alive load on the address that stays: a reload adds a UNIX
-    socket and removes [::1]:Q; 0 failed requests; the removed one refuses
+    socket, removes [::1]:Q and adds a loop; 0 failed requests, and fresh
+    connections answered at once (none stranded on a socket nobody accepts); the removed one refuses
     once the old generation is gone. A reload whose new address cannot be
     bound is refused and the old set keeps serving."""
     if model not in util.list_models():
@@ -199,7 +200,8 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
         assert v6_get(q).body == A_TXT
         with KeepAliveLoad(srv.port, nconn=4) as load:
             time.sleep(0.3)
-            srv.write(["127.0.0.1:{port}", f"unix:{sock}"])
+            # and one loop more: the address that stays grows its reuseport group
+            srv.write(["127.0.0.1:{port}", f"unix:{sock}"], workers=3)
             srv.signal(signal.SIGHUP)
             assert wait_log(srv, GEN_RE.format(n=2, model=model), 5), srv.diagnostics()
             assert wait_log(srv, r"generation 1 \(pid \d+\) finished", 15), srv.diagnostics()
@@ -209,6 +211,9 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
         assert load.requests > 0 and not load.failures, \
             f"{len(load.failures)} failed of {load.requests}:\n" + "\n".join(load.failures[:10])
         assert unix_get(sock).body == A_TXT
+        for i in range(30):
+            t0 = time.monotonic()
+            assert v4_get(srv.port).body == A_TXT and time.monotonic() - t0 < util.scaled(1), f"connection {i}"
         with pytest.raises(ConnectionRefusedError):
             v6_get(q)
         # an address that cannot be bound: refused, the old set serves on
@@ -216,7 +221,7 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
         busy.bind((util.HOST, 0))
         busy.listen(1)
         try:
-            srv.write(["127.0.0.1:{port}", f"unix:{sock}", f"127.0.0.1:{busy.getsockname()[1]}"])
+            srv.write(["127.0.0.1:{port}", f"unix:{sock}", f"127.0.0.1:{busy.getsockname()[1]}"], workers=3)
             srv.signal(signal.SIGHUP)
             assert wait_log(srv, r"reload: cannot set up the new configuration", 5), srv.diagnostics()
             assert "Address already in use" in log_text(srv)
@@ -274,6 +279,23 @@ def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args
                             cwd=workdir)
 
 
+def stop_activated(proc: subprocess.Popen, work: Path) -> None:
+    """SIGTERM: a clean exit 0; anything left running after a failure is killed."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0, (work / "error.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def wait_started(work: Path) -> None:
+    assert util.wait_for(lambda: (work / "error.log").exists() and "generation 1" in
+                         (work / "error.log").read_text(), 5), (work / "stderr.txt").read_text()
+
+
 @pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork", "fork", "thread", "iterative"])
 def test_socket_activation_uses_inherited_sockets_across_reloads(model, docroot, tmp_path):
     """No bind of its own (bind/port, here a port nobody else listens on, are
@@ -293,9 +315,7 @@ def test_socket_activation_uses_inherited_sockets_across_reloads(model, docroot,
     work = tmp_path / "srv"
     proc = start_activated([tcp, uds], docroot.path, work, "--model", model, "--port", str(unused))
     try:
-        assert util.wait_for(lambda: "generation 1" in (work / "error.log").read_text()
-                             if (work / "error.log").exists() else False, 5), \
-            (work / "stderr.txt").read_text()
+        wait_started(work)
         assert v4_get(port).body == A_TXT
         assert unix_get(path).body == A_TXT
         with pytest.raises(ConnectionRefusedError):
@@ -306,12 +326,8 @@ def test_socket_activation_uses_inherited_sockets_across_reloads(model, docroot,
         for _ in range(3):
             assert v4_get(port).body == A_TXT
             assert unix_get(path).body == A_TXT
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, (work / "error.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        stop_activated(proc, work)
     # still listening (ours, as the service manager's): a connection queues
     s = socket.create_connection((util.HOST, port), timeout=2)
     s.close()
@@ -331,13 +347,39 @@ def test_socket_activation_with_listen_lines(docroot, tmp_path):
     proc = start_activated([tcp], docroot.path, work, "--set", f"listen=127.0.0.1:{port}",
                            "--set", f"listen=127.0.0.1:{other}")
     try:
-        assert util.wait_for(lambda: (work / "error.log").exists() and "generation 1" in
-                             (work / "error.log").read_text(), 5), (work / "stderr.txt").read_text()
+        wait_started(work)
         assert v4_get(port).body == A_TXT and v4_get(other).body == A_TXT
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, (work / "error.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        stop_activated(proc, work)
         tcp.close()
+
+
+def test_check_prints_listen_lines(docroot):
+    r = util.run_spindle("--root", str(docroot.path), "--set", "listen=[::1]:8081 tls",
+                         "--set", "listen=unix:/run/x.sock mode=0660", "--check")
+    assert r.returncode == 0, r.stderr
+    assert "listen = [::1]:8081 tls\nlisten = unix:/run/x.sock mode=0660\n" in r.stdout, r.stdout
+    assert "would serve" in r.stdout and "on [::1]:8081 tls, unix:/run/x.sock" in r.stdout, r.stdout
+    bad = util.run_spindle("--root", str(docroot.path), "--set", "listen=[::1]:8081 mode=0660", "--check")
+    assert bad.returncode == 2 and "mode applies to a unix: socket only" in bad.stderr, bad.stderr
+
+
+def test_status_over_unix_socket_needs_unix_in_stats_allow(docroot, tmp_path):
+    """A UNIX socket's client has no address: the endpoints let it in only
+    when stats_allow names "unix:" (as nginx's allow unix:)."""
+    sock = tmp_path / "s.sock"
+    srv = ListenServer("epoll", docroot.path, tmp_path / "a", [f"unix:{sock}"], settings={"metrics": "on"})
+    srv.start()
+    try:
+        assert unix_get(sock, "/status").status != 200, "the default stats_allow is loopback only"
+        assert v4_get(srv.port, "/status").status == 200
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+    srv = ListenServer("epoll", docroot.path, tmp_path / "b", [f"unix:{sock}"],
+                       settings={"metrics": "on", "stats_allow": "127.0.0.0/8 unix:"})
+    srv.start()
+    try:
+        assert unix_get(sock, "/status").status == 200
+        assert unix_get(sock, "/metrics").status == 200
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
