@@ -9,7 +9,7 @@ set -euo pipefail
 
 build_packages=(build-essential libinih-dev liburing-dev libssl-dev pkg-config)
 packages=(
-  "${build_packages[@]}" pkg-config clang libcriterion-dev
+  "${build_packages[@]}" clang libcriterion-dev openssl
   libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk
 )
 
