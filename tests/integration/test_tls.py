@@ -81,7 +81,7 @@ def tls_conn(port: int, ctx: ssl.SSLContext, session=None, timeout: float = 5.0)
 
 @pytest.fixture
 def tls_server(servers, certs):
-    return servers(**tls_settings(certs))
+    return servers(**tls_settings(certs, metrics="on"))
 
 
 def curl(*args: str) -> subprocess.CompletedProcess:
@@ -263,6 +263,12 @@ def test_resumption(model, tls_server, certs):
 
     s = util.wait_stats(tls_server.port, counted, util.scaled(5))
     assert counted(s), (before, s["tls"])
+    with tls_conn(tls_server.port, client_context(certs)) as c:  # and /metrics says so
+        c.send(util.build_request("GET", "/metrics"))
+        text = c.read_response("GET").body.decode()
+    m = re.search(r"^spindle_tls_resumed_total (\d+)$", text, re.M)
+    assert m and int(m.group(1)) >= before["resumed"] + tried, text[-2000:]
+    assert re.search(r"^spindle_tls_handshake_failures_total \d+$", text, re.M)
 
 
 @contextlib.contextmanager
