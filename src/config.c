@@ -4,6 +4,7 @@
  * so the parser, the error messages, --check and the sample file agree. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <ini.h>
@@ -20,6 +21,7 @@ enum key_type {
 	KEY_INT, KEY_SIZE, KEY_DURATION, KEY_DURATION_US, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS,
 	KEY_LEVEL, KEY_LOCK, KEY_DELAY_KIND,
 	KEY_AUTOINDEX, KEY_LOG_FORMAT, /* issue 11 (site-b) */
+	KEY_LISTEN, KEY_NAME, /* issue 12: a repeated `listen` line; a name that may be empty */
 };
 
 struct config_key {
@@ -43,6 +45,11 @@ static const struct config_key config_keys[] = {
 	K("server", "threads", KEY_INT, threads, 1, 4096),
 	K("server", "max_connections", KEY_INT, max_connections, 1, 1000000),
 	K("server", "reuseport", KEY_BOOL, reuseport, 0, 0),
+	/* issue 12: where to listen, and whom the serving processes run as */
+	K("server", "listen", KEY_LISTEN, listen, 0, 0),
+	K("server", "user", KEY_NAME, user, 0, 0),
+	K("server", "group", KEY_NAME, group, 0, 0),
+	K("server", "landlock", KEY_BOOL, landlock, 0, 0),
 	K("http", "keepalive_timeout", KEY_DURATION, keepalive_timeout_ms, 1, 3600000),
 	K("http", "header_timeout", KEY_DURATION, header_timeout_ms, 1, 3600000),
 	K("http", "send_timeout", KEY_DURATION, send_timeout_ms, 1, 3600000),
@@ -81,6 +88,13 @@ static const struct config_key config_keys[] = {
 	K("http", "autoindex", KEY_AUTOINDEX, autoindex, 0, 0),
 	K("http", "fallback", KEY_LOGPATH, fallback, 0, 0), /* a path, or off */
 	K("log", "access_log_format", KEY_LOG_FORMAT, access_log_format, 0, 0),
+	/* [tls] (issue 13); "off" empties the strings, like a log path */
+	K("tls", "tls", KEY_BOOL, tls, 0, 0),
+	K("tls", "tls_certificate", KEY_LOGPATH, tls_certificate, 0, 0),
+	K("tls", "tls_certificate_key", KEY_LOGPATH, tls_certificate_key, 0, 0),
+	K("tls", "hsts", KEY_LOGPATH, hsts, 0, 0),
+	K("tls", "redirect_https", KEY_BOOL, redirect_https, 0, 0),
+	K("tls", "redirect_https_port", KEY_INT, redirect_https_port, 1, 65535),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -132,6 +146,8 @@ void config_defaults(struct config *cfg)
 	cfg->autoindex = AUTOINDEX_OFF;
 	cfg->fallback[0] = '\0';
 	cfg->access_log_format = ACCESS_LOG_COMBINED;
+	cfg->redirect_https_port = 443; /* tls: the rest of [tls] is off / empty */
+	cfg->landlock = true; /* issue 12 */
 	strcpy(cfg->source, "(defaults and command line)");
 }
 
@@ -381,6 +397,24 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			return -1;
 		}
 		return 0;
+	case KEY_LISTEN:
+		if (cfg->nlisten >= CONFIG_MAX_LISTEN) {
+			snprintf(why, whylen, "listen: more than %d addresses", CONFIG_MAX_LISTEN);
+			return -1;
+		}
+		if (listen_addr_parse(value, &cfg->listen[cfg->nlisten], why, whylen) < 0)
+			return -1;
+		cfg->nlisten++; /* each line adds one */
+		return 0;
+	case KEY_NAME:
+		/* a user or group name; empty: none */
+		if (strlen(value) >= k->size || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+							     "0123456789-_.$") != strlen(value)) {
+			snprintf(why, whylen, "%s: '%s' is not a user or group name", k->name, value);
+			return -1;
+		}
+		strcpy(field, value);
+		return 0;
 	case KEY_LEVEL:
 		if (!strcmp(value, "debug"))
 			cfg->log_level = LOG_DEBUG;
@@ -484,6 +518,209 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 	return 0;
 }
 
+/* ---- listen (issue 12) ------------------------------------------------ */
+
+/* "8080" -> 8080; false unless a whole number in 1..65535. */
+static bool parse_port(const char *s, int *port)
+{
+	long long v;
+	if (!parse_number(s, &v) || v < 1 || v > 65535)
+		return false;
+	*port = (int)v;
+	return true;
+}
+
+/* The address itself: unix:PATH, [V6]:PORT, V4:PORT, *:PORT or PORT. */
+static int listen_parse_address(const char *tok, struct listen_addr *a, char *why, size_t whylen)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *port;
+	unsigned char bin[sizeof(struct in6_addr)];
+
+	if (strncmp(tok, "unix:", 5) == 0) {
+		const char *path = tok + 5;
+		if (path[0] == '\0' || strlen(path) >= sizeof(a->path)) {
+			snprintf(why, whylen, "listen: '%s': a UNIX socket path must be 1-%zu bytes", tok,
+				 sizeof(a->path) - 1);
+			return -1;
+		}
+		a->kind = LISTEN_UNIX;
+		strcpy(a->path, path);
+		return 0;
+	}
+	a->kind = LISTEN_TCP;
+	if (tok[0] == '[') {
+		const char *close = strchr(tok, ']');
+		size_t n = close ? (size_t)(close - tok - 1) : 0;
+		if (!close || close[1] != ':' || n == 0 || n >= sizeof(host)) {
+			snprintf(why, whylen, "listen: '%s' is not [IPV6]:PORT", tok);
+			return -1;
+		}
+		memcpy(host, tok + 1, n);
+		host[n] = '\0';
+		port = close + 2;
+		if (inet_pton(AF_INET6, host, bin) != 1) {
+			snprintf(why, whylen, "listen: '%s' is not an IPv6 address", host);
+			return -1;
+		}
+	} else {
+		const char *colon = strrchr(tok, ':');
+		size_t n = colon ? (size_t)(colon - tok) : 0;
+		if (colon && strchr(tok, ':') != colon) {
+			snprintf(why, whylen, "listen: '%s': an IPv6 address goes in brackets, as [::1]:8080", tok);
+			return -1;
+		}
+		if (n >= sizeof(host)) {
+			snprintf(why, whylen, "listen: '%s' is not HOST:PORT", tok);
+			return -1;
+		}
+		memcpy(host, tok, n);
+		host[n] = '\0';
+		port = colon ? colon + 1 : tok; /* a port alone: every address, as nginx */
+		if (strcmp(host, "*") == 0)
+			host[0] = '\0';
+		if (host[0] && inet_pton(AF_INET, host, bin) != 1) {
+			snprintf(why, whylen, "listen: '%s' is not an IPv4 address (names are not looked up)", host);
+			return -1;
+		}
+	}
+	if (!parse_port(port, &a->port)) {
+		snprintf(why, whylen, "listen: '%s': the port must be 1-65535", tok);
+		return -1;
+	}
+	strcpy(a->host, host);
+	return 0;
+}
+
+/* One option after the address: tls, ipv6only=on|off, mode=0660, owner=, group=. */
+static int listen_parse_option(const char *opt, struct listen_addr *a, char *why, size_t whylen)
+{
+	const char *eq = strchr(opt, '=');
+	const char *val = eq ? eq + 1 : "";
+	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
+	bool v6 = a->kind == LISTEN_TCP && strchr(a->host, ':');
+
+#define OPT_IS(name) (klen == strlen(name) && strncmp(opt, name, klen) == 0)
+	if (OPT_IS("tls") && !eq) {
+		a->tls = true;
+	} else if (OPT_IS("ipv6only") && eq) {
+		if (!v6) {
+			snprintf(why, whylen, "listen: ipv6only applies to an IPv6 address only");
+			return -1;
+		}
+		if (!parse_bool(val, &a->ipv6only)) {
+			snprintf(why, whylen, "listen: ipv6only: '%s' is not on or off", val);
+			return -1;
+		}
+	} else if ((OPT_IS("mode") || OPT_IS("owner") || OPT_IS("group")) && eq) {
+		if (a->kind != LISTEN_UNIX) {
+			snprintf(why, whylen, "listen: %.*s applies to a unix: socket only", (int)klen, opt);
+			return -1;
+		}
+		if (OPT_IS("mode")) {
+			char *end;
+			errno = 0;
+			long m = strtol(val, &end, 8);
+			if (!*val || *end || errno || m < 0 || m > 0777) {
+				snprintf(why, whylen, "listen: mode: '%s' is not an octal mode (like 0660)", val);
+				return -1;
+			}
+			a->mode = (int)m;
+		} else {
+			char *dst = OPT_IS("owner") ? a->owner : a->group;
+			if (!*val || strlen(val) >= sizeof(a->owner)) {
+				snprintf(why, whylen, "listen: %.*s: '%s' is not a name", (int)klen, opt, val);
+				return -1;
+			}
+			strcpy(dst, val);
+		}
+	} else {
+		snprintf(why, whylen, "listen: unknown option '%s' (tls, ipv6only=, mode=, owner=, group=)", opt);
+		return -1;
+	}
+#undef OPT_IS
+	return 0;
+}
+
+int listen_addr_parse(const char *value, struct listen_addr *out, char *why, size_t whylen)
+{
+	struct listen_addr a = { .mode = -1, .ipv6only = true };
+	char tok[256];
+	const char *p = value;
+	int i = 0;
+
+	for (;; i++) {
+		p += strspn(p, " \t");
+		size_t n = strcspn(p, " \t");
+		if (n == 0)
+			break;
+		if (n >= sizeof(tok)) {
+			snprintf(why, whylen, "listen: '%.40s...' is too long", p);
+			return -1;
+		}
+		memcpy(tok, p, n);
+		tok[n] = '\0';
+		p += n;
+		if ((i == 0 ? listen_parse_address(tok, &a, why, whylen)
+			    : listen_parse_option(tok, &a, why, whylen)) < 0)
+			return -1;
+	}
+	if (i == 0) {
+		snprintf(why, whylen, "listen: empty value");
+		return -1;
+	}
+	*out = a;
+	return 0;
+}
+
+void listen_addr_format(const struct listen_addr *a, char *buf, size_t len)
+{
+	int n;
+	if (a->kind == LISTEN_UNIX)
+		n = snprintf(buf, len, "unix:%s", a->path);
+	else if (strchr(a->host, ':'))
+		n = snprintf(buf, len, "[%s]:%d", a->host, a->port);
+	else
+		n = snprintf(buf, len, "%s:%d", a->host[0] ? a->host : "*", a->port);
+#define APPEND(...) do { if (n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, __VA_ARGS__); } while (0)
+	if (a->kind == LISTEN_TCP && strchr(a->host, ':') && !a->ipv6only)
+		APPEND(" ipv6only=off");
+	if (a->mode >= 0)
+		APPEND(" mode=%04o", a->mode);
+	if (a->owner[0])
+		APPEND(" owner=%s", a->owner);
+	if (a->group[0])
+		APPEND(" group=%s", a->group);
+	if (a->tls)
+		APPEND(" tls");
+#undef APPEND
+}
+
+bool listen_addr_same(const struct listen_addr *a, const struct listen_addr *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	if (a->kind == LISTEN_UNIX)
+		return strcmp(a->path, b->path) == 0;
+	/* compared as written: "::1" and "0::1" are rare enough to be told apart by bind() */
+	return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+/* No address twice: the second bind would fail, or join the first one's
+ * reuseport group. */
+static int listen_validate(const struct config *cfg)
+{
+	for (int i = 0; i < cfg->nlisten; i++)
+		for (int j = 0; j < i; j++)
+			if (listen_addr_same(&cfg->listen[i], &cfg->listen[j])) {
+				char buf[256];
+				listen_addr_format(&cfg->listen[i], buf, sizeof(buf));
+				report("%s: listen: %s is given twice", cfg->source, buf);
+				return -1;
+			}
+	return 0;
+}
+
 /* [stats]: the allow list parses, the instance name is usable in /dev/shm,
  * the endpoint paths are absolute. */
 static int stats_validate(const struct config *cfg)
@@ -509,9 +746,25 @@ static int stats_validate(const struct config *cfg)
 	return 0;
 }
 
+bool config_serves_tls(const struct config *cfg)
+{
+	bool any = cfg->tls;
+	for (int i = 0; i < cfg->nlisten; i++)
+		any |= cfg->listen[i].tls;
+	return any;
+}
+
 int config_validate(struct config *cfg)
 {
 	struct stat st;
+
+	/* tls: the core cannot tell an HTTPS request from a plain one, so a
+	 * redirect to HTTPS is for an instance without TLS listeners */
+	if (cfg->redirect_https && config_serves_tls(cfg)) {
+		report("%s: redirect_https: only for an instance with no TLS address (it would redirect HTTPS too)",
+		       cfg->source);
+		return -1;
+	}
 
 	if (!model_find(cfg->model)) {
 		report("%s: model: unknown model '%s' (try --list-models)",
@@ -542,6 +795,8 @@ int config_validate(struct config *cfg)
 		report("%s: health_path: '%s' must start with '/' (or be off)", cfg->source, cfg->health_path);
 		return -1;
 	}
+	if (listen_validate(cfg) < 0)
+		return -1;
 	return 0;
 }
 
@@ -561,7 +816,7 @@ static void config_print_section(const struct config *cfg, const char *section, 
 	static const char *const delay_kinds[] = { "cpu", "wall", "sleep" };
 	static const char *const autoindex_modes[] = { "off", "html", "json" };
 	static const char *const log_formats[] = { "combined", "json" };
-	char buf[64];
+	char buf[256];
 
 	fprintf(out, "%s[%s]\n", first ? "" : "\n", section);
 	for (size_t i = 0; i < NKEYS; i++) {
@@ -569,6 +824,13 @@ static void config_print_section(const struct config *cfg, const char *section, 
 		const char *field = (const char *)cfg + k->offset;
 		if (strcmp(section, k->section))
 			continue;
+		if (k->type == KEY_LISTEN) {
+			for (int j = 0; j < cfg->nlisten; j++) {
+				listen_addr_format(&cfg->listen[j], buf, sizeof(buf));
+				fprintf(out, "listen = %s\n", buf);
+			}
+			continue;
+		}
 		fprintf(out, "%s = ", k->name);
 		switch (k->type) {
 		case KEY_INT: fprintf(out, "%d\n", *(const int *)field); break;
@@ -582,6 +844,8 @@ static void config_print_section(const struct config *cfg, const char *section, 
 		case KEY_BOOL: fprintf(out, "%s\n", *(const bool *)field ? "on" : "off"); break;
 		case KEY_LOGPATH: fprintf(out, "%s\n", field[0] ? field : "off"); break;
 		case KEY_STRING: fprintf(out, "%s\n", field); break;
+		case KEY_NAME: fprintf(out, "%s\n", field); break;
+		case KEY_LISTEN: break; /* above */
 		case KEY_SYMLINKS: fprintf(out, "%s\n", symlinks[cfg->symlinks]); break;
 		case KEY_LEVEL: fprintf(out, "%s\n", levels[cfg->log_level]); break;
 		case KEY_LOCK: fprintf(out, "%s\n", cfg->bucket_global_lock ? "global" : "bucket"); break;

@@ -26,6 +26,36 @@ enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
  * an I/O-like sleep. */
 enum delay_kind { DELAY_CPU, DELAY_WALL, DELAY_SLEEP };
 
+/* One `listen` line (issue 12): an address to serve on, with its options,
+ * like nginx's `listen` directive:
+ *   listen = 127.0.0.1:8080 | [::]:8080 ipv6only=on | *:8080 | 8080
+ *   listen = unix:/run/spindle.sock mode=0660 owner=www-data group=www-data
+ *   listen = 0.0.0.0:8443 tls */
+#define CONFIG_MAX_LISTEN 16
+enum listen_kind { LISTEN_TCP, LISTEN_UNIX };
+
+struct listen_addr {
+	enum listen_kind kind;
+	char host[64];        /* TCP: a numeric IPv4/IPv6 address, "" for every address */
+	int port;             /* TCP */
+	char path[108];       /* UNIX: the socket's path (sun_path's size) */
+	bool ipv6only;        /* TCP on an IPv6 address: IPv6 only (default, as nginx), or
+			       * dual-stack (IPv4 as ::ffff:a.b.c.d: [::] then takes 0.0.0.0's port too) */
+	int mode;             /* UNIX: permissions of the socket file, -1: as the umask leaves them */
+	char owner[64];       /* UNIX: chown the socket file to this user/group ("": leave it) */
+	char group[64];
+	bool tls;             /* serve HTTPS here (issue 13 wires it) */
+};
+
+/* Parses one `listen` value into *out; on error writes why and returns -1.
+ * Pure: no lookups of users, no sockets. */
+int listen_addr_parse(const char *value, struct listen_addr *out, char *why, size_t whylen);
+/* Formats an address back in `listen` syntax (what --check prints and the
+ * log names it by): "[::1]:8080 ipv6only=on tls". */
+void listen_addr_format(const struct listen_addr *a, char *buf, size_t len);
+/* Whether two addresses name the same socket (options aside). */
+bool listen_addr_same(const struct listen_addr *a, const struct listen_addr *b);
+
 struct config {
 	/* [server] */
 	char bind[64];
@@ -85,6 +115,20 @@ struct config {
 	enum autoindex_mode autoindex; /* a directory without an index file: 403, or a listing */
 	char fallback[4096];  /* "" when off; else a root-relative URL path ("/index.html") */
 	enum access_log_format access_log_format;
+	/* [server] listen, user, group, landlock (issue 12) */
+	struct listen_addr listen[CONFIG_MAX_LISTEN]; /* none: bind and port apply */
+	int nlisten;
+	char user[64];        /* serving processes run as this user ("": as started) */
+	char group[64];       /* ... and group ("": the user's login group) */
+	bool landlock;        /* restrict serving processes' file access where the kernel can */
+
+	/* [tls] (issue 13): tls = on makes `port` an HTTPS port */
+	bool tls;
+	char tls_certificate[4096];     /* PEM: the certificate, then its chain */
+	char tls_certificate_key[4096]; /* PEM private key */
+	char hsts[256];                 /* Strict-Transport-Security value on HTTPS responses; "" = none */
+	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
+	int redirect_https_port;        /* ... on this port */
 
 	/* where it came from, for --check and messages */
 	char source[4096];
@@ -107,6 +151,9 @@ int config_validate(struct config *cfg);
 /* Where problems are reported ("FILE:LINE: what"); default: standard error.
  * The master sends them to the error log while reloading. */
 void config_set_reporter(void (*fn)(const char *msg));
+
+/* tls = on, or some listen address has the tls flag. */
+bool config_serves_tls(const struct config *cfg);
 
 /* Prints the effective configuration in server.conf syntax. */
 void config_print(const struct config *cfg, FILE *out);

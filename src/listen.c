@@ -10,8 +10,12 @@
 #include <poll.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <grp.h>
+#include <pwd.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,20 +89,227 @@ int listen_port_free(const char *bind_addr, int port)
 	return 0;
 }
 
-int listen_set_grow(struct listen_set *ls, const char *bind_addr, int port, int want)
+/* ---- addresses of `listen` lines (issue 12) ------------------------------- */
+
+int listen_addr_from_bind(const char *bind_addr, int port, struct listen_addr *a)
 {
-	if (!ls->reuseport)
+	unsigned char bin[sizeof(struct in6_addr)];
+
+	*a = (struct listen_addr){ .kind = LISTEN_TCP, .port = port, .mode = -1 };
+	if (bind_addr[0] == '\0' || strcmp(bind_addr, "*") == 0)
+		return 0;
+	if (strlen(bind_addr) >= sizeof(a->host) ||
+	    (inet_pton(AF_INET, bind_addr, bin) != 1 && inet_pton(AF_INET6, bind_addr, bin) != 1))
+		return -EINVAL;
+	strcpy(a->host, bind_addr);
+	return 0;
+}
+
+static int tcp_sockaddr(const struct listen_addr *a, struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (strchr(a->host, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)a->port);
+		if (inet_pton(AF_INET6, a->host, &s6->sin6_addr) != 1)
+			return -EINVAL;
+		*len = sizeof(*s6);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)a->port);
+		if (a->host[0] && inet_pton(AF_INET, a->host, &s4->sin_addr) != 1)
+			return -EINVAL;
+		*len = sizeof(*s4);
+	}
+	return 0;
+}
+
+static int tcp_open_bound(const struct listen_addr *a, bool reuseport)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int one = 1, fd = -1, err = tcp_sockaddr(a, &ss, &len);
+
+	if (err < 0)
+		return err;
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+		goto fail;
+	/* Set either way: the system default (net.ipv6.bindv6only) must not
+	 * decide whether [::] also takes IPv4 and collides with 0.0.0.0. */
+	int v6only = a->ipv6only;
+	if (ss.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) < 0)
+		goto fail;
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+		goto fail;
+	return fd;
+fail:
+	err = -errno;
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+/* Whether a UNIX socket file has a live listener behind it: a connect that
+ * is refused means its owner is gone (the file outlived a crash). */
+static bool unix_path_live(const struct sockaddr_un *sun)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return true; /* cannot tell: assume live, never unlink it */
+	int r = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	int err = errno;
+	close(fd);
+	/* a full backlog answers EAGAIN: live too */
+	return r == 0 || (err != ECONNREFUSED && err != ENOENT);
+}
+
+/* Removes a stale socket file at the path; 0 when the path is (now) free,
+ * -EADDRINUSE when something live or not a socket is there. */
+static int unix_clear_stale(const struct sockaddr_un *sun)
+{
+	struct stat st;
+	if (lstat(sun->sun_path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode) || unix_path_live(sun))
+		return -EADDRINUSE;
+	if (unlink(sun->sun_path) < 0 && errno != ENOENT)
+		return -errno;
+	log_info("listen: removed the stale socket %s (nobody accepted on it)", sun->sun_path);
+	return 0;
+}
+
+/* chmod/chown of the socket file, before listen() so nobody connects first. */
+static int unix_set_owner(const struct listen_addr *a)
+{
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+
+	if (a->owner[0]) {
+		struct passwd *pw = getpwnam(a->owner);
+		if (!pw) {
+			log_error("listen on unix:%s: owner: no user '%s'", a->path, a->owner);
+			return -EINVAL;
+		}
+		uid = pw->pw_uid;
+	}
+	if (a->group[0]) {
+		struct group *gr = getgrnam(a->group);
+		if (!gr) {
+			log_error("listen on unix:%s: group: no group '%s'", a->path, a->group);
+			return -EINVAL;
+		}
+		gid = gr->gr_gid;
+	}
+	if (a->mode >= 0 && chmod(a->path, (mode_t)a->mode) < 0) {
+		int err = -errno;
+		log_error("listen on unix:%s: chmod %04o: %s", a->path, a->mode, strerror(-err));
+		return err;
+	}
+	if ((a->owner[0] || a->group[0]) && chown(a->path, uid, gid) < 0) {
+		int err = -errno;
+		log_error("listen on unix:%s: chown: %s", a->path, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+static int unix_open_bound(const struct listen_addr *a)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd, err;
+
+	if (strlen(a->path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sun.sun_path, a->path);
+	err = unix_clear_stale(&sun);
+	if (err < 0)
+		return err;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	err = unix_set_owner(a);
+	if (err < 0) {
+		close(fd);
+		unlink(a->path); /* ours: just made */
+		return err;
+	}
+	return fd;
+}
+
+int listen_open_addr(const struct listen_addr *a, bool reuseport)
+{
+	int fd = a->kind == LISTEN_UNIX ? unix_open_bound(a) : tcp_open_bound(a, reuseport);
+
+	if (fd >= 0 && listen(fd, 4096) < 0) {
+		int err = -errno;
+		close(fd);
+		if (a->kind == LISTEN_UNIX)
+			unlink(a->path);
+		return err;
+	}
+	return fd;
+}
+
+int listen_addr_free(const struct listen_addr *a)
+{
+	if (a->kind == LISTEN_UNIX) {
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		if (strlen(a->path) >= sizeof(sun.sun_path))
+			return -ENAMETOOLONG;
+		strcpy(sun.sun_path, a->path);
+		struct stat st;
+		if (lstat(sun.sun_path, &st) < 0)
+			return 0;
+		return S_ISSOCK(st.st_mode) && !unix_path_live(&sun) ? 0 : -EADDRINUSE;
+	}
+	/* as listen_port_free: without SO_REUSEPORT, bind() fails while anyone listens */
+	int fd = tcp_open_bound(a, false);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
+int listen_set_grow_addr(struct listen_set *ls, int want)
+{
+	if (!ls->reuseport || ls->addr.kind == LISTEN_UNIX)
 		want = 1; /* a second socket without SO_REUSEPORT could not bind */
 	if (want > LISTEN_MAX)
 		want = LISTEN_MAX;
 	while (ls->n < want) {
-		int fd = listen_open(bind_addr, port, ls->reuseport);
+		int fd = listen_open_addr(&ls->addr, ls->reuseport && ls->addr.kind == LISTEN_TCP);
 		if (fd < 0)
 			return fd;
+		if (ls->addr.kind == LISTEN_UNIX) {
+			struct stat st;
+			if (lstat(ls->addr.path, &st) == 0) {
+				ls->unix_dev = st.st_dev;
+				ls->unix_ino = st.st_ino;
+			}
+		}
 		/* appended: the kernel adds it at the end of the group too */
 		ls->fds[ls->n++] = fd;
 	}
 	return 0;
+}
+
+int listen_set_grow(struct listen_set *ls, const char *bind_addr, int port, int want)
+{
+	if (ls->n == 0 && listen_addr_from_bind(bind_addr, port, &ls->addr) < 0)
+		return -EINVAL;
+	ls->addr.port = port; /* a test opens on port 0 first, then on the one the kernel chose */
+	return listen_set_grow_addr(ls, want);
 }
 
 int listen_set_steer(struct listen_set *ls, int n)
@@ -136,6 +347,12 @@ void listen_set_close(struct listen_set *ls)
 {
 	for (int i = 0; i < ls->n; i++)
 		close(ls->fds[i]);
+	/* Our socket file only: another instance may have replaced it after
+	 * finding it stale (this one already shut down), and that one is live. */
+	struct stat st;
+	if (ls->n && ls->addr.kind == LISTEN_UNIX && lstat(ls->addr.path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == ls->unix_dev && st.st_ino == ls->unix_ino)
+		unlink(ls->addr.path);
 	ls->n = 0;
 	ls->steered = 0;
 }
@@ -188,13 +405,27 @@ int acceptor_init_set(struct acceptor *a, const int *fds, int n)
 
 int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int nloops)
 {
-	int mine[LISTEN_MAX], k = 0;
+	return acceptor_init_groups(a, fds, &n, 1, id, nloops);
+}
 
-	if (n < nloops)
-		return acceptor_init_set(a, fds, n) < 0 ? -1 : 1;
-	for (int j = id; j < n && k < LISTEN_MAX; j += nloops)
-		mine[k++] = fds[j];
-	return acceptor_init_set(a, mine, k) < 0 ? -1 : 0;
+int acceptor_init_groups(struct acceptor *a, const int *fds, const int *lens, int ngroups, int id, int nloops)
+{
+	int mine[LISTEN_MAX], k = 0, shared = 0;
+
+	for (int g = 0; g < ngroups; fds += lens[g], g++) {
+		int n = lens[g];
+		if (n < nloops) {
+			shared = 1; /* every loop takes all of this address's sockets */
+			for (int j = 0; j < n && k < LISTEN_MAX; j++)
+				mine[k++] = fds[j];
+			continue;
+		}
+		for (int j = id; j < n && k < LISTEN_MAX; j += nloops)
+			mine[k++] = fds[j];
+	}
+	if (k == 0)
+		return -1;
+	return acceptor_init_set(a, mine, k) < 0 ? -1 : shared;
 }
 
 void acceptor_close(struct acceptor *a)

@@ -5,6 +5,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+
+#include "config.h" /* struct listen_addr */
 
 #define LISTEN_MAX 256
 
@@ -13,6 +16,19 @@ int listen_open(const char *bind_addr, int port, bool reuseport);
 /* 0 when nobody listens on bind_addr:port, else -errno (-EADDRINUSE). A new
  * SO_REUSEPORT socket would silently join another process's group there. */
 int listen_port_free(const char *bind_addr, int port);
+
+/* `bind` and `port` as a listen address (when no `listen` line is given):
+ * "*" is every IPv4 address, else a numeric IPv4 or IPv6 address (dual-stack,
+ * as the system default had it before `listen` existed). -EINVAL otherwise. */
+int listen_addr_from_bind(const char *bind_addr, int port, struct listen_addr *a);
+/* A bound, listening socket on a (TCP, or UNIX with its mode and owner),
+ * non-blocking, close-on-exec; -errno on failure, with the reason logged
+ * when it is not the bind itself. A UNIX socket file left by an instance
+ * that is gone (nobody accepts on it) is replaced; a live one never is. */
+int listen_open_addr(const struct listen_addr *a, bool reuseport);
+/* listen_port_free() for any address: 0 when a may be bound, else -errno.
+ * A UNIX path is free when nothing is there or a stale socket is. */
+int listen_addr_free(const struct listen_addr *a);
 
 /* The master's listening sockets, kept for its whole life. With reuseport
  * they form one SO_REUSEPORT group whose order is fds[]: sockets are only
@@ -25,11 +41,18 @@ struct listen_set {
 	int n;
 	bool reuseport;
 	int steered;   /* new connections go to fds[0..steered) (0: kernel's hash over all) */
+	/* issue 12: the address, and for a UNIX socket the file we made (it is
+	 * unlinked at close only if it is still that file) */
+	struct listen_addr addr;
+	dev_t unix_dev;
+	ino_t unix_ino;
 };
 
 /* Opens sockets until the set holds `want` (at most LISTEN_MAX; one without
  * reuseport). 0, or -errno; the sockets opened so far stay in the set. */
 int listen_set_grow(struct listen_set *ls, const char *bind_addr, int port, int want);
+/* The same on ls->addr (set by the caller); a UNIX address holds one socket. */
+int listen_set_grow_addr(struct listen_set *ls, int want);
 /* New connections (SYNs) go to the first n sockets only, evenly: a reuseport
  * BPF program picks one at random, so a socket past n gets nothing new. 0, or
  * -errno (the kernel's hash over all sockets then applies, which loses
@@ -64,6 +87,11 @@ int acceptor_init_set(struct acceptor *a, const int *fds, int n);
  * with fewer, every loop takes all. Returns 1 when the listeners are shared
  * by all loops, 0 when they are this loop's alone, -1 on error. */
 int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int nloops);
+/* The same over several addresses (issue 12): fds holds ngroups groups one
+ * after another, group g being lens[g] sockets of one address; each group is
+ * shared out as above, so every loop serves every address. Returns 1 when
+ * some group is shared by all loops, 0 when none is, -1 on error. */
+int acceptor_init_groups(struct acceptor *a, const int *fds, const int *lens, int ngroups, int id, int nloops);
 void acceptor_close(struct acceptor *a);
 /* accept4() with `flags`; returns an fd, or -errno: -EAGAIN when none is
  * pending (or during a pause), -EMFILE when out of descriptors a pending

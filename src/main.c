@@ -10,6 +10,7 @@
 #include "config.h"
 #include "log/log.h"
 #include "models/model.h"
+#include "listeners.h"
 #include "master.h"
 
 static void usage(FILE *out)
@@ -145,8 +146,14 @@ int main(int argc, char **argv)
 		return 2;
 	if (check) {
 		config_print(&cfg, stdout);
-		printf("\n# would serve %s on http://%s:%d/ with the %s model\n", cfg.root, cfg.bind, cfg.port,
-		       cfg.model);
+		if (cfg.nlisten > 0) { /* issue 12: the listen lines, not bind and port */
+			char where[1024];
+			listeners_describe(cfg.listen, cfg.nlisten, where, sizeof(where));
+			printf("\n# would serve %s on %s with the %s model\n", cfg.root, where, cfg.model);
+		} else {
+			printf("\n# would serve %s on http://%s:%d/ with the %s model\n", cfg.root, cfg.bind, cfg.port,
+			       cfg.model);
+		}
 		return 0;
 	}
 	if (log_open(&cfg) < 0)

@@ -27,10 +27,12 @@
 
 #include "conn.h"
 #include "listen.h"
+#include "listeners.h"
 #include "log/log.h"
 #include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
 #include "notify.h"
+#include "privs.h"
 #include "server.h"
 #include "stats/snapshot.h"
 #include "stats/stats.h"
@@ -39,8 +41,7 @@
 #define STARTUP_GRACE_MS 300   /* a new generation must live this long before the old one drains */
 #define RESTART_BACKOFF_MS 1000
 #define KILL_MARGIN_MS 2000    /* after drain_timeout, before SIGKILL */
-#define PORT_FREE_TRIES 20     /* x PORT_FREE_WAIT_MS: how long a start waits for a busy port */
-#define PORT_FREE_WAIT_MS 50
+#define PORT_FREE_WAIT_MS 1000 /* how long a start waits for a busy port */
 #define STATUS_INTERVAL_MS 2000 /* how often the service manager hears the request count */
 
 enum gen_state { GEN_FREE, GEN_STARTING, GEN_SERVING, GEN_DRAINING };
@@ -54,11 +55,12 @@ struct generation {
 	int64_t kill_at_ms;  /* draining: SIGKILL after this */
 	int serial;
 	bool promoted;       /* has served past its start-up grace (and retired the older ones) */
+	struct privs privs;  /* whom its serving process runs as (issue 12) */
 };
 
 struct master {
 	struct generation gens[MAX_GENERATIONS];
-	struct listen_set listeners; /* every generation accepts from all of them */
+	struct listeners listeners; /* per address; each generation accepts from its own ones */
 	int current;          /* index of the generation that should be serving */
 	int sigfd;
 	sigset_t blocked;
@@ -95,9 +97,12 @@ static void on_stop(int sig)
 	 * Only the serving process itself: its workers (prefork) inherit this
 	 * handler but have another parent. getpid, getppid and shutdown are
 	 * async-signal-safe. */
-	if (serving_srv && getpid() == serving_pid && getppid() != serving_master_pid)
-		for (int i = 0; i < serving_srv->nlisten; i++)
-			shutdown(serving_srv->listen_fds[i], SHUT_RD);
+	if (serving_srv && getpid() == serving_pid && getppid() != serving_master_pid) {
+		const int *fd = serving_srv->listen_fds;
+		for (int g = 0; g < serving_srv->nlisten_groups; fd += serving_srv->listen_group_len[g++])
+			for (int i = 0; i < serving_srv->listen_group_len[g] && !serving_srv->listen_group_inherited[g]; i++)
+				shutdown(fd[i], SHUT_RD); /* an inherited one queues for our next start */
+	}
 	server_request_stop();
 }
 
@@ -138,6 +143,7 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	for (int i = 0; i < MAX_GENERATIONS; i++)
 		if (&m->gens[i] != g && m->gens[i].state != GEN_FREE)
 			server_close(&m->gens[i].srv);
+	listeners_forget_unused(&m->listeners, (int)(g - m->gens));
 	stats_serving_start(&g->srv);
 	/* The stop flag and eventfd are reset while the stop signals are still
 	 * blocked (as fork() left them): a SIGTERM sent right after the fork
@@ -145,6 +151,9 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	 * and then sets them, instead of landing before the reset and being
 	 * forgotten, which left this process serving until SIGKILL. */
 	if (server_enter_serving(&g->srv) < 0)
+		_exit(1);
+	/* Landlock first: it looks the logs' directories up with our rights */
+	if (privs_landlock(&g->cfg, g->srv.root_fd) < 0 || privs_drop(&g->privs) < 0)
 		_exit(1);
 	serving_pid = getpid();
 	serving_master_pid = master_pid;
@@ -204,6 +213,8 @@ static int gen_listeners_wanted(const struct generation *g)
 	return per_worker ? g->srv.workers : 1;
 }
 
+static void gen_release(struct master *m, struct generation *g);
+
 /* Builds a generation's server on the master's listeners, first adding the
  * ones it wants beyond those the master has. New ones get no connection
  * until the generation is promoted (the steering still excludes them), so a
@@ -214,22 +225,50 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	const struct model *model = model_find(cfg->model);
 
 	g->cfg = *cfg;
+	if (privs_resolve(cfg, &g->privs) < 0) {
+		if (m->serial == 0)
+			fprintf(stderr, "spindle: cannot run serving processes as %s%s%s (see the error log)\n",
+				cfg->user, cfg->group[0] ? ":" : "", cfg->group);
+		return -1;
+	}
 	if (server_init(&g->srv, &g->cfg, model) < 0) {
 		server_close(&g->srv);
 		return -1;
 	}
-	int err = listen_set_grow(&m->listeners, cfg->bind, cfg->port, gen_listeners_wanted(g));
+	struct listen_addr addrs[CONFIG_MAX_LISTEN];
+	char failed[256];
+	int naddrs = listeners_wanted(&m->listeners, cfg, addrs);
+	int err = naddrs < 0 ? -EINVAL
+		: listeners_open(&m->listeners, addrs, naddrs, gen_listeners_wanted(g), idx,
+				 m->serial == 0 ? PORT_FREE_WAIT_MS : 0, failed, sizeof(failed));
+	if (naddrs < 0)
+		snprintf(failed, sizeof(failed), "%s:%d", cfg->bind, cfg->port);
+	if (err == 0 && listeners_fill(&m->listeners, idx, g->srv.listen_fds, g->srv.listen_group_len,
+				       &g->srv.nlisten_groups, SERVER_MAX_LISTENERS) < 0)
+		err = -E2BIG;
 	if (err < 0) {
-		log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-err));
-		if (m->listeners.n == 0)
-			fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-err));
-		server_close(&g->srv);
+		if (m->serial == 0)
+			fprintf(stderr, "spindle: cannot listen on %s: %s\n", failed, strerror(-err));
+		gen_release(m, g);
 		return -1;
 	}
 	/* all of them, also those beyond its workers: connections queued there
 	 * before a reload to fewer workers are still accepted */
-	memcpy(g->srv.listen_fds, m->listeners.fds, (size_t)m->listeners.n * sizeof(int));
-	g->srv.nlisten = m->listeners.n;
+	g->srv.nlisten = 0;
+	for (int i = 0; i < g->srv.nlisten_groups; i++)
+		g->srv.nlisten += g->srv.listen_group_len[i];
+	for (int i = 0, k = 0; i < LISTENERS_MAX; i++) {
+		const struct listener *l = &m->listeners.l[i];
+		if (l->set.n && (l->users & (1u << idx))) {
+			g->srv.listen_group_inherited[k] = l->inherited;
+			/* tls: the address's own flag, or tls = on for all of them */
+			g->srv.listen_group_tls[k] = l->set.addr.tls || cfg->tls;
+			socklen_t alen = sizeof(g->srv.listen_group_addr[k]);
+			if (getsockname(l->set.fds[0], (struct sockaddr *)&g->srv.listen_group_addr[k], &alen) < 0)
+				memset(&g->srv.listen_group_addr[k], 0, sizeof(g->srv.listen_group_addr[k]));
+			k++;
+		}
+	}
 	g->serial = ++m->serial;
 	g->pid = -1;
 	g->promoted = false;
@@ -238,8 +277,8 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 
 static void gen_release(struct master *m, struct generation *g)
 {
-	(void)m;
 	server_close(&g->srv);
+	listeners_release(&m->listeners, (int)(g - m->gens)); /* a removed address closes with its last user */
 	g->state = GEN_FREE;
 	g->pid = -1;
 }
@@ -451,9 +490,8 @@ static bool reload_spawn(struct master *m, int idx)
 		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
 		return false;
 	}
-	if (strcmp(cfg.bind, cur->cfg.bind) || cfg.port != cur->cfg.port || cfg.reuseport != cur->cfg.reuseport) {
-		log_error("reload: bind, port and reuseport cannot change without a restart; still serving with "
-			  "the old configuration");
+	if (cfg.reuseport != cur->cfg.reuseport) {
+		log_error("reload: reuseport cannot change without a restart; still serving with the old configuration");
 		return false;
 	}
 	if (gen_init(m, idx, &cfg) < 0) {
@@ -465,6 +503,7 @@ static bool reload_spawn(struct master *m, int idx)
 	log_close();
 	if (log_open(&g->cfg) < 0)
 		log_open(&cur->cfg);
+	privs_own_logs(&g->cfg, &g->privs);
 	if (spawn(m, idx) < 0) {
 		gen_release(m, g);
 		return false;
@@ -499,7 +538,7 @@ static void begin_stop(struct master *m)
 	log_info("stopping: draining in-flight requests");
 	notify_send("STOPPING=1");
 	m->stopping = true;
-	listen_set_refuse(&m->listeners);
+	listeners_refuse(&m->listeners);
 	int64_t kill_at = conn_now_ms() + KILL_MARGIN_MS;
 	for (int i = 0; i < MAX_GENERATIONS; i++) {
 		struct generation *g = &m->gens[i];
@@ -525,10 +564,10 @@ static void forward(struct master *m, int sig)
 static void steer(struct master *m, struct generation *g)
 {
 	int n = gen_listeners_wanted(g);
-	int err = listen_set_steer(&m->listeners, n < g->srv.nlisten ? n : g->srv.nlisten);
+	int err = listeners_steer(&m->listeners, n);
 	if (err < 0)
-		log_warn("cannot steer connections to %d of %d listeners (%s): the kernel spreads them over all",
-			 n, m->listeners.n, strerror(-err));
+		log_warn("cannot steer connections to %d listeners per address (%s): the kernel spreads them over all",
+			 n, strerror(-err));
 }
 
 /* Time-driven work: promote a started generation, kill stragglers, respawn. */
@@ -553,6 +592,9 @@ static void tick(struct master *m)
 					gen_drain(m, &m->gens[j]);
 			if (first || m->reloading)
 				notify_ready(m);
+			/* addresses this configuration removed: refused from now on,
+			 * closed once the generations draining on them are gone */
+			listeners_refuse_unused(&m->listeners, i);
 		}
 		if (g->state == GEN_DRAINING && g->pid > 0 && now >= g->kill_at_ms) {
 			log_warn("generation %d (pid %d) did not drain in time: killing it", g->serial, (int)g->pid);
@@ -582,30 +624,6 @@ static bool children_left(struct master *m)
 	return signal_orphans(m, 0) > 0; /* reaped by reap() as they exit */
 }
 
-/* With SO_REUSEPORT, binding where another process (of the same user)
- * listens succeeds: the sockets join its group, the steering program set
- * here replaces its own, and one of the two gets nothing while both look
- * healthy. So the port must be free first, as it must without reuseport.
- * Waits a little: the serving processes of a master just killed shut their
- * listeners down on its death, a moment after a supervisor sees it gone. */
-static int port_in_use(const struct config *cfg)
-{
-	int err = 0;
-
-	for (int i = 0; i < PORT_FREE_TRIES; i++) {
-		err = listen_port_free(cfg->bind, cfg->port);
-		if (err != -EADDRINUSE)
-			break;
-		usleep(PORT_FREE_WAIT_MS * 1000);
-	}
-	if (err < 0) {
-		log_error("listen on %s:%d: %s", cfg->bind, cfg->port, strerror(-err));
-		fprintf(stderr, "spindle: cannot listen on %s:%d: %s\n", cfg->bind, cfg->port, strerror(-err));
-		return -1;
-	}
-	return 0;
-}
-
 int master_run(const struct config *cfg, config_builder build, void *build_arg)
 {
 	static struct master m; /* generations hold big configs: not on the stack */
@@ -632,15 +650,26 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	notify_open();
 
 	m.listeners.reuseport = cfg->reuseport; /* a reload cannot change it */
-	if (cfg->reuseport && port_in_use(cfg) < 0)
-		return 1;
-	if (gen_init(&m, 0, cfg) < 0) {
-		listen_set_close(&m.listeners);
+	/* With SO_REUSEPORT, binding where another process (of the same user)
+	 * listens succeeds: the sockets join its group, the steering program set
+	 * here replaces its own, and one of the two gets nothing while both look
+	 * healthy. So a new address must be free first (listeners_open). */
+	if (listeners_inherit(&m.listeners) < 0 || gen_init(&m, 0, cfg) < 0) {
+		listeners_close(&m.listeners);
 		return 1;
 	}
 	steer(&m, &m.gens[0]);
-	log_info("spindle %s (master %d) listening on http://%s:%d/ with the %s model, root %s", SPINDLE_VERSION,
-		 (int)getpid(), cfg->bind, cfg->port, cfg->model, cfg->root);
+	privs_own_logs(cfg, &m.gens[0].privs);
+	privs_warn_root(cfg);
+	char where[1024];
+	struct listen_addr addrs[LISTENERS_MAX];
+	int naddrs = 0;
+	for (int i = 0; i < LISTENERS_MAX; i++)
+		if (m.listeners.l[i].set.n)
+			addrs[naddrs++] = m.listeners.l[i].set.addr;
+	listeners_describe(addrs, naddrs, where, sizeof(where));
+	log_info("spindle %s (master %d) listening on %s with the %s model, root %s", SPINDLE_VERSION,
+		 (int)getpid(), where, cfg->model, cfg->root);
 	if (spawn(&m, 0) < 0)
 		begin_stop(&m);
 
@@ -662,6 +691,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 				break;
 			case SIGUSR1:
 				log_reopen();
+				/* a file the master just made is root's: the serving processes reopen it next */
+				privs_own_logs(&m.gens[m.current].cfg, &m.gens[m.current].privs);
 				forward(&m, SIGUSR1);
 				break;
 			default: /* SIGTERM, SIGINT */
@@ -676,7 +707,7 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 			reload(&m);
 		}
 	}
-	listen_set_close(&m.listeners);
+	listeners_close(&m.listeners);
 	for (int i = 0; i < MAX_GENERATIONS; i++)
 		if (m.gens[i].state != GEN_FREE)
 			gen_release(&m, &m.gens[i]);

@@ -63,11 +63,17 @@ int cidr_list_parse(const char *text, struct cidr_list *out, char *err, size_t e
 {
 	static const char seps[] = " \t,";
 	out->n = 0;
+	out->unix_ok = false;
 	for (const char *p = text; *p;) {
 		p += strspn(p, seps);
 		size_t len = strcspn(p, seps);
 		if (len == 0)
 			break;
+		if (len == 5 && strncmp(p, "unix:", 5) == 0) {
+			out->unix_ok = true;
+			p += len;
+			continue;
+		}
 		if (out->n == CIDR_MAX) {
 			snprintf(err, errlen, "more than %d prefixes", CIDR_MAX);
 			return -1;
@@ -101,7 +107,7 @@ bool cidr_list_match(const struct cidr_list *l, const struct sockaddr *sa)
 	} else if (sa->sa_family == AF_INET6) {
 		memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
 	} else {
-		return false;
+		return sa->sa_family == AF_UNIX && l->unix_ok;
 	}
 	return cidr_list_match16(l, a);
 }

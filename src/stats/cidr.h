@@ -22,14 +22,16 @@ struct cidr {
 struct cidr_list {
 	size_t n;
 	struct cidr v[CIDR_MAX];
+	bool unix_ok;     /* "unix:": clients of UNIX sockets (issue 12), as nginx's allow unix: */
 };
 
 /* Parses prefixes separated by spaces, tabs or commas; an address without
- * "/N" is one host. An empty list allows no one. Returns 0, or -1 with the
+ * "/N" is one host, "unix:" every client of a UNIX socket. An empty list allows no one. Returns 0, or -1 with the
  * problem in err ("'10.0.0.0/33': prefix length must be 0..32"). */
 int cidr_list_parse(const char *text, struct cidr_list *out, char *err, size_t errlen);
 
-/* Is the socket address (AF_INET or AF_INET6) inside one of the prefixes? */
+/* Is the socket address (AF_INET or AF_INET6) inside one of the prefixes?
+ * An AF_UNIX one matches when the list holds "unix:". */
 bool cidr_list_match(const struct cidr_list *l, const struct sockaddr *sa);
 
 /* The same for a 16-byte IPv6 (or IPv4-mapped) address. */

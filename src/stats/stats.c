@@ -375,6 +375,27 @@ static void segment_repair(struct stats_header *h, int fd, size_t len)
 	}
 }
 
+/* stats_name = auto: the port, which tells instances on one machine apart;
+ * with `listen` lines that of the first TCP address, or for UNIX sockets
+ * alone "unix-" and the socket's file name (issue 12). */
+static void auto_name(const struct config *cfg, char *inst, size_t len)
+{
+	for (int i = 0; i < cfg->nlisten; i++)
+		if (cfg->listen[i].kind == LISTEN_TCP) {
+			snprintf(inst, len, "%d", cfg->listen[i].port);
+			return;
+		}
+	if (cfg->nlisten == 0) {
+		snprintf(inst, len, "%d", cfg->port);
+		return;
+	}
+	const char *base = strrchr(cfg->listen[0].path, '/');
+	snprintf(inst, len, "unix-%.50s", base ? base + 1 : cfg->listen[0].path);
+	for (char *p = inst; *p; p++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", *p))
+			*p = '_';
+}
+
 int stats_open(struct server *srv)
 {
 	const struct config *cfg = srv->cfg;
@@ -395,7 +416,7 @@ int stats_open(struct server *srv)
 		return -1;
 	}
 	if (strcmp(cfg->stats_name, "auto") == 0)
-		snprintf(inst, sizeof(inst), "%d", cfg->port);
+		auto_name(cfg, inst, sizeof(inst));
 	else
 		copy_str(inst, sizeof(inst), cfg->stats_name);
 	if (!name_ok(inst)) {

@@ -2,6 +2,7 @@
  * IPv4, IPv6 and IPv4-mapped clients. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <sys/un.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,4 +121,22 @@ Test(cidr, prefix_length_boundaries)
 	cr_assert_eq(cidr_list_parse("10.0.0.0/32", &l, err, sizeof(err)), 0);
 	cr_assert_eq(cidr_list_parse("::/128", &l, err, sizeof(err)), 0);
 	cr_assert_eq(cidr_list_parse("::/129", &l, err, sizeof(err)), -1);
+}
+
+/* Issue 12: a UNIX socket's clients have no address; "unix:" lets them in,
+ * and nothing else does. */
+Test(cidr, unix_clients)
+{
+	struct cidr_list l;
+	char err[128];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	cr_assert_eq(cidr_list_parse("127.0.0.0/8 ::1/128", &l, err, sizeof(err)), 0, "%s", err);
+	cr_expect(!cidr_list_match(&l, (const struct sockaddr *)&sun), "not without unix:");
+	cr_assert_eq(cidr_list_parse("127.0.0.1, unix:", &l, err, sizeof(err)), 0, "%s", err);
+	cr_expect(cidr_list_match(&l, (const struct sockaddr *)&sun));
+	cr_expect_eq(l.n, 1, "unix: is no prefix");
+	cr_assert_eq(cidr_list_parse("unix:", &l, err, sizeof(err)), 0, "%s", err);
+	struct sockaddr_in lo = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_expect(!cidr_list_match(&l, (const struct sockaddr *)&lo), "unix: alone allows no TCP client");
+	cr_expect_eq(cidr_list_parse("unix:/x", &l, err, sizeof(err)), -1);
 }

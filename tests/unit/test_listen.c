@@ -7,9 +7,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../../src/listen.h"
@@ -134,4 +138,73 @@ Test(acceptor_init_share, fewer_listeners_than_loops_are_shared_by_all)
 	acceptor_close(&a);
 	close(fds[0]);
 	close(fds[1]);
+}
+
+/* Several addresses (issue 12): each loop takes its share of every
+ * reuseport group, and all of a group smaller than the loops (a UNIX
+ * socket); every socket is accepted from by exactly its loop(s). */
+Test(acceptor_init_groups, every_loop_serves_every_address)
+{
+	int fds[7]; /* TCP v4: 3 sockets, a UNIX one, TCP v6: 3 sockets */
+	int lens[3] = { 3, 1, 3 };
+	make_fds(fds, 7);
+	int owner[7] = { 0 };
+
+	for (int id = 0; id < 3; id++) {
+		struct acceptor a;
+		cr_assert_eq(acceptor_init_groups(&a, fds, lens, 3, id, 3), 1, "the UNIX socket is shared");
+		cr_expect_eq(a.nfds, 3, "loop %d: one of each address", id);
+		cr_expect_eq(a.fds[0], fds[id]);
+		cr_expect_eq(a.fds[1], fds[3]);
+		cr_expect_eq(a.fds[2], fds[4 + id]);
+		for (int k = 0; k < a.nfds; k++)
+			for (int j = 0; j < 7; j++)
+				owner[j] += a.fds[k] == fds[j];
+		acceptor_close(&a);
+	}
+	for (int j = 0; j < 7; j++)
+		cr_expect_eq(owner[j], j == 3 ? 3 : 1, "socket %d is accepted by %d loops", j, owner[j]);
+	/* one address per loop count: nothing shared */
+	struct acceptor a;
+	int two[2] = { 3, 3 };
+	cr_assert_eq(acceptor_init_groups(&a, fds, two, 2, 1, 3), 0);
+	cr_expect_eq(a.nfds, 2);
+	acceptor_close(&a);
+	for (int j = 0; j < 7; j++)
+		close(fds[j]);
+}
+
+/* A UNIX address: one socket, its file made with the mode asked for; a
+ * stale file is replaced, ours is unlinked at close, a live one never. */
+Test(listen_set, unix_socket_file_lifecycle)
+{
+	char dir[] = "/tmp/spindle-unix-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	struct listen_set ls = { .reuseport = true };
+	char why[256];
+	char line[256];
+	snprintf(line, sizeof(line), "unix:%s/s.sock mode=0600", dir);
+	cr_assert_eq(listen_addr_parse(line, &ls.addr, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(listen_set_grow_addr(&ls, 4), 0);
+	cr_expect_eq(ls.n, 1, "a UNIX address has no reuseport group");
+	struct stat st;
+	cr_assert_eq(stat(ls.addr.path, &st), 0);
+	cr_expect(S_ISSOCK(st.st_mode) && (st.st_mode & 0777) == 0600, "mode %o", st.st_mode);
+	/* live: a second open must refuse, and leave the file */
+	cr_expect_eq(listen_open_addr(&ls.addr, false), -EADDRINUSE);
+	cr_expect_eq(listen_addr_free(&ls.addr), -EADDRINUSE);
+	listen_set_close(&ls);
+	cr_expect_neq(stat(ls.addr.path, &st), 0, "our socket file is removed at close");
+	/* stale: a file left by a socket that was closed without unlinking */
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	strcpy(sun.sun_path, ls.addr.path);
+	cr_assert_eq(bind(s, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	close(s);
+	cr_expect_eq(listen_addr_free(&ls.addr), 0, "a stale socket does not count as in use");
+	int fd = listen_open_addr(&ls.addr, false);
+	cr_expect_geq(fd, 0, "a stale socket file is replaced: %s", strerror(-fd));
+	close(fd);
+	unlink(ls.addr.path);
+	rmdir(dir);
 }

@@ -1,0 +1,242 @@
+/* privs.c - user/group drop and Landlock for serving processes (see privs.h). */
+#include "privs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/landlock.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log/log.h"
+
+int privs_resolve(const struct config *cfg, struct privs *p)
+{
+	*p = (struct privs){ 0 };
+	if (cfg->user[0]) {
+		struct passwd *pw = getpwnam(cfg->user);
+		if (!pw) {
+			log_error("user: no user '%s'", cfg->user);
+			return -1;
+		}
+		p->set_uid = p->set_gid = true;
+		p->uid = pw->pw_uid;
+		p->gid = pw->pw_gid; /* the login group, unless `group` says otherwise */
+	}
+	if (cfg->group[0]) {
+		struct group *gr = getgrnam(cfg->group);
+		if (!gr) {
+			log_error("group: no group '%s'", cfg->group);
+			return -1;
+		}
+		p->set_gid = true;
+		p->gid = gr->gr_gid;
+	}
+	if ((p->set_uid && p->uid != geteuid()) || (p->set_gid && p->gid != getegid())) {
+		if (geteuid() != 0) {
+			log_error("user/group: changing to %s%s%s needs root (spindle runs as uid %d)", cfg->user,
+				  cfg->group[0] ? ":" : "", cfg->group, (int)geteuid());
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void privs_own_logs(const struct config *cfg, const struct privs *p)
+{
+	if (!p->set_uid && !p->set_gid)
+		return;
+	uid_t uid = p->set_uid ? p->uid : (uid_t)-1;
+	gid_t gid = p->set_gid ? p->gid : (gid_t)-1;
+	if (cfg->access_log[0] && chown(cfg->access_log, uid, gid) < 0)
+		log_warn("access_log: chown %s: %s (serving processes may not reopen it)", cfg->access_log,
+			 strerror(errno));
+	if (strcmp(cfg->error_log, "-") && chown(cfg->error_log, uid, gid) < 0)
+		log_warn("error_log: chown %s: %s (serving processes may not reopen it)", cfg->error_log,
+			 strerror(errno));
+}
+
+void privs_warn_root(const struct config *cfg)
+{
+	if (geteuid() == 0 && !cfg->user[0])
+		log_warn("running as root without `user`: serving processes keep root's rights "
+			 "(set user = www-data, or another unprivileged user)");
+}
+
+int privs_drop(const struct privs *p)
+{
+	/* Supplementary groups first (root's would stay otherwise), then the
+	 * group while we may still change it, then the user: all three ids
+	 * each, so no saved id lets root back in. */
+	if (p->set_uid && geteuid() == 0 && setgroups(0, NULL) < 0) {
+		log_error("setgroups: %s", strerror(errno));
+		return -1;
+	}
+	if (p->set_gid && setresgid(p->gid, p->gid, p->gid) < 0) {
+		log_error("setgid %d: %s", (int)p->gid, strerror(errno));
+		return -1;
+	}
+	if (p->set_uid && setresuid(p->uid, p->uid, p->uid) < 0) {
+		log_error("setuid %d: %s", (int)p->uid, strerror(errno));
+		return -1;
+	}
+	if (p->set_uid && p->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+		log_error("dropped to uid %d, yet root could be regained: refusing to serve", (int)p->uid);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- Landlock ------------------------------------------------------------
+ * Raw system calls: glibc has no wrappers. The ruleset handles every file
+ * right the kernel's ABI knows, so anything not granted below is denied. */
+
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+
+static uint64_t fs_rights_of_abi(int abi)
+{
+	uint64_t all = (1ULL << 13) - 1; /* ABI 1: EXECUTE .. MAKE_SYM */
+	if (abi >= 2)
+		all |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		all |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	if (abi >= 5)
+		all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	return all;
+}
+
+static int allow_fd(int ruleset, int fd, const char *name, uint64_t rights)
+{
+	struct landlock_path_beneath_attr attr = { .allowed_access = rights, .parent_fd = fd };
+	if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &attr, 0) < 0) {
+		log_error("landlock: rule for %s: %s", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int allow_beneath(int ruleset, const char *path, uint64_t rights)
+{
+	int fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0) {
+		log_error("landlock: %s: %s", path, strerror(errno));
+		return -1;
+	}
+	int r = allow_fd(ruleset, fd, path, rights);
+	close(fd);
+	return r;
+}
+
+/* A log may be rotated: the new file at its path is another inode, so the
+ * rule is on its directory, for writing files only (none can be made: the
+ * master, which reopens first, creates the new one). */
+static int allow_log(int ruleset, const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	return allow_beneath(ruleset, dir, LANDLOCK_ACCESS_FS_WRITE_FILE);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED_BUILD 1
+#endif
+#endif
+
+#ifdef SANITIZED_BUILD
+/* A sanitizer's runtime reads /proc/self/maps (the leak check at exit) and
+ * writes its report to log_path: a restricted serving process would die
+ * without a report, or hang. Sanitizer builds grant just that. */
+static int allow_sanitizer(int ruleset)
+{
+	static const char *const vars[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS" };
+	if (allow_beneath(ruleset, "/proc", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *opts = getenv(vars[i]), *p = opts ? strstr(opts, "log_path=") : NULL;
+		if (!p)
+			continue;
+		char dir[4096];
+		p += strlen("log_path=");
+		size_t n = strcspn(p, ":");
+		snprintf(dir, sizeof(dir), "%.*s", (int)n, p);
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			continue;
+		*slash = '\0';
+		if (allow_beneath(ruleset, dir[0] ? dir : "/", LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG) < 0)
+			return -1;
+	}
+	return 0;
+}
+#endif
+
+int privs_landlock(const struct config *cfg, int root_fd)
+{
+	if (!cfg->landlock)
+		return 0;
+	int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	if (abi < 0) {
+		log_warn("landlock: not available (%s): serving processes are not restricted to the root",
+			 errno == EOPNOTSUPP ? "disabled at boot" : strerror(errno));
+		return 1;
+	}
+	struct landlock_ruleset_attr attr = { .handled_access_fs = fs_rights_of_abi(abi) };
+	size_t attr_size = sizeof(attr);
+#ifdef LANDLOCK_ACCESS_NET_BIND_TCP
+	/* ABI 4: no TCP bind or connect at all; the master binds for us */
+	if (abi >= 4)
+		attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+#endif
+	if (abi < 4)
+		attr_size = offsetof(struct landlock_ruleset_attr, handled_access_fs) + sizeof(attr.handled_access_fs);
+	int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
+	if (rs < 0) {
+		log_error("landlock: create_ruleset: %s", strerror(errno));
+		return -1;
+	}
+	int rc = -1;
+	if (allow_fd(rs, root_fd, cfg->root, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR) < 0)
+		goto out;
+	/* the acceptor's spare descriptor (listen.c) */
+	if (allow_beneath(rs, "/dev/null", LANDLOCK_ACCESS_FS_READ_FILE) < 0)
+		goto out;
+	if (cfg->access_log[0] && allow_log(rs, cfg->access_log) < 0)
+		goto out;
+	if (strcmp(cfg->error_log, "-") && allow_log(rs, cfg->error_log) < 0)
+		goto out;
+#ifdef SANITIZED_BUILD
+	if (allow_sanitizer(rs) < 0)
+		goto out;
+#endif
+	/* without it an unprivileged process may not restrict itself */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || syscall(SYS_landlock_restrict_self, rs, 0) < 0) {
+		log_error("landlock: restrict_self: %s", strerror(errno));
+		goto out;
+	}
+	log_info("landlock (ABI %d): serving process %d may only read beneath %s and write its logs", abi,
+		 (int)getpid(), cfg->root);
+	rc = 0;
+out:
+	close(rs);
+	return rc;
+}

@@ -1,0 +1,143 @@
+"""Issue 12: least privilege. Serving processes (and the workers they fork)
+run as `user`, supplementary groups cleared, unable to regain root, while
+the master keeps root; root without `user` warns. Landlock confines what a
+serving process reads to the root, even when the path walk lets a request
+out (symlinks = all with a link pointing outside): the kernel refuses the
+open. Logs stay writable and reopenable (SIGUSR1) by the dropped user; a
+reload's new serving process drops again."""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import util
+from conftest import A_TXT, OUTSIDE_SECRET
+from supervision import GEN_RE, wait_log, log_text
+
+USER = "www-data"
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+
+
+def _user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(USER)
+    except KeyError:
+        pytest.fail(f"no user {USER} on this machine (Debian's base-passwd has it)")
+
+
+def ids(pid: int) -> dict[str, list[str]]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, val = line.partition(":")
+        if key in ("Uid", "Gid", "Groups", "NoNewPrivs"):
+            out[key] = val.split()
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    out = []
+    for c in util.proc_children(pid):
+        out += [c] + descendants(c)
+    return out
+
+
+@pytest.fixture
+def workdir():
+    """A server directory the dropped user can reach (pytest's own are under
+    a 0700 directory of root's): it reopens the logs there by path, and a
+    sanitizer build's serving process writes its report there."""
+    d = Path(tempfile.mkdtemp(prefix="spindle-privs-"))
+    d.chmod(0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def dropped_server(model, docroot, work: Path, **settings) -> util.Server:
+    return util.Server(model, docroot.path, work, {"user": USER, **settings}).start()
+
+
+@needs_root
+def test_serving_processes_run_as_user(model, docroot, workdir):
+    pw = _user()
+    srv = dropped_server(model, docroot, workdir, workers=2)
+    try:
+        master = srv.proc.pid
+        assert srv.get("/a.txt").body == A_TXT
+        procs = util.wait_for(lambda: descendants(master), 3)
+        assert procs, "no serving process"
+        if model == "prefork":  # its workers too
+            assert util.wait_for(lambda: len(descendants(master)) >= 3, 3), descendants(master)
+        assert ids(master)["Uid"] == ["0"] * 4, "the master keeps root (it binds on reload)"
+        for pid in descendants(master):
+            st = ids(pid)
+            assert st["Uid"] == [str(pw.pw_uid)] * 4, (pid, st)  # real, effective, saved, fs
+            assert st["Gid"] == [str(pw.pw_gid)] * 4, (pid, st)
+            assert st["Groups"] == [], (pid, st)
+        assert "running as root without `user`" not in log_text(srv)
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+@pytest.mark.parametrize("model", ["epoll", "prefork"])
+def test_logs_reopen_and_reload_as_user(model, docroot, workdir):
+    """The master makes the logs the user's, so after a rotation (rename,
+    SIGUSR1) the serving processes reopen the new file under Landlock; a
+    reload's new serving process drops as well."""
+    pw = _user()
+    srv = dropped_server(model, docroot, workdir)
+    try:
+        assert srv.get("/a.txt").body == A_TXT
+        assert util.wait_for(lambda: srv.access_log.exists() and "GET /a.txt" in srv.access_log.read_text(), 5)
+        assert srv.access_log.stat().st_uid == pw.pw_uid
+        srv.access_log.rename(srv.access_log.with_suffix(".1"))
+        srv.signal(signal.SIGUSR1)
+        time.sleep(0.3)
+        assert srv.get("/a.txt?after").body == A_TXT
+        assert util.wait_for(lambda: srv.access_log.exists() and "after" in srv.access_log.read_text(), 5), \
+            "the serving process did not reopen the access log"
+        assert srv.access_log.stat().st_uid == pw.pw_uid
+        srv.signal(signal.SIGHUP)
+        m = wait_log(srv, GEN_RE.format(n=2, model=model), 5)
+        assert m, srv.diagnostics()
+        gen2 = int(m.group(1))
+        assert ids(gen2)["Uid"] == [str(pw.pw_uid)] * 4
+        assert srv.get("/a.txt").body == A_TXT
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+def test_root_without_user_warns(servers):
+    srv = servers()
+    if os.geteuid() == 0:
+        assert util.wait_for(lambda: "running as root without `user`" in log_text(srv), 3), log_text(srv)
+    else:
+        assert "running as root without `user`" not in log_text(srv)
+
+
+def test_unknown_user_is_refused_at_start(docroot):
+    r = util.run_spindle("--root", str(docroot.path), "--port", str(util.free_port()),
+                         "--set", "user=no-such-user-here", timeout=15)
+    assert r.returncode != 0 and "no-such-user-here" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_landlock_confines_reads_to_the_root(servers):
+    """symlinks = all lets the walk follow link_out.txt out of the root; with
+    Landlock (the default) the kernel still refuses the open, and the same
+    request with landlock = off shows that nothing else stood in the way."""
+    srv = servers(symlinks="all")
+    assert util.wait_for(lambda: "landlock (ABI" in log_text(srv), 3), \
+        f"Landlock was not applied (this kernel has it):\n{log_text(srv)}"
+    r = srv.get("/link_out.txt")
+    assert r.status == 403 and OUTSIDE_SECRET not in r.body, (r.status, r.body[:80])
+    assert srv.get("/a.txt").body == A_TXT
+    open_srv = servers(symlinks="all", landlock="off")
+    assert open_srv.get("/link_out.txt").body == OUTSIDE_SECRET
