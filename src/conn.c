@@ -25,8 +25,11 @@
 #include "fs/cache.h"
 #include "fs/file.h"
 #include "fs/path.h"
+#include "fs/sidecar.h"
+#include "http/cache_control.h"
 #include "http/date.h"
-#include "http/mime.h"
+#include "http/encoding.h"
+#include "http/mime_file.h"
 #include "http/parse.h"
 #include "http/range.h"
 #include "http/response.h"
@@ -621,7 +624,41 @@ struct file_view {
 	const char *mime;
 	struct cache_entry *entry;
 	int fd;
+	/* issue 11: set only when the features are configured */
+	const char *content_encoding;          /* a sidecar's coding, or NULL */
+	char lm_buf[HTTP_DATE_LEN + 1];        /* last_modified's storage for an opened file */
+	bool vary;                             /* the file has sidecars: Vary: Accept-Encoding */
+	const struct cache_control_rule *cc;   /* the Cache-Control rule that matched, or NULL */
 };
+
+/* What a request resolved to: the file's root-relative path, and the URL
+ * path Cache-Control rules are matched against. */
+struct target {
+	const char *rel;
+	size_t len;
+	const char *url_path;                  /* NULL when there are no rules */
+};
+
+/* Vary, Cache-Control and Expires: what a 200, 206 and 304 for the file all
+ * carry (RFC 9110 15.4.5: a 304 sends the fields a 200 would). */
+static void put_cache_fields(struct conn *c, struct hbuf *b, const struct file_view *f)
+{
+	if (f->vary)
+		puts_(b, "Vary: Accept-Encoding\r\n");
+	if (!f->cc)
+		return;
+	puts_(b, "Cache-Control: ");
+	puts_(b, f->cc->value);
+	puts_(b, "\r\n");
+	if (c->cfg->cache_expires && f->cc->max_age >= 0) {
+		/* for HTTP/1.0 caches, which know no max-age (RFC 9111 5.3) */
+		char date[HTTP_DATE_LEN + 1];
+		http_date_format(time(NULL) + (time_t)f->cc->max_age, date);
+		puts_(b, "Expires: ");
+		put(b, date, HTTP_DATE_LEN);
+		puts_(b, "\r\n");
+	}
+}
 
 /* Takes over the view's fd or entry reference. */
 static void respond_file(struct conn *c, struct file_view *f)
@@ -653,6 +690,7 @@ static void respond_file(struct conn *c, struct file_view *f)
 		puts_(&b, "\r\nETag: ");
 		put(&b, f->etag, f->etag_len);
 		puts_(&b, "\r\n");
+		put_cache_fields(c, &b, f);
 		head_end(c, &b);
 		c->state = ST_SEND;
 		return;
@@ -709,6 +747,12 @@ static void respond_file(struct conn *c, struct file_view *f)
 	puts_(&b, "\r\nETag: ");
 	put(&b, f->etag, f->etag_len);
 	puts_(&b, "\r\nAccept-Ranges: bytes\r\n");
+	put_cache_fields(c, &b, f);
+	if (f->content_encoding) {
+		puts_(&b, "Content-Encoding: ");
+		puts_(&b, f->content_encoding);
+		puts_(&b, "\r\n");
+	}
 	if (status == 206 && nranges > 1) {
 		respond_multipart(c, &b, f->mime, size, ranges, nranges);
 		c->state = ST_SEND;
@@ -738,39 +782,159 @@ static void respond_file(struct conn *c, struct file_view *f)
 	c->state = ST_SEND;
 }
 
-static void respond_cached(struct conn *c, struct cache_entry *e)
-{
-	struct file_view f = {
-		.size = e->len, .mtime = e->mtime, .etag = e->etag, .etag_len = e->etag_len,
-		.last_modified = e->last_modified, .mime = e->mime, .entry = e, .fd = -1,
-	};
-	respond_file(c, &f);
-}
-
-/* A file just opened: cache it when it fits, else serve it from the fd. */
-static void respond_opened(struct conn *c, int fd, const struct stat *st, const char *rel, size_t len)
-{
-	const char *mime = mime_type(rel, len);
-	struct cache_entry *e = cache_insert(c->srv->cache, rel, len, fd, st, mime, conn_now_ms());
-	if (e) {
-		close(fd);
-		respond_cached(c, e);
-		return;
-	}
-	char etag[HTTP_ETAG_MAX], lastmod[HTTP_DATE_LEN + 1];
-	struct file_view f = {
-		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
-		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
-		.last_modified = lastmod, .mime = mime, .entry = NULL, .fd = fd,
-	};
-	http_date_format(st->st_mtime, lastmod);
-	respond_file(c, &f);
-}
-
 static int cache_reopen(const char *key, void *arg)
 {
 	const struct server *srv = arg;
 	return file_open_beneath(srv->root_fd, key, srv->cfg->symlinks);
+}
+
+static void view_of_entry(struct file_view *f, struct cache_entry *e)
+{
+	*f = (struct file_view){
+		.size = e->len, .mtime = e->mtime, .etag = e->etag, .etag_len = e->etag_len,
+		.last_modified = e->last_modified, .mime = e->mime, .entry = e, .fd = -1,
+	};
+}
+
+/* The sidecars of a cached file, worked out at most once per revalidation
+ * window (so a sidecar made or deleted later is seen as the file itself would
+ * be) and kept with the entry: a hit costs no stat for them. */
+#define SIDECARS_KNOWN (1u << 31)
+
+static unsigned cached_sidecars(struct conn *c, struct cache_entry *e, const struct target *t)
+{
+	int64_t now = conn_now_ms();
+	unsigned mask = atomic_load_explicit(&e->aux, memory_order_relaxed);
+	long long checked = atomic_load_explicit(&e->aux_checked_ms, memory_order_relaxed);
+	if ((mask & SIDECARS_KNOWN) && now - checked < c->cfg->cache_revalidate_ms)
+		return mask;
+	/* one thread per window looks; the others use what is known */
+	if ((mask & SIDECARS_KNOWN) &&
+	    !atomic_compare_exchange_strong(&e->aux_checked_ms, &checked, (long long)now))
+		return mask;
+	mask = SIDECARS_KNOWN | sidecar_probe(c->srv->root_fd, c->cfg->symlinks, t->rel, t->len, e->mtime,
+					      &c->cfg->precompressed);
+	atomic_store_explicit(&e->aux, mask, memory_order_relaxed);
+	atomic_store_explicit(&e->aux_checked_ms, (long long)now, memory_order_relaxed);
+	return mask;
+}
+
+/* The view of the chosen sidecar, from the cache or opened; false when it is
+ * gone or stale since the look (the original is sent instead). Keeps the
+ * original's Content-Type; the ETag gets the coding as a suffix, so no cache
+ * mistakes one encoding's bytes for another's (RFC 9110 8.8.3). */
+static bool sidecar_view(struct conn *c, const struct target *t, const struct file_view *orig, int coding,
+			 struct file_view *f, char *etag)
+{
+	char key[t->len + SIDECAR_SUFFIX_MAX];
+	size_t keylen = t->len + strlen(encoding_suffix(coding));
+	struct stat st;
+
+	memcpy(key, t->rel, t->len);
+	strcpy(key + t->len, encoding_suffix(coding));
+	struct cache_entry *e = cache_lookup(c->srv->cache, key, keylen, conn_now_ms(), cache_reopen,
+					     (void *)c->srv);
+	if (e && e->mtime < orig->mtime) {
+		cache_release(e);
+		return false;
+	}
+	if (!e) {
+		int fd = sidecar_open(c->srv->root_fd, c->cfg->symlinks, t->rel, t->len, coding, orig->mtime, key, &st);
+		if (fd < 0)
+			return false;
+		e = cache_insert(c->srv->cache, key, keylen, fd, &st, mime_lookup(c->srv->mime, key, keylen,
+										 c->cfg->default_type),
+				 conn_now_ms());
+		if (e) {
+			close(fd);
+		} else {
+			*f = (struct file_view){
+				.size = (uint64_t)st.st_size, .mtime = st.st_mtime, .fd = fd,
+				.etag_len = http_etag(etag, st.st_mtime, (uint64_t)st.st_size),
+			};
+			http_date_format(st.st_mtime, f->lm_buf);
+			f->last_modified = f->lm_buf;
+		}
+	}
+	if (e) {
+		view_of_entry(f, e);
+		memcpy(etag, e->etag, e->etag_len);
+		f->etag_len = e->etag_len;
+	}
+	/* "mtime-size" becomes "mtime-size-br" */
+	f->etag_len += (size_t)snprintf(etag + f->etag_len - 1, HTTP_ETAG_MAX - f->etag_len + 1, "-%s\"",
+					 encoding_name(coding)) - 1;
+	f->etag = etag;
+	f->mime = orig->mime;
+	f->content_encoding = encoding_name(coding);
+	f->vary = true;
+	f->cc = orig->cc;
+	return true;
+}
+
+/* Sends the file f, or the sidecar Accept-Encoding picks for it (issue
+ * 11.1); applies the Cache-Control rules. Takes over f's fd or entry. */
+static void respond_target(struct conn *c, struct file_view *f, const struct target *t)
+{
+	const struct config *cfg = c->cfg;
+	if (t->url_path)
+		f->cc = cache_control_match(&cfg->cache_control, t->url_path, f->mime);
+	if (cfg->precompressed.n == 0) {
+		respond_file(c, f);
+		return;
+	}
+	unsigned avail = f->entry ? cached_sidecars(c, f->entry, t) & ~SIDECARS_KNOWN
+				  : sidecar_probe(c->srv->root_fd, cfg->symlinks, t->rel, t->len, f->mtime,
+						  &cfg->precompressed);
+	f->vary = avail != 0;
+	int coding = encoding_choose(c->req.accept_encoding, c->req.accept_encoding_lines, &cfg->precompressed,
+				     avail);
+	if (coding == ENCODING_NOT_ACCEPTABLE) {
+		/* RFC 9110 12.5.3: identity refused and no coding on offer */
+		if (f->fd >= 0)
+			close(f->fd);
+		cache_release(f->entry);
+		respond_status(c, 406, false, f->vary ? "Vary: Accept-Encoding\r\n" : NULL);
+		return;
+	}
+	struct file_view side;
+	char etag[HTTP_ETAG_MAX];
+	if (coding >= 0 && sidecar_view(c, t, f, coding, &side, etag)) {
+		if (f->fd >= 0)
+			close(f->fd);
+		cache_release(f->entry);
+		respond_file(c, &side);
+		return;
+	}
+	respond_file(c, f);
+}
+
+static void respond_cached(struct conn *c, struct cache_entry *e, const struct target *t)
+{
+	struct file_view f;
+	view_of_entry(&f, e);
+	respond_target(c, &f, t);
+}
+
+/* A file just opened: cache it when it fits, else serve it from the fd. */
+static void respond_opened(struct conn *c, int fd, const struct stat *st, const struct target *t)
+{
+	const char *mime = mime_lookup(c->srv->mime, t->rel, t->len, c->cfg->default_type);
+	struct cache_entry *e = cache_insert(c->srv->cache, t->rel, t->len, fd, st, mime, conn_now_ms());
+	if (e) {
+		close(fd);
+		respond_cached(c, e, t);
+		return;
+	}
+	char etag[HTTP_ETAG_MAX];
+	struct file_view f = {
+		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
+		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
+		.mime = mime, .entry = NULL, .fd = fd,
+	};
+	http_date_format(st->st_mtime, f.lm_buf);
+	f.last_modified = f.lm_buf;
+	respond_target(c, &f, t);
 }
 
 /* The status a request gets whatever its body holds, or 0: lets a client
@@ -816,6 +980,17 @@ static void respond_request(struct conn *c)
 		respond_status(c, 404, false, NULL);
 		return;
 	}
+	/* Cache-Control rules see the URL path as decoded, before the index */
+	char url_path[cfg->cache_control.n ? pr.len + 3 : 1];
+	if (cfg->cache_control.n) {
+		url_path[0] = '/';
+		memcpy(url_path + 1, rel, pr.len);
+		size_t n = pr.len + 1;
+		if (pr.trailing_slash && pr.len)
+			url_path[n++] = '/';
+		url_path[n] = '\0';
+	}
+	struct target t = { rel, 0, cfg->cache_control.n ? url_path : NULL };
 	/* A directory request is looked up as its index file. */
 	size_t keylen = pr.len;
 	if (pr.trailing_slash) {
@@ -829,7 +1004,8 @@ static void respond_request(struct conn *c)
 	if (c->srv->cache)
 		stats_cache_lookup(hit != NULL); /* stats */
 	if (hit) {
-		respond_cached(c, hit);
+		t.len = keylen;
+		respond_cached(c, hit, &t);
 		return;
 	}
 	rel[pr.len] = '\0';
@@ -877,7 +1053,8 @@ static void respond_request(struct conn *c)
 		respond_status(c, 403, false, NULL);
 		return;
 	}
-	respond_opened(c, fd, &st, rel, pr.len);
+	t.len = pr.len;
+	respond_opened(c, fd, &st, &t);
 }
 
 /* ---- input --------------------------------------------------------- */

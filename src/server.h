@@ -31,6 +31,7 @@ struct server {
 	struct file_cache *cache;    /* shared by the threads of one process; NULL when off */
 	struct stats *stats;         /* the statistics segment (stats/stats.h), or NULL */
 	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */
+	struct mime_overrides *mime; /* the types_file, or NULL (issue 11.6) */
 	struct error_page *pages;
 	size_t npages;
 };

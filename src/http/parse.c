@@ -355,6 +355,10 @@ static int http_header(struct http_request *req, struct http_parse_state *s, con
 			req->content_length = n;
 		}
 		break;
+	case 15:
+		if (HTTP_NAME_IS("accept-encoding"))
+			http_list_add(&req->accept_encoding, &req->accept_encoding_lines, v);
+		break;
 	case 17:
 		if ((name[0] | 0x20) == 't') {
 			if (HTTP_NAME_IS("transfer-encoding")) {

@@ -57,6 +57,8 @@ struct http_request {
 	unsigned if_none_match_lines;
 	struct span expect;
 	unsigned expect_lines;
+	struct span accept_encoding; /* issue 11.1: which precompressed sidecar */
+	unsigned accept_encoding_lines;
 
 	struct span user_agent;
 	struct span referer;

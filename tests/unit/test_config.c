@@ -231,3 +231,67 @@ Test(config, file_reports_the_line)
 	cr_assert(strstr(last_msg, want), "%s", last_msg);
 	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
 }
+
+/* [content] and [cache_control] (issue 11): rules keep their order, a bad
+ * rule or coding names its line, a bad types file is refused by
+ * config_validate (so a reload with one keeps the old configuration). */
+static int load_text(struct config *cfg, const char *text, char *path, size_t pathlen)
+{
+	snprintf(path, pathlen, "/tmp/spindle-conf-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	config_defaults(cfg);
+	int r = config_load_file(cfg, path);
+	unlink(path);
+	return r;
+}
+
+Test(config, content_and_cache_control_sections)
+{
+	struct config cfg;
+	char path[64];
+	cr_assert_eq(load_text(&cfg, "[content]\nprecompressed = zstd gzip\ncache_expires = on\n"
+				     "[cache_control]\n/assets/* = public, max-age=31536000, immutable\n"
+				     "text/html = no-cache\n", path, sizeof(path)), 0, "%s", last_msg);
+	cr_assert_eq(cfg.precompressed.n, 2);
+	cr_assert_eq(cfg.precompressed.order[0], CODING_ZSTD);
+	cr_assert(cfg.cache_expires);
+	cr_assert_eq(cfg.cache_control.n, 2);
+	cr_assert_str_eq(cfg.cache_control.rule[0].pattern, "/assets/*");
+	cr_assert_str_eq(cfg.cache_control.rule[0].value, "public, max-age=31536000, immutable");
+	cr_assert_str_eq(cfg.cache_control.rule[1].pattern, "text/html");
+
+	cr_assert_eq(load_text(&cfg, "[content]\nprecompressed = br lzma\n", path, sizeof(path)), -1);
+	char want[200];
+	snprintf(want, sizeof(want), "%s:2: precompressed: 'lzma'", path);
+	cr_assert(strstr(last_msg, want), "%s", last_msg);
+	cr_assert_eq(load_text(&cfg, "[cache_control]\n/a = x\nhtml = no-cache\n", path, sizeof(path)), -1);
+	snprintf(want, sizeof(want), "%s:3: cache_control: pattern 'html'", path);
+	cr_assert(strstr(last_msg, want), "%s", last_msg);
+
+	/* --set form, and the defaults: sidecars off, octet-stream */
+	config_defaults(&cfg);
+	cr_assert_eq(cfg.precompressed.n, 0);
+	cr_assert_str_eq(cfg.default_type, "application/octet-stream");
+	cr_assert_eq(config_set(&cfg, "cache_control", "/x/* = max-age=5", "--set"), 0, "%s", last_msg);
+	cr_assert_str_eq(cfg.cache_control.rule[0].pattern, "/x/*");
+	cr_assert_eq(cfg.cache_control.rule[0].max_age, 5);
+	cr_assert_eq(config_set(&cfg, "cache_control", "no-equals-sign", "--set"), -1);
+}
+
+Test(config, types_file_and_default_type_validated)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	strcpy(cfg.root, "/tmp");
+	cr_assert_eq(config_validate(&cfg), 0, "%s", last_msg);
+	cr_assert_eq(config_set(&cfg, "types_file", "/nonexistent/mime.types", "--set"), 0);
+	cr_assert_eq(config_validate(&cfg), -1);
+	cr_assert(strstr(last_msg, "types_file: /nonexistent/mime.types: No such file"), "%s", last_msg);
+	cr_assert_eq(config_set(&cfg, "types_file", "off", "--set"), 0);
+	cr_assert_eq(config_set(&cfg, "default_type", "binary", "--set"), 0);
+	cr_assert_eq(config_validate(&cfg), -1);
+	cr_assert(strstr(last_msg, "default_type: 'binary' is not a MIME type"), "%s", last_msg);
+}
