@@ -412,7 +412,10 @@ static int cache_control_apply(struct config *cfg, const char *pattern, const ch
 			       size_t whylen)
 {
 	char inner[384];
-	if (!value_reads_back(value) || !value_reads_back(pattern)) {
+	/* libinih ends a key at '=' or ':', and reads '[', '#' or ';' first on
+	 * a line as a section or a comment: such a pattern would not read back */
+	if (!value_reads_back(value) || !value_reads_back(pattern) || strpbrk(pattern, "=:") ||
+	    strchr("[#;", pattern[0])) {
 		snprintf(why, whylen, "cache_control: '%s = %s' cannot be written in server.conf", pattern, value);
 		return -1;
 	}

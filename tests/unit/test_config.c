@@ -295,3 +295,15 @@ Test(config, types_file_and_default_type_validated)
 	cr_assert_eq(config_validate(&cfg), -1);
 	cr_assert(strstr(last_msg, "default_type: 'binary' is not a MIME type"), "%s", last_msg);
 }
+
+/* A rule --check could not print back: libinih would end the key at ':' or
+ * '=', or read the line as a section or a comment. */
+Test(config, cache_control_pattern_must_read_back)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	static const char *const bad[] = { "/a:b = x", "[x = y", "#x/y = z", ";x/y = z" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(config_set(&cfg, "cache_control", bad[i], "--set"), -1, "%s accepted", bad[i]);
+	cr_assert_eq(cfg.cache_control.n, 0);
+}
