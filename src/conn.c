@@ -834,6 +834,8 @@ static bool sidecar_view(struct conn *c, const struct target *t, const struct fi
 	strcpy(key + t->len, encoding_suffix(coding));
 	struct cache_entry *e = cache_lookup(c->srv->cache, key, keylen, conn_now_ms(), cache_reopen,
 					     (void *)c->srv);
+	if (c->srv->cache)
+		stats_cache_lookup(e != NULL); /* stats: a sidecar is looked up like any file */
 	if (e && e->mtime < orig->mtime) {
 		cache_release(e);
 		return false;

@@ -158,6 +158,22 @@ def test_stale_missing_and_direct_sidecars(model, srv):
     assert r.header("Content-Type") == "application/gzip" and not r.has("Content-Encoding")
 
 
+def test_sidecars_are_cached_like_files(model, site, fresh_server):
+    root, _ = site
+    s = fresh_server(root=root, precompressed="gzip")
+    # one connection: in the fork model each connection has its own process (and cache)
+    with s.connect() as c:
+        for _ in range(2):
+            c.send(util.build_request("GET", "/app.js", {"Accept-Encoding": "gzip"}))
+            r = c.read_response()
+            assert (r.status, r.body) == (200, APP_GZ), r
+    # the original and its sidecar: missed once each, then both hit
+    st = util.wait_stats(s.port, lambda st: st["cache"]["hits"] + st["cache"]["misses"] >= 4)
+    assert (st["cache"]["hits"], st["cache"]["misses"]) == (2, 2), st["cache"]
+    if model != "fork":  # per-connection processes report no cache gauges
+        assert st["cache"]["entries"] == 2 and st["cache"]["bytes"] >= len(APP_JS) + len(APP_GZ)
+
+
 def test_identity_refused(model, srv):
     r = get(srv, "/plain.txt", "identity;q=0")
     assert r.status == 406, r
