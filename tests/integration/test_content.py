@@ -95,7 +95,7 @@ def get(srv, target, ae=None, method="GET", **headers):
     ("gzip", "gzip", APP_GZ),
     ("br;q=0.2, gzip;q=0.9", "gzip", APP_GZ),    # the client's weights come first
     ("*", "br", APP_BR),
-])
+], ids=["browser", "gzip-zstd", "gzip", "client-weights", "star"])
 def test_sidecar_follows_accept_encoding(model, srv, ae, coding, body):
     r = get(srv, "/app.js", ae)
     assert r.status == 200, r
