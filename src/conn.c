@@ -639,10 +639,15 @@ struct target {
 	const char *url_path;                  /* NULL when there are no rules */
 };
 
-/* Vary, Cache-Control and Expires: what a 200, 206 and 304 for the file all
- * carry (RFC 9110 15.4.5: a 304 sends the fields a 200 would). */
-static void put_cache_fields(struct conn *c, struct hbuf *b, const struct file_view *f)
+/* Validators, Vary, Cache-Control and Expires: what a 200, 206 and 304 for
+ * the file all carry (RFC 9110 15.4.5: a 304 sends the fields a 200 would). */
+static void put_file_fields(struct conn *c, struct hbuf *b, const struct file_view *f)
 {
+	puts_(b, "Last-Modified: ");
+	puts_(b, f->last_modified);
+	puts_(b, "\r\nETag: ");
+	put(b, f->etag, f->etag_len);
+	puts_(b, "\r\n");
 	if (f->vary)
 		puts_(b, "Vary: Accept-Encoding\r\n");
 	if (!f->cc)
@@ -685,12 +690,7 @@ static void respond_file(struct conn *c, struct file_view *f)
 		if (f->fd >= 0)
 			close(f->fd);
 		head_start(c, &b, 304);
-		puts_(&b, "Last-Modified: ");
-		puts_(&b, f->last_modified);
-		puts_(&b, "\r\nETag: ");
-		put(&b, f->etag, f->etag_len);
-		puts_(&b, "\r\n");
-		put_cache_fields(c, &b, f);
+		put_file_fields(c, &b, f);
 		head_end(c, &b);
 		c->state = ST_SEND;
 		return;
@@ -742,12 +742,8 @@ static void respond_file(struct conn *c, struct file_view *f)
 	}
 
 	head_start(c, &b, status);
-	puts_(&b, "Last-Modified: ");
-	puts_(&b, f->last_modified);
-	puts_(&b, "\r\nETag: ");
-	put(&b, f->etag, f->etag_len);
-	puts_(&b, "\r\nAccept-Ranges: bytes\r\n");
-	put_cache_fields(c, &b, f);
+	put_file_fields(c, &b, f);
+	puts_(&b, "Accept-Ranges: bytes\r\n");
 	if (f->content_encoding) {
 		puts_(&b, "Content-Encoding: ");
 		puts_(&b, f->content_encoding);
@@ -1133,18 +1129,9 @@ static enum expectation expectation_of(const struct http_request *r)
 	struct span line;
 	while (http_field_lines_next(r->expect, r->expect_lines, "expect", &cursor, &line)) {
 		const char *p = line.p, *end = line.p + line.len;
-		while (p < end) {
-			while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
-				p++;
-			const char *m = p;
-			while (p < end && *p != ',')
-				p++;
-			const char *mend = p;
-			while (mend > m && (mend[-1] == ' ' || mend[-1] == '\t'))
-				mend--;
-			if (mend == m)
-				continue;
-			if (!span_eq_nocase((struct span){ m, (size_t)(mend - m) }, "100-continue"))
+		struct span m;
+		while (http_list_member_next(&p, end, &m)) {
+			if (!span_eq_nocase(m, "100-continue"))
 				return EXPECT_UNKNOWN;
 			ex = EXPECT_CONTINUE;
 		}

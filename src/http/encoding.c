@@ -134,19 +134,15 @@ int encoding_choose(struct span accept, unsigned lines, const struct encoding_pr
 	struct span line;
 	while (http_field_lines_next(accept, lines, "accept-encoding", &cursor, &line)) {
 		const char *p = line.p, *end = line.p + line.len;
-		while (p < end) {
-			while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
-				p++;
-			const char *tok = p;
-			while (p < end && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
-				p++;
-			size_t toklen = (size_t)(p - tok);
-			const char *params = p;
-			while (p < end && *p != ',')
-				p++;
+		struct span m;
+		while (http_list_member_next(&p, end, &m)) {
+			const char *tok = m.p, *mend = m.p + m.len, *params = tok;
+			while (params < mend && *params != ';' && *params != ' ' && *params != '\t')
+				params++;
+			size_t toklen = (size_t)(params - tok);
 			if (toklen == 0)
 				continue;
-			int w = member_weight(params, p);
+			int w = member_weight(params, mend);
 			if (w < 0)
 				continue;
 			/* a coding listed twice: the first member counts */

@@ -144,6 +144,11 @@ enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *
 bool http_field_lines_next(struct span field, unsigned lines, const char *name, const char **cursor,
 			   struct span *value);
 
+/* Steps through the members of one comma-separated list value (RFC 9110
+ * 5.6.1): sets *member to the next non-empty one, whitespace-trimmed, and
+ * advances *p; false when none is left before end. */
+bool http_list_member_next(const char **p, const char *end, struct span *member);
+
 const char *http_method_name(enum http_method m);
 
 #endif

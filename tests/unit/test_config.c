@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../src/config.h"
+#include "tempfile.h"
 
 static char last_msg[1024];
 static int nmsgs;
@@ -215,18 +216,15 @@ Test(config, messages_name_the_problem)
 /* A file: the line of the first bad value is reported, nothing exits. */
 Test(config, file_reports_the_line)
 {
-	char path[] = "/tmp/spindle-conf-XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	const char *text = "[http]\nheader_timeout = 5s\nmax_body = 1m\nmax_head = 9223372036854775807k\n";
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
+	char path[64];
+	temp_file_with("conf", "[http]\nheader_timeout = 5s\nmax_body = 1m\nmax_head = 9223372036854775807k\n",
+		       path, sizeof(path));
 	struct config cfg;
 	config_defaults(&cfg);
 	int r = config_load_file(&cfg, path);
 	unlink(path);
 	cr_assert_eq(r, -1);
-	char want[64];
+	char want[128];
 	snprintf(want, sizeof(want), "%s:4: max_head", path);
 	cr_assert(strstr(last_msg, want), "%s", last_msg);
 	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
@@ -237,11 +235,7 @@ Test(config, file_reports_the_line)
  * config_validate (so a reload with one keeps the old configuration). */
 static int load_text(struct config *cfg, const char *text, char *path, size_t pathlen)
 {
-	snprintf(path, pathlen, "/tmp/spindle-conf-XXXXXX");
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
+	temp_file_with("conf", text, path, pathlen);
 	config_defaults(cfg);
 	int r = config_load_file(cfg, path);
 	unlink(path);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../src/http/encoding.h"
+#include "../../src/http/parse.h"
 
 #define ID ENCODING_IDENTITY
 #define NA ENCODING_NOT_ACCEPTABLE
@@ -99,4 +100,21 @@ Test(encoding, prefs_parse_and_format)
 	cr_assert(strstr(why, "twice"), "%s", why);
 	cr_assert_str_eq(encoding_suffix(CODING_ZSTD), ".zst");
 	cr_assert_str_eq(encoding_name(CODING_ZSTD), "zstd");
+}
+
+/* The list walk Accept-Encoding and Expect share (parse.c). */
+Test(encoding, list_members)
+{
+	const char v[] = " ,a , b;q=1,,\t c\t,";
+	const char *p = v, *end = v + sizeof(v) - 1;
+	struct span m;
+	const char *want[] = { "a", "b;q=1", "c" };
+	for (size_t i = 0; i < 3; i++) {
+		cr_assert(http_list_member_next(&p, end, &m));
+		cr_assert_eq(m.len, strlen(want[i]));
+		cr_assert(memcmp(m.p, want[i], m.len) == 0, "member %zu: '%.*s'", i, (int)m.len, m.p);
+	}
+	cr_assert_not(http_list_member_next(&p, end, &m));
+	p = v;
+	cr_assert_not(http_list_member_next(&p, v + 2, &m), "only separators");
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../../src/http/mime_file.h"
+#include "tempfile.h"
 
 static struct mime_overrides *parse(const char *text)
 {
@@ -57,14 +58,10 @@ Test(mime_file, bad_lines_name_the_line)
 
 Test(mime_file, load_names_the_file)
 {
-	char path[] = "/tmp/spindle-types-XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	const char *text = "text/plain txt\n/bad x\n";
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
+	char path[64];
+	temp_file_with("types", "text/plain txt\n/bad x\n", path, sizeof(path));
 	struct mime_overrides *o = NULL;
-	char why[512], want[64];
+	char why[512], want[128];
 	cr_assert_eq(mime_overrides_load(path, &o, why, sizeof(why)), -1);
 	snprintf(want, sizeof(want), "%s:2: ", path);
 	cr_assert(strstr(why, want), "%s", why);
