@@ -683,7 +683,8 @@ static void respond_file(struct conn *c, struct file_view *f)
 	if (pre == 412) {
 		if (f->fd >= 0)
 			close(f->fd);
-		respond_status(c, 412, false, NULL); /* releases the entry */
+		/* releases the entry */
+		respond_status(c, 412, false, f->vary ? "Vary: Accept-Encoding\r\n" : NULL);
 		return;
 	}
 	if (pre == 304) {
@@ -712,7 +713,8 @@ static void respond_file(struct conn *c, struct file_view *f)
 		if (f->fd >= 0)
 			close(f->fd);
 		char extra[64];
-		snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
+		snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n%s", (unsigned long long)size,
+			 f->vary ? "Vary: Accept-Encoding\r\n" : "");
 		respond_status(c, 416, false, extra);
 		return;
 	}

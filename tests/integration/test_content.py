@@ -141,6 +141,12 @@ def test_sidecar_conditionals_and_ranges_use_encoded_bytes(model, srv):
     assert (r.status, r.body) == (206, APP_GZ[-5:]), r
     r = get(srv, "/app.js", "br", Range="bytes=0-3", **{"If-Range": etag})
     assert (r.status, r.body) == (200, APP_BR), "If-Range with another encoding's tag: whole"
+    # errors about the chosen representation say that it was chosen by Accept-Encoding
+    r = get(srv, "/app.js", "gzip", Range=f"bytes={len(APP_GZ)}-")
+    assert r.status == 416 and r.header("Content-Range") == f"bytes */{len(APP_GZ)}", r
+    assert r.header("Vary") == "Accept-Encoding"
+    r = get(srv, "/app.js", "gzip", **{"If-Match": '"nope"'})
+    assert r.status == 412 and r.header("Vary") == "Accept-Encoding", r
 
 
 def test_stale_missing_and_direct_sidecars(model, srv):
