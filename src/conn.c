@@ -656,11 +656,21 @@ static void put_file_fields(struct conn *c, struct hbuf *b, const struct file_vi
 	puts_(b, f->cc->value);
 	puts_(b, "\r\n");
 	if (c->cfg->cache_expires && f->cc->max_age >= 0) {
-		/* for HTTP/1.0 caches, which know no max-age (RFC 9111 5.3) */
-		char date[HTTP_DATE_LEN + 1];
-		http_date_format(time(NULL) + (time_t)f->cc->max_age, date);
+		/* for HTTP/1.0 caches, which know no max-age (RFC 9111 5.3);
+		 * formatted once a second per thread and rule, as the Date is */
+		static _Thread_local struct {
+			time_t at;
+			long long max_age;
+			char date[HTTP_DATE_LEN + 1];
+		} last;
+		time_t now = time(NULL);
+		if (now != last.at || f->cc->max_age != last.max_age) {
+			http_date_format(now + (time_t)f->cc->max_age, last.date);
+			last.at = now;
+			last.max_age = f->cc->max_age;
+		}
 		puts_(b, "Expires: ");
-		put(b, date, HTTP_DATE_LEN);
+		put(b, last.date, HTTP_DATE_LEN);
 		puts_(b, "\r\n");
 	}
 }
