@@ -48,6 +48,8 @@ section == "" { next }
 }
 
 /^[ \t]*$/ {
+	if (nkeys == 0 && text != "")   # a block about keys with no default line (listen)
+		printf "%s\n\n", text
 	flush_keys()
 	text = ""
 	next

@@ -78,7 +78,9 @@ def test_server_conf_shows_the_defaults():
 def test_man_page_lists_every_key_with_its_default(man_pages):
     text = render(man_pages["spindle.conf.5"])
     for key, (section, value) in conf_keys(SERVER_CONF.read_text()).items():
-        assert re.search(rf"^\s+{re.escape(key)} = {re.escape(value)}\s*$", text, re.M), \
+        # an empty default is shown as "(empty)"
+        shown = rf"{re.escape(key)} = {re.escape(value or '(empty)')}"
+        assert re.search(rf"^\s+{shown}\s*$", text, re.M), \
             f"spindle.conf(5) lacks '{key} = {value}'"
     sections = {s for s, _ in conf_keys(SERVER_CONF.read_text()).values()}
     for s in sections:
