@@ -12,6 +12,7 @@
  * scan: edge-triggered epoll will not report it again, so the list is what
  * remembers it. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 
 #define EPOLL_EVENTS 256
 #define EPOLL_SCAN_MS 200  /* how often deadlines are checked */
+#define EPOLL_BACKLOG 4096 /* listen.c's listen() backlog */
 #define EPOLL_BUDGET 16    /* reads/writes per connection per turn: 64 KiB to 1 MiB */
 
 struct econn {
@@ -47,6 +49,7 @@ struct loop {
 	int id;
 	int epfd;
 	struct acceptor acc;
+	bool exclusive;        /* the listener is shared, registered with EPOLLEXCLUSIVE */
 	struct econn *conns;   /* every open connection, for deadline scans */
 	int nconns;
 	struct econn *ready, *ready_tail; /* used up their budget with readiness left */
@@ -128,10 +131,11 @@ static void econn_run(struct loop *lp, struct econn *e)
 	}
 }
 
-static void loop_accept(struct loop *lp)
+/* Accepts until the queue is empty, the cap is reached, or max are taken. */
+static void loop_accept_upto(struct loop *lp, int max)
 {
 	/* At the cap connections wait in the backlog; a freed slot wakes us. */
-	while (!lp->stopping && !server_stopping() && slots_take(lp->slots)) {
+	for (int n = 0; n < max && slots_take(lp->slots); n++) {
 		struct sockaddr_storage peer;
 		socklen_t len;
 		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
@@ -175,6 +179,12 @@ static void loop_accept(struct loop *lp)
 	}
 }
 
+static void loop_accept(struct loop *lp)
+{
+	if (!lp->stopping && !server_stopping())
+		loop_accept_upto(lp, INT_MAX);
+}
+
 /* Expires deadlines, and ends connections still open when the drain time is up. */
 static void loop_scan(struct loop *lp, int64_t now)
 {
@@ -205,13 +215,21 @@ static void loop_scan(struct loop *lp, int64_t now)
 
 static void loop_begin_stop(struct loop *lp)
 {
-	struct econn *e = lp->conns, *next;
+	struct econn *e, *next;
 
 	lp->stopping = true;
 	lp->drain_deadline = conn_now_ms() + lp->srv->cfg->drain_timeout_ms;
 	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, lp->acc.fd, NULL);
 	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, lp->srv->wake_fd, NULL);
-	for (; e; e = next) {
+	/* With EPOLLEXCLUSIVE a connection wakes one waiter only, and a wake-up
+	 * we spent as the stop came in (woken, but no longer accepting) left
+	 * the connection queued with the next generation's loops not woken:
+	 * unanswered until another one arrives. Our registration is gone now,
+	 * so each such connection is in the queue: take them (at most a
+	 * backlog's worth, all it can hold), answered drained below. */
+	if (lp->exclusive)
+		loop_accept_upto(lp, EPOLL_BACKLOG);
+	for (e = lp->conns; e; e = next) {
 		next = e->next;
 		wire_drain(e->c);
 		econn_run(lp, e);
@@ -304,8 +322,8 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, int nloo
 		return -1;
 	/* EPOLLEXCLUSIVE: a connection on a shared listener wakes one loop, not
 	 * all (epoll refuses it on an epoll set of several listeners). */
-	bool exclusive = shared && nloops > 1 && lp->acc.nfds == 1;
-	struct epoll_event lev = { .events = EPOLLIN | EPOLLET | (exclusive ? EPOLLEXCLUSIVE : 0),
+	lp->exclusive = shared && nloops > 1 && lp->acc.nfds == 1;
+	struct epoll_event lev = { .events = EPOLLIN | EPOLLET | (lp->exclusive ? EPOLLEXCLUSIVE : 0),
 				   .data.ptr = &tag_listener };
 	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &tag_wake };
 	struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &tag_slot };

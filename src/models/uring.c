@@ -60,7 +60,8 @@
  * loop beyond the cap. One wake-up of a multishot accept takes the whole
  * backlog (listen.c asks for 4096, the default somaxconn) before the loop can
  * count it, so it is used only while that many more connections fit. */
-#define URING_MULTISHOT_ROOM 4096
+#define URING_BACKLOG 4096 /* listen.c's listen() backlog */
+#define URING_MULTISHOT_ROOM URING_BACKLOG
 #define URING_PARKED_MAX 64
 
 /* user_data of the non-connection operations; connections use their address. */
@@ -371,11 +372,6 @@ static void loop_new_conn(struct loop *lp, int fd)
 	struct sockaddr_storage peer;
 	socklen_t len = sizeof(peer);
 
-	if (lp->stopping) { /* accepted as the stop came in: it would be drained at once */
-		close(fd);
-		slots_give(lp->slots);
-		return;
-	}
 	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		len = 0;
 	struct uconn *u = calloc(1, sizeof(*u));
@@ -388,6 +384,10 @@ static void loop_new_conn(struct loop *lp, int fd)
 		slots_give(lp->slots);
 		return;
 	}
+	/* accepted as the stop came in, or left to us by the accept we
+	 * cancelled (loop_take_leftovers): answered once, then closed */
+	if (lp->stopping)
+		conn_drain(u->c);
 	u->fd = fd;
 	u->next = lp->conns;
 	if (lp->conns)
@@ -420,10 +420,40 @@ static void loop_unpark(struct loop *lp)
 	lp->nparked -= i;
 }
 
+/* Our accept has left the listener's wait queue for good (a stop cancelled
+ * it): take what is queued there. io_uring waits for an accept with an
+ * exclusive wake-up (EPOLLEXCLUSIVE), and a wake-up that reaches an accept
+ * being cancelled is spent on it and lost: the next generation's accept on
+ * the same listener is not woken, and the connection sits in the queue until
+ * another one arrives there, forever on a quiet server. Every connection
+ * whose wake-up we spent was queued before our entry left the queue, which
+ * the final completion proves, so accepting until EAGAIN here (at most a
+ * backlog's worth: the queue holds no more) leaves none of them behind. */
+static void loop_take_leftovers(struct loop *lp)
+{
+	for (int i = 0; i < URING_BACKLOG; i++) {
+		struct sockaddr_storage peer;
+		socklen_t len;
+		int fd = acceptor_accept(&lp->acc, &peer, &len, 0);
+		if (fd == -EMFILE) /* one was dropped, and the acceptor logged it */
+			continue;
+		if (fd < 0)
+			return; /* EAGAIN: nothing left; or the listener was shut down */
+		loop_take_conn(lp, fd);
+	}
+}
+
 static void loop_on_accept(struct loop *lp, int res, unsigned flags)
 {
-	if (!(flags & IORING_CQE_F_MORE))
+	if (!(flags & IORING_CQE_F_MORE)) {
 		lp->accept_armed = false; /* single-shot done, or multishot ended */
+		if (lp->stopping) {
+			if (res >= 0)
+				loop_take_conn(lp, res);
+			loop_take_leftovers(lp);
+			return;
+		}
+	}
 	if (res >= 0) {
 		loop_take_conn(lp, res);
 	} else {
