@@ -387,7 +387,7 @@ static void loop_new_conn(struct loop *lp, int fd)
 	/* accepted as the stop came in, or left to us by the accept we
 	 * cancelled (loop_take_leftovers): answered once, then closed */
 	if (lp->stopping)
-		conn_drain(u->c);
+		wire_drain(u->c);
 	u->fd = fd;
 	u->next = lp->conns;
 	if (lp->conns)
