@@ -7,9 +7,9 @@
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
-build_packages=(build-essential libinih-dev liburing-dev)
+build_packages=(build-essential libinih-dev liburing-dev libssl-dev pkg-config)
 packages=(
-  "${build_packages[@]}" pkg-config clang libcriterion-dev
+  "${build_packages[@]}" clang libcriterion-dev openssl
   libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk
   # issue 12: man pages (scdoc builds, man/groff check), unit verification, scale-out test
   scdoc man-db groff-base systemd haproxy

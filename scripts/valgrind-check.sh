@@ -43,9 +43,26 @@ check_logs() {
 	return $bad
 }
 
+# A short TLS session too (issue 13): a self-signed certificate made here,
+# and the same requests over HTTPS for the models in VALGRIND_TLS_MODELS.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost \
+	-keyout "$root/tls.key" -out "$root/tls.pem" 2>/dev/null
+
 status=0
-# VALGRIND_MODELS="fork prefork" checks only those (default: every model).
+# VALGRIND_MODELS="fork prefork" checks only those (default: every model);
+# each also runs over TLS when listed in VALGRIND_TLS_MODELS.
+runs=()
 for model in ${VALGRIND_MODELS:-$(./spindle --list-models | awk '{print $1}')}; do
+	runs+=("$model:http")
+	case " ${VALGRIND_TLS_MODELS:-epoll pool fork} " in *" $model "*) runs+=("$model:https") ;; esac
+done
+for run in "${runs[@]}"; do
+	model=${run%%:*} scheme=${run#*:}
+	tls_args=() curl_tls=()
+	if [ "$scheme" = https ]; then
+		tls_args=(--set tls=on --set tls_certificate="$root/tls.pem" --set tls_certificate_key="$root/tls.key")
+		curl_tls=(-k)
+	fi
 	if [ "$model" = uring ]; then
 		# valgrind cannot see memory the kernel fills through io_uring's rings
 		# (and 3.19 stalls on them); uring's leaks are checked by LeakSanitizer
@@ -53,19 +70,19 @@ for model in ${VALGRIND_MODELS:-$(./spindle --list-models | awk '{print $1}')}; 
 		echo "valgrind uring: not run (io_uring is invisible to valgrind; see make asan-test)"
 		continue
 	fi
-	dir="$root/$model"
+	dir="$root/$model-$scheme"
 	mkdir -p "$dir"
 	port=$(free_port)
 	valgrind --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
 		--error-exitcode=99 --log-file="$dir/vg.%p.log" \
 		./spindle --bind 127.0.0.1 --root "$root" --port "$port" --model "$model" --workers 2 \
 		--set error_log="$dir/err.log" --set access_log="$dir/access.log" \
-		--set autoindex=html --set access_log_format=json &
+		--set autoindex=html --set access_log_format=json "${tls_args[@]}" &
 	pid=$!
 	# Poll readiness (valgrind makes start-up slow and its speed varies) for up to 60 s.
 	ready=0
 	for _ in $(seq 600); do
-		if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/a.txt"; then ready=1; break; fi
+		if curl -s "${curl_tls[@]}" -o /dev/null --max-time 2 "$scheme://127.0.0.1:$port/a.txt"; then ready=1; break; fi
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -74,9 +91,10 @@ for model in ${VALGRIND_MODELS:-$(./spindle --list-models | awk '{print $1}')}; 
 		kill -KILL "$pid" 2>/dev/null || true; wait "$pid" || true
 		status=1; continue
 	fi
-	check() { code=$(curl -s -o /dev/null --max-time 10 -w "%{http_code}" "$@"); echo "$code"; }
-	got="$(check http://127.0.0.1:$port/a.txt) $(check http://127.0.0.1:$port/sub) $(check -H "Range: bytes=0-3,5-7" http://127.0.0.1:$port/a.txt) $(check http://127.0.0.1:$port/big.bin) $(check http://127.0.0.1:$port/missing) $(check --path-as-is http://127.0.0.1:$port/%2e%2e/x) $(check "http://127.0.0.1:$port/list/?sort=size")"
-	[ "$got" = "200 301 206 200 404 400 200" ] || { echo "valgrind $model: unexpected statuses: $got"; status=1; }
+	check() { code=$(curl -s "${curl_tls[@]}" -o /dev/null --max-time 10 -w "%{http_code}" "$@"); echo "$code"; }
+	u="$scheme://127.0.0.1:$port"
+	got="$(check $u/a.txt) $(check $u/sub) $(check -H "Range: bytes=0-3,5-7" $u/a.txt) $(check $u/big.bin) $(check $u/missing) $(check --path-as-is $u/%2e%2e/x) $(check "$u/list/?sort=size")"
+	[ "$got" = "200 301 206 200 404 400 200" ] || { echo "valgrind $model $scheme: unexpected statuses: $got"; status=1; }
 	printf 'GET / HTTP/1.1\r\n\r\n' | timeout 5 curl -s -o /dev/null telnet://127.0.0.1:$port || true
 	kill -TERM "$pid"
 	if wait "$pid"; then rc=0; else rc=$?; fi
@@ -90,7 +108,7 @@ for model in ${VALGRIND_MODELS:-$(./spindle --list-models | awk '{print $1}')}; 
 		grep -L 'ERROR SUMMARY' "$dir"/vg.*.log 2>/dev/null | grep -q . || break
 		sleep 0.1
 	done
-	check_logs "$model" "$dir" || status=1
+	check_logs "$model $scheme" "$dir" || status=1
 	if grep -E 'killed by signal|exited with status [1-9]|restarting it|did not finish cleanly' "$dir/err.log"; then
 		echo "valgrind $model: a process of the instance failed (error log above)"
 		status=1

@@ -20,8 +20,8 @@
 enum key_type {
 	KEY_INT, KEY_SIZE, KEY_DURATION, KEY_DURATION_US, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS,
 	KEY_LEVEL, KEY_LOCK, KEY_DELAY_KIND,
-	KEY_LISTEN, KEY_NAME, /* issue 12: a repeated `listen` line; a name that may be empty */
 	KEY_AUTOINDEX, KEY_LOG_FORMAT, /* issue 11 (site-b) */
+	KEY_LISTEN, KEY_NAME, /* issue 12: a repeated `listen` line; a name that may be empty */
 };
 
 struct config_key {
@@ -88,6 +88,13 @@ static const struct config_key config_keys[] = {
 	K("http", "autoindex", KEY_AUTOINDEX, autoindex, 0, 0),
 	K("http", "fallback", KEY_LOGPATH, fallback, 0, 0), /* a path, or off */
 	K("log", "access_log_format", KEY_LOG_FORMAT, access_log_format, 0, 0),
+	/* [tls] (issue 13); "off" empties the strings, like a log path */
+	K("tls", "tls", KEY_BOOL, tls, 0, 0),
+	K("tls", "tls_certificate", KEY_LOGPATH, tls_certificate, 0, 0),
+	K("tls", "tls_certificate_key", KEY_LOGPATH, tls_certificate_key, 0, 0),
+	K("tls", "hsts", KEY_LOGPATH, hsts, 0, 0),
+	K("tls", "redirect_https", KEY_BOOL, redirect_https, 0, 0),
+	K("tls", "redirect_https_port", KEY_INT, redirect_https_port, 1, 65535),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -139,6 +146,7 @@ void config_defaults(struct config *cfg)
 	cfg->autoindex = AUTOINDEX_OFF;
 	cfg->fallback[0] = '\0';
 	cfg->access_log_format = ACCESS_LOG_COMBINED;
+	cfg->redirect_https_port = 443; /* tls: the rest of [tls] is off / empty */
 	cfg->landlock = true; /* issue 12 */
 	strcpy(cfg->source, "(defaults and command line)");
 }
@@ -367,26 +375,6 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			return -1;
 		}
 		return 0;
-	case KEY_LISTEN:
-		if (cfg->nlisten >= CONFIG_MAX_LISTEN) {
-			snprintf(why, whylen, "listen: more than %d addresses", CONFIG_MAX_LISTEN);
-			return -1;
-		}
-		if (listen_addr_parse(value, &cfg->listen[cfg->nlisten], why, whylen) < 0)
-			return -1;
-		cfg->nlisten++; /* each line adds one */
-		return 0;
-	case KEY_NAME:
-		/* a user or group name; off (or empty): none */
-		if (!strcmp(value, "off"))
-			value = "";
-		if (strlen(value) >= k->size || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-							     "0123456789-_.$") != strlen(value)) {
-			snprintf(why, whylen, "%s: '%s' is not a user or group name", k->name, value);
-			return -1;
-		}
-		strcpy(field, value);
-		return 0;
 	case KEY_AUTOINDEX:
 		if (!strcmp(value, "off"))
 			cfg->autoindex = AUTOINDEX_OFF;
@@ -408,6 +396,26 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			snprintf(why, whylen, "access_log_format: '%s' is not combined or json", value);
 			return -1;
 		}
+		return 0;
+	case KEY_LISTEN:
+		if (cfg->nlisten >= CONFIG_MAX_LISTEN) {
+			snprintf(why, whylen, "listen: more than %d addresses", CONFIG_MAX_LISTEN);
+			return -1;
+		}
+		if (listen_addr_parse(value, &cfg->listen[cfg->nlisten], why, whylen) < 0)
+			return -1;
+		cfg->nlisten++; /* each line adds one */
+		return 0;
+	case KEY_NAME:
+		/* a user or group name; off (or empty): none */
+		if (!strcmp(value, "off"))
+			value = "";
+		if (strlen(value) >= k->size || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+							     "0123456789-_.$") != strlen(value)) {
+			snprintf(why, whylen, "%s: '%s' is not a user or group name", k->name, value);
+			return -1;
+		}
+		strcpy(field, value);
 		return 0;
 	case KEY_LEVEL:
 		if (!strcmp(value, "debug"))
@@ -740,9 +748,25 @@ static int stats_validate(const struct config *cfg)
 	return 0;
 }
 
+bool config_serves_tls(const struct config *cfg)
+{
+	bool any = cfg->tls;
+	for (int i = 0; i < cfg->nlisten; i++)
+		any |= cfg->listen[i].tls;
+	return any;
+}
+
 int config_validate(struct config *cfg)
 {
 	struct stat st;
+
+	/* tls: the core cannot tell an HTTPS request from a plain one, so a
+	 * redirect to HTTPS is for an instance without TLS listeners */
+	if (cfg->redirect_https && config_serves_tls(cfg)) {
+		report("%s: redirect_https: only for an instance with no TLS address (it would redirect HTTPS too)",
+		       cfg->source);
+		return -1;
+	}
 
 	if (!model_find(cfg->model)) {
 		report("%s: model: unknown model '%s' (try --list-models)",
@@ -769,12 +793,12 @@ int config_validate(struct config *cfg)
 	}
 	if (stats_validate(cfg) < 0)
 		return -1;
-	if (listen_validate(cfg) < 0)
-		return -1;
 	if (cfg->health_path[0] && cfg->health_path[0] != '/') {
 		report("%s: health_path: '%s' must start with '/' (or be off)", cfg->source, cfg->health_path);
 		return -1;
 	}
+	if (listen_validate(cfg) < 0)
+		return -1;
 	return 0;
 }
 

@@ -109,18 +109,26 @@ struct config {
 	char error_log[4096];  /* "-" for stderr */
 	enum log_level log_level;
 
-	/* [server] listen, user, group, landlock (issue 12) */
-	struct listen_addr listen[CONFIG_MAX_LISTEN]; /* none: bind and port apply */
-	int nlisten;
-	char user[64];        /* serving processes run as this user ("": as started) */
-	char group[64];       /* ... and group ("": the user's login group) */
-	bool landlock;        /* restrict serving processes' file access where the kernel can */
 	/* [http] health check for load balancers (issue 12) */
 	char health_path[128]; /* "" when off */
 	/* issue 11 (site-b): listings, SPA fallback, JSON access log */
 	enum autoindex_mode autoindex; /* a directory without an index file: 403, or a listing */
 	char fallback[4096];  /* "" when off; else a root-relative URL path ("/index.html") */
 	enum access_log_format access_log_format;
+	/* [server] listen, user, group, landlock (issue 12) */
+	struct listen_addr listen[CONFIG_MAX_LISTEN]; /* none: bind and port apply */
+	int nlisten;
+	char user[64];        /* serving processes run as this user ("": as started) */
+	char group[64];       /* ... and group ("": the user's login group) */
+	bool landlock;        /* restrict serving processes' file access where the kernel can */
+
+	/* [tls] (issue 13): tls = on makes `port` an HTTPS port */
+	bool tls;
+	char tls_certificate[4096];     /* PEM: the certificate, then its chain */
+	char tls_certificate_key[4096]; /* PEM private key */
+	char hsts[256];                 /* Strict-Transport-Security value on HTTPS responses; "" = none */
+	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
+	int redirect_https_port;        /* ... on this port */
 
 	/* where it came from, for --check and messages */
 	char source[4096];
@@ -143,6 +151,9 @@ int config_validate(struct config *cfg);
 /* Where problems are reported ("FILE:LINE: what"); default: standard error.
  * The master sends them to the error log while reloading. */
 void config_set_reporter(void (*fn)(const char *msg));
+
+/* tls = on, or some listen address has the tls flag. */
+bool config_serves_tls(const struct config *cfg);
 
 /* Prints the effective configuration in server.conf syntax. */
 void config_print(const struct config *cfg, FILE *out);

@@ -10,6 +10,7 @@
 #include "conn.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -436,6 +437,46 @@ static void respond_redirect_slash(struct conn *c, const char *rel, size_t rel_l
 		snprintf(loc + n, cap - n, "/\r\n");
 	respond_status(c, 301, false, loc);
 	free(loc);
+}
+
+/* redirect_https: 301 to the same target on the HTTPS port, for the host
+ * the client asked for (its port replaced). A Host with anything but name,
+ * address or port characters gets a 400: it would go into a header. */
+static void respond_redirect_https(struct conn *c)
+{
+	const struct http_request *r = &c->req;
+	struct span host = r->host;
+	char loc[64 + 3 * 256];
+
+	if (host.p && host.len && host.p[0] == '[') { /* an IPv6 literal keeps its brackets */
+		const char *end = memchr(host.p, ']', host.len);
+		host.len = end ? (size_t)(end - host.p) + 1 : 0;
+	} else if (host.p) {
+		const char *colon = memchr(host.p, ':', host.len);
+		if (colon)
+			host.len = (size_t)(colon - host.p);
+	}
+	bool ok = host.p && host.len > 0 && host.len <= 255;
+	for (size_t i = 0; ok && i < host.len; i++)
+		ok = isalnum((unsigned char)host.p[i]) || strchr(".-_[]:", host.p[i]);
+	size_t need = host.len + r->path.len + r->query.len + 64;
+	if (!ok || !ensure_hdr_cap(c, need + 512)) {
+		respond_status(c, 400, true, NULL);
+		return;
+	}
+	char *buf = need <= sizeof(loc) ? loc : malloc(need);
+	if (!buf) {
+		respond_status(c, 500, false, NULL);
+		return;
+	}
+	int n = snprintf(buf, need, "Location: https://%.*s", (int)host.len, host.p);
+	if (c->cfg->redirect_https_port != 443)
+		n += snprintf(buf + n, need - (size_t)n, ":%d", c->cfg->redirect_https_port);
+	snprintf(buf + n, need - (size_t)n, "%.*s%s%.*s\r\n", (int)r->path.len, r->path.p, r->query.p ? "?" : "",
+		 (int)r->query.len, r->query.p ? r->query.p : "");
+	respond_status(c, 301, false, buf);
+	if (buf != loc)
+		free(buf);
 }
 
 static int status_for_open_error(int err)
@@ -923,6 +964,10 @@ static void respond_request(struct conn *c)
 	int refused = request_refusal(r);
 	if (refused) {
 		respond_status(c, refused, false, refused == 405 ? "Allow: GET, HEAD\r\n" : NULL);
+		return;
+	}
+	if (cfg->redirect_https) { /* config_validate: no TLS listener then */
+		respond_redirect_https(c);
 		return;
 	}
 	struct dyn_response dyn;

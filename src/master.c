@@ -259,8 +259,15 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		g->srv.nlisten += g->srv.listen_group_len[i];
 	for (int i = 0, k = 0; i < LISTENERS_MAX; i++) {
 		const struct listener *l = &m->listeners.l[i];
-		if (l->set.n && (l->users & (1u << idx)))
-			g->srv.listen_group_inherited[k++] = l->inherited;
+		if (l->set.n && (l->users & (1u << idx))) {
+			g->srv.listen_group_inherited[k] = l->inherited;
+			/* tls: the address's own flag, or tls = on for all of them */
+			g->srv.listen_group_tls[k] = l->set.addr.tls || cfg->tls;
+			socklen_t alen = sizeof(g->srv.listen_group_addr[k]);
+			if (getsockname(l->set.fds[0], (struct sockaddr *)&g->srv.listen_group_addr[k], &alen) < 0)
+				memset(&g->srv.listen_group_addr[k], 0, sizeof(g->srv.listen_group_addr[k]));
+			k++;
+		}
 	}
 	g->serial = ++m->serial;
 	g->pid = -1;
@@ -583,11 +590,11 @@ static void tick(struct master *m)
 			for (int j = 0; j < MAX_GENERATIONS; j++)
 				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
 					gen_drain(m, &m->gens[j]);
+			if (first || m->reloading)
+				notify_ready(m);
 			/* addresses this configuration removed: refused from now on,
 			 * closed once the generations draining on them are gone */
 			listeners_refuse_unused(&m->listeners, i);
-			if (first || m->reloading)
-				notify_ready(m);
 		}
 		if (g->state == GEN_DRAINING && g->pid > 0 && now >= g->kill_at_ms) {
 			log_warn("generation %d (pid %d) did not drain in time: killing it", g->serial, (int)g->pid);

@@ -11,6 +11,9 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "fs/cache.h"
@@ -18,6 +21,7 @@
 #include "log/log.h"
 #include "models/model.h"
 #include "stats/stats.h"
+#include "tls/context.h"
 
 /* Lock-free atomic: safe to set in a signal handler and to read from any thread. */
 static atomic_int stop_requested;
@@ -54,6 +58,51 @@ static void load_error_pages(struct server *srv)
 	}
 }
 
+/* Whether an accepted socket's local address a was accepted by a listener
+ * bound to l: the same address, or l's wildcard on the same port. */
+static bool listener_matches(const struct sockaddr_storage *l, const struct sockaddr_storage *a, bool exact)
+{
+	if (l->ss_family == AF_UNIX || a->ss_family == AF_UNIX)
+		return l->ss_family == a->ss_family &&
+		       !strcmp(((const struct sockaddr_un *)l)->sun_path, ((const struct sockaddr_un *)a)->sun_path);
+	if (l->ss_family == AF_INET) {
+		const struct sockaddr_in *l4 = (const void *)l, *a4 = (const void *)a;
+		if (a->ss_family != AF_INET || l4->sin_port != a4->sin_port)
+			return false;
+		return exact ? l4->sin_addr.s_addr == a4->sin_addr.s_addr : l4->sin_addr.s_addr == htonl(INADDR_ANY);
+	}
+	const struct sockaddr_in6 *l6 = (const void *)l;
+	in_port_t port = a->ss_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port
+						   : ((const struct sockaddr_in6 *)a)->sin6_port;
+	if (l->ss_family != AF_INET6 || l6->sin6_port != port)
+		return false;
+	if (!exact) /* [::] takes IPv4 too unless ipv6only */
+		return IN6_IS_ADDR_UNSPECIFIED(&l6->sin6_addr);
+	return a->ss_family == AF_INET6 &&
+	       IN6_ARE_ADDR_EQUAL(&l6->sin6_addr, &((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+const struct tls_context *server_tls_for(const struct server *srv, int fd)
+{
+	int ntls = 0;
+	for (int g = 0; g < srv->nlisten_groups; g++)
+		ntls += srv->listen_group_tls[g];
+	if (!srv->tls || ntls == 0)
+		return NULL;
+	if (ntls == srv->nlisten_groups)
+		return srv->tls;
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	memset(&local, 0, sizeof(local));
+	if (getsockname(fd, (struct sockaddr *)&local, &len) < 0)
+		return NULL; /* the connection is gone anyway */
+	for (int pass = 0; pass < 2; pass++) /* an exact address before a wildcard */
+		for (int g = 0; g < srv->nlisten_groups; g++)
+			if (listener_matches(&srv->listen_group_addr[g], &local, pass == 0))
+				return srv->listen_group_tls[g] ? srv->tls : NULL;
+	return NULL;
+}
+
 const struct error_page *server_error_page(const struct server *srv, int status)
 {
 	for (size_t i = 0; i < srv->npages; i++)
@@ -72,8 +121,11 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 	if (srv->workers < 1)
 		srv->workers = 1;
 	srv->limits = (struct http_limits){ cfg->max_request_line, cfg->max_head, cfg->max_headers };
-	snprintf(srv->server_header, sizeof(srv->server_header), "Server: spindle%s%s\r\n",
-		 cfg->server_tokens ? "/" : "", cfg->server_tokens ? SPINDLE_VERSION : "");
+	snprintf(srv->server_header, sizeof(srv->server_header), "Server: spindle%s%s\r\n%s%s%s",
+		 cfg->server_tokens ? "/" : "", cfg->server_tokens ? SPINDLE_VERSION : "",
+		 /* tls: RFC 6797 7.2, only over HTTPS (every connection is, with tls = on) */
+		 cfg->tls && cfg->hsts[0] ? "Strict-Transport-Security: " : "", cfg->tls ? cfg->hsts : "",
+		 cfg->tls && cfg->hsts[0] ? "\r\n" : "");
 
 	srv->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (srv->root_fd < 0) {
@@ -91,6 +143,10 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 	if (stats_open(srv) < 0)
 		return -1;
 	if (workload_new(cfg, &srv->workload) < 0)
+		return -1;
+	/* tls: here, in the master before any fork, so the serving processes of
+	 * a generation share its session-ticket keys */
+	if (config_serves_tls(cfg) && !(srv->tls = tls_context_new(cfg)))
 		return -1;
 
 	return 0;
@@ -131,6 +187,8 @@ void server_close(struct server *srv)
 	srv->cache = NULL;
 	workload_free(srv->workload);
 	srv->workload = NULL;
+	tls_context_free(srv->tls);
+	srv->tls = NULL;
 	if (srv->root_fd >= 0)
 		close(srv->root_fd);
 	if (srv->wake_fd >= 0)

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "config.h"
 #include "http/parse.h"
@@ -30,14 +31,20 @@ struct server {
 	 * is never shut down by us */
 	int listen_group_len[SERVER_MAX_ADDRESSES];
 	bool listen_group_inherited[SERVER_MAX_ADDRESSES];
+	/* issue 13: which groups serve TLS (a `listen ... tls` address, or every
+	 * one with tls = on), and each group's bound address, to tell an accepted
+	 * socket's listener by its local address (server_tls_for) */
+	bool listen_group_tls[SERVER_MAX_ADDRESSES];
+	struct sockaddr_storage listen_group_addr[SERVER_MAX_ADDRESSES];
 	int nlisten_groups;
 	int workers;                 /* resolved: cfg->workers, or the number of cores */
 	int wake_fd;                 /* eventfd: becomes readable when a stop is requested */
 	struct http_limits limits;
-	char server_header[64];      /* "Server: spindle/x.y.z\r\n" */
+	char server_header[320];     /* "Server: spindle/x.y.z\r\n", and Strict-Transport-Security over TLS */
 	struct file_cache *cache;    /* shared by the threads of one process; NULL when off */
 	struct stats *stats;         /* the statistics segment (stats/stats.h), or NULL */
 	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */
+	struct tls_context *tls;     /* cfg->tls: shared by every connection (tls/context.h); else NULL */
 	struct error_page *pages;
 	size_t npages;
 };
@@ -59,6 +66,11 @@ int server_enter_serving(struct server *srv);
  * drain. The listening sockets stay open for the next generation. */
 void server_request_stop(void);
 bool server_stopping(void);
+
+/* tls: the TLS context for a connection accepted on fd, or NULL when its
+ * listener serves plain HTTP. One getsockname() when the instance has both
+ * kinds of listener; none otherwise. */
+const struct tls_context *server_tls_for(const struct server *srv, int fd);
 
 /* The custom page for a status, or NULL. */
 const struct error_page *server_error_page(const struct server *srv, int status);

@@ -193,6 +193,9 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 	printf("  \"bytes_sent\": %" PRIu64 ", \"keepalive_reuses\": %" PRIu64 ", \"timeouts\": %" PRIu64
 	       ", \"errors\": %" PRIu64 ", \"send_failures\": %" PRIu64 ",\n",
 	       t->bytes_sent, t->keepalive_reuses, t->timeouts, t->errors, t->send_failures);
+	printf("  \"tls\": {\"handshakes\": %" PRIu64 ", \"resumed\": %" PRIu64 ", \"handshake_failures\": %" PRIu64
+	       "},\n",
+	       t->tls_handshakes, t->tls_resumed, t->tls_handshake_failures);
 	printf("  \"cache\": {\"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"evictions\": %" PRIu64
 	       ", \"bytes\": %" PRId64 ", \"entries\": %" PRId64 "},\n",
 	       t->cache_hits, t->cache_misses, t->cache_evictions, t->cache_bytes, t->cache_entries);
@@ -278,6 +281,9 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 	       u2, t->cache_evictions);
 	printf("  timeouts   %8" PRIu64 "   errors %" PRIu64 " (send failures %" PRIu64 ")\n\n", t->timeouts, t->errors,
 	       t->send_failures);
+	if (t->tls_handshakes || t->tls_handshake_failures)
+		printf("  tls        %8" PRIu64 "   handshakes, %" PRIu64 " resumed, %" PRIu64 " failed\n\n",
+		       t->tls_handshakes, t->tls_resumed, t->tls_handshake_failures);
 
 	printf("  status    ");
 	for (int i = 0; i < 5; i++) {

@@ -6,7 +6,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "../conn.h"
+#include "../tls/wire.h"
 #include "../log/log.h"
 #include "../server.h"
 #include "io.h"
@@ -15,7 +15,7 @@
 #define BLOCKING_BUDGET 16        /* reads/writes before the deadline is checked, and
 				     a pool's worker gives the connection a turn back */
 
-static enum blocking_end serve(const struct server *srv, int fd, struct conn *c, bool until_idle)
+static enum blocking_end serve(const struct server *srv, int fd, struct wire *c, bool until_idle)
 {
 	int64_t drain_deadline = -1;
 	/* Try the I/O before polling (the bytes are usually there); only a short
@@ -26,10 +26,10 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 	for (;;) {
 		int64_t deadline;
 		if (drain_deadline < 0 && server_stopping()) {
-			conn_drain(c);
+			wire_drain(c);
 			drain_deadline = conn_now_ms() + srv->cfg->drain_timeout_ms;
 		}
-		enum conn_want want = conn_wants(c, &deadline);
+		enum conn_want want = wire_wants(c, &deadline);
 		if (want == CONN_WANT_CLOSE)
 			break;
 		if (++steps % BLOCKING_BUDGET == 0) {
@@ -41,7 +41,7 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 			if (drain_deadline >= 0 && now >= drain_deadline)
 				break;
 			if (deadline >= 0 && now >= deadline) {
-				conn_timeout(c);
+				wire_timeout(c);
 				continue;
 			}
 			if (until_idle && drain_deadline < 0)
@@ -61,14 +61,14 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 		if (deadline >= 0 && now >= deadline) {
 			if (deadline == drain_deadline)
 				break;
-			conn_timeout(c);
+			wire_timeout(c);
 			continue;
 		}
 		/* Waiting for the client to send, or to read what we sent: hand
 		 * the connection back rather than sleep on it, so a slow or idle
 		 * client holds no thread. (While draining, the few that are left
 		 * finish here, within the drain deadline.) */
-		if (until_idle && want == CONN_WANT_READ && conn_awaits_request(c))
+		if (until_idle && want == CONN_WANT_READ && wire_awaits_request(c))
 			return BLOCKING_IDLE;
 		if (until_idle && want == CONN_WANT_WRITE && drain_deadline < 0) {
 			/* A client that reads at full speed empties the buffer
@@ -97,13 +97,13 @@ static enum blocking_end serve(const struct server *srv, int fd, struct conn *c,
 			can_write = true;
 	}
 	close(fd);
-	conn_free(c);
+	wire_free(c);
 	return BLOCKING_CLOSED;
 }
 
 void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen)
 {
-	struct conn *c = conn_new(srv, peer, peerlen);
+	struct wire *c = wire_new(srv, server_tls_for(srv, fd), peer, peerlen);
 
 	if (!c) {
 		log_error("out of memory for a connection");
@@ -113,7 +113,7 @@ void blocking_serve(const struct server *srv, int fd, const struct sockaddr *pee
 	serve(srv, fd, c, false);
 }
 
-enum blocking_end blocking_serve_until_idle(const struct server *srv, int fd, struct conn *c)
+enum blocking_end blocking_serve_until_idle(const struct server *srv, int fd, struct wire *c)
 {
 	return serve(srv, fd, c, true);
 }

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 
 struct server;
-struct conn;
+struct wire;
 
 /* Takes ownership of fd (non-blocking); returns when the connection is closed. */
 void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen);
@@ -24,6 +24,6 @@ enum blocking_end {
 /* Serves c on fd (non-blocking) until it closes, goes idle or waits for the
  * client to read. Used by the pool, which parks such connections in a poller
  * rather than hold a thread for a client that is slow or silent. */
-enum blocking_end blocking_serve_until_idle(const struct server *srv, int fd, struct conn *c);
+enum blocking_end blocking_serve_until_idle(const struct server *srv, int fd, struct wire *c);
 
 #endif

@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../conn.h"
+#include "../tls/wire.h"
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
@@ -33,7 +33,7 @@
 #define EPOLL_BUDGET 16    /* reads/writes per connection per turn: 64 KiB to 1 MiB */
 
 struct econn {
-	struct conn *c;
+	struct wire *c;
 	int fd;
 	bool can_read, can_write;
 	bool queued;           /* on the loop's ready list */
@@ -91,7 +91,7 @@ static void econn_close(struct loop *lp, struct econn *e)
 	if (e->queued)
 		ready_remove(lp, e);
 	close(e->fd); /* also removes it from the epoll set */
-	conn_free(e->c);
+	wire_free(e->c);
 	if (e->prev)
 		e->prev->next = e->next;
 	else
@@ -109,7 +109,7 @@ static void econn_run(struct loop *lp, struct econn *e)
 {
 	for (int steps = 0;; steps++) {
 		int64_t deadline;
-		enum conn_want want = conn_wants(e->c, &deadline);
+		enum conn_want want = wire_wants(e->c, &deadline);
 		if (want == CONN_WANT_CLOSE) {
 			econn_close(lp, e);
 			return;
@@ -146,7 +146,7 @@ static void loop_accept(struct loop *lp)
 		}
 		struct econn *e = calloc(1, sizeof(*e));
 		if (e)
-			e->c = conn_new(lp->srv, (struct sockaddr *)&peer, len);
+			e->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), (struct sockaddr *)&peer, len);
 		if (!e || !e->c) {
 			log_error("out of memory for a connection");
 			free(e);
@@ -160,7 +160,7 @@ static void loop_accept(struct loop *lp)
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = e };
 		if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			log_error("epoll_ctl: %m");
-			conn_free(e->c);
+			wire_free(e->c);
 			free(e);
 			close(fd);
 			slots_give(lp->slots);
@@ -182,13 +182,13 @@ static void loop_scan(struct loop *lp, int64_t now)
 	for (; e; e = next) {
 		next = e->next;
 		int64_t deadline;
-		conn_wants(e->c, &deadline);
+		wire_wants(e->c, &deadline);
 		if (lp->stopping && now >= lp->drain_deadline) {
 			econn_close(lp, e);
 			continue;
 		}
 		if (deadline >= 0 && now >= deadline) {
-			conn_timeout(e->c);
+			wire_timeout(e->c);
 			e->can_read = e->can_write = true; /* let it try what it wants now */
 			econn_run(lp, e); /* may close it */
 			continue;
@@ -198,7 +198,7 @@ static void loop_scan(struct loop *lp, int64_t now)
 		 * would free and allocate them again for every request. Only
 		 * acts between requests. */
 		if (!e->can_read && !e->busy)
-			conn_release_idle(e->c);
+			wire_release_idle(e->c);
 		e->busy = false;
 	}
 }
@@ -213,7 +213,7 @@ static void loop_begin_stop(struct loop *lp)
 	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, lp->srv->wake_fd, NULL);
 	for (; e; e = next) {
 		next = e->next;
-		conn_drain(e->c);
+		wire_drain(e->c);
 		econn_run(lp, e);
 	}
 }

@@ -6,9 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static enum io_result do_read(struct conn *c, int fd)
+static enum io_result do_read(struct wire *c, int fd)
 {
-	struct iovec space = conn_input_space(c);
+	struct iovec space = wire_input_space(c);
 	ssize_t n;
 
 	do
@@ -16,20 +16,20 @@ static enum io_result do_read(struct conn *c, int fd)
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return IO_AGAIN;
-	conn_input_done(c, n < 0 ? -errno : n);
+	wire_input_done(c, n < 0 ? -errno : n);
 	/* A stream socket returns everything queued, up to the space: a short
 	 * read means the socket is empty now. */
 	return n > 0 && (size_t)n == space.iov_len ? IO_PROGRESS : IO_DRAINED;
 }
 
-static enum io_result do_write(struct conn *c, int fd)
+static enum io_result do_write(struct wire *c, int fd)
 {
 	struct conn_output out;
 	ssize_t n;
 
-	conn_output(c, &out);
+	wire_output(c, &out);
 	if (out.total == 0) { /* nothing left (cannot happen while WRITE is wanted) */
-		conn_output_done(c, 0);
+		wire_output_done(c, 0);
 		return IO_PROGRESS;
 	}
 	do {
@@ -41,7 +41,7 @@ static enum io_result do_write(struct conn *c, int fd)
 			size_t len = out.file_len < IO_SENDFILE_CHUNK ? out.file_len : IO_SENDFILE_CHUNK;
 			n = sendfile(fd, out.file_fd, &off, len);
 			if (n == 0) { /* the file shrank under us: the promised length can't be kept */
-				conn_output_failed(c);
+				wire_output_failed(c);
 				return IO_PROGRESS;
 			}
 		}
@@ -49,14 +49,14 @@ static enum io_result do_write(struct conn *c, int fd)
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return IO_AGAIN;
-		conn_output_failed(c);
+		wire_output_failed(c);
 		return IO_PROGRESS;
 	}
-	conn_output_done(c, (size_t)n);
+	wire_output_done(c, (size_t)n);
 	return (size_t)n < out.total && out.iovcnt > 0 ? IO_DRAINED : IO_PROGRESS;
 }
 
-enum io_result io_step(struct conn *c, int fd, enum conn_want want)
+enum io_result io_step(struct wire *c, int fd, enum conn_want want)
 {
 	switch (want) {
 	case CONN_WANT_READ:
@@ -65,7 +65,7 @@ enum io_result io_step(struct conn *c, int fd, enum conn_want want)
 		return do_write(c, fd);
 	case CONN_WANT_SHUTDOWN:
 		shutdown(fd, SHUT_WR);
-		conn_shutdown_done(c);
+		wire_shutdown_done(c);
 		return IO_PROGRESS;
 	case CONN_WANT_CLOSE:
 		break;

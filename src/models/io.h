@@ -3,7 +3,7 @@
 #ifndef SPINDLE_MODELS_IO_H
 #define SPINDLE_MODELS_IO_H
 
-#include "../conn.h"
+#include "../tls/wire.h"
 
 enum io_result {
 	IO_PROGRESS, /* bytes moved; the socket may have more */
@@ -11,9 +11,9 @@ enum io_result {
 	IO_AGAIN,    /* nothing moved: wait for readiness */
 };
 
-/* Does what conn_wants() asked for (READ, WRITE or SHUTDOWN) once, on a
+/* Does what wire_wants() asked for (READ, WRITE or SHUTDOWN) once, on a
  * non-blocking socket, and reports it to the core. */
-enum io_result io_step(struct conn *c, int fd, enum conn_want want);
+enum io_result io_step(struct wire *c, int fd, enum conn_want want);
 
 /* Largest file chunk sent in one call, so one big download cannot hog a loop
  * (nginx's sendfile_max_chunk is the same). */

@@ -7,7 +7,7 @@
  * until one of them times out (seconds). So a worker serves a connection only
  * while it has work: blocking_serve_until_idle() returns as soon as the
  * connection waits for request bytes with none readable (its next request,
- * or the rest of a slowly sent head or body: conn_awaits_request()), or for
+ * or the rest of a slowly sent head or body: wire_awaits_request()), or for
  * room in a full send buffer (a client slowly reading a response); the worker
  * then parks (fd, conn) in the pool's epoll set (EPOLLONESHOT, for reading or
  * writing) and takes the next item. The calling thread of pool_serve()
@@ -46,7 +46,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../conn.h"
+#include "../tls/wire.h"
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
@@ -63,7 +63,7 @@
 
 /* One connection, wherever it is: queued, held by a worker, or parked. */
 struct pitem {
-	struct conn *c;
+	struct wire *c;
 	int fd;
 	bool armed;         /* in the epoll set (one-shot; re-armed with MOD) */
 	bool parked;        /* on the idle list, owned by the poller */
@@ -163,7 +163,7 @@ static void unpark_locked(struct pool *p, struct pitem *it)
 static void close_locked(struct pool *p, struct pitem *it)
 {
 	close(it->fd);
-	conn_free(it->c);
+	wire_free(it->c);
 	free(it);
 	p->nconns--;
 	made_room_locked(p);
@@ -179,16 +179,16 @@ static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
 	if (p->draining) {
 		/* a worker waits out its drain grace: it may still send a request */
 		int64_t d;
-		conn_drain(it->c);
-		if (conn_wants(it->c, &d) == CONN_WANT_CLOSE)
+		wire_drain(it->c);
+		if (wire_wants(it->c, &d) == CONN_WANT_CLOSE)
 			close_locked(p, it);
 		else
 			requeue_locked(p, it);
 		return;
 	}
-	conn_wants(it->c, &it->deadline);
+	wire_wants(it->c, &it->deadline);
 	if (!for_write)
-		conn_release_idle(it->c); /* between requests, give the buffers back */
+		wire_release_idle(it->c); /* between requests, give the buffers back */
 	/* Armed under the lock, so the poller cannot time it out or close it
 	 * between the two steps. A one-shot registration fires once; arming
 	 * checks readiness, so bytes (or send room) that came meanwhile are not
@@ -291,7 +291,7 @@ static void pool_accept(struct pool *p)
 		}
 		struct pitem *it = calloc(1, sizeof(*it));
 		if (it)
-			it->c = conn_new(p->srv, (struct sockaddr *)&peer, len);
+			it->c = wire_new(p->srv, server_tls_for(p->srv, fd), (struct sockaddr *)&peer, len);
 		if (!it || !it->c) {
 			log_error("pool: out of memory for a connection");
 			free(it);
@@ -339,9 +339,9 @@ static void pool_scan(struct pool *p, int64_t now)
 		if (it->deadline < 0 || now < it->deadline)
 			continue;
 		unpark_locked(p, it);
-		conn_timeout(it->c);
+		wire_timeout(it->c);
 		int64_t d;
-		if (conn_wants(it->c, &d) == CONN_WANT_CLOSE)
+		if (wire_wants(it->c, &d) == CONN_WANT_CLOSE)
 			close_locked(p, it);
 		else
 			requeue_locked(p, it); /* e.g. a 408 to send */
@@ -361,8 +361,8 @@ static void pool_begin_stop(struct pool *p)
 		struct pitem *it = p->idle;
 		int64_t d;
 		unpark_locked(p, it);
-		conn_drain(it->c);
-		if (conn_wants(it->c, &d) == CONN_WANT_CLOSE)
+		wire_drain(it->c);
+		if (wire_wants(it->c, &d) == CONN_WANT_CLOSE)
 			close_locked(p, it);
 		else
 			requeue_locked(p, it);
@@ -526,7 +526,7 @@ out:
 		if (it->parked)
 			unpark_locked(p, it);
 		close(it->fd);
-		conn_free(it->c);
+		wire_free(it->c);
 		free(it);
 	}
 	acceptor_close(&p->acc);

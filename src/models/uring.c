@@ -3,7 +3,7 @@
  * a loop that also owns surplus listeners left by a reload polls their set).
  *
  * Each connection has at most one operation in flight, exactly the one the
- * core wants: recv into conn_input_space(), sendmsg of conn_output()'s iovecs,
+ * core wants: recv into wire_input_space(), sendmsg of wire_output()'s iovecs,
  * a poll for room to send a file range, shutdown. Completions feed the
  * core, which then says what to submit next. All SQEs prepared in an
  * iteration go to the kernel in one io_uring_enter, which also waits. So a
@@ -39,7 +39,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../conn.h"
+#include "../tls/wire.h"
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
@@ -78,7 +78,7 @@ enum uop { OP_NONE, OP_RECV, OP_SENDMSG, OP_POLLOUT, OP_SHUTDOWN };
 enum upending { PEND_NONE, PEND_TIMEOUT, PEND_CLOSE };
 
 struct uconn {
-	struct conn *c;
+	struct wire *c;
 	int fd;
 	enum uop op;           /* in flight, or OP_NONE */
 	enum upending pending;
@@ -131,7 +131,7 @@ static void uconn_close(struct loop *lp, struct uconn *u)
 {
 	/* nothing is in flight: a plain close() cannot race the kernel */
 	close(u->fd);
-	conn_free(u->c);
+	wire_free(u->c);
 	if (u->prev)
 		u->prev->next = u->next;
 	else
@@ -173,9 +173,9 @@ static bool uconn_sendfile(struct uconn *u, const struct conn_output *out, bool 
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return false;
 	if (n <= 0) /* 0: the file shrank under us, the promised length can't be kept */
-		conn_output_failed(u->c);
+		wire_output_failed(u->c);
 	else
-		conn_output_done(u->c, (size_t)n);
+		wire_output_done(u->c, (size_t)n);
 	*sent_this_turn = true;
 	return true;
 }
@@ -186,15 +186,15 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 	bool sent_file = false;
 	for (;;) {
 		int64_t deadline;
-		enum conn_want want = conn_wants(u->c, &deadline);
+		enum conn_want want = wire_wants(u->c, &deadline);
 		if (want == CONN_WANT_CLOSE) {
 			uconn_close(lp, u);
 			return;
 		}
 		if (want == CONN_WANT_WRITE) {
-			conn_output(u->c, &u->out);
+			wire_output(u->c, &u->out);
 			if (u->out.total == 0) { /* nothing left (cannot happen while WRITE is wanted) */
-				conn_output_done(u->c, 0);
+				wire_output_done(u->c, 0);
 				continue;
 			}
 			if (u->out.iovcnt == 0 && uconn_sendfile(u, &u->out, &sent_file))
@@ -208,7 +208,7 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 		}
 		switch (want) {
 		case CONN_WANT_READ: {
-			struct iovec space = conn_input_space(u->c);
+			struct iovec space = wire_input_space(u->c);
 			io_uring_prep_recv(sqe, u->fd, space.iov_base, space.iov_len, 0);
 			u->op = OP_RECV;
 			break;
@@ -251,28 +251,28 @@ static void uconn_complete(struct loop *lp, struct uconn *u, int res)
 		return;
 	}
 	if (pending == PEND_TIMEOUT && res == -ECANCELED) {
-		conn_timeout(u->c);
+		wire_timeout(u->c);
 		uconn_step(lp, u);
 		return;
 	}
 	switch (op) {
 	case OP_RECV:
-		conn_input_done(u->c, res);
+		wire_input_done(u->c, res);
 		break;
 	case OP_SENDMSG:
 		if (res <= 0) { /* 0 cannot happen for a non-empty send: do not spin on it */
-			conn_output_failed(u->c);
+			wire_output_failed(u->c);
 			break;
 		}
-		conn_output_done(u->c, (size_t)res);
+		wire_output_done(u->c, (size_t)res);
 		break;
 	case OP_POLLOUT:
 		/* room to send (or an error, which the next sendfile reports) */
 		if (res < 0)
-			conn_output_failed(u->c);
+			wire_output_failed(u->c);
 		break;
 	case OP_SHUTDOWN:
-		conn_shutdown_done(u->c);
+		wire_shutdown_done(u->c);
 		break;
 	case OP_NONE:
 		break;
@@ -281,9 +281,9 @@ static void uconn_complete(struct loop *lp, struct uconn *u, int res)
 		/* the operation finished before the cancel reached it: time out
 		 * only if the deadline still stands after that progress */
 		int64_t deadline;
-		conn_wants(u->c, &deadline);
+		wire_wants(u->c, &deadline);
 		if (deadline >= 0 && conn_now_ms() >= deadline)
-			conn_timeout(u->c);
+			wire_timeout(u->c);
 	}
 	uconn_step(lp, u);
 }
@@ -380,7 +380,7 @@ static void loop_new_conn(struct loop *lp, int fd)
 		len = 0;
 	struct uconn *u = calloc(1, sizeof(*u));
 	if (u)
-		u->c = conn_new(lp->srv, len ? (struct sockaddr *)&peer : NULL, len);
+		u->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), len ? (struct sockaddr *)&peer : NULL, len);
 	if (!u || !u->c) {
 		log_error("out of memory for a connection");
 		free(u);
@@ -484,13 +484,13 @@ static void loop_scan(struct loop *lp, int64_t now)
 			continue;
 		}
 		int64_t deadline;
-		conn_wants(u->c, &deadline);
+		wire_wants(u->c, &deadline);
 		if (deadline < 0 || now < deadline)
 			continue;
 		if (u->op != OP_NONE) {
 			uconn_cancel(lp, u, PEND_TIMEOUT);
 		} else {
-			conn_timeout(u->c);
+			wire_timeout(u->c);
 			uconn_step(lp, u);
 		}
 	}
@@ -514,13 +514,13 @@ static void loop_begin_stop(struct loop *lp)
 	}
 	for (; u; u = next) {
 		next = u->next;
-		conn_drain(u->c);
+		wire_drain(u->c);
 		int64_t deadline;
 		/* conn_drain only changes the core's state, never the buffers an
 		 * in-flight operation points into */
 		if (u->op == OP_NONE)
 			uconn_step(lp, u);
-		else if (conn_wants(u->c, &deadline) == CONN_WANT_CLOSE)
+		else if (wire_wants(u->c, &deadline) == CONN_WANT_CLOSE)
 			uconn_cancel(lp, u, PEND_CLOSE); /* an idle keep-alive read */
 	}
 }

@@ -82,6 +82,11 @@ static void render_metrics(FILE *f, const struct stats_header *h, const struct s
 		t->timeouts);
 	counter(f, "spindle_errors_total", "5xx responses plus failed sends.", t->errors);
 	counter(f, "spindle_send_failures_total", "Responses cut short by the peer.", t->send_failures);
+	counter(f, "spindle_tls_handshakes_total", "TLS handshakes completed (resumed ones included).",
+		t->tls_handshakes);
+	counter(f, "spindle_tls_resumed_total", "TLS handshakes that resumed a session.", t->tls_resumed);
+	counter(f, "spindle_tls_handshake_failures_total", "TLS handshakes that failed, were cut off or timed out.",
+		t->tls_handshake_failures);
 	counter(f, "spindle_cache_hits_total", "File cache lookups that hit.", t->cache_hits);
 	counter(f, "spindle_cache_misses_total", "File cache lookups that missed.", t->cache_misses);
 	counter(f, "spindle_cache_evictions_total", "Cache entries dropped to make room.", t->cache_evictions);

@@ -51,6 +51,9 @@ struct stats_slot {
 	atomic_ullong send_failures;
 	atomic_ullong latency_ns_sum;
 	atomic_ullong latency[STATS_LAT_BUCKETS];
+	atomic_ullong tls_handshakes;         /* completed, resumed ones included */
+	atomic_ullong tls_resumed;            /* of which resumed a session (a ticket) */
+	atomic_ullong tls_handshake_failures; /* bad ClientHello, no shared cipher, left or timed out mid-way */
 };
 
 /* The gauges of one process's file cache. */

@@ -48,6 +48,9 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->latency_ns_sum += LOAD(s->latency_ns_sum);
 		for (int k = 0; k < STATS_LAT_BUCKETS; k++)
 			t->latency[k] += LOAD(s->latency[k]);
+		t->tls_handshakes += LOAD(s->tls_handshakes);
+		t->tls_resumed += LOAD(s->tls_resumed);
+		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
 	}
 	for (uint32_t i = 0; i < h->ncaches; i++) {
 		struct stats_cache_block *c = stats_cache_at(h, i);

@@ -25,6 +25,7 @@ struct stats_totals {
 	uint64_t timeouts, errors, send_failures;
 	uint64_t latency_ns_sum;
 	uint64_t latency[STATS_LAT_BUCKETS];
+	uint64_t tls_handshakes, tls_resumed, tls_handshake_failures;
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;
 };

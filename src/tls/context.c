@@ -1,0 +1,242 @@
+/* context.c - the shared OpenSSL context: certificate, key, protocol policy,
+ * ALPN and the session-ticket keys. */
+#include "context.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+
+#include "../config.h"
+#include "../log/log.h"
+
+/* Mozilla's "intermediate" profile (v5.7), minus its DHE suites: ECDHE only;
+ * TLS 1.3 suites in the profile's order. */
+#define TLS_CIPHERS_12                                                                                      \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"          \
+	"ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define TLS_SUITES_13 "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+#define TLS_GROUPS "X25519:prime256v1:secp384r1"
+
+#define TICKET_SECRET_LEN 32
+
+struct tls_context {
+	SSL_CTX *ctx;
+	unsigned char ticket_secret[TICKET_SECRET_LEN];
+};
+
+/* The keys of one rotation period, derived from the generation's secret. */
+struct ticket_keys {
+	unsigned char name[16];
+	unsigned char aes[32];
+	unsigned char hmac[32];
+};
+
+static void derive(const struct tls_context *t, const char *label, uint64_t period, unsigned char out[32])
+{
+	unsigned char in[TICKET_SECRET_LEN + 16 + 8];
+	size_t llen = strlen(label);
+
+	memcpy(in, t->ticket_secret, TICKET_SECRET_LEN);
+	memcpy(in + TICKET_SECRET_LEN, label, llen);
+	memcpy(in + TICKET_SECRET_LEN + llen, &period, sizeof(period));
+	EVP_Digest(in, TICKET_SECRET_LEN + llen + sizeof(period), out, NULL, EVP_sha256(), NULL);
+}
+
+static void ticket_keys_for(const struct tls_context *t, uint64_t period, struct ticket_keys *k)
+{
+	unsigned char name[32];
+
+	derive(t, "ticket name", period, name);
+	memcpy(k->name, name, sizeof(k->name));
+	derive(t, "ticket aes", period, k->aes);
+	derive(t, "ticket hmac", period, k->hmac);
+}
+
+static int ticket_mac_init(EVP_MAC_CTX *hctx, unsigned char *key)
+{
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key, 32),
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"sha256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+	return EVP_MAC_CTX_set_params(hctx, params);
+}
+
+/* OpenSSL's ticket-key callback (SSL_CTX_set_tlsext_ticket_key_evp_cb):
+ * encrypt under this period's key; decrypt under this period's or the last
+ * one's, asking for a fresh ticket (return 2) in the latter case. */
+static int ticket_key_cb(SSL *ssl, unsigned char key_name[16], unsigned char iv[EVP_MAX_IV_LENGTH],
+			 EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
+{
+	const struct tls_context *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	uint64_t now = (uint64_t)time(NULL) / TLS_TICKET_ROTATE_S;
+	struct ticket_keys k;
+	int rc = -1;
+
+	if (enc) {
+		ticket_keys_for(t, now, &k);
+		memcpy(key_name, k.name, sizeof(k.name));
+		if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) <= 0 ||
+		    !EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) || !ticket_mac_init(hctx, k.hmac))
+			goto out;
+		rc = 1;
+		goto out;
+	}
+	for (uint64_t age = 0; age < 2; age++) {
+		ticket_keys_for(t, now - age, &k);
+		if (memcmp(key_name, k.name, sizeof(k.name)) != 0)
+			continue;
+		if (!ticket_mac_init(hctx, k.hmac) || !EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv))
+			goto out;
+		rc = age == 0 ? 1 : 2;
+		goto out;
+	}
+	rc = 0; /* unknown or expired key: a full handshake */
+out:
+	OPENSSL_cleanse(&k, sizeof(k));
+	return rc;
+}
+
+/* RFC 7301: we speak http/1.1 only; a client offering only other protocols
+ * gets no_application_protocol, as nginx answers. */
+static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+			  unsigned int inlen, void *arg)
+{
+	static const unsigned char ours[] = "\x08http/1.1";
+	(void)ssl;
+	(void)arg;
+	if (SSL_select_next_proto((unsigned char **)out, outlen, ours, sizeof(ours) - 1, in, inlen) !=
+	    OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+/* "path: why" for the first error OpenSSL queued, or for errno. */
+static void log_file_error(const char *what, const char *path)
+{
+	unsigned long e = ERR_peek_last_error();
+	char buf[256];
+
+	if (e)
+		ERR_error_string_n(e, buf, sizeof(buf));
+	else
+		snprintf(buf, sizeof(buf), "%s", strerror(errno));
+	log_error("tls: %s '%s': %s", what, path, buf);
+	ERR_clear_error();
+}
+
+static bool readable(const char *what, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		log_error("tls: %s '%s': %s", what, path, strerror(errno));
+		return false;
+	}
+	fclose(f);
+	return true;
+}
+
+bool tls_kernel_available(void)
+{
+	char ulps[256] = "";
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r");
+
+	if (!f)
+		return false;
+	size_t n = fread(ulps, 1, sizeof(ulps) - 1, f);
+	fclose(f);
+	ulps[n] = '\0';
+	for (char *save, *tok = strtok_r(ulps, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
+		if (strcmp(tok, "tls") == 0)
+			return true;
+	return false;
+}
+
+struct tls_context *tls_context_new(const struct config *cfg)
+{
+	struct tls_context *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	if (!cfg->tls_certificate[0] || !cfg->tls_certificate_key[0]) {
+		log_error("tls: tls = on needs tls_certificate and tls_certificate_key");
+		goto fail;
+	}
+	if (!readable("certificate", cfg->tls_certificate) || !readable("certificate key", cfg->tls_certificate_key))
+		goto fail;
+	t->ctx = SSL_CTX_new(TLS_server_method());
+	if (!t->ctx || RAND_bytes(t->ticket_secret, sizeof(t->ticket_secret)) <= 0) {
+		log_error("tls: cannot create a context: %s", ERR_reason_error_string(ERR_get_error()));
+		goto fail;
+	}
+	SSL_CTX_set_app_data(t->ctx, t);
+	SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+	/* renegotiation and compression are attack surface (CRIME, renegotiation
+	 * DoS); the server picks the cipher, from the profile's order */
+	SSL_CTX_set_options(t->ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	SSL_CTX_set_max_early_data(t->ctx, 0); /* no 0-RTT: replayable */
+	if (!SSL_CTX_set_cipher_list(t->ctx, TLS_CIPHERS_12) || !SSL_CTX_set_ciphersuites(t->ctx, TLS_SUITES_13) ||
+	    !SSL_CTX_set1_groups_list(t->ctx, TLS_GROUPS)) {
+		log_error("tls: the cipher policy is not supported by this OpenSSL");
+		goto fail;
+	}
+	/* Resumption by tickets only: a server-side session cache would be one
+	 * process's, and a client resuming on another would miss it. */
+	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_timeout(t->ctx, TLS_TICKET_ROTATE_S);
+	SSL_CTX_set_num_tickets(t->ctx, 1);
+	SSL_CTX_set_tlsext_ticket_key_evp_cb(t->ctx, ticket_key_cb);
+	SSL_CTX_set_alpn_select_cb(t->ctx, alpn_select_cb, NULL);
+	SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections give their record buffers back */
+
+	if (SSL_CTX_use_certificate_chain_file(t->ctx, cfg->tls_certificate) != 1) {
+		log_file_error("certificate", cfg->tls_certificate);
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(t->ctx, cfg->tls_certificate_key, SSL_FILETYPE_PEM) != 1) {
+		log_file_error("certificate key", cfg->tls_certificate_key);
+		goto fail;
+	}
+	if (SSL_CTX_check_private_key(t->ctx) != 1) {
+		ERR_clear_error();
+		log_error("tls: certificate key '%s' does not match certificate '%s'", cfg->tls_certificate_key,
+			  cfg->tls_certificate);
+		goto fail;
+	}
+	/* The kernel-TLS path would hand the traffic keys to the socket after
+	 * the handshake so file bodies go out with sendfile again; spindle's
+	 * memory-BIO transport does not export them yet, so bodies are read and
+	 * encrypted in user space either way: say which. */
+	if (tls_kernel_available())
+		log_info("tls: kernel TLS is available, but this build encrypts in user space (pread + SSL_write)");
+	else
+		log_info("tls: no kernel TLS ('tls' not in tcp_available_ulp): file bodies are read and encrypted "
+			 "in user space");
+	return t;
+fail:
+	tls_context_free(t);
+	return NULL;
+}
+
+void tls_context_free(struct tls_context *t)
+{
+	if (!t)
+		return;
+	SSL_CTX_free(t->ctx);
+	OPENSSL_cleanse(t->ticket_secret, sizeof(t->ticket_secret));
+	free(t);
+}
+
+void *tls_context_ssl_ctx(const struct tls_context *t)
+{
+	return t->ctx;
+}

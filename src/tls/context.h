@@ -1,0 +1,34 @@
+/* context.h - the TLS settings every connection of a generation shares: one
+ * OpenSSL SSL_CTX (certificate chain, key, Mozilla "intermediate" protocol
+ * and cipher choice, ALPN http/1.1) and the session-ticket secret.
+ *
+ * Built by the master in server_init(), before any fork, so every serving
+ * process and thread of a generation holds the same ticket secret and a
+ * ticket issued by one resumes in any other. Ticket keys rotate every
+ * TLS_TICKET_ROTATE_S seconds (derived from the secret and the period's
+ * number, so no process has to tell another) and on reload (a new
+ * generation draws a new secret). */
+#ifndef SPINDLE_TLS_CONTEXT_H
+#define SPINDLE_TLS_CONTEXT_H
+
+#include <stdbool.h>
+
+struct config;
+struct tls_context;
+
+/* A ticket is issued under the current period's key and accepted during the
+ * next period too (then renewed): it lives between one and two periods. */
+#define TLS_TICKET_ROTATE_S 3600
+
+/* Loads cfg's certificate and key. NULL after logging a message that names
+ * the file at fault (unreadable, not a certificate, key does not match). */
+struct tls_context *tls_context_new(const struct config *cfg);
+void tls_context_free(struct tls_context *t);
+
+/* The OpenSSL context (an SSL_CTX *), for the transport layer. */
+void *tls_context_ssl_ctx(const struct tls_context *t);
+
+/* Whether the kernel offers TLS offload ("tls" in tcp_available_ulp). */
+bool tls_kernel_available(void);
+
+#endif

@@ -1,0 +1,442 @@
+/* wire.c - the plain and TLS transports between a driver and the core (see
+ * wire.h). The TLS one is a small state machine around an SSL object whose
+ * BIOs are memory: it never touches the socket. */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "../config.h"
+#include "../log/log.h"
+#include "../server.h"
+#include "../stats/stats.h"
+#include "context.h"
+
+#define WIRE_IN_SIZE (16 * 1024)      /* one receive of ciphertext */
+#define WIRE_ENCRYPT_MAX (64 * 1024)  /* plaintext encrypted per output step: bounds the record buffer */
+#define WIRE_FILE_CHUNK (16 * 1024)   /* one pread of a file body: one full TLS record */
+
+enum tls_state {
+	TLS_HANDSHAKE,
+	TLS_OPEN,
+	TLS_CLOSING, /* the handshake failed: send what is queued (an alert), then close */
+	TLS_DEAD,    /* close now */
+};
+
+struct tls_conn {
+	SSL *ssl;
+	BIO *rbio, *wbio;      /* ciphertext in (from the driver), out (to the driver) */
+	enum tls_state state;
+	bool peer_eof;         /* close_notify received: the core has seen its EOF */
+	bool broken;           /* a protocol error: no close_notify for this one */
+	bool notify_sent;
+	int64_t progress_ms;   /* last write progress, for the closing flush's deadline */
+	unsigned char *in;     /* WIRE_IN_SIZE, while a receive may use it */
+	unsigned char *out;    /* records for the driver: out[out_off .. out_len) */
+	size_t out_off, out_len, out_cap;
+};
+
+struct wire {
+	struct conn *core;
+	const struct config *cfg;
+	struct tls_conn *tls;  /* NULL: plain TCP */
+};
+
+struct wire *wire_new(const struct server *srv, const struct tls_context *tls, const struct sockaddr *peer,
+		      socklen_t peerlen)
+{
+	struct wire *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return NULL;
+	w->cfg = srv->cfg;
+	w->core = conn_new(srv, peer, peerlen);
+	if (!w->core)
+		goto fail;
+	if (!tls)
+		return w;
+	struct tls_conn *t = w->tls = calloc(1, sizeof(*t));
+	if (!t)
+		goto fail;
+	t->ssl = SSL_new(tls_context_ssl_ctx(tls));
+	t->rbio = BIO_new(BIO_s_mem());
+	t->wbio = BIO_new(BIO_s_mem());
+	if (!t->ssl || !t->rbio || !t->wbio) {
+		BIO_free(t->rbio);
+		BIO_free(t->wbio);
+		t->rbio = t->wbio = NULL;
+		goto fail;
+	}
+	/* an empty memory BIO says "retry", not "end of file" */
+	BIO_set_mem_eof_return(t->rbio, -1);
+	SSL_set_bio(t->ssl, t->rbio, t->wbio); /* the SSL owns them now */
+	SSL_set_accept_state(t->ssl);
+	t->state = TLS_HANDSHAKE;
+	return w;
+fail:
+	ERR_clear_error();
+	wire_free(w);
+	return NULL;
+}
+
+void wire_free(struct wire *w)
+{
+	if (!w)
+		return;
+	if (w->tls) {
+		SSL_free(w->tls->ssl);
+		free(w->tls->in);
+		free(w->tls->out);
+		free(w->tls);
+	}
+	conn_free(w->core);
+	free(w);
+}
+
+/* ---- TLS ------------------------------------------------------------ */
+
+static bool out_pending(const struct tls_conn *t)
+{
+	return t->out_off < t->out_len;
+}
+
+/* Moves the records OpenSSL wrote into the driver's output buffer. */
+static void tls_collect(struct tls_conn *t)
+{
+	size_t n = BIO_ctrl_pending(t->wbio);
+
+	if (n == 0)
+		return;
+	if (t->out_off == t->out_len)
+		t->out_off = t->out_len = 0;
+	if (t->out_len + n > t->out_cap) {
+		size_t cap = t->out_len + n;
+		unsigned char *p = realloc(t->out, cap);
+		if (!p) { /* cannot keep the stream whole */
+			t->state = TLS_DEAD;
+			return;
+		}
+		t->out = p;
+		t->out_cap = cap;
+	}
+	int got = BIO_read(t->wbio, t->out + t->out_len, (int)n);
+	if (got > 0)
+		t->out_len += (size_t)got;
+}
+
+static void tls_fail_handshake(struct tls_conn *t)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, tls_handshake_failures, 1);
+	ERR_clear_error();
+	t->broken = true;
+	t->progress_ms = conn_now_ms();
+	t->state = out_pending(t) ? TLS_CLOSING : TLS_DEAD; /* the alert, if any, goes out first */
+}
+
+/* Runs everything the buffered ciphertext and the core's state allow without
+ * the socket: the handshake, plaintext into the core while it wants to read,
+ * close_notify once it wants to close. */
+static void tls_pump(struct wire *w)
+{
+	struct tls_conn *t = w->tls;
+
+	for (;;) {
+		if (t->state == TLS_HANDSHAKE) {
+			int r = SSL_do_handshake(t->ssl);
+			tls_collect(t);
+			if (r != 1) {
+				if (SSL_get_error(t->ssl, r) != SSL_ERROR_WANT_READ)
+					tls_fail_handshake(t);
+				return;
+			}
+			t->state = TLS_OPEN;
+			struct stats_slot *s = stats_here();
+			if (s) {
+				STATS_ADD(s, tls_handshakes, 1);
+				if (SSL_session_reused(t->ssl))
+					STATS_ADD(s, tls_resumed, 1);
+			}
+		}
+		if (t->state != TLS_OPEN)
+			return;
+		int64_t deadline;
+		enum conn_want want = conn_wants(w->core, &deadline);
+		if (want == CONN_WANT_READ) {
+			if (t->peer_eof)
+				return;
+			struct iovec space = conn_input_space(w->core);
+			int r = SSL_read(t->ssl, space.iov_base, (int)space.iov_len);
+			tls_collect(t); /* a TLS 1.3 ticket, a KeyUpdate reply */
+			if (r > 0) {
+				conn_input_done(w->core, r);
+				continue;
+			}
+			switch (SSL_get_error(t->ssl, r)) {
+			case SSL_ERROR_WANT_READ:
+				return;
+			case SSL_ERROR_ZERO_RETURN: /* close_notify: the core sees an orderly EOF */
+				t->peer_eof = true;
+				conn_input_done(w->core, 0);
+				continue;
+			default: /* a bad record or MAC: like a reset */
+				ERR_clear_error();
+				t->broken = true;
+				t->peer_eof = true;
+				conn_input_done(w->core, -ECONNRESET);
+				continue;
+			}
+		}
+		if ((want == CONN_WANT_SHUTDOWN || want == CONN_WANT_CLOSE) && !t->notify_sent && !t->broken) {
+			/* best effort: the driver sends it if the socket takes it
+			 * before the send deadline, then shuts down or closes */
+			t->notify_sent = true;
+			SSL_shutdown(t->ssl);
+			ERR_clear_error();
+			tls_collect(t);
+			t->progress_ms = conn_now_ms();
+		}
+		return;
+	}
+}
+
+/* Encrypts the next part of the core's output (up to WIRE_ENCRYPT_MAX of
+ * plaintext); the core counts it as sent, the records wait in t->out. */
+static void tls_encrypt(struct wire *w)
+{
+	struct tls_conn *t = w->tls;
+	struct conn_output o;
+	size_t done = 0;
+
+	conn_output(w->core, &o);
+	if (o.iovcnt > 0) {
+		for (int i = 0; i < o.iovcnt && done < WIRE_ENCRYPT_MAX; i++) {
+			size_t n = o.iov[i].iov_len;
+			if (n > WIRE_ENCRYPT_MAX - done)
+				n = WIRE_ENCRYPT_MAX - done;
+			if (n > 0 && SSL_write(t->ssl, o.iov[i].iov_base, (int)n) <= 0)
+				goto broken;
+			done += n;
+		}
+	} else {
+		unsigned char buf[WIRE_FILE_CHUNK];
+		while (done < o.file_len && done < WIRE_ENCRYPT_MAX) {
+			size_t want = o.file_len - done < sizeof(buf) ? o.file_len - done : sizeof(buf);
+			ssize_t n = pread(o.file_fd, buf, want, o.file_off + (off_t)done);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) { /* the file shrank (or failed) under us: the promised length can't be kept */
+				if (done > 0)
+					break; /* send what we have; the next step finds it */
+				tls_collect(t);
+				conn_output_failed(w->core);
+				return;
+			}
+			if (SSL_write(t->ssl, buf, (int)n) <= 0)
+				goto broken;
+			done += (size_t)n;
+		}
+	}
+	tls_collect(t);
+	conn_output_done(w->core, done);
+	tls_pump(w);
+	return;
+broken:
+	ERR_clear_error();
+	t->broken = true;
+	t->state = TLS_DEAD;
+	conn_output_failed(w->core);
+}
+
+/* ---- the driver interface --------------------------------------------- */
+
+struct iovec wire_input_space(struct wire *w)
+{
+	struct tls_conn *t = w->tls;
+
+	if (!t)
+		return conn_input_space(w->core);
+	if (!t->in)
+		t->in = malloc(WIRE_IN_SIZE);
+	if (!t->in) { /* the driver reads nothing and the wire closes */
+		t->state = TLS_DEAD;
+		static unsigned char none[1];
+		return (struct iovec){ none, sizeof(none) };
+	}
+	return (struct iovec){ t->in, WIRE_IN_SIZE };
+}
+
+void wire_input_done(struct wire *w, ssize_t n)
+{
+	struct tls_conn *t = w->tls;
+
+	if (!t) {
+		conn_input_done(w->core, n);
+		return;
+	}
+	if (t->state == TLS_CLOSING || t->state == TLS_DEAD)
+		return; /* a receive that was in flight: nothing more is read */
+	if (n <= 0) {
+		if (t->state == TLS_HANDSHAKE) { /* left (or reset) mid-handshake */
+			tls_fail_handshake(t);
+			return;
+		}
+		t->peer_eof = true;
+		t->broken = n < 0; /* reset: no close_notify */
+		conn_input_done(w->core, n);
+		tls_pump(w);
+		return;
+	}
+	if (BIO_write(t->rbio, t->in, (int)n) != (int)n) {
+		t->state = TLS_DEAD;
+		return;
+	}
+	tls_pump(w);
+}
+
+void wire_output(struct wire *w, struct conn_output *out)
+{
+	struct tls_conn *t = w->tls;
+
+	if (!t) {
+		conn_output(w->core, out);
+		return;
+	}
+	int64_t deadline;
+	if (!out_pending(t) && t->state == TLS_OPEN && conn_wants(w->core, &deadline) == CONN_WANT_WRITE)
+		tls_encrypt(w);
+	out->iovcnt = 1;
+	out->iov[0].iov_base = t->out + t->out_off;
+	out->iov[0].iov_len = t->out_len - t->out_off;
+	out->file_fd = -1;
+	out->file_off = 0;
+	out->file_len = 0;
+	out->total = out->iov[0].iov_len;
+	out->more = false;
+}
+
+void wire_output_done(struct wire *w, size_t n)
+{
+	struct tls_conn *t = w->tls;
+
+	if (!t) {
+		conn_output_done(w->core, n);
+		return;
+	}
+	t->out_off += n;
+	if (n > 0)
+		t->progress_ms = conn_now_ms();
+	if (t->out_off == t->out_len)
+		t->out_off = t->out_len = 0;
+	if (t->state == TLS_CLOSING && !out_pending(t))
+		t->state = TLS_DEAD;
+}
+
+void wire_output_failed(struct wire *w)
+{
+	struct tls_conn *t = w->tls;
+	int64_t deadline;
+
+	if (!t) {
+		conn_output_failed(w->core);
+		return;
+	}
+	if (t->state == TLS_HANDSHAKE) /* reset before our flight went out: a failure all the same */
+		tls_fail_handshake(t);
+	t->broken = true;
+	t->state = TLS_DEAD;
+	if (conn_wants(w->core, &deadline) == CONN_WANT_WRITE)
+		conn_output_failed(w->core);
+}
+
+void wire_shutdown_done(struct wire *w)
+{
+	conn_shutdown_done(w->core);
+	if (w->tls)
+		tls_pump(w);
+}
+
+enum conn_want wire_wants(struct wire *w, int64_t *deadline_ms)
+{
+	struct tls_conn *t = w->tls;
+	enum conn_want want = conn_wants(w->core, deadline_ms);
+
+	if (!t)
+		return want;
+	if (t->state == TLS_DEAD) {
+		*deadline_ms = -1;
+		return CONN_WANT_CLOSE;
+	}
+	if (out_pending(t)) {
+		/* the core may be done (closing) while its last records still go
+		 * out: they get the send timeout from the last progress */
+		if (t->state == TLS_CLOSING || want == CONN_WANT_CLOSE || want == CONN_WANT_SHUTDOWN)
+			*deadline_ms = t->progress_ms + w->cfg->send_timeout_ms;
+		return CONN_WANT_WRITE;
+	}
+	if (t->state == TLS_HANDSHAKE)
+		return CONN_WANT_READ; /* under the core's header deadline */
+	return want;
+}
+
+void wire_timeout(struct wire *w)
+{
+	struct tls_conn *t = w->tls;
+	int64_t deadline;
+
+	if (!t) {
+		conn_timeout(w->core);
+		return;
+	}
+	if (t->state == TLS_HANDSHAKE) { /* header_timeout cuts a slow handshake */
+		stats_timeout();
+		tls_fail_handshake(t);
+		t->state = TLS_DEAD; /* a client that is that slow gets no alert */
+		return;
+	}
+	if (out_pending(t) || t->state != TLS_OPEN) {
+		if (t->state == TLS_OPEN && conn_wants(w->core, &deadline) != CONN_WANT_CLOSE)
+			conn_timeout(w->core);
+		t->state = TLS_DEAD;
+		return;
+	}
+	conn_timeout(w->core);
+	tls_pump(w);
+}
+
+void wire_drain(struct wire *w)
+{
+	conn_drain(w->core);
+	if (w->tls && w->tls->state == TLS_OPEN)
+		tls_pump(w);
+}
+
+bool wire_awaits_request(struct wire *w)
+{
+	struct tls_conn *t = w->tls;
+
+	if (t && (out_pending(t) || t->state == TLS_CLOSING || t->state == TLS_DEAD))
+		return false;
+	if (t && t->state == TLS_HANDSHAKE)
+		return true; /* waiting for the client's next handshake bytes */
+	return conn_awaits_request(w->core);
+}
+
+void wire_release_idle(struct wire *w)
+{
+	struct tls_conn *t = w->tls;
+
+	conn_release_idle(w->core);
+	if (t && t->state == TLS_OPEN && !out_pending(t) && conn_awaits_request(w->core)) {
+		free(t->in);
+		free(t->out);
+		t->in = t->out = NULL;
+		t->out_cap = t->out_off = t->out_len = 0;
+	}
+}

@@ -1,0 +1,43 @@
+/* wire.h - the transport between a driver and the connection core.
+ *
+ * A driver (src/models/) does every system call on the bytes on the wire; a
+ * wire turns them into the core's plaintext and back. Its interface is the
+ * core's driver interface (conn.h) with the wire_ prefix, so the loop of any
+ * model reads the same:
+ *
+ *     driver  <-- wire bytes -->  wire (plain | TLS)  <-- plaintext -->  core
+ *
+ * A plain wire forwards every call (sendfile stays intact). A TLS wire runs
+ * OpenSSL over memory BIOs: received ciphertext goes into the BIO and comes
+ * out as plaintext into conn_input_space(); the core's output (memory, or a
+ * file range read with pread) goes through SSL_write and the driver sends the
+ * records as memory. Handshake records, alerts and close_notify go out the
+ * same way, so no model learns TLS and the core never learns a connection is
+ * encrypted. A handshake counts against the core's header_timeout. */
+#ifndef SPINDLE_TLS_WIRE_H
+#define SPINDLE_TLS_WIRE_H
+
+#include "../conn.h"
+
+struct tls_context;
+struct wire;
+
+/* tls: the listener's TLS context, or NULL for plain TCP. */
+struct wire *wire_new(const struct server *srv, const struct tls_context *tls, const struct sockaddr *peer,
+		      socklen_t peerlen);
+void wire_free(struct wire *w);
+
+struct iovec wire_input_space(struct wire *w);
+void wire_input_done(struct wire *w, ssize_t n);
+/* A TLS wire always describes memory (iovcnt == 1). */
+void wire_output(struct wire *w, struct conn_output *out);
+void wire_output_done(struct wire *w, size_t n);
+void wire_output_failed(struct wire *w);
+void wire_shutdown_done(struct wire *w);
+enum conn_want wire_wants(struct wire *w, int64_t *deadline_ms);
+void wire_timeout(struct wire *w);
+void wire_drain(struct wire *w);
+bool wire_awaits_request(struct wire *w);
+void wire_release_idle(struct wire *w);
+
+#endif

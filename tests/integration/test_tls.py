@@ -1,0 +1,393 @@
+"""HTTPS (issue 13) under every model: a CA and certificates made at test time
+with openssl, curl and Python's ssl as clients; keep-alive, pipelining, Range
+and a multi-MiB file over TLS; clients that leave mid-handshake, send garbage
+or dawdle through it; session resumption across processes; a bad certificate
+or key at start-up and on reload."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import util
+from conftest import A_TXT, BIG_SIZE, RANGE_DATA
+
+HOST = util.HOST
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr}"
+
+
+class Certs:
+    """A CA, a server certificate it signed (for localhost and 127.0.0.1,
+    written with its chain), the server's key, and a key of another pair."""
+
+    def __init__(self, d: Path):
+        self.dir = d
+        self.ca = d / "ca.pem"
+        self.chain = d / "chain.pem"
+        self.key = d / "server.key"
+        self.other_key = d / "other.key"
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory) -> Certs:
+    d = tmp_path_factory.mktemp("tls")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=spindle test CA", cwd=d)
+    _openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=d)
+    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.pem", "-days", "2", "-extfile", "san.ext", cwd=d)
+    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", "other.key",
+             cwd=d)
+    c = Certs(d)
+    c.chain.write_bytes((d / "server.pem").read_bytes() + c.ca.read_bytes())
+    return c
+
+
+def tls_settings(certs: Certs, **more) -> dict:
+    return {"tls": "on", "tls_certificate": str(certs.chain), "tls_certificate_key": str(certs.key), **more}
+
+
+def client_context(certs: Certs) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(certs.ca))
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def tls_conn(port: int, ctx: ssl.SSLContext, session=None, timeout: float = 5.0) -> util.Conn:
+    raw = socket.create_connection((HOST, port), timeout=timeout)
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        s = ctx.wrap_socket(raw, server_hostname="localhost", session=session)
+    except BaseException:
+        raw.close()
+        raise
+    return util.Conn(s, timeout)
+
+
+@pytest.fixture
+def tls_server(servers, certs):
+    return servers(**tls_settings(certs, metrics="on"))
+
+
+def curl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["curl", "-sS", "--max-time", str(util.scaled(10)), *args], capture_output=True,
+                          timeout=util.scaled(20))
+
+
+# ---------------------------------------------------------------------------
+
+def test_curl_tls13_and_tls12(model, tls_server, certs):
+    """curl verifies the chain against the test CA and negotiates http/1.1 by
+    ALPN; TLS 1.2 gets an ECDHE suite; TLS 1.1 is refused."""
+    url = f"https://localhost:{tls_server.port}/a.txt"
+    pin = ["--cacert", str(certs.ca), "--resolve", f"localhost:{tls_server.port}:{HOST}"]
+    r = curl(*pin, "-v", url)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == A_TXT
+    err = r.stderr.decode()
+    assert "TLSv1.3" in err and "ALPN: server accepted http/1.1" in err, err
+    r = curl(*pin, "-v", "--tls-max", "1.2", url)
+    assert r.returncode == 0 and r.stdout == A_TXT, r.stderr
+    assert re.search(r"TLSv1\.2 / ECDHE-", r.stderr.decode()), r.stderr
+    r = curl(*pin, "--tlsv1.0", "--tls-max", "1.1", "--ciphers", "DEFAULT@SECLEVEL=0", url)
+    assert r.returncode != 0, "TLS 1.1 was accepted"
+    # and the server still serves
+    assert curl(*pin, url).stdout == A_TXT
+
+
+def test_keepalive_and_pipelining(model, tls_server, certs):
+    """Three requests in one TLS write, answered in order; the connection then
+    serves another, and the plaintext core never sees a record."""
+    with tls_conn(tls_server.port, client_context(certs)) as c:
+        assert c.sock.selected_alpn_protocol() == "http/1.1"
+        c.send(b"".join(util.build_request("GET", t) for t in ("/a.txt", "/range.txt", "/sub/page.txt")))
+        bodies = [c.read_response("GET").body for _ in range(3)]
+        assert bodies == [A_TXT, RANGE_DATA, b"a page in sub\n"]
+        c.send(util.build_request("GET", "/a.txt"))
+        r = c.read_response("GET")
+        assert r.status == 200 and r.body == A_TXT
+
+
+def test_range_and_big_file(model, tls_server, certs, docroot):
+    """A file body (5 MiB: the sendfile path on plain TCP) and ranges of it
+    arrive byte-exact through the layer's pread + encrypt path."""
+    big = (docroot.path / "big.bin").read_bytes()
+    assert len(big) == BIG_SIZE
+    with tls_conn(tls_server.port, client_context(certs), timeout=util.scaled(20)) as c:
+        c.send(util.build_request("GET", "/big.bin"))
+        r = c.read_response("GET")
+        assert r.status == 200 and len(r.body) == BIG_SIZE
+        assert hashlib.sha256(r.body).digest() == hashlib.sha256(big).digest()
+        c.send(util.build_request("GET", "/big.bin", {"Range": "bytes=1000000-3999999"}))
+        r = c.read_response("GET")
+        assert r.status == 206 and r.body == big[1000000:4000000]
+        c.send(util.build_request("GET", "/range.txt", {"Range": "bytes=-10"}))
+        r = c.read_response("GET")
+        assert r.status == 206 and r.body == RANGE_DATA[-10:]
+
+
+def test_hsts_over_tls_only(model, servers, certs):
+    """hsts = VALUE adds Strict-Transport-Security to HTTPS responses, errors
+    included; a plain-HTTP instance with the same setting sends none (RFC
+    6797 7.2)."""
+    srv = servers(**tls_settings(certs, hsts="max-age=63072000"))
+    with tls_conn(srv.port, client_context(certs)) as c:
+        for target in ("/a.txt", "/missing"):
+            c.send(util.build_request("GET", target))
+            r = c.read_response("GET")
+            assert r.header("Strict-Transport-Security") == "max-age=63072000", r
+    plain = servers(hsts="max-age=63072000")
+    r = plain.get("/a.txt")
+    assert r.status == 200 and not r.has("Strict-Transport-Security"), r
+
+
+def test_redirect_https(model, servers):
+    """redirect_https = on: a plain port answers 301 to the same target on
+    the HTTPS port, for the host the client named; a Host that cannot go
+    into a Location header gets a 400."""
+    srv = servers(redirect_https="on", redirect_https_port="8443")
+    r = srv.get("/sub/page.txt?x=1&y=%20", headers={"Host": "example.com:8080"}, host=None)
+    assert r.status == 301
+    assert r.header("Location") == "https://example.com:8443/sub/page.txt?x=1&y=%20"
+    r = srv.get("/", headers={"Host": "[::1]:80"}, host=None)
+    assert r.status == 301 and r.header("Location") == "https://[::1]:8443/"
+    r = srv.get("/", headers={"Host": "a\"b"}, host=None)
+    assert r.status == 400
+
+
+def _client_hello(certs: Certs) -> bytes:
+    """The first flight of a real handshake, taken from a memory-BIO client."""
+    ctx = client_context(certs)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return out.read()
+
+
+def test_bad_clients_do_not_hurt(model, tls_server, certs):
+    """Clients that leave mid-handshake (a half ClientHello, then EOF; a whole
+    one, then a reset, also one so quick that the server's reply meets it), and some that send garbage instead of a ClientHello
+    (closed, with an alert where OpenSSL has one to say): each counts as a
+    failed handshake, and the server goes on serving."""
+    port = tls_server.port
+    before = util.stat_json(port)["tls"]["handshake_failures"]
+    hello = _client_hello(certs)
+    with util.Conn.open(port) as c:
+        c.send(hello[: len(hello) // 2])
+    for pause in (0.05, 0):  # after the server's reply, or (likely) before it is written
+        with util.Conn.open(port) as c:
+            c.send(hello)
+            time.sleep(pause)
+            c.reset()
+    # plain HTTP (OpenSSL answers it with no alert), a malformed handshake
+    # record (answered with a fatal alert), zeros
+    for garbage, alert in ((b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", False),
+                           (b"\x16\x03\x01\x00\x20\x01" + b"\xff" * 31, True), (b"\x00" * 64, False)):
+        with util.Conn.open(port) as c:
+            c.send(garbage)
+            c.sock.settimeout(util.scaled(5))
+            got = b""
+            while data := c.sock.recv(4096):  # until the server closes
+                got += data
+        assert b"HTTP/" not in got
+        if alert:
+            assert got[:1] == b"\x15", f"expected a TLS alert record, got {got[:20]!r}"
+    with tls_conn(port, client_context(certs)) as c:
+        c.send(util.build_request("GET", "/a.txt"))
+        assert c.read_response("GET").body == A_TXT
+    # five for sure; the quickest reset may be gone before accept() returns it
+    s = util.wait_stats(port, lambda s: s["tls"]["handshake_failures"] >= before + 5, util.scaled(5))
+    assert s["tls"]["handshake_failures"] >= before + 5, s["tls"]
+
+
+def test_slow_handshake_cut_by_header_timeout(model, servers, certs):
+    """A client that sends half a ClientHello and waits is closed once
+    header_timeout passes, like a slow request head."""
+    srv = servers(**tls_settings(certs, header_timeout="1s"))
+    hello = _client_hello(certs)
+    with util.Conn.open(srv.port, timeout=util.scaled(10)) as c:
+        c.send(hello[:40])
+        t0 = time.monotonic()
+        with pytest.raises((util.ConnectionClosed, ConnectionResetError)):
+            if c.sock.recv(4096) == b"":
+                raise util.ConnectionClosed("closed")
+        waited = time.monotonic() - t0
+    assert 0.8 <= waited <= util.scaled(4), f"closed after {waited:.2f}s with header_timeout = 1s"
+    with tls_conn(srv.port, client_context(certs)) as c:
+        c.send(util.build_request("GET", "/a.txt"))
+        assert c.read_response("GET").body == A_TXT
+
+
+def _resumed_count(port: int, ctx: ssl.SSLContext, n: int) -> tuple[int, int]:
+    """A full handshake, then n fresh connections offering its session:
+    (resumed, tried)."""
+    with tls_conn(port, ctx) as c:
+        c.send(util.build_request("GET", "/a.txt"))
+        c.read_response("GET")  # a TLS 1.3 ticket arrives after the handshake
+        session = c.sock.session
+    assert session is not None and session.has_ticket
+    resumed = 0
+    for _ in range(n):
+        with tls_conn(port, ctx, session=session) as c:
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").body == A_TXT
+            resumed += c.sock.session_reused
+    return resumed, n
+
+
+def test_resumption(model, tls_server, certs):
+    """Tickets resume on every connection, whichever thread or process of the
+    generation takes it; the statistics count the resumed handshakes."""
+    before = util.stat_json(tls_server.port)["tls"]
+    resumed, tried = _resumed_count(tls_server.port, client_context(certs), 6)
+    assert resumed == tried
+    def counted(s):
+        return (s["tls"]["resumed"] >= before["resumed"] + tried
+                and s["tls"]["handshakes"] >= before["handshakes"] + tried + 1)
+
+    s = util.wait_stats(tls_server.port, counted, util.scaled(5))
+    assert counted(s), (before, s["tls"])
+    with tls_conn(tls_server.port, client_context(certs)) as c:  # and /metrics says so
+        c.send(util.build_request("GET", "/metrics"))
+        text = c.read_response("GET").body.decode()
+    m = re.search(r"^spindle_tls_resumed_total (\d+)$", text, re.M)
+    assert m and int(m.group(1)) >= before["resumed"] + tried, text[-2000:]
+    assert re.search(r"^spindle_tls_handshake_failures_total \d+$", text, re.M)
+
+
+@contextlib.contextmanager
+def own_server(model: str, root: Path, workdir: Path, settings: dict):
+    """A dedicated server for a test that picks its models itself; it must
+    stop cleanly."""
+    srv = util.Server(model, root, workdir, settings).start()
+    try:
+        yield srv
+    finally:
+        rc = srv.stop() if srv.alive() else srv.proc.returncode
+        srv.kill()
+    assert rc == 0, f"exit status {rc}\n{srv.diagnostics()}"
+
+
+@pytest.mark.parametrize("proc_model", ["prefork", "fork"])
+def test_resumption_across_processes(proc_model, certs, docroot, tmp_path):
+    """prefork with two worker processes (a connection lands on either) and
+    fork (every connection is a process of its own): a ticket from one
+    process resumes in another, since the master drew the generation's
+    ticket secret before forking. Also with TLS 1.2 (RFC 5077 tickets)."""
+    with own_server(proc_model, docroot.path, tmp_path / "srv", tls_settings(certs, workers=2, threads=2)) as srv:
+        ctx12 = client_context(certs)
+        ctx12.maximum_version = ssl.TLSVersion.TLSv1_2
+        for ctx in (client_context(certs), ctx12):
+            resumed, tried = _resumed_count(srv.port, ctx, 8)
+            assert resumed == tried, f"{resumed} of {tried} resumed ({ctx.maximum_version})"
+        if proc_model == "prefork":
+            workers = util.proc_children(util.serving_pids(srv.proc.pid)[0])
+            assert len(workers) == 2, workers
+
+
+@pytest.mark.parametrize("what", ["mismatched key", "missing key", "garbage certificate"])
+def test_bad_certificate_or_key_stops_startup(certs, tmp_path, docroot, what):
+    """Start-up fails with a message naming the file at fault."""
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+    cert, key = str(certs.chain), str(certs.key)
+    if what == "mismatched key":
+        key = str(certs.other_key)
+    elif what == "missing key":
+        key = str(tmp_path / "nonexistent.key")
+    else:
+        cert = str(garbage)
+    named = key if what != "garbage certificate" else cert
+    srv = util.Server("epoll", docroot.path, tmp_path / "srv",
+                      {"tls": "on", "tls_certificate": cert, "tls_certificate_key": key})
+    with pytest.raises(util.ServerError):
+        srv.start(ready_timeout=util.scaled(5))
+    srv.kill()
+    if srv in util.LIVE_SERVERS:
+        util.LIVE_SERVERS.remove(srv)
+    text = srv.diagnostics()
+    assert srv.proc.returncode not in (0, None), text
+    assert named in text, f"the message does not name {named}:\n{text}"
+
+
+@pytest.mark.parametrize("proc_model", ["epoll", "prefork"])
+def test_bad_certificate_on_reload_keeps_the_old_one(proc_model, certs, docroot, tmp_path):
+    """A reload that finds the certificate file broken is refused, naming the
+    file, and HTTPS keeps working with the certificate loaded before."""
+    chain = tmp_path / "chain.pem"
+    shutil.copy(certs.chain, chain)
+    settings = {"tls": "on", "tls_certificate": str(chain), "tls_certificate_key": str(certs.key)}
+    with own_server(proc_model, docroot.path, tmp_path / "srv", settings) as srv:
+        chain.write_text("-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n")
+        srv.signal(signal.SIGHUP)
+
+        def refused():
+            return "still serving with the old one" in srv.error_log.read_text(errors="replace")
+
+        assert util.wait_for(refused, util.scaled(5)), srv.diagnostics()
+        log = srv.error_log.read_text(errors="replace")
+        assert str(chain) in log, log
+        with tls_conn(srv.port, client_context(certs)) as c:
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").body == A_TXT
+
+
+def test_plain_and_https_side_by_side(model, certs, docroot, tmp_path):
+    """listen lines (issue 12) with the tls flag: one instance serves plain
+    HTTP on one address and HTTPS on another TCP port and a UNIX socket; the
+    wire is chosen by the listener a connection came in on, and two loops
+    (epoll, uring) each take their share of both."""
+    from test_listen import ListenServer
+
+    other = util.free_port()
+    sock = tmp_path / "tls.sock"
+    srv = ListenServer(model, docroot.path, tmp_path / "srv", [f"127.0.0.1:{other} tls", f"unix:{sock} tls"],
+                       settings={"workers": 2, "tls_certificate": str(certs.chain),
+                                 "tls_certificate_key": str(certs.key)})
+    srv.start()
+    try:
+        for _ in range(3):
+            assert srv.get("/a.txt").body == A_TXT  # plain on the harness's port
+            with tls_conn(other, client_context(certs)) as c:
+                c.send(util.build_request("GET", "/a.txt"))
+                assert c.read_response("GET").body == A_TXT
+            raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            raw.settimeout(5)
+            raw.connect(str(sock))
+            with util.Conn(client_context(certs).wrap_socket(raw, server_hostname="localhost"), 5) as c:
+                c.send(util.build_request("GET", "/a.txt"))
+                assert c.read_response("GET").body == A_TXT
+        # plain bytes on the TLS port are a failed handshake, not a request
+        with util.Conn.open(other) as c:
+            c.send(util.build_request("GET", "/a.txt"))
+            c.sock.settimeout(util.scaled(5))
+            assert b"HTTP/" not in c.sock.recv(4096)
+    finally:
+        rc = srv.stop()
+    assert rc == 0, srv.diagnostics()
+
+
+def test_redirect_https_refused_with_a_tls_address(certs, docroot):
+    """The core cannot tell HTTPS from HTTP, so redirect_https on an instance
+    with a TLS address (it would redirect HTTPS requests to themselves) is a
+    configuration error."""
+    r = util.run_spindle("--root", str(docroot.path), "--check", "--set", "redirect_https=on",
+                         "--set", f"listen=127.0.0.1:{util.free_port()} tls",
+                         "--set", f"tls_certificate={certs.chain}", "--set", f"tls_certificate_key={certs.key}")
+    assert r.returncode == 2 and "redirect_https" in r.stderr, (r.returncode, r.stderr)
