@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "http/mime_file.h"
 #include "models/model.h"
 #include "stats/cidr.h"
 
@@ -22,6 +23,7 @@ enum key_type {
 	KEY_LEVEL, KEY_LOCK, KEY_DELAY_KIND,
 	KEY_AUTOINDEX, KEY_LOG_FORMAT, /* issue 11 (site-b) */
 	KEY_LISTEN, KEY_NAME, /* issue 12: a repeated `listen` line; a name that may be empty */
+	KEY_CODINGS,
 };
 
 struct config_key {
@@ -95,6 +97,11 @@ static const struct config_key config_keys[] = {
 	K("tls", "hsts", KEY_LOGPATH, hsts, 0, 0),
 	K("tls", "redirect_https", KEY_BOOL, redirect_https, 0, 0),
 	K("tls", "redirect_https_port", KEY_INT, redirect_https_port, 1, 65535),
+	/* [content] (issue 11) */
+	K("content", "precompressed", KEY_CODINGS, precompressed, 0, 0),
+	K("content", "types_file", KEY_LOGPATH, types_file, 0, 0),
+	K("content", "default_type", KEY_STRING, default_type, 0, 0),
+	K("content", "cache_expires", KEY_BOOL, cache_expires, 0, 0),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -148,6 +155,11 @@ void config_defaults(struct config *cfg)
 	cfg->access_log_format = ACCESS_LOG_COMBINED;
 	cfg->redirect_https_port = 443; /* tls: the rest of [tls] is off / empty */
 	cfg->landlock = true; /* issue 12 */
+	/* [content]: sidecars off, as nginx's gzip_static; no rules */
+	cfg->precompressed.n = 0;
+	cfg->types_file[0] = '\0';
+	strcpy(cfg->default_type, "application/octet-stream");
+	cfg->cache_expires = false;
 	strcpy(cfg->source, "(defaults and command line)");
 }
 
@@ -417,6 +429,14 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 		}
 		strcpy(field, value);
 		return 0;
+	case KEY_CODINGS: {
+		char inner[256];
+		if (encoding_prefs_parse(value, &cfg->precompressed, inner, sizeof(inner)) < 0) {
+			snprintf(why, whylen, "%s: %s", k->name, inner);
+			return -1;
+		}
+		return 0;
+	}
 	case KEY_LEVEL:
 		if (!strcmp(value, "debug"))
 			cfg->log_level = LOG_DEBUG;
@@ -463,9 +483,30 @@ struct ini_state {
 	char why[512];
 };
 
+/* One "pattern = value" of [cache_control] (or of --set cache_control=...). */
+static int cache_control_apply(struct config *cfg, const char *pattern, const char *value, char *why,
+			       size_t whylen)
+{
+	char inner[384];
+	/* libinih ends a key at '=' or ':', and reads '[', '#' or ';' first on
+	 * a line as a section or a comment: such a pattern would not read back */
+	if (!value_reads_back(value) || !value_reads_back(pattern) || strpbrk(pattern, "=:") ||
+	    strchr("[#;", pattern[0])) {
+		snprintf(why, whylen, "cache_control: '%s = %s' cannot be written in server.conf", pattern, value);
+		return -1;
+	}
+	if (cache_control_add(&cfg->cache_control, pattern, value, inner, sizeof(inner)) < 0) {
+		snprintf(why, whylen, "cache_control: %s", inner);
+		return -1;
+	}
+	return 0;
+}
+
 static int ini_on_pair(void *user, const char *section, const char *name, const char *value)
 {
 	struct ini_state *st = user;
+	if (strcmp(section, "cache_control") == 0)
+		return cache_control_apply(st->cfg, name, value, st->why, sizeof(st->why)) == 0;
 	const struct config_key *k = key_find(name);
 
 	if (!k) {
@@ -474,7 +515,8 @@ static int ini_on_pair(void *user, const char *section, const char *name, const 
 	}
 	if (section[0] && strcmp(section, k->section) != 0) {
 		if (strcmp(section, "server") && strcmp(section, "http") && strcmp(section, "cache") &&
-		    strcmp(section, "stats") && strcmp(section, "workload") && strcmp(section, "log"))
+		    strcmp(section, "stats") && strcmp(section, "workload") && strcmp(section, "log") &&
+		    strcmp(section, "content"))
 			snprintf(st->why, sizeof(st->why), "unknown section [%s]", section);
 		else
 			snprintf(st->why, sizeof(st->why), "key '%s' belongs in [%s], not [%s]", name,
@@ -508,6 +550,28 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 {
 	const struct config_key *k = key_find(key);
 	char why[512];
+
+	if (strcmp(key, "cache_control") == 0) {
+		/* --set 'cache_control=PATTERN = VALUE': one [cache_control] line */
+		char pattern[CACHE_CONTROL_PATTERN_MAX];
+		const char *eq = strchr(value, '=');
+		size_t n = eq ? (size_t)(eq - value) : 0;
+		while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+			n--;
+		if (!eq || n == 0 || n >= sizeof(pattern)) {
+			report("%s: cache_control: expected 'PATTERN = VALUE', got '%s'", origin, value);
+			return -1;
+		}
+		memcpy(pattern, value, n);
+		pattern[n] = '\0';
+		const char *v = eq + 1;
+		v += strspn(v, " \t");
+		if (cache_control_apply(cfg, pattern, v, why, sizeof(why)) < 0) {
+			report("%s: %s", origin, why);
+			return -1;
+		}
+		return 0;
+	}
 
 	if (!k) {
 		report("%s: unknown key '%s'", origin, key);
@@ -756,6 +820,27 @@ bool config_serves_tls(const struct config *cfg)
 	return any;
 }
 
+/* [content]: the types file parses (read again by server_init; a reload
+ * with a broken one is refused here), default_type looks like a type. */
+static int content_validate(const struct config *cfg)
+{
+	char why[512];
+	const char *t = cfg->default_type, *slash = strchr(t, '/');
+	if (!slash || slash == t || slash[1] == '\0' || strpbrk(t, " \t") != NULL) {
+		report("%s: default_type: '%s' is not a MIME type (like application/octet-stream)", cfg->source, t);
+		return -1;
+	}
+	if (cfg->types_file[0]) {
+		struct mime_overrides *o;
+		if (mime_overrides_load(cfg->types_file, &o, why, sizeof(why)) < 0) {
+			report("%s: types_file: %s", cfg->source, why);
+			return -1;
+		}
+		mime_overrides_free(o);
+	}
+	return 0;
+}
+
 int config_validate(struct config *cfg)
 {
 	struct stat st;
@@ -798,6 +883,8 @@ int config_validate(struct config *cfg)
 		return -1;
 	}
 	if (listen_validate(cfg) < 0)
+		return -1;
+	if (content_validate(cfg) < 0)
 		return -1;
 	return 0;
 }
@@ -854,6 +941,10 @@ static void config_print_section(const struct config *cfg, const char *section, 
 		case KEY_DELAY_KIND: fprintf(out, "%s\n", delay_kinds[cfg->delay_kind]); break;
 		case KEY_AUTOINDEX: fprintf(out, "%s\n", autoindex_modes[cfg->autoindex]); break;
 		case KEY_LOG_FORMAT: fprintf(out, "%s\n", log_formats[cfg->access_log_format]); break;
+		case KEY_CODINGS:
+			encoding_prefs_format(&cfg->precompressed, buf, sizeof(buf));
+			fprintf(out, "%s\n", buf[0] ? buf : "off");
+			break;
 		case KEY_DURATION_US: {
 			int us = *(const int *)field;
 			if (us % 1000)
@@ -879,4 +970,7 @@ void config_print(const struct config *cfg, FILE *out)
 		if (!seen)
 			config_print_section(cfg, config_keys[s].section, s == 0, out);
 	}
+	fprintf(out, "\n[cache_control]\n");
+	for (size_t i = 0; i < cfg->cache_control.n; i++)
+		fprintf(out, "%s = %s\n", cfg->cache_control.rule[i].pattern, cfg->cache_control.rule[i].value);
 }

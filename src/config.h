@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "http/cache_control.h"
+#include "http/encoding.h"
+
 enum symlink_policy {
 	SYMLINKS_INSIDE, /* follow only symlinks that resolve inside the root (default) */
 	SYMLINKS_ALL,    /* follow any symlink */
@@ -129,6 +132,14 @@ struct config {
 	char hsts[256];                 /* Strict-Transport-Security value on HTTPS responses; "" = none */
 	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
 	int redirect_https_port;        /* ... on this port */
+	/* [content] (issue 11: precompressed sidecars, MIME types, cache rules) */
+	struct encoding_prefs precompressed; /* sidecar codings by preference; n == 0: off */
+	char types_file[4096];   /* mime.types-format file over the built-in table; "" = none */
+	char default_type[128];  /* Content-Type when no table knows the extension */
+	bool cache_expires;      /* add Expires (now + max-age) where a rule has max-age */
+
+	/* [cache_control]: "pattern = value" lines, first match wins */
+	struct cache_control_rules cache_control;
 
 	/* where it came from, for --check and messages */
 	char source[4096];

@@ -28,8 +28,11 @@
 #include "fs/file.h"
 #include "fs/path.h"
 #include "http/autoindex.h"
+#include "fs/sidecar.h"
+#include "http/cache_control.h"
 #include "http/date.h"
-#include "http/mime.h"
+#include "http/encoding.h"
+#include "http/mime_file.h"
 #include "http/parse.h"
 #include "http/range.h"
 #include "http/response.h"
@@ -738,7 +741,56 @@ struct file_view {
 	const char *mime;
 	struct cache_entry *entry;
 	int fd;
+	/* issue 11: set only when the features are configured */
+	const char *content_encoding;          /* a sidecar's coding, or NULL */
+	char lm_buf[HTTP_DATE_LEN + 1];        /* last_modified's storage for an opened file */
+	bool vary;                             /* the file has sidecars: Vary: Accept-Encoding */
+	const struct cache_control_rule *cc;   /* the Cache-Control rule that matched, or NULL */
 };
+
+/* What a request resolved to: the file's root-relative path, and the URL
+ * path Cache-Control rules are matched against. */
+struct target {
+	const char *rel;
+	size_t len;
+	const char *url_path;                  /* NULL when there are no rules */
+};
+
+/* Validators, Vary, Cache-Control and Expires: what a 200, 206 and 304 for
+ * the file all carry (RFC 9110 15.4.5: a 304 sends the fields a 200 would). */
+static void put_file_fields(struct conn *c, struct hbuf *b, const struct file_view *f)
+{
+	puts_(b, "Last-Modified: ");
+	puts_(b, f->last_modified);
+	puts_(b, "\r\nETag: ");
+	put(b, f->etag, f->etag_len);
+	puts_(b, "\r\n");
+	if (f->vary)
+		puts_(b, "Vary: Accept-Encoding\r\n");
+	if (!f->cc)
+		return;
+	puts_(b, "Cache-Control: ");
+	puts_(b, f->cc->value);
+	puts_(b, "\r\n");
+	if (c->cfg->cache_expires && f->cc->max_age >= 0) {
+		/* for HTTP/1.0 caches, which know no max-age (RFC 9111 5.3);
+		 * formatted once a second per thread and rule, as the Date is */
+		static _Thread_local struct {
+			time_t at;
+			long long max_age;
+			char date[HTTP_DATE_LEN + 1];
+		} last;
+		time_t now = time(NULL);
+		if (now != last.at || f->cc->max_age != last.max_age) {
+			http_date_format(now + (time_t)f->cc->max_age, last.date);
+			last.at = now;
+			last.max_age = f->cc->max_age;
+		}
+		puts_(b, "Expires: ");
+		put(b, last.date, HTTP_DATE_LEN);
+		puts_(b, "\r\n");
+	}
+}
 
 /* Takes over the view's fd or entry reference. */
 static void respond_file(struct conn *c, struct file_view *f)
@@ -758,13 +810,17 @@ static void respond_file(struct conn *c, struct file_view *f)
 	if (pre == 412) {
 		if (f->fd >= 0)
 			close(f->fd);
-		respond_status(c, 412, false, NULL); /* releases the entry */
+		/* releases the entry */
+		respond_status(c, 412, false, f->vary ? "Vary: Accept-Encoding\r\n" : NULL);
 		return;
 	}
 	if (pre == 304) {
 		if (f->fd >= 0)
 			close(f->fd);
-		respond_not_modified(c, f->last_modified, f->etag, f->etag_len);
+		head_start(c, &b, 304);
+		put_file_fields(c, &b, f);
+		head_end(c, &b);
+		c->state = ST_SEND;
 		return;
 	}
 
@@ -784,7 +840,8 @@ static void respond_file(struct conn *c, struct file_view *f)
 		if (f->fd >= 0)
 			close(f->fd);
 		char extra[64];
-		snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
+		snprintf(extra, sizeof(extra), "Content-Range: bytes */%llu\r\n%s", (unsigned long long)size,
+			 f->vary ? "Vary: Accept-Encoding\r\n" : "");
 		respond_status(c, 416, false, extra);
 		return;
 	}
@@ -814,11 +871,13 @@ static void respond_file(struct conn *c, struct file_view *f)
 	}
 
 	head_start(c, &b, status);
-	puts_(&b, "Last-Modified: ");
-	puts_(&b, f->last_modified);
-	puts_(&b, "\r\nETag: ");
-	put(&b, f->etag, f->etag_len);
-	puts_(&b, "\r\nAccept-Ranges: bytes\r\n");
+	put_file_fields(c, &b, f);
+	puts_(&b, "Accept-Ranges: bytes\r\n");
+	if (f->content_encoding) {
+		puts_(&b, "Content-Encoding: ");
+		puts_(&b, f->content_encoding);
+		puts_(&b, "\r\n");
+	}
 	if (status == 206 && nranges > 1) {
 		respond_multipart(c, &b, f->mime, size, ranges, nranges);
 		c->state = ST_SEND;
@@ -848,39 +907,168 @@ static void respond_file(struct conn *c, struct file_view *f)
 	c->state = ST_SEND;
 }
 
-static void respond_cached(struct conn *c, struct cache_entry *e)
-{
-	struct file_view f = {
-		.size = e->len, .mtime = e->mtime, .etag = e->etag, .etag_len = e->etag_len,
-		.last_modified = e->last_modified, .mime = e->mime, .entry = e, .fd = -1,
-	};
-	respond_file(c, &f);
-}
-
-/* A file just opened: cache it when it fits, else serve it from the fd. */
-static void respond_opened(struct conn *c, int fd, const struct stat *st, const char *rel, size_t len)
-{
-	const char *mime = mime_type(rel, len);
-	struct cache_entry *e = cache_insert(c->srv->cache, rel, len, fd, st, mime, conn_now_ms());
-	if (e) {
-		close(fd);
-		respond_cached(c, e);
-		return;
-	}
-	char etag[HTTP_ETAG_MAX], lastmod[HTTP_DATE_LEN + 1];
-	struct file_view f = {
-		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
-		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
-		.last_modified = lastmod, .mime = mime, .entry = NULL, .fd = fd,
-	};
-	http_date_format(st->st_mtime, lastmod);
-	respond_file(c, &f);
-}
-
 static int cache_reopen(const char *key, void *arg)
 {
 	const struct server *srv = arg;
 	return file_open_beneath(srv->root_fd, key, srv->cfg->symlinks);
+}
+
+static void view_of_entry(struct file_view *f, struct cache_entry *e)
+{
+	*f = (struct file_view){
+		.size = e->len, .mtime = e->mtime, .etag = e->etag, .etag_len = e->etag_len,
+		.last_modified = e->last_modified, .mime = e->mime, .entry = e, .fd = -1,
+	};
+}
+
+/* The cached file at rel, referenced, or NULL (counted in the stats). */
+static struct cache_entry *cached_file(struct conn *c, const char *rel, size_t len)
+{
+	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, len, conn_now_ms(), cache_reopen,
+					       (void *)c->srv);
+	if (c->srv->cache)
+		stats_cache_lookup(hit != NULL); /* stats */
+	return hit;
+}
+
+/* The sidecars of a cached file, worked out at most once per revalidation
+ * window (so a sidecar made or deleted later is seen as the file itself would
+ * be) and kept with the entry: a hit costs no stat for them. */
+#define SIDECARS_KNOWN (1u << 31)
+
+static unsigned cached_sidecars(struct conn *c, struct cache_entry *e, const struct target *t)
+{
+	int64_t now = conn_now_ms();
+	unsigned mask = atomic_load_explicit(&e->aux, memory_order_relaxed);
+	long long checked = atomic_load_explicit(&e->aux_checked_ms, memory_order_relaxed);
+	if ((mask & SIDECARS_KNOWN) && now - checked < c->cfg->cache_revalidate_ms)
+		return mask;
+	/* one thread per window looks; the others use what is known */
+	if ((mask & SIDECARS_KNOWN) &&
+	    !atomic_compare_exchange_strong(&e->aux_checked_ms, &checked, (long long)now))
+		return mask;
+	mask = SIDECARS_KNOWN | sidecar_probe(c->srv->root_fd, c->cfg->symlinks, t->rel, t->len, e->mtime,
+					      &c->cfg->precompressed);
+	atomic_store_explicit(&e->aux, mask, memory_order_relaxed);
+	atomic_store_explicit(&e->aux_checked_ms, (long long)now, memory_order_relaxed);
+	return mask;
+}
+
+/* The view of the chosen sidecar, from the cache or opened; false when it is
+ * gone or stale since the look (the original is sent instead). Keeps the
+ * original's Content-Type; the ETag gets the coding as a suffix, so no cache
+ * mistakes one encoding's bytes for another's (RFC 9110 8.8.3). */
+static bool sidecar_view(struct conn *c, const struct target *t, const struct file_view *orig, int coding,
+			 struct file_view *f, char *etag)
+{
+	char key[t->len + SIDECAR_SUFFIX_MAX];
+	size_t keylen = t->len + strlen(encoding_suffix(coding));
+	struct stat st;
+
+	memcpy(key, t->rel, t->len);
+	strcpy(key + t->len, encoding_suffix(coding));
+	struct cache_entry *e = cached_file(c, key, keylen); /* a sidecar is looked up like any file */
+	if (e && e->mtime < orig->mtime) {
+		cache_release(e);
+		return false;
+	}
+	if (!e) {
+		int fd = sidecar_open(c->srv->root_fd, c->cfg->symlinks, t->rel, t->len, coding, orig->mtime, key, &st);
+		if (fd < 0)
+			return false;
+		e = cache_insert(c->srv->cache, key, keylen, fd, &st, mime_lookup(c->srv->mime, key, keylen,
+										 c->cfg->default_type),
+				 conn_now_ms());
+		if (e) {
+			close(fd);
+		} else {
+			*f = (struct file_view){
+				.size = (uint64_t)st.st_size, .mtime = st.st_mtime, .fd = fd,
+				.etag_len = http_etag(etag, st.st_mtime, (uint64_t)st.st_size),
+			};
+			http_date_format(st.st_mtime, f->lm_buf);
+			f->last_modified = f->lm_buf;
+		}
+	}
+	if (e) {
+		view_of_entry(f, e);
+		memcpy(etag, e->etag, e->etag_len);
+		f->etag_len = e->etag_len;
+	}
+	/* "mtime-size" becomes "mtime-size-br" */
+	f->etag_len += (size_t)snprintf(etag + f->etag_len - 1, HTTP_ETAG_MAX - f->etag_len + 1, "-%s\"",
+					 encoding_name(coding)) - 1;
+	f->etag = etag;
+	f->mime = orig->mime;
+	f->content_encoding = encoding_name(coding);
+	f->vary = true;
+	f->cc = orig->cc;
+	return true;
+}
+
+/* Sends the file f, or the sidecar Accept-Encoding picks for it (issue
+ * 11.1); applies the Cache-Control rules. Takes over f's fd or entry. */
+static void respond_target(struct conn *c, struct file_view *f, const struct target *t)
+{
+	const struct config *cfg = c->cfg;
+	if (t->url_path)
+		f->cc = cache_control_match(&cfg->cache_control, t->url_path, f->mime);
+	if (cfg->precompressed.n == 0) {
+		respond_file(c, f);
+		return;
+	}
+	unsigned avail = f->entry ? cached_sidecars(c, f->entry, t) & ~SIDECARS_KNOWN
+				  : sidecar_probe(c->srv->root_fd, cfg->symlinks, t->rel, t->len, f->mtime,
+						  &cfg->precompressed);
+	f->vary = avail != 0;
+	int coding = encoding_choose(c->req.accept_encoding, c->req.accept_encoding_lines, &cfg->precompressed,
+				     avail);
+	if (coding == ENCODING_NOT_ACCEPTABLE) {
+		/* RFC 9110 12.5.3: identity refused and no coding on offer */
+		if (f->fd >= 0)
+			close(f->fd);
+		cache_release(f->entry);
+		respond_status(c, 406, false, f->vary ? "Vary: Accept-Encoding\r\n" : NULL);
+		return;
+	}
+	struct file_view side;
+	char etag[HTTP_ETAG_MAX];
+	if (coding >= 0 && sidecar_view(c, t, f, coding, &side, etag)) {
+		if (f->fd >= 0)
+			close(f->fd);
+		cache_release(f->entry);
+		respond_file(c, &side);
+		return;
+	}
+	respond_file(c, f);
+}
+
+static void respond_cached(struct conn *c, struct cache_entry *e, const struct target *t)
+{
+	struct file_view f;
+	view_of_entry(&f, e);
+	respond_target(c, &f, t);
+}
+
+/* A file just opened: cache it when it fits, else serve it from the fd. */
+static void respond_opened(struct conn *c, int fd, const struct stat *st, const struct target *t)
+{
+	const char *mime = mime_lookup(c->srv->mime, t->rel, t->len, c->cfg->default_type);
+	struct cache_entry *e = cache_insert(c->srv->cache, t->rel, t->len, fd, st, mime, conn_now_ms());
+	if (e) {
+		close(fd);
+		respond_cached(c, e, t);
+		return;
+	}
+	char etag[HTTP_ETAG_MAX];
+	struct file_view f = {
+		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
+		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
+		.mime = mime, .entry = NULL, .fd = fd,
+	};
+	http_date_format(st->st_mtime, f.lm_buf);
+	f.last_modified = f.lm_buf;
+	respond_target(c, &f, t);
 }
 
 /* The status a request gets whatever its body holds, or 0: lets a client
@@ -893,16 +1081,6 @@ static int request_refusal(const struct http_request *r)
 	if (r->method != HTTP_GET && r->method != HTTP_HEAD)
 		return 405;
 	return 0;
-}
-
-/* The cached file at rel, referenced, or NULL (counted in the stats). */
-static struct cache_entry *cached_file(struct conn *c, const char *rel, size_t len)
-{
-	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, len, conn_now_ms(), cache_reopen,
-					       (void *)c->srv);
-	if (c->srv->cache)
-		stats_cache_lookup(hit != NULL); /* stats */
-	return hit;
 }
 
 /* "app.js" has one, "settings" and "v1/" none: only a path without one
@@ -931,9 +1109,11 @@ static void respond_fallback(struct conn *c)
 		respond_status(c, 404, false, NULL);
 		return;
 	}
+	/* Cache-Control rules see the fallback's own path: its content is served */
+	struct target t = { rel, pr.len, cfg->cache_control.n ? cfg->fallback : NULL };
 	struct cache_entry *hit = cached_file(c, rel, pr.len);
 	if (hit) {
-		respond_cached(c, hit);
+		respond_cached(c, hit, &t);
 		return;
 	}
 	int fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
@@ -946,7 +1126,7 @@ static void respond_fallback(struct conn *c)
 		respond_status(c, 404, false, NULL);
 		return;
 	}
-	respond_opened(c, fd, &st, rel, pr.len);
+	respond_opened(c, fd, &st, &t);
 }
 
 /* Static files: resolve, confine, open, then answer. */
@@ -984,6 +1164,17 @@ static void respond_request(struct conn *c)
 		respond_status(c, 404, false, NULL);
 		return;
 	}
+	/* Cache-Control rules see the URL path as decoded, before the index */
+	char url_path[cfg->cache_control.n ? pr.len + 3 : 1];
+	if (cfg->cache_control.n) {
+		url_path[0] = '/';
+		memcpy(url_path + 1, rel, pr.len);
+		size_t n = pr.len + 1;
+		if (pr.trailing_slash && pr.len)
+			url_path[n++] = '/';
+		url_path[n] = '\0';
+	}
+	struct target t = { rel, 0, cfg->cache_control.n ? url_path : NULL };
 	/* A directory request is looked up as its index file. */
 	size_t keylen = pr.len;
 	if (pr.trailing_slash) {
@@ -994,7 +1185,8 @@ static void respond_request(struct conn *c)
 	}
 	struct cache_entry *hit = cached_file(c, rel, keylen);
 	if (hit) {
-		respond_cached(c, hit);
+		t.len = keylen;
+		respond_cached(c, hit, &t);
 		return;
 	}
 	rel[pr.len] = '\0';
@@ -1052,7 +1244,8 @@ static void respond_request(struct conn *c)
 		respond_status(c, 403, false, NULL);
 		return;
 	}
-	respond_opened(c, fd, &st, rel, pr.len);
+	t.len = pr.len;
+	respond_opened(c, fd, &st, &t);
 }
 
 /* ---- input --------------------------------------------------------- */
@@ -1129,18 +1322,9 @@ static enum expectation expectation_of(const struct http_request *r)
 	struct span line;
 	while (http_field_lines_next(r->expect, r->expect_lines, "expect", &cursor, &line)) {
 		const char *p = line.p, *end = line.p + line.len;
-		while (p < end) {
-			while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
-				p++;
-			const char *m = p;
-			while (p < end && *p != ',')
-				p++;
-			const char *mend = p;
-			while (mend > m && (mend[-1] == ' ' || mend[-1] == '\t'))
-				mend--;
-			if (mend == m)
-				continue;
-			if (!span_eq_nocase((struct span){ m, (size_t)(mend - m) }, "100-continue"))
+		struct span m;
+		while (http_list_member_next(&p, end, &m)) {
+			if (!span_eq_nocase(m, "100-continue"))
 				return EXPECT_UNKNOWN;
 			ex = EXPECT_CONTINUE;
 		}

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fs/cache.h"
+#include "http/mime_file.h"
 #include "workload/workload.h"
 #include "log/log.h"
 #include "models/model.h"
@@ -133,6 +134,13 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		return -1;
 	}
 	load_error_pages(srv);
+	if (cfg->types_file[0]) {
+		char why[512];
+		if (mime_overrides_load(cfg->types_file, &srv->mime, why, sizeof(why)) < 0) {
+			log_error("types_file: %s", why);
+			return -1;
+		}
+	}
 	if (cfg->cache_size > 0) {
 		srv->cache = cache_new(cfg->cache_size, cfg->cache_max_file, cfg->cache_revalidate_ms);
 		if (!srv->cache)
@@ -185,6 +193,8 @@ void server_close(struct server *srv)
 	stats_close(srv); /* stats: unlinks the segment in the creating process only */
 	cache_free(srv->cache);
 	srv->cache = NULL;
+	mime_overrides_free(srv->mime);
+	srv->mime = NULL;
 	workload_free(srv->workload);
 	srv->workload = NULL;
 	tls_context_free(srv->tls);

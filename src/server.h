@@ -45,6 +45,7 @@ struct server {
 	struct stats *stats;         /* the statistics segment (stats/stats.h), or NULL */
 	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */
 	struct tls_context *tls;     /* cfg->tls: shared by every connection (tls/context.h); else NULL */
+	struct mime_overrides *mime; /* the types_file, or NULL (issue 11.6) */
 	struct error_page *pages;
 	size_t npages;
 };

@@ -271,6 +271,8 @@ struct cache_entry *cache_insert(struct file_cache *fc, const char *key, size_t 
 	e->hash = hash_key(key, keylen);
 	atomic_init(&e->refs, 2); /* the cache's and the caller's */
 	atomic_init(&e->checked_ms, now_ms);
+	atomic_init(&e->aux, 0);
+	atomic_init(&e->aux_checked_ms, 0);
 
 	struct shard *s = shard_for(fc, e->hash);
 	size_t cost = entry_cost(e);

@@ -25,6 +25,12 @@ struct cache_entry {
 	char last_modified[32];
 	const char *mime;
 
+	/* the caller's: a fact about the file it would rather not look up on
+	 * every request (conn.c: which precompressed sidecars exist), and when
+	 * it was last worked out (0: never). The cache only zeroes them. */
+	atomic_uint aux;
+	atomic_llong aux_checked_ms;
+
 	/* private to cache.c */
 	atomic_int refs;
 	atomic_llong checked_ms;  /* last time the file was compared with the disk */

@@ -110,6 +110,12 @@ static const struct mime_entry mime_table[] = {
 
 const char *mime_type(const char *name, size_t len)
 {
+	const char *t = mime_type_find(name, len);
+	return t ? t : MIME_DEFAULT;
+}
+
+const char *mime_type_find(const char *name, size_t len)
+{
 	char ext[MIME_EXT_MAX];
 	size_t dot = len, i, n;
 
@@ -126,15 +132,15 @@ const char *mime_type(const char *name, size_t len)
 	/* No dot, a trailing dot ("file."), or a dotfile's own leading dot
 	 * (".bashrc" has no extension, like "Makefile"). */
 	if (dot == len || dot + 1 == len || dot == 0 || name[dot - 1] == '/')
-		return MIME_DEFAULT;
+		return NULL;
 
 	n = len - dot - 1;
 	if (n >= MIME_EXT_MAX)
-		return MIME_DEFAULT;
+		return NULL;
 	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)name[dot + 1 + i];
 		if (c == '\0')
-			return MIME_DEFAULT; /* would cut the compare short */
+			return NULL; /* would cut the compare short */
 		ext[i] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
 	}
 	ext[n] = '\0';
@@ -150,5 +156,5 @@ const char *mime_type(const char *name, size_t len)
 		else
 			lo = mid + 1;
 	}
-	return MIME_DEFAULT;
+	return NULL;
 }

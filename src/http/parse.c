@@ -244,22 +244,36 @@ static int http_target_parse(struct http_request *req, struct span *authority)
 	return 0;
 }
 
+bool http_list_member_next(const char **p, const char *end, struct span *member)
+{
+	const char *s = *p;
+	while (s < end) {
+		while (s < end && (*s == ',' || HTTP_IS_WS(*s)))
+			s++;
+		const char *m = s;
+		while (s < end && *s != ',')
+			s++;
+		const char *mend = s;
+		while (mend > m && HTTP_IS_WS(mend[-1]))
+			mend--;
+		if (mend > m) {
+			*p = s;
+			*member = (struct span){ m, (size_t)(mend - m) };
+			return true;
+		}
+	}
+	*p = s;
+	return false;
+}
+
 /* RFC 9110 7.6.1: Connection is a list of tokens, compared case-insensitively. */
 static void http_connection_tokens(const char *p, const char *e, bool *close, bool *keep)
 {
-	while (p < e) {
-		while (p < e && (*p == ',' || HTTP_IS_WS(*p)))
-			p++;
-		const char *t = p;
-		while (p < e && *p != ',')
-			p++;
-		const char *te = p;
-		while (te > t && HTTP_IS_WS(te[-1]))
-			te--;
-		size_t n = (size_t)(te - t);
-		if (n == 5 && strncasecmp(t, "close", 5) == 0)
+	struct span t;
+	while (http_list_member_next(&p, e, &t)) {
+		if (t.len == 5 && strncasecmp(t.p, "close", 5) == 0)
 			*close = true;
-		else if (n == 10 && strncasecmp(t, "keep-alive", 10) == 0)
+		else if (t.len == 10 && strncasecmp(t.p, "keep-alive", 10) == 0)
 			*keep = true;
 	}
 }
@@ -354,6 +368,10 @@ static int http_header(struct http_request *req, struct http_parse_state *s, con
 			req->has_content_length = true;
 			req->content_length = n;
 		}
+		break;
+	case 15:
+		if (HTTP_NAME_IS("accept-encoding"))
+			http_list_add(&req->accept_encoding, &req->accept_encoding_lines, v);
 		break;
 	case 17:
 		if ((name[0] | 0x20) == 't') {

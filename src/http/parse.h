@@ -57,6 +57,8 @@ struct http_request {
 	unsigned if_none_match_lines;
 	struct span expect;
 	unsigned expect_lines;
+	struct span accept_encoding; /* issue 11.1: which precompressed sidecar */
+	unsigned accept_encoding_lines;
 
 	struct span user_agent;
 	struct span referer;
@@ -141,6 +143,11 @@ enum http_chunked_result http_chunked_skip(struct http_chunked *st, const char *
  * lines <= 1 the span is the one value (so a span built by hand works). */
 bool http_field_lines_next(struct span field, unsigned lines, const char *name, const char **cursor,
 			   struct span *value);
+
+/* Steps through the members of one comma-separated list value (RFC 9110
+ * 5.6.1): sets *member to the next non-empty one, whitespace-trimmed, and
+ * advances *p; false when none is left before end. */
+bool http_list_member_next(const char **p, const char *end, struct span *member);
 
 const char *http_method_name(enum http_method m);
 

@@ -20,6 +20,7 @@ const char *http_status_text(int status)
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 406: return "Not Acceptable";
 	case 408: return "Request Timeout";
 	case 411: return "Length Required";
 	case 412: return "Precondition Failed";

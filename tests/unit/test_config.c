@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../src/config.h"
+#include "tempfile.h"
 
 static char last_msg[1024];
 static int nmsgs;
@@ -284,4 +285,67 @@ Test(config, site_keys_values_and_file_lines)
 	snprintf(want, sizeof(want), "%s:5: access_log_format", path);
 	cr_expect(strstr(last_msg, want), "%s", last_msg);
 	cr_expect_eq(cfg.autoindex, AUTOINDEX_HTML);
+}
+
+/* [content] and [cache_control] (issue 11): rules keep their order, a bad
+ * rule or coding names its line, a bad types file is refused by
+ * config_validate (so a reload with one keeps the old configuration). */
+Test(config, content_and_cache_control_sections)
+{
+	struct config cfg;
+	char path[64];
+	cr_assert_eq(load_text("[content]\nprecompressed = zstd gzip\ncache_expires = on\n"
+				     "[cache_control]\n/assets/* = public, max-age=31536000, immutable\n"
+				     "text/html = no-cache\n", &cfg, path), 0, "%s", last_msg);
+	cr_assert_eq(cfg.precompressed.n, 2);
+	cr_assert_eq(cfg.precompressed.order[0], CODING_ZSTD);
+	cr_assert(cfg.cache_expires);
+	cr_assert_eq(cfg.cache_control.n, 2);
+	cr_assert_str_eq(cfg.cache_control.rule[0].pattern, "/assets/*");
+	cr_assert_str_eq(cfg.cache_control.rule[0].value, "public, max-age=31536000, immutable");
+	cr_assert_str_eq(cfg.cache_control.rule[1].pattern, "text/html");
+
+	cr_assert_eq(load_text("[content]\nprecompressed = br lzma\n", &cfg, path), -1);
+	char want[200];
+	snprintf(want, sizeof(want), "%s:2: precompressed: 'lzma'", path);
+	cr_assert(strstr(last_msg, want), "%s", last_msg);
+	cr_assert_eq(load_text("[cache_control]\n/a = x\nhtml = no-cache\n", &cfg, path), -1);
+	snprintf(want, sizeof(want), "%s:3: cache_control: pattern 'html'", path);
+	cr_assert(strstr(last_msg, want), "%s", last_msg);
+
+	/* --set form, and the defaults: sidecars off, octet-stream */
+	config_defaults(&cfg);
+	cr_assert_eq(cfg.precompressed.n, 0);
+	cr_assert_str_eq(cfg.default_type, "application/octet-stream");
+	cr_assert_eq(config_set(&cfg, "cache_control", "/x/* = max-age=5", "--set"), 0, "%s", last_msg);
+	cr_assert_str_eq(cfg.cache_control.rule[0].pattern, "/x/*");
+	cr_assert_eq(cfg.cache_control.rule[0].max_age, 5);
+	cr_assert_eq(config_set(&cfg, "cache_control", "no-equals-sign", "--set"), -1);
+}
+
+Test(config, types_file_and_default_type_validated)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	strcpy(cfg.root, "/tmp");
+	cr_assert_eq(config_validate(&cfg), 0, "%s", last_msg);
+	cr_assert_eq(config_set(&cfg, "types_file", "/nonexistent/mime.types", "--set"), 0);
+	cr_assert_eq(config_validate(&cfg), -1);
+	cr_assert(strstr(last_msg, "types_file: /nonexistent/mime.types: No such file"), "%s", last_msg);
+	cr_assert_eq(config_set(&cfg, "types_file", "off", "--set"), 0);
+	cr_assert_eq(config_set(&cfg, "default_type", "binary", "--set"), 0);
+	cr_assert_eq(config_validate(&cfg), -1);
+	cr_assert(strstr(last_msg, "default_type: 'binary' is not a MIME type"), "%s", last_msg);
+}
+
+/* A rule --check could not print back: libinih would end the key at ':' or
+ * '=', or read the line as a section or a comment. */
+Test(config, cache_control_pattern_must_read_back)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	static const char *const bad[] = { "/a:b = x", "[x = y", "#x/y = z", ";x/y = z" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(config_set(&cfg, "cache_control", bad[i], "--set"), -1, "%s accepted", bad[i]);
+	cr_assert_eq(cfg.cache_control.n, 0);
 }

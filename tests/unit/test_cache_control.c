@@ -1,0 +1,88 @@
+/* test_cache_control.c - Cache-Control rules: path prefix, path glob, MIME
+ * type, first match wins, max-age for Expires, bad rules refused. */
+#include <criterion/criterion.h>
+
+#include <string.h>
+
+#include "../../src/http/cache_control.h"
+
+static struct cache_control_rules rules;
+
+static void add(const char *pattern, const char *value)
+{
+	char why[256];
+	cr_assert_eq(cache_control_add(&rules, pattern, value, why, sizeof(why)), 0, "%s: %s", pattern, why);
+}
+
+static const char *match(const char *path, const char *mime)
+{
+	const struct cache_control_rule *r = cache_control_match(&rules, path, mime);
+	return r ? r->value : NULL;
+}
+
+static void setup(void)
+{
+	memset(&rules, 0, sizeof(rules));
+	add("/assets/*", "public, max-age=31536000, immutable");
+	add("/api/", "no-store");
+	add("*.map", "private");
+	add("text/html", "no-cache");
+	add("image/*", "max-age=3600");
+	add("/", "max-age=60");
+}
+
+TestSuite(cache_control, .init = setup);
+
+Test(cache_control, first_match_wins)
+{
+	cr_assert_str_eq(match("/assets/app.js", "text/javascript; charset=utf-8"),
+			 "public, max-age=31536000, immutable");
+	cr_assert_str_eq(match("/assets/deep/x.html", "text/html; charset=utf-8"),
+			 "public, max-age=31536000, immutable", "the path rule comes first");
+	cr_assert_str_eq(match("/api/v1/x.json", "application/json"), "no-store");
+	cr_assert_str_eq(match("/js/app.js.map", "application/json"), "private", "* crosses '/'");
+	cr_assert_str_eq(match("/index.html", "text/html; charset=utf-8"), "no-cache");
+	cr_assert_str_eq(match("/docs/", "TEXT/HTML"), "no-cache", "types are case-insensitive");
+	cr_assert_str_eq(match("/logo.png", "image/png"), "max-age=3600");
+	cr_assert_str_eq(match("/a.txt", "text/plain; charset=utf-8"), "max-age=60");
+}
+
+Test(cache_control, no_rule_no_match)
+{
+	memset(&rules, 0, sizeof(rules));
+	cr_assert_null(match("/a.txt", "text/plain"));
+	add("/assets", "max-age=1");
+	cr_assert_null(match("/a.txt", "text/plain"));
+	cr_assert_str_eq(match("/assets2/x", "text/plain"), "max-age=1", "a pattern without * is a prefix");
+	add("text/*", "max-age=2");
+	cr_assert_null(match("/b.json", "application/json"));
+	cr_assert_str_eq(match("/b.txt", "text/plain; charset=utf-8"), "max-age=2");
+}
+
+Test(cache_control, max_age_for_expires)
+{
+	cr_assert_eq(rules.rule[0].max_age, 31536000);
+	cr_assert_eq(rules.rule[1].max_age, -1);
+	cr_assert_eq(rules.rule[4].max_age, 3600);
+	add("/s", "s-maxage=10");
+	cr_assert_eq(rules.rule[rules.n - 1].max_age, -1, "s-maxage is not max-age");
+	add("/t", "public,max-age=0");
+	cr_assert_eq(rules.rule[rules.n - 1].max_age, 0);
+	add("/u", "max-age=99999999999999999999999");
+	cr_assert_eq(rules.rule[rules.n - 1].max_age, 0x7fffffffLL, "an overflow is clamped, not wrapped");
+}
+
+Test(cache_control, bad_rules_refused)
+{
+	char why[256];
+	cr_assert_eq(cache_control_add(&rules, "html", "no-cache", why, sizeof(why)), -1);
+	cr_assert(strstr(why, "neither a path"), "%s", why);
+	cr_assert_eq(cache_control_add(&rules, "/x", "a\r\nSet-Cookie: y", why, sizeof(why)), -1);
+	cr_assert(strstr(why, "control character"), "%s", why);
+	cr_assert_eq(cache_control_add(&rules, "/x", "", why, sizeof(why)), -1);
+	cr_assert_eq(cache_control_add(&rules, "text/", "x", why, sizeof(why)), -1);
+	while (rules.n < CACHE_CONTROL_RULES_MAX)
+		add("/y", "x");
+	cr_assert_eq(cache_control_add(&rules, "/z", "x", why, sizeof(why)), -1);
+	cr_assert(strstr(why, "more than"), "%s", why);
+}

@@ -1,0 +1,71 @@
+/* test_mime_file.c - the types file (mime.types format) over the built-in
+ * table, default_type, and the line a bad file is refused at. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/http/mime_file.h"
+#include "tempfile.h"
+
+static struct mime_overrides *parse(const char *text)
+{
+	struct mime_overrides *o = NULL;
+	char why[256];
+	cr_assert_eq(mime_overrides_parse(text, strlen(text), &o, why, sizeof(why)), 0, "%s", why);
+	return o;
+}
+
+#define LOOK(o, name) mime_lookup(o, name, strlen(name), "application/x-default")
+
+Test(mime_file, overrides_extend_and_default)
+{
+	struct mime_overrides *o = parse("# comment\n"
+					 "\n"
+					 "application/x-zzqx\tzzqx ZZQ2\n"
+					 "text/x-custom  css   # overrides the built-in\n"
+					 "image/png png\r\n"
+					 "application/x-later zzqx\n"
+					 "application/x-none\n");
+	cr_assert_str_eq(LOOK(o, "a.zzqx"), "application/x-later", "a later line wins");
+	cr_assert_str_eq(LOOK(o, "a.zzq2"), "application/x-zzqx");
+	cr_assert_str_eq(LOOK(o, "dir/A.ZZQ2"), "application/x-zzqx", "case-insensitive");
+	cr_assert_str_eq(LOOK(o, "a.css"), "text/x-custom; charset=utf-8", "text types get the charset");
+	cr_assert_str_eq(LOOK(o, "a.png"), "image/png");
+	cr_assert_str_eq(LOOK(o, "a.html"), "text/html; charset=utf-8", "built-in table still there");
+	cr_assert_str_eq(LOOK(o, "a.unknownext"), "application/x-default");
+	cr_assert_str_eq(LOOK(o, "noext"), "application/x-default");
+	cr_assert_str_eq(LOOK(o, ".zzqx"), "application/x-default", "a dotfile has no extension");
+	mime_overrides_free(o);
+	cr_assert_str_eq(LOOK(NULL, "a.js"), "text/javascript; charset=utf-8");
+	cr_assert_str_eq(LOOK(NULL, "a.qqq"), "application/x-default");
+}
+
+Test(mime_file, bad_lines_name_the_line)
+{
+	struct mime_overrides *o = NULL;
+	char why[256];
+	const char *t1 = "text/plain txt\nnot-a-type foo\n";
+	cr_assert_eq(mime_overrides_parse(t1, strlen(t1), &o, why, sizeof(why)), -1);
+	cr_assert(strstr(why, "2: 'not-a-type' is not a MIME type"), "%s", why);
+	const char *t2 = "text/plain txt\n\ntext/plain a.b\n";
+	cr_assert_eq(mime_overrides_parse(t2, strlen(t2), &o, why, sizeof(why)), -1);
+	cr_assert(strstr(why, "3: 'a.b' is not a file extension"), "%s", why);
+	const char *t3 = "text/pl\"ain txt\n";
+	cr_assert_eq(mime_overrides_parse(t3, strlen(t3), &o, why, sizeof(why)), -1);
+}
+
+Test(mime_file, load_names_the_file)
+{
+	char path[64];
+	temp_file_with("types", "text/plain txt\n/bad x\n", path, sizeof(path));
+	struct mime_overrides *o = NULL;
+	char why[512], want[128];
+	cr_assert_eq(mime_overrides_load(path, &o, why, sizeof(why)), -1);
+	snprintf(want, sizeof(want), "%s:2: ", path);
+	cr_assert(strstr(why, want), "%s", why);
+	unlink(path);
+	cr_assert_eq(mime_overrides_load(path, &o, why, sizeof(why)), -1);
+	cr_assert(strstr(why, "No such file"), "%s", why);
+}
