@@ -419,7 +419,9 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 		cfg->nlisten++; /* each line adds one */
 		return 0;
 	case KEY_NAME:
-		/* a user or group name; empty: none */
+		/* a user or group name; off (or empty): none */
+		if (!strcmp(value, "off"))
+			value = "";
 		if (strlen(value) >= k->size || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 							     "0123456789-_.$") != strlen(value)) {
 			snprintf(why, whylen, "%s: '%s' is not a user or group name", k->name, value);
@@ -931,7 +933,7 @@ static void config_print_section(const struct config *cfg, const char *section, 
 		case KEY_BOOL: fprintf(out, "%s\n", *(const bool *)field ? "on" : "off"); break;
 		case KEY_LOGPATH: fprintf(out, "%s\n", field[0] ? field : "off"); break;
 		case KEY_STRING: fprintf(out, "%s\n", field); break;
-		case KEY_NAME: fprintf(out, "%s\n", field); break;
+		case KEY_NAME: fprintf(out, "%s\n", field[0] ? field : "off"); break;
 		case KEY_LISTEN: break; /* above */
 		case KEY_SYMLINKS: fprintf(out, "%s\n", symlinks[cfg->symlinks]); break;
 		case KEY_LEVEL: fprintf(out, "%s\n", levels[cfg->log_level]); break;

@@ -109,7 +109,8 @@ def test_logs_reopen_and_reload_as_user(model, docroot, workdir):
         m = wait_log(srv, GEN_RE.format(n=2, model=model), 5)
         assert m, srv.diagnostics()
         gen2 = int(m.group(1))
-        assert ids(gen2)["Uid"] == [str(pw.pw_uid)] * 4
+        # (logged by the master at the fork, a moment before the child drops)
+        assert util.wait_for(lambda: ids(gen2)["Uid"] == [str(pw.pw_uid)] * 4, 3), ids(gen2)
         assert srv.get("/a.txt").body == A_TXT
     finally:
         assert srv.stop() == 0, srv.diagnostics()

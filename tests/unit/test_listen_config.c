@@ -134,5 +134,5 @@ Test(listen_config, check_output_reads_back)
 	cr_assert_eq(back.nlisten, 2);
 	cr_expect(!back.listen[0].ipv6only);
 	cr_expect_eq(back.listen[1].mode, 0600);
-	cr_expect_str_eq(back.user, "");
+	cr_expect_str_eq(back.user, "", "printed as off, read back as none");
 }
