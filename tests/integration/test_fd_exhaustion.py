@@ -102,7 +102,7 @@ def served(port: int) -> bool:
 def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
     srv = LimitedServer(model, docroot.path, tmp_path,
                         {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
-                         "drain_timeout": 2})
+                         "drain_timeout": int(util.scaled(2))})
     srv.start()
     clients: list[socket.socket] = []
     try:
@@ -147,7 +147,7 @@ def test_descriptor_exhaustion_logs_per_pause_not_per_connection(model, docroot,
     acceptor per second, and still at least one."""
     srv = LimitedServer(model, docroot.path, tmp_path,
                         {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
-                         "drain_timeout": 2})
+                         "drain_timeout": int(util.scaled(2))})
     srv.start()
     clients: list[socket.socket] = []
     try:
@@ -193,7 +193,7 @@ def test_pipelined_keepalive_while_out_of_descriptors_and_recovery_time(model, d
     (the accept pause is 100 ms), not after some long backoff."""
     srv = LimitedServer(model, docroot.path, tmp_path,
                         {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
-                         "drain_timeout": 2})
+                         "drain_timeout": int(util.scaled(2))})
     srv.start()
     clients: list[socket.socket] = []
     try:
