@@ -16,7 +16,7 @@ import sys
 import time
 
 from .lab import (ALL_CPUS, B100, HELLO, HOST, LOAD_CPUS, MB1, MB100, NCPU, NGINX_CONNECTIONS, NOFILE, PAGE,
-                  REPO, SERVER_CPUS, Cell, Lab, Server, ncpus_in, run_cells, server_key)
+                  REPO, SERVER_CPUS, Cell, Lab, Server, missing_peer, ncpus_in, run_cells, server_key, skip_cells)
 
 NGINX = server_key("nginx", "nginx")                         # realistic file server
 NGINX_SEED003 = server_key("nginx", "nginx-seed003")         # seed 003's return 200
@@ -400,6 +400,75 @@ def overhead(lab: Lab, models: list[str]) -> None:
     run_cells(lab, "overhead", cells, lab.repeats, [PAGE, HELLO], fmt_wrk)
 
 
+# --------------------------------------------------------------------------
+# Peers (issue 10): nginx, lighttpd and h2o beside spindle's epoll and uring
+# --------------------------------------------------------------------------
+
+PIPELINE_DEPTH = 16
+# (key, label, connections, path, how): the issue's four cells
+PEER_CELLS = (("keepalive", "wrk -c200 keep-alive 13 B", 200, HELLO, "wrk"),
+              ("pipelined", f"wrk -c50 {PIPELINE_DEPTH} pipelined 13 B", 50, HELLO, "pipeline"),
+              ("close", "ab -c200 new connection 13 B", 200, HELLO, "ab"),
+              ("file1m", "wrk -c50 1 MB file", 50, MB1, "wrk"))
+PEER_SERVERS = ("nginx", "lighttpd", "h2o")
+PEER_MODELS = ("epoll", "uring")
+
+
+# wrk's latency figures under pipelining that cannot be reported (see the note in peers())
+WRK_PIPELINED_LATENCY = ("mean_ms", "stdev_ms", "p50_ms", "p90_ms", "p99_ms")
+
+
+def wrk_pipelined(lab: Lab, s: Server, path: str, conns: int, dur: float) -> dict:
+    """wrk with PIPELINE_DEPTH requests per write. Keeps max_ms (the slowest
+    batch really took that long) and drops the rest of wrk's latency figures."""
+    m = lab.wrk(s, path, conns, dur, script="pipeline.lua", script_args=[path, str(PIPELINE_DEPTH)])
+    for k in WRK_PIPELINED_LATENCY:
+        m.pop(k, None)
+    return m
+
+
+def _peer_cell_run(how: str, path: str, conns: int, dur: float):
+    if how == "ab":
+        return _ab(path, conns, False, dur)
+    if how == "pipeline":
+        return lambda lab, s: wrk_pipelined(lab, s, path, conns, dur)
+    return _wrk(path, conns, dur)
+
+
+def peers(lab: Lab, models: list[str]) -> None:
+    dur = lab.cell_s
+    servers = [(kind, server_key(kind, kind)) for kind in PEER_SERVERS]
+    servers += [(m, spindle(m)) for m in PEER_MODELS if m in models]
+    cells, skipped = [], []
+    for key, label, conns, path, how in PEER_CELLS:
+        for name, server in servers:
+            cell = Cell("peers", f"{name} {label}", server, {"peer_cell": key, "conc": conns},
+                        _peer_cell_run(how, path, conns, dur), warm_path=path)
+            why = missing_peer(name) if name in PEER_SERVERS else None
+            (skipped if why else cells).append((cell, why))
+    for name in dict.fromkeys(c.server[1] for c, _ in skipped):
+        mine = [c for c, _ in skipped if c.server[1] == name]
+        skip_cells(lab, "peers", mine, next(w for c, w in skipped if c.server[1] == name))
+    lab.note("peers", f"Issue 10's side-by-side: every server with one worker on CPU {SERVER_CPUS}, every "
+                      f"generator on CPU {LOAD_CPUS}, the same docroot. Cells: `wrk -t1 -c200 -d{dur:g}s` "
+                      f"keep-alive on the 13-byte file; `wrk -t1 -c50` with {PIPELINE_DEPTH} requests pipelined "
+                      f"per write (bench/lua/pipeline.lua); `ab -c200` with a new connection per request; "
+                      f"`wrk -t1 -c50` on a 1 MB file (GB/s = 10^9 bytes/s read by wrk, server CPU in cores and "
+                      f"µs per MB).")
+    lab.note("peers", "nginx: the lab's file-serving configuration (sendfile, tcp_nopush, open_file_cache, "
+                      "worker_processes 1); lighttpd: server.max-worker 0 (one process), sendfile, "
+                      "server.stat-cache-engine inotify; h2o: num-threads 1, file.dir (h2o 2.2 has no "
+                      "sendfile, and its open-file cache is always on with no directive). No access logs. "
+                      "The exact configurations are in the Setup section.")
+    lab.note("peers", f"The pipelined cell reports the slowest batch (max), not p99: wrk times a batch of "
+                      f"{PIPELINE_DEPTH} as one sample, then 'corrects' its histogram for coordinated omission "
+                      f"with a per-request interval, which adds synthetic samples below the real ones, so its "
+                      f"mean and percentiles read too low (often 0 ms). Its req/s and CPU per request are exact.")
+    run_cells(lab, "peers", [c for c, _ in cells], lab.repeats, [HELLO, MB1],
+              lambda r: fmt_any(r) if r.get("tool") == "ab" or "p99_ms" in r else
+              f"{r['rps']:8.0f} req/s  slowest batch {r['max_ms']:7.2f} ms  errors {r['errors']}")
+
+
 EXPERIMENTS = {
     "seed000": seed000,
     "seed001": seed001,
@@ -407,9 +476,10 @@ EXPERIMENTS = {
     "seed003": seed003,
     "seed004": seed004,
     "openloop": openloop,
+    "peers": peers,
     # outside the default run (python -m bench --only ...)
     "downloads": downloads,
     "idle_rss": idle_rss,
     "overhead": overhead,
 }
-DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop"]
+DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop", "peers"]

@@ -19,14 +19,14 @@ from . import checks, claims
 from .checks import client_bound_loser, verdict as range_verdict
 
 MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "pool", "pool-5", "pool-15", "prefork",
-               "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003"]
+               "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003", "lighttpd", "h2o"]
 COLORS = {"iterative": "#8c564b", "fork": "#d62728", "fork-nofile1024": "#d62728", "thread": "#ff7f0e",
           "pool": "#2ca02c", "pool-5": "#2ca02c", "pool-15": "#98df8a", "prefork": "#17becf",
           "prefork-4x10": "#17becf", "epoll": "#1f77b4", "uring": "#9467bd", "nginx": "#000000",
-          "nginx-seed003": "#000000"}
+          "nginx-seed003": "#000000", "lighttpd": "#bcbd22", "h2o": "#e377c2"}
 SKIP = {"exp", "cell", "server", "kind", "model", "cpus", "workers", "rep", "cmd", "tool", "raw",
         "problems", "failed_run", "failed_detail", "status_counts", "error_samples", "subs", "invalid",
-        "lat_ms", "cdf", "client_bound", "fell_behind"}
+        "lat_ms", "cdf", "client_bound", "fell_behind", "skipped"}
 
 
 # --------------------------------------------------------------------------
@@ -42,7 +42,7 @@ def aggregate(records: list[dict]) -> list[dict]:
         groups.setdefault((r["exp"], r["cell"]), []).append(r)
     rows = []
     for (exp, cell), rs in groups.items():
-        ok = [r for r in rs if "failed_run" not in r]
+        ok = [r for r in rs if "failed_run" not in r and "skipped" not in r]
         first = rs[0]
         params = set(first.get("_params", []))
         row = {k: first[k] for k in ("exp", "cell", "server", "kind", "model", "cpus", "workers", "tool")
@@ -71,6 +71,8 @@ def aggregate(records: list[dict]) -> list[dict]:
             row["cdf"] = cdfs[0]
         row["problems"] = sorted({p for r in rs for p in r.get("problems", [])})
         row["failed_runs"] = [r["failed_run"] for r in rs if "failed_run" in r]
+        if any("skipped" in r for r in rs):
+            row["skipped"] = next(r["skipped"] for r in rs if "skipped" in r)
         rows.append(row)
     return rows
 
@@ -105,6 +107,8 @@ def spread(r, key, digits=0):
     """'median (min–max)' or a dash, and 'FAILED' when no repeat produced it."""
     if r is None:
         return "not run"
+    if r.get("skipped"):
+        return "skipped"
     if r.get("invalid"):
         return "INVALID"
     if key not in r:
@@ -545,6 +549,54 @@ class Report:
             self.compare("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
                          higher_better=False, digits=2)
 
+    # -- peers (issue 10) ---------------------------------------------------------
+
+    def peers(self):
+        rows = select(self.rows, "peers")
+        if not rows:
+            return
+        self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle (issue 10)")
+        cells = list(dict.fromkeys(r["peer_cell"] for r in rows))
+        servers = [r["server"] for r in by_model(rows)]
+        servers = list(dict.fromkeys(sorted(servers, key=lambda s: (s not in PEER_ROW_ORDER,
+                                                                    PEER_ROW_ORDER.index(s) if s in PEER_ROW_ORDER else 0))))
+        grid = {(r["peer_cell"], r["server"]): r for r in rows}
+        self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: server cores). "
+                       "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
+                       "the rate there is the generator's, CPU per request still compares the servers.\n")
+        self.md.append(table(["server"] + [PEER_CELL_TITLES.get(c, c) for c in cells],
+                             [[srv] + [peer_summary(grid.get((c, srv)), c) for c in cells] for srv in servers]))
+        detail = []
+        for c in cells:
+            for srv in servers:
+                r = grid.get((c, srv))
+                if r is None:
+                    continue
+                if r.get("skipped"):
+                    detail.append([PEER_CELL_TITLES.get(c, c), srv, f"skipped: {r['skipped']}"] + ["—"] * 6)
+                    continue
+                big = c == PEER_BYTES_CELL
+                lat = ("max " + spread(r, "max_ms", 1)) if "p99_ms" not in r and "max_ms" in r \
+                    else spread(r, "p99_ms", 1)
+                detail.append([PEER_CELL_TITLES.get(c, c), srv,
+                               spread_scaled(r, "mbps", 1e-3, 2, " GB/s") if big else spread(r, "rps"),
+                               lat, spread(r, "server_us_per_mb" if big else "server_us_per_req", 1),
+                               spread(r, "server_cores", 2)] + cpu_cols(r)[1:] + [errs(r)])
+        self.md.append(table(["cell", "server", "rate", "p99 ms", "server CPU µs/req (1 MB: µs/MB)", "server cores",
+                              "generator core", "other load (cores)", "errors"], detail))
+        self.md.append("Which server wins each cell (only where its min–max range clears every other "
+                       "server's; a rate lost by a client-bound cell does not count):\n")
+        for c in cells:
+            by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid and not grid[(c, srv)].get("skipped")}
+            rate_key = "mbps" if c == PEER_BYTES_CELL else "rps"
+            cpu_key = "server_us_per_mb" if c == PEER_BYTES_CELL else "server_us_per_req"
+            _, rate_why = checks.winner(by_srv, rate_key)
+            _, cpu_why = checks.winner(by_srv, cpu_key, higher_better=False)
+            self.md.append(f"- **{PEER_CELL_TITLES.get(c, c)}**: {'GB/s' if rate_key == 'mbps' else 'req/s'}: "
+                           f"{rate_why}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
+                           f"{cpu_why}.")
+        self.md.append("")
+
     # -- beyond (outside the default run) -----------------------------------------
 
     def beyond(self):
@@ -647,7 +699,7 @@ class Report:
 
     def render(self) -> str:
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
-                  self.beyond):
+                  self.peers, self.beyond):
             f()
         body_sections = self.md
         self.md = []
@@ -682,6 +734,8 @@ class Report:
                  "worker count in the same cell):\n"]
         for name, conf in man.get("nginx_confs", {}).items():
             setup += [f"`{name}`:\n", "```nginx", conf.rstrip(), "```\n"]
+        for name, conf in man.get("peer_confs", {}).items():
+            setup += [f"`{name}` (peers experiment):\n", "```", conf.rstrip(), "```\n"]
         setup.append(f"The file-serving nginx has `worker_connections {NGINX_CONNECTIONS_NOTE}` (room for c = 1000; "
                      f"seed 003's has 768): nginx preallocates a connection structure and its events for every slot "
                      f"at start, so its memory baseline grows with this limit. Each server's memory right after "
@@ -705,6 +759,34 @@ class Report:
                      "experiment's settings. Exact commands are in results.csv (`cmd`); machine, versions and "
                      "sysctls in manifest.json.\n")
         return "\n".join(top + claims_md + body_sections + tail_md + setup) + "\n"
+
+
+PEER_CELL_TITLES = {"keepalive": "wrk -c200 keep-alive, 13 B", "pipelined": "wrk -c50, 16 pipelined per write",
+                    "close": "ab -c200, new connection per request", "file1m": "wrk -c50, 1 MB file"}
+PEER_BYTES_CELL = "file1m"
+PEER_ROW_ORDER = ["nginx", "lighttpd", "h2o", "epoll", "uring"]
+
+
+def spread_scaled(r, key, scale, digits, unit=""):
+    """spread() of key x scale (e.g. MB/s as GB/s), with a unit after the median."""
+    if r is None or r.get("skipped") or r.get("invalid") or key not in r:
+        return spread(r, key, digits)
+    med, lo, hi = (num(r[k] * scale, digits) for k in (key, key + "_min", key + "_max"))
+    return f"{med}{unit}" if r["reps_ok"] <= 1 else f"{med}{unit} ({lo}–{hi}{unit})"
+
+
+def peer_summary(r, cell: str) -> str:
+    """One entry of the issue-shaped table: the rate, then the server's CPU
+    per request (per-core use for the 1 MB file), with ranges."""
+    if r is None:
+        return "not run"
+    if r.get("skipped"):
+        return f"skipped: {r['skipped']}"
+    if cell == PEER_BYTES_CELL:
+        text = f"{spread_scaled(r, 'mbps', 1e-3, 2, ' GB/s')} · {spread_scaled(r, 'server_cores', 1, 2, ' cores')}"
+    else:
+        text = f"{spread_scaled(r, 'rps', 1e-3, 1, 'k')} · {spread_scaled(r, 'server_us_per_req', 1, 1, ' µs')}"
+    return text + (" **CB**" if r.get("client_bound") else "")
 
 
 def pct(r, q):
