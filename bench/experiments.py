@@ -469,6 +469,53 @@ def peers(lab: Lab, models: list[str]) -> None:
               f"{r['rps']:8.0f} req/s  slowest batch {r['max_ms']:7.2f} ms  errors {r['errors']}")
 
 
+# --------------------------------------------------------------------------
+# TLS (issue 13): handshakes/s and server CPU per handshake, every model and nginx
+# --------------------------------------------------------------------------
+
+TLS_CONNS = 50
+# (key, label, how): full handshakes, resumed ones, keep-alive over TLS, and the
+# same servers over plain HTTP with a new connection per request, to compare rankings
+TLS_CELLS = (("full", f"https ab -c{TLS_CONNS} new connection", "ab"),
+             ("resumed", "https s_time -reuse", "s_time"),
+             ("keepalive", f"https ab -k -c{TLS_CONNS}", "ab -k"),
+             ("plain", f"http ab -c{TLS_CONNS} new connection", "ab"))
+
+
+def _tls_cell_run(how: str, dur: float):
+    if how == "s_time":
+        return lambda lab, s: lab.s_time(s, HELLO, dur)
+    return _ab(HELLO, TLS_CONNS, how == "ab -k", dur)
+
+
+def tls(lab: Lab, models: list[str]) -> None:
+    dur = lab.cell_s
+    cert, key = ("cert.pem", "key.pem") if lab.plan is not None else lab.tls_files()
+    refusal = None if lab.plan is not None else lab.spindle_tls_refusal(cert, key)
+    keys = {"tls_certificate": str(cert), "tls_certificate_key": str(key)}
+    servers = [("nginx", server_key("nginx", "nginx-tls", _label="nginx", **keys), NGINX)]
+    servers += [(m, spindle(m, threads=64, tls="on", **keys), spindle(m, threads=64)) for m in models]
+    cells, skipped = [], []
+    for ckey, label, how in TLS_CELLS:
+        for name, tls_server, plain_server in servers:
+            cell = Cell("tls", f"{name} {label}", plain_server if ckey == "plain" else tls_server,
+                        {"tls_cell": ckey, "conc": 1 if how == "s_time" else TLS_CONNS},
+                        _tls_cell_run(how, dur), warm_path=HELLO)
+            (skipped if refusal and name != "nginx" else cells).append(cell)
+    skip_cells(lab, "tls", skipped, refusal)
+    lab.note("tls", f"HTTPS with a self-signed ECDSA P-256 certificate made by openssl for the run; TLS 1.2 "
+                    f"and 1.3 with Mozilla's intermediate ECDHE suites; nginx with the same certificate and "
+                    f"suites, its session cache and tickets on. Cells on the 13-byte file: `ab -c{TLS_CONNS}` "
+                    f"over https (a full handshake per request), `openssl s_time -reuse` (one connection at a "
+                    f"time, each resuming the first one's session: resumed handshakes/s is bound by round trips, "
+                    f"CPU per handshake is not), `ab -k -c{TLS_CONNS}` over https, and `ab -c{TLS_CONNS}` over "
+                    f"plain HTTP for the ranking without TLS. Server CPU per request = per handshake in the "
+                    f"first two cells.")
+    run_cells(lab, "tls", cells, lab.repeats, [HELLO],
+              lambda r: (f"{r['rps']:8.0f} handshakes/s  {r['resumed']} of {r['connections']} resumed"
+                         if r.get("tool") == "s_time" else fmt_ab(r)))
+
+
 EXPERIMENTS = {
     "seed000": seed000,
     "seed001": seed001,
@@ -481,5 +528,6 @@ EXPERIMENTS = {
     "downloads": downloads,
     "idle_rss": idle_rss,
     "overhead": overhead,
+    "tls": tls,          # issue 13: joins DEFAULT once spindle serves TLS
 }
 DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop", "peers"]

@@ -91,6 +91,10 @@ class Server:
     conf_text: str = ""
     log_path: Path | None = None
     expected: dict = field(default_factory=dict)   # path -> (head bytes, body bytes)
+    scheme: str = "http"      # "https" for a TLS server (the tls experiment)
+
+    def url(self, path: str) -> str:
+        return f"{self.scheme}://{HOST}:{self.port}{path}"
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -186,6 +190,40 @@ hosts:
     paths:
       /:
         file.dir: {docroot}
+"""
+
+
+# Mozilla's "intermediate" profile (issue 13), ECDHE only: TLS 1.2 suites in its order;
+# TLS 1.3 suites are OpenSSL's defaults, as in that profile.
+TLS_CIPHERS_12 = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+                  "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")
+
+
+def make_test_certificate(d: Path) -> tuple[Path, Path]:
+    """A self-signed ECDSA P-256 certificate for 127.0.0.1, made with openssl
+    for this run only (the key never leaves the run's temporary directory)."""
+    d.mkdir(parents=True, exist_ok=True)
+    cert, key = d / "cert.pem", d / "key.pem"
+    if not cert.exists():
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                        "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+        key.chmod(0o644)      # nginx's workers (nobody) never read it; the master does, as root
+    return cert, key
+
+
+def nginx_tls_block(cert: str, key: str) -> str:
+    """nginx's TLS settings for the tls experiment: Mozilla intermediate,
+    session cache and tickets both on (spindle resumes with tickets)."""
+    return f"""        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_ciphers {TLS_CIPHERS_12};
+        ssl_prefer_server_ciphers off;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_timeout 1d;
+        ssl_session_tickets on;
 """
 
 
@@ -288,6 +326,25 @@ http {{
 }}
 """
 
+    def nginx_tls_conf(self, port: int, workers: int, d: Path, cert: str, key: str) -> str:
+        """The file-serving nginx on a TLS port (the tls experiment)."""
+        conf = self.nginx_conf(port, workers, d)
+        listen = f"        listen {HOST}:{port} backlog=4096;\n"
+        return conf.replace(listen, f"        listen {HOST}:{port} ssl backlog=4096;\n" + nginx_tls_block(cert, key))
+
+    def tls_files(self) -> tuple[Path, Path]:
+        return make_test_certificate(self.tmp / "tls")
+
+    def spindle_tls_refusal(self, cert: Path, key: Path) -> str | None:
+        """Why this spindle cannot serve HTTPS (it does not accept the tls
+        settings: TLS arrives with issue 13), or None when --check accepts them."""
+        r = subprocess.run([str(self.spindle_bin), "--config", str(REPO / "server.conf"), "--set", "tls=on",
+                            "--set", f"tls_certificate={cert}", "--set", f"tls_certificate_key={key}", "--check"],
+                           capture_output=True, text=True, timeout=20)
+        if r.returncode == 0:
+            return None
+        return f"this spindle refuses the tls settings ({(r.stderr or r.stdout).strip()[:160]})"
+
     def nginx_seed003_conf(self, port: int, workers: int, d: Path) -> str:
         """Seed 003's nginx, as its document shows it: worker_processes 1,
         worker_connections 768, default keepalive_requests, no access_log
@@ -330,8 +387,13 @@ http {{
             if kind == "nginx":
                 d = self.tmp / f"nginx-{s.port}"
                 d.mkdir()
-                conf = self.nginx_seed003_conf if model == "nginx-seed003" else self.nginx_conf
-                s.conf_text = conf(s.port, workers, d)
+                if model == "nginx-tls":
+                    s.scheme = "https"
+                    s.conf_text = self.nginx_tls_conf(s.port, workers, d, settings["tls_certificate"],
+                                                      settings["tls_certificate_key"])
+                else:
+                    conf = self.nginx_seed003_conf if model == "nginx-seed003" else self.nginx_conf
+                    s.conf_text = conf(s.port, workers, d)
                 (d / "nginx.conf").write_text(s.conf_text)
                 self.nginx_confs[model] = s.conf_text
                 s.log_path = d / "error.log"
@@ -339,6 +401,7 @@ http {{
             elif kind in ("lighttpd", "h2o"):
                 cmd = self._peer_cmd(s)
             else:
+                s.scheme = "https" if settings.get("tls") == "on" else "http"
                 s.log_path = self.logs / f"spindle-{model}-{s.port}.log"
                 cmd = self.spindle_argv(model, s.port, workers, s.settings, s.log_path)
             s.argv = ["taskset", "-c", cpus, "prlimit", f"--nofile={nofile}:{nofile}", *cmd]
@@ -400,9 +463,9 @@ http {{
         """curl every URL once: status 200 and the file's exact size; records the
         head size too, to check wrk's byte counts later."""
         for p in paths:
-            r = subprocess.run(["timeout", "60", "curl", "-s", "-o", "/dev/null", "-w",
-                                "%{http_code} %{size_header} %{size_download}",
-                                f"http://{HOST}:{s.port}{p}"],
+            # -k: the tls experiment's certificate is self-signed, made for the run
+            r = subprocess.run(["timeout", "60", "curl", "-s", "-k", "-o", "/dev/null", "-w",
+                                "%{http_code} %{size_header} %{size_download}", s.url(p)],
                                capture_output=True, text=True)
             parts = r.stdout.split()
             if r.returncode != 0 or len(parts) != 3:
@@ -433,7 +496,7 @@ http {{
         # instead of aborting the run, so failures are measured and reported.
         timed = ["-t", str(max(1, int(round(seconds))))] if seconds else []
         cmd = ["ab", "-r", "-s", "20", *timed, "-n", str(n), "-c", str(c)] + (["-k"] if keepalive else []) \
-            + [f"http://{HOST}:{s.port}{path}"]
+            + [s.url(path)]
         out, dt, rc = self._run(cmd, 30 + (seconds * 2 if seconds else n / 200))
         m = {"cmd": " ".join(cmd), "tool": "ab"}
         try:
@@ -474,7 +537,7 @@ http {{
     def wrk(self, s: Server, path: str, c: int, duration: float, script: str = "summary.lua",
             script_args: list[str] | None = None, check_size: bool = True, timeout: str = "5s") -> dict:
         cmd = ["wrk", "-t", "1", "-c", str(c), "-d", f"{int(round(duration))}s", "--timeout", timeout,
-               "-s", str(REPO / "bench" / "lua" / script), f"http://{HOST}:{s.port}{path}"]
+               "-s", str(REPO / "bench" / "lua" / script), s.url(path)]
         if script_args:
             cmd += ["--", *script_args]
         out, dt, rc = self._run(cmd, duration + 40)
@@ -503,6 +566,31 @@ http {{
         m["raw"] = out[-2500:]
         return m
 
+    def s_time(self, s: Server, path: str, seconds: float) -> dict:
+        """TLS connections that resume a session, one at a time, each doing one
+        GET of `path` (openssl s_time -reuse -www): resumed handshakes/s and,
+        with the server's CPU, CPU per resumed handshake."""
+        cmd = ["openssl", "s_time", "-connect", f"{HOST}:{s.port}", "-www", path,
+               "-time", str(max(1, int(round(seconds)))), "-reuse"]
+        out, dt, rc = self._run(cmd, seconds + 30)
+        m = {"cmd": " ".join(cmd), "tool": "s_time"}
+        try:
+            m.update(parsers.parse_s_time(out))
+        except parsers.ParseError as e:
+            return {**m, "failed_run": str(e), "raw": out[-2000:]}
+        n = m["connections"]
+        problems = []
+        if m["resumed"] < n * 0.95:
+            problems.append(f"only {m['resumed']} of {n} connections resumed a session")
+        # s_time asks in HTTP/1.0, so the head differs by a few bytes from curl's 1.1 one
+        head, body = s.expected.get(path, (0, 0))
+        wrong = bool(body) and abs(m["bytes_per_conn"] - (head + body)) > 0.1 * (head + body)
+        if wrong:
+            problems.append(f"{m['bytes_per_conn']} bytes per connection, expected about {head + body}")
+        m.update(ok=0 if wrong else n, errors=n if wrong else 0, rps=n / dt if dt > 0 else 0.0,
+                 problems=problems, raw=out[-500:])
+        return m
+
     def vegeta(self, s: Server, targets: list[str], rate: float, duration: float,
                timeout: str = "5s", max_workers: int = 2000, keepalive: bool = True) -> dict:
         """Open loop: vegeta sends `rate` requests per second whatever the server
@@ -513,7 +601,7 @@ http {{
         tdir = self.tmp / "vegeta"
         tdir.mkdir(exist_ok=True)
         tfile, rfile = tdir / f"targets-{self.cell_no}.txt", tdir / f"results-{self.cell_no}.bin"
-        tfile.write_text("".join(f"GET http://{HOST}:{s.port}{t}\n" for t in targets))
+        tfile.write_text("".join(f"GET {s.url(t)}\n" for t in targets))
         cmd = [str(VEGETA), "attack", f"-rate={rate:g}/s", f"-duration={duration:g}s", f"-timeout={timeout}",
                f"-max-workers={max_workers}", f"-keepalive={'true' if keepalive else 'false'}",
                f"-targets={tfile}", f"-output={rfile}"]
@@ -552,9 +640,9 @@ http {{
         if self.warmup_s <= 0 or not VEGETA.exists():
             return
         cmd = [str(VEGETA), "attack", "-rate=500/s", f"-duration={self.warmup_s:g}s", "-timeout=5s",
-               "-max-workers=64", "-output=/dev/null"]
+               "-max-workers=64", "-output=/dev/null", "-insecure"]
         full = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", str(int(self.warmup_s + 20)), *cmd]
-        subprocess.run(full, input=f"GET http://{HOST}:{s.port}{path}\n", capture_output=True, text=True)
+        subprocess.run(full, input=f"GET {s.url(path)}\n", capture_output=True, text=True)
 
     def totals(self, s: Server) -> dict | None:
         """The workload endpoint's counters, once they stop moving (requests from
@@ -742,8 +830,9 @@ def skip_cells(lab: Lab, exp: str, cells: list[Cell], why: str) -> None:
                             "kind": c.server[0], "model": c.server[1], "cpus": c.server[2],
                             "workers": c.server[3], "rep": 1, **c.params, "skipped": why,
                             "_params": list(c.params)})
-        print(f"  {exp} {c.name:<34} SKIPPED: {why}", flush=True)
-    lab.note(exp, f"{cells[0].server[1]} skipped: {why}.")
+    names = ", ".join(dict.fromkeys(dict(c.server[4]).get("_label", c.server[1]) for c in cells))
+    print(f"  {exp}: {len(cells)} cell(s) of {names} SKIPPED: {why}", flush=True)
+    lab.note(exp, f"{names} skipped: {why}.")
 
 
 def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[str],

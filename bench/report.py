@@ -561,11 +561,13 @@ class Report:
         servers = list(dict.fromkeys(sorted(servers, key=lambda s: (s not in PEER_ROW_ORDER,
                                                                     PEER_ROW_ORDER.index(s) if s in PEER_ROW_ORDER else 0))))
         grid = {(r["peer_cell"], r["server"]): r for r in rows}
-        self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: server cores). "
+        self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
+                       "it used are in the table below). "
                        "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
                        "the rate there is the generator's, CPU per request still compares the servers.\n")
         self.md.append(table(["server"] + [PEER_CELL_TITLES.get(c, c) for c in cells],
-                             [[srv] + [peer_summary(grid.get((c, srv)), c) for c in cells] for srv in servers]))
+                             [[srv] + [rate_and_cpu(grid.get((c, srv)), c == PEER_BYTES_CELL) for c in cells]
+                              for srv in servers]))
         detail = []
         for c in cells:
             for srv in servers:
@@ -596,6 +598,23 @@ class Report:
                            f"{rate_why}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
                            f"{cpu_why}.")
         self.md.append("")
+
+    # -- tls (issue 13) -----------------------------------------------------------
+
+    def tls(self):
+        rows = select(self.rows, "tls")
+        if not rows:
+            return
+        self.head("tls", "TLS — handshakes per second and server CPU per handshake (issue 13)")
+        cells = list(dict.fromkeys(r["tls_cell"] for r in rows))
+        servers = list(dict.fromkeys(r["server"] for r in by_model(rows)))
+        grid = {(r["tls_cell"], r["server"]): r for r in rows}
+        self.md.append("Median (min–max over repeats) connections or requests per second · server CPU per "
+                       "request (in the handshake cells: per handshake). **CB** = client-bound.\n")
+        self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
+                             [[srv] + [rate_and_cpu(grid.get((c, srv))) for c in cells] for srv in servers]))
+        self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
+                                        {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
 
     # -- beyond (outside the default run) -----------------------------------------
 
@@ -699,7 +718,7 @@ class Report:
 
     def render(self) -> str:
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
-                  self.peers, self.beyond):
+                  self.peers, self.tls, self.beyond):
             f()
         body_sections = self.md
         self.md = []
@@ -775,18 +794,40 @@ def spread_scaled(r, key, scale, digits, unit=""):
     return f"{med}{unit}" if r["reps_ok"] <= 1 else f"{med}{unit} ({lo}–{hi}{unit})"
 
 
-def peer_summary(r, cell: str) -> str:
-    """One entry of the issue-shaped table: the rate, then the server's CPU
-    per request (per-core use for the 1 MB file), with ranges."""
+def rate_and_cpu(r, per_byte: bool = False) -> str:
+    """One entry of a server x cell table: the rate, then the server's CPU per
+    request (per_byte: GB/s and CPU per MB moved), with ranges."""
     if r is None:
         return "not run"
     if r.get("skipped"):
-        return f"skipped: {r['skipped']}"
-    if cell == PEER_BYTES_CELL:
-        text = f"{spread_scaled(r, 'mbps', 1e-3, 2, ' GB/s')} · {spread_scaled(r, 'server_cores', 1, 2, ' cores')}"
+        return "skipped"          # why: in the section's notes
+    if per_byte:
+        text = f"{spread_scaled(r, 'mbps', 1e-3, 2, ' GB/s')} · {spread_scaled(r, 'server_us_per_mb', 1, 0, ' µs/MB')}"
     else:
         text = f"{spread_scaled(r, 'rps', 1e-3, 1, 'k')} · {spread_scaled(r, 'server_us_per_req', 1, 1, ' µs')}"
     return text + (" **CB**" if r.get("client_bound") else "")
+
+
+TLS_CELL_TITLES = {"full": "https, new connection (full handshake)", "resumed": "https, resumed session",
+                   "keepalive": "https keep-alive", "plain": "http, new connection"}
+
+
+def ranking_sentence(plain: dict, tls_full: dict) -> str:
+    """Whether the servers' order by CPU per connection changes from plain HTTP
+    to full TLS handshakes (medians; the why is for the person reading the
+    profiles, not for this function)."""
+    def order(cells):
+        ok = {n: r["server_us_per_req"] for n, r in cells.items()
+              if r and not r.get("skipped") and not r.get("invalid") and r.get("server_us_per_req")}
+        return sorted(ok, key=ok.get)
+    a, b = order(plain), order(tls_full)
+    common = [n for n in a if n in b]
+    if len(common) < 2:
+        return "Ranking by server CPU per connection: fewer than two servers measured both ways."
+    a, b = [n for n in a if n in common], [n for n in b if n in common]
+    same = "the same" if a == b else "**different**"
+    return (f"Ranking by server CPU per connection (least first, medians): plain HTTP {' < '.join(a)}; "
+            f"full TLS handshakes {' < '.join(b)}: {same}.")
 
 
 def pct(r, q):

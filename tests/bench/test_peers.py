@@ -94,7 +94,8 @@ def test_report_has_one_row_per_server_with_ranges_a_skipped_row_and_the_winner(
             or ln.startswith("| lighttpd |")]
     assert len(rows) == 3
     assert "100.0k (98.0–104.0k) · 8.2 µs (8.1–8.3 µs)" in md
-    assert "| lighttpd | skipped: /usr/sbin/lighttpd not installed |" in md
+    assert "| lighttpd | skipped |" in md
+    assert "| lighttpd | skipped: /usr/sbin/lighttpd not installed |" in md      # the detail table says why
     # req/s: h2o's range clears epoll's; CPU per request: epoll's clears h2o's
     assert "req/s: h2o (its range clears every other server's)" in md
     assert "least server CPU per request: epoll (its range clears every other server's)" in md
@@ -133,3 +134,78 @@ def test_winner_is_unsettled_by_a_client_bound_loser_one_run_or_too_few_servers(
         (None, "unsettled (one run)")
     assert checks.winner({"a": _cell(10, 11, 12), "b": _cell(5, 6, 7, invalid="bad")}, "rps") == \
         (None, "fewer than two servers measured")
+
+
+# -- the tls experiment (issue 13), without load -------------------------------------------
+
+S_TIME = """
+Now timing with session id reuse.
+starting
+rrrrrrrr*rrr
+rrrrr
+
+17 connections in 0.30s; 56.67 connections/user sec, bytes read 4148
+17 connections in 2 real seconds, 244 bytes read per connection
+"""
+
+
+def test_s_time_parser_counts_resumed_connections():
+    from bench import parsers
+    assert parsers.parse_s_time(S_TIME) == {"connections": 17, "resumed": 16, "bytes_per_conn": 244}
+
+
+def test_s_time_parser_refuses_output_without_a_summary():
+    import pytest
+    from bench import parsers
+    with pytest.raises(parsers.ParseError):
+        parsers.parse_s_time("connect: Connection refused\nconnect:errno=111\n")
+
+
+def test_ab_parser_records_the_negotiated_tls():
+    from bench import parsers
+    text = (REPO / "tests/bench/samples/ab_close.txt").read_text()
+    assert "tls" not in parsers.parse_ab(text)
+    https = text.replace("Document Path:", "SSL/TLS Protocol:       TLSv1.3,TLS_AES_256_GCM_SHA384,256,256\n"
+                                           "Server Temp Key:        X25519 253 bits\nDocument Path:", 1)
+    assert parsers.parse_ab(https)["tls"] == "TLSv1.3,TLS_AES_256_GCM_SHA384,256,256"
+
+
+def test_nginx_tls_conf_uses_the_certificate_and_mozilla_intermediate(tmp_path):
+    lb = lab.Lab(tmp_path / "out", smoke=True, repeats=1, spindle_bin=Path("/bin/false"),
+                 cell_s=0.1, warmup_s=0, cores=[1])
+    try:
+        conf = lb.nginx_tls_conf(8443, 1, tmp_path, "/c.pem", "/k.pem")
+    finally:
+        lb.cleanup()
+    assert "listen 127.0.0.1:8443 ssl backlog=4096;" in conf
+    assert "ssl_certificate /c.pem;" in conf and "ssl_certificate_key /k.pem;" in conf
+    assert "ssl_protocols TLSv1.2 TLSv1.3;" in conf
+    assert f"ssl_ciphers {lab.TLS_CIPHERS_12};" in conf
+    assert all(c.startswith("ECDHE-") for c in lab.TLS_CIPHERS_12.split(":"))     # ECDHE only (issue 13)
+    assert "sendfile on;" in conf                          # otherwise the file-serving nginx
+
+
+def test_tls_experiment_skips_spindle_rows_when_spindle_refuses_the_tls_keys(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(experiments, "run_cells", lambda lab_, exp, cells, *a: ran.extend(cells))
+    lb = lab.Lab(tmp_path / "out", smoke=True, repeats=1, spindle_bin=Path("/bin/false"),
+                 cell_s=0.1, warmup_s=0, cores=[1])
+    monkeypatch.setattr(lb, "tls_files", lambda: (tmp_path / "c.pem", tmp_path / "k.pem"))
+    try:
+        experiments.tls(lb, ["epoll", "pool"])
+    finally:
+        lb.cleanup()
+    assert {c.server[1] for c in ran} == {"nginx", "nginx-tls"}
+    assert len(ran) == len(experiments.TLS_CELLS)
+    skipped = [r for r in lb.records if r.get("skipped")]
+    assert {r["server"] for r in skipped} == {"epoll", "pool"}
+    assert all("refuses the tls settings" in r["skipped"] for r in skipped)
+
+
+def test_ranking_sentence_says_whether_the_order_changes():
+    plain = {"a": {"server_us_per_req": 20}, "b": {"server_us_per_req": 30}, "c": {"skipped": "x"}}
+    same = {"a": {"server_us_per_req": 200}, "b": {"server_us_per_req": 300}}
+    swapped = {"a": {"server_us_per_req": 400}, "b": {"server_us_per_req": 300}}
+    assert "plain HTTP a < b; full TLS handshakes a < b: the same" in report.ranking_sentence(plain, same)
+    assert "full TLS handshakes b < a: **different**" in report.ranking_sentence(plain, swapped)
+    assert "fewer than two" in report.ranking_sentence(plain, {"a": {"server_us_per_req": 1}})
