@@ -690,6 +690,18 @@ http {{
                 except (socket.timeout, TimeoutError):
                     return True
 
+    def pipeline_latency(self, s: Server, path: str, conns: int, depth: int, seconds: float) -> dict:
+        """Per-batch latency with `depth` requests pipelined per write on `conns`
+        connections (bench/client.py pipeline), which wrk cannot report."""
+        head, body = s.expected[path]
+        r = self.client(["pipeline", HOST, str(s.port), path, str(conns), str(depth), f"{seconds:g}",
+                         str(head + body)], limit_s=seconds + 60)
+        if "failed_run" not in r:
+            r["tool"] = "python-pipeline"
+            r["requests"] = r["ok"]
+            r["problems"] = [f"{r['errors']} connection(s) failed: {r['error_samples'][:2]}"] if r["errors"] else []
+        return r
+
     def client(self, args: list[str], limit_s: float = 120) -> dict:
         cmd = [sys.executable, "-m", "bench.client", *args]
         full = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", str(int(limit_s)), *cmd]

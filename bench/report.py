@@ -566,7 +566,7 @@ class Report:
                        "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
                        "the rate there is the generator's, CPU per request still compares the servers.\n")
         self.md.append(table(["server"] + [PEER_CELL_TITLES.get(c, c) for c in cells],
-                             [[srv] + [rate_and_cpu(grid.get((c, srv)), c == PEER_BYTES_CELL) for c in cells]
+                             [[srv] + [rate_and_cpu(grid.get((c, srv)), c == PEER_BYTES_CELL, c == PEER_LATENCY_CELL) for c in cells]
                               for srv in servers]))
         detail = []
         for c in cells:
@@ -589,6 +589,11 @@ class Report:
         self.md.append("Which server wins each cell (only where its min–max range clears every other "
                        "server's; a rate lost by a client-bound cell does not count):\n")
         for c in cells:
+            if c == PEER_LATENCY_CELL:
+                by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid}
+                self.md.append(f"- **{PEER_CELL_TITLES[c]}**: lowest p99: "
+                               f"{checks.winner(by_srv, 'p99_ms', higher_better=False)[1]}.")
+                continue
             by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid and not grid[(c, srv)].get("skipped")}
             rate_key = "mbps" if c == PEER_BYTES_CELL else "rps"
             cpu_key = "server_us_per_mb" if c == PEER_BYTES_CELL else "server_us_per_req"
@@ -781,8 +786,10 @@ class Report:
 
 
 PEER_CELL_TITLES = {"keepalive": "wrk -c200 keep-alive, 13 B", "pipelined": "wrk -c50, 16 pipelined per write",
+                    "pipelined_latency": "16 pipelined: batch p99 (Python client, c50)",
                     "close": "ab -c200, new connection per request", "file1m": "wrk -c50, 1 MB file"}
 PEER_BYTES_CELL = "file1m"
+PEER_LATENCY_CELL = "pipelined_latency"
 PEER_ROW_ORDER = ["nginx", "lighttpd", "h2o", "epoll", "uring"]
 
 
@@ -794,14 +801,17 @@ def spread_scaled(r, key, scale, digits, unit=""):
     return f"{med}{unit}" if r["reps_ok"] <= 1 else f"{med}{unit} ({lo}–{hi}{unit})"
 
 
-def rate_and_cpu(r, per_byte: bool = False) -> str:
+def rate_and_cpu(r, per_byte: bool = False, latency: bool = False) -> str:
     """One entry of a server x cell table: the rate, then the server's CPU per
-    request (per_byte: GB/s and CPU per MB moved), with ranges."""
+    request (per_byte: GB/s and CPU per MB moved; latency: only the p99), with
+    ranges."""
     if r is None:
         return "not run"
     if r.get("skipped"):
         return "skipped"          # why: in the section's notes
-    if per_byte:
+    if latency:
+        text = f"p99 {spread_scaled(r, 'p99_ms', 1, 1, ' ms')}"
+    elif per_byte:
         text = f"{spread_scaled(r, 'mbps', 1e-3, 2, ' GB/s')} · {spread_scaled(r, 'server_us_per_mb', 1, 0, ' µs/MB')}"
     else:
         text = f"{spread_scaled(r, 'rps', 1e-3, 1, 'k')} · {spread_scaled(r, 'server_us_per_req', 1, 1, ' µs')}"

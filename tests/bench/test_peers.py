@@ -209,3 +209,77 @@ def test_ranking_sentence_says_whether_the_order_changes():
     assert "plain HTTP a < b; full TLS handshakes a < b: the same" in report.ranking_sentence(plain, same)
     assert "full TLS handshakes b < a: **different**" in report.ranking_sentence(plain, swapped)
     assert "fewer than two" in report.ranking_sentence(plain, {"a": {"server_us_per_req": 1}})
+
+
+# -- the pipelined latency client, against a scripted local server -------------------------
+
+def _scripted_server(close_after: int):
+    """A 127.0.0.1 server answering every request with one fixed 200 response,
+    and closing each connection after `close_after` responses (the last one
+    says Connection: close), as nginx and lighttpd do at keepalive_requests."""
+    import socket
+    import threading
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"
+    last = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi"
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+
+    def serve(c):
+        n, buf = 0, b""
+        with c:
+            while n < close_after:
+                data = c.recv(65536)
+                if not data:
+                    return
+                buf += data
+                while b"\r\n\r\n" in buf and n < close_after:
+                    _, buf = buf.split(b"\r\n\r\n", 1)
+                    n += 1
+                    c.sendall(last if n == close_after else ok)
+
+    def accept():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return srv, len(ok)
+
+
+def test_pipeline_client_times_batches_and_reconnects_when_the_server_closes():
+    import asyncio
+    from bench import client
+    srv, size = _scripted_server(close_after=10)        # 4 per batch: the 3rd batch is cut short
+    try:
+        out = asyncio.run(client._pipeline("127.0.0.1", srv.getsockname()[1], "/", 2, 4, 0.3, size))
+    finally:
+        srv.close()
+    assert out["errors"] == 0, out["error_samples"]
+    assert out["batches"] > 4 and out["reconnects"] >= 2
+    assert out["ok"] == out["batches"] * 4
+    assert 0 < out["p50_ms"] <= out["p99_ms"] <= out["max_ms"]
+
+
+def test_pipeline_client_reports_a_wrong_response_size():
+    import asyncio
+    from bench import client
+    srv, size = _scripted_server(close_after=1000)
+    try:
+        out = asyncio.run(client._pipeline("127.0.0.1", srv.getsockname()[1], "/", 1, 4, 0.3, size // 2))
+    finally:
+        srv.close()
+    assert out["errors"] == 1 and out["batches"] == 0
+
+
+def test_report_shows_the_pipelined_batch_p99_and_its_winner():
+    recs = []
+    for rep in (1, 2, 3):
+        recs.append({**_rec("h2o", "pipelined_latency", rep, 50_000, 5.0), "p99_ms": 2.0 + rep / 10})
+        recs.append({**_rec("epoll", "pipelined_latency", rep, 50_000, 5.0), "p99_ms": 40.0 + rep})
+    md = _render(recs)
+    assert "p99 2.2 ms (2.1–2.3 ms)" in md
+    assert "lowest p99: h2o (its range clears every other server's)" in md
