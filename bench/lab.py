@@ -488,6 +488,19 @@ http {{
             out += f"\n[lab] killed by timeout after {limit_s:.0f}s"
         return out, time.monotonic() - t0, r.returncode
 
+    def _measure(self, cmd: list[str], limit_s: float, tool: str,
+                 parse: Callable[[str], dict]) -> tuple[dict, str, float]:
+        """Runs a load generator (pinned, bounded) and parses its output: (metrics,
+        output, wall seconds); metrics carry failed_run when the output says the
+        run did not finish."""
+        out, dt, _rc = self._run(cmd, limit_s)
+        m = {"cmd": " ".join(cmd), "tool": tool}
+        try:
+            m.update(parse(out))
+        except parsers.ParseError as e:
+            m.update(failed_run=str(e), raw=out[-2000:])
+        return m, out, dt
+
     def ab(self, s: Server, path: str, n: int, c: int, keepalive: bool, seconds: float = 0) -> dict:
         """ab -n N, or time-based when seconds > 0 (-t S with N as a ceiling), so
         every connection makes many requests instead of measuring the burst of
@@ -497,12 +510,9 @@ http {{
         timed = ["-t", str(max(1, int(round(seconds))))] if seconds else []
         cmd = ["ab", "-r", "-s", "20", *timed, "-n", str(n), "-c", str(c)] + (["-k"] if keepalive else []) \
             + [s.url(path)]
-        out, dt, rc = self._run(cmd, 30 + (seconds * 2 if seconds else n / 200))
-        m = {"cmd": " ".join(cmd), "tool": "ab"}
-        try:
-            m.update(parsers.parse_ab(out))
-        except parsers.ParseError as e:
-            return {**m, "failed_run": str(e), "raw": out[-2000:]}
+        m, out, _ = self._measure(cmd, 30 + (seconds * 2 if seconds else n / 200), "ab", parsers.parse_ab)
+        if "failed_run" in m:
+            return m
         want = self.sizes.get(path)
         problems = []
         if want is not None and m["doc_length"] != want:
@@ -540,12 +550,9 @@ http {{
                "-s", str(REPO / "bench" / "lua" / script), s.url(path)]
         if script_args:
             cmd += ["--", *script_args]
-        out, dt, rc = self._run(cmd, duration + 40)
-        m = {"cmd": " ".join(cmd), "tool": "wrk"}
-        try:
-            m.update(parsers.parse_wrk(out))
-        except parsers.ParseError as e:
-            return {**m, "failed_run": str(e), "raw": out[-2000:]}
+        m, out, _ = self._measure(cmd, duration + 40, "wrk", parsers.parse_wrk)
+        if "failed_run" in m:
+            return m
         problems = []
         for k in ("connect", "read", "write", "timeout"):
             if m[f"err_{k}"]:
@@ -572,12 +579,9 @@ http {{
         with the server's CPU, CPU per resumed handshake."""
         cmd = ["openssl", "s_time", "-connect", f"{HOST}:{s.port}", "-www", path,
                "-time", str(max(1, int(round(seconds)))), "-reuse"]
-        out, dt, rc = self._run(cmd, seconds + 30)
-        m = {"cmd": " ".join(cmd), "tool": "s_time"}
-        try:
-            m.update(parsers.parse_s_time(out))
-        except parsers.ParseError as e:
-            return {**m, "failed_run": str(e), "raw": out[-2000:]}
+        m, out, dt = self._measure(cmd, seconds + 30, "s_time", parsers.parse_s_time)
+        if "failed_run" in m:
+            return m
         n = m["connections"]
         problems = []
         if m["resumed"] < n * 0.95:

@@ -551,16 +551,24 @@ class Report:
 
     # -- peers (issue 10) ---------------------------------------------------------
 
-    def peers(self):
-        rows = select(self.rows, "peers")
+    def server_grid(self, exp: str, cell_key: str, order: list[str] | None = None):
+        """An experiment laid out as servers x cells: (cells, servers, {(cell, server): row}),
+        servers in `order` first, then MODEL_ORDER; None when the experiment did not run."""
+        rows = select(self.rows, exp)
         if not rows:
+            return None
+        order = order or []
+        servers = sorted(dict.fromkeys(r["server"] for r in by_model(rows)),
+                         key=lambda s: order.index(s) if s in order else len(order))
+        return (list(dict.fromkeys(r[cell_key] for r in rows)), servers,
+                {(r[cell_key], r["server"]): r for r in rows})
+
+    def peers(self):
+        laid_out = self.server_grid("peers", "peer_cell", PEER_ROW_ORDER)
+        if laid_out is None:
             return
+        cells, servers, grid = laid_out
         self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle (issue 10)")
-        cells = list(dict.fromkeys(r["peer_cell"] for r in rows))
-        servers = [r["server"] for r in by_model(rows)]
-        servers = list(dict.fromkeys(sorted(servers, key=lambda s: (s not in PEER_ROW_ORDER,
-                                                                    PEER_ROW_ORDER.index(s) if s in PEER_ROW_ORDER else 0))))
-        grid = {(r["peer_cell"], r["server"]): r for r in rows}
         self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
                        "it used are in the table below). "
                        "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
@@ -607,13 +615,11 @@ class Report:
     # -- tls (issue 13) -----------------------------------------------------------
 
     def tls(self):
-        rows = select(self.rows, "tls")
-        if not rows:
+        laid_out = self.server_grid("tls", "tls_cell")
+        if laid_out is None:
             return
+        cells, servers, grid = laid_out
         self.head("tls", "TLS — handshakes per second and server CPU per handshake (issue 13)")
-        cells = list(dict.fromkeys(r["tls_cell"] for r in rows))
-        servers = list(dict.fromkeys(r["server"] for r in by_model(rows)))
-        grid = {(r["tls_cell"], r["server"]): r for r in rows}
         self.md.append("Median (min–max over repeats) connections or requests per second · server CPU per "
                        "request (in the handshake cells: per handshake). **CB** = client-bound.\n")
         self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
