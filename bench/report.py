@@ -610,6 +610,10 @@ class Report:
             self.md.append(f"- **{PEER_CELL_TITLES.get(c, c)}**: {'GB/s' if rate_key == 'mbps' else 'req/s'}: "
                            f"{rate_why}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
                            f"{cpu_why}.")
+            unit = "µs/MB" if c == PEER_BYTES_CELL else "µs"
+            for m in ("epoll", "uring"):
+                if m in by_srv:
+                    self.md.append(f"  - {m} against the best peer: {against_best_peer(by_srv, m, cpu_key, unit)}")
         self.md.append("")
 
     # -- tls (issue 13) -----------------------------------------------------------
@@ -822,6 +826,28 @@ def rate_and_cpu(r, per_byte: bool = False, latency: bool = False) -> str:
     else:
         text = f"{spread_scaled(r, 'rps', 1e-3, 1, 'k')} · {spread_scaled(r, 'server_us_per_req', 1, 1, ' µs')}"
     return text + (" **CB**" if r.get("client_bound") else "")
+
+
+PEERS = ("nginx", "lighttpd", "h2o")
+
+
+def against_best_peer(cells: dict[str, dict], model: str, key: str, unit: str) -> str:
+    """Issue 10's targets compare spindle's CPU per request (or per MB) with the
+    best peer's: the ratio of medians, and a verdict only where ranges do not
+    overlap."""
+    peers = {n: c for n, c in cells.items() if n in PEERS and c.get(key) is not None and not c.get("invalid")}
+    mine = cells.get(model)
+    if not peers or mine is None or mine.get(key) is None or mine.get("invalid"):
+        return "not measured"
+    best = min(peers, key=lambda n: peers[n][key])
+    b = peers[best]
+    text = f"{num(mine[key], 1)} vs {best}'s {num(b[key], 1)} {unit} ({mine[key] / b[key]:.2f}x)"
+    if min(mine.get("reps_ok", 0), b.get("reps_ok", 0)) < 2:
+        return text + ", one run"
+    v = range_verdict((mine[key + "_min"], mine[key + "_max"]), (b[key + "_min"], b[key + "_max"]),
+                      higher_better=False)
+    return text + {"ahead": ", less CPU (ranges clear)", "behind": ", **more CPU** (ranges clear)"}.get(
+        v, ", ranges overlap")
 
 
 TLS_CELL_TITLES = {"full": "https, new connection (full handshake)", "resumed": "https, resumed session",

@@ -283,3 +283,15 @@ def test_report_shows_the_pipelined_batch_p99_and_its_winner():
     md = _render(recs)
     assert "p99 2.2 ms (2.1–2.3 ms)" in md
     assert "lowest p99: h2o (its range clears every other server's)" in md
+
+
+def test_spindle_against_the_best_peer_on_cpu():
+    recs = []
+    for rep in (1, 2, 3):
+        recs.append(_rec("h2o", "keepalive", rep, 100_000, 8.0 + rep / 10))
+        recs.append(_rec("nginx", "keepalive", rep, 60_000, 15.0))
+        recs.append(_rec("epoll", "keepalive", rep, 90_000, 5.0 + rep / 10))
+        recs.append(_rec("uring", "keepalive", rep, 90_000, 7.9 + rep / 10))
+    md = _render(recs)
+    assert "epoll against the best peer: 5.2 vs h2o's 8.2 µs (0.63x), less CPU (ranges clear)" in md
+    assert "uring against the best peer: 8.1 vs h2o's 8.2 µs (0.99x), ranges overlap" in md
