@@ -628,6 +628,7 @@ class Report:
                        "request (in the handshake cells: per handshake). **CB** = client-bound.\n")
         self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
                              [[srv] + [rate_and_cpu(grid.get((c, srv))) for c in cells] for srv in servers]))
+        self.md.append(negotiated_sentence([r for r in self.lab.records if r.get("exp") == "tls"]) + "\n")
         self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
                                         {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
 
@@ -852,6 +853,21 @@ def against_best_peer(cells: dict[str, dict], model: str, key: str, unit: str) -
 
 TLS_CELL_TITLES = {"full": "https, new connection (full handshake)", "resumed": "https, resumed session",
                    "keepalive": "https keep-alive", "plain": "http, new connection"}
+
+
+def negotiated_sentence(records: list[dict]) -> str:
+    """What ab negotiated with each server over https (protocol, suite, bits):
+    handshake costs compare only when every server chose the same."""
+    seen = {}
+    for r in records:
+        if r.get("tls"):
+            seen.setdefault(r["server"], set()).add(r["tls"])
+    if not seen:
+        return "Negotiated: not recorded."
+    text = "Negotiated with ab: " + "; ".join(f"{srv} {', '.join(sorted(v))}" for srv, v in seen.items()) + "."
+    if len(set().union(*seen.values())) > 1:
+        text += " **The servers negotiated different suites: their handshake costs are not like for like.**"
+    return text
 
 
 def ranking_sentence(plain: dict, tls_full: dict) -> str:

@@ -295,3 +295,13 @@ def test_spindle_against_the_best_peer_on_cpu():
     md = _render(recs)
     assert "epoll against the best peer: 5.2 vs h2o's 8.2 µs (0.63x), less CPU (ranges clear)" in md
     assert "uring against the best peer: 8.1 vs h2o's 8.2 µs (0.99x), ranges overlap" in md
+
+
+def test_negotiated_sentence_flags_servers_that_chose_different_suites():
+    same = [{"server": "nginx", "tls": "TLSv1.3,TLS_AES_128_GCM_SHA256,256,128"},
+            {"server": "epoll", "tls": "TLSv1.3,TLS_AES_128_GCM_SHA256,256,128"}, {"server": "epoll"}]
+    assert "not like for like" not in report.negotiated_sentence(same)
+    assert "epoll TLSv1.3,TLS_AES_128_GCM_SHA256,256,128" in report.negotiated_sentence(same)
+    differ = same + [{"server": "uring", "tls": "TLSv1.3,TLS_AES_256_GCM_SHA384,256,256"}]
+    assert "not like for like" in report.negotiated_sentence(differ)
+    assert report.negotiated_sentence([{"server": "x"}]) == "Negotiated: not recorded."
