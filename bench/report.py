@@ -750,7 +750,8 @@ class Report:
         top = [f"# spindle lab report — {man['mode']} run, {man['started']}\n",
                f"{man['cpu_model']}, {man['cpus_online']} CPUs, Linux {man['kernel']}; spindle at "
                f"{man['spindle_revision']}; {tools.get('nginx', '?').replace('nginx version: ', '')}; "
-               f"{tools.get('ab', '?')}; vegeta {tools.get('vegeta', '?')}. The run took "
+               + "".join(f"{tools[k].split(' - ')[0]}; " for k in man.get("peer_confs", {}) if k in tools)
+               + f"{tools.get('ab', '?')}; vegeta {tools.get('vegeta', '?')}. The run took "
                f"{man['elapsed_s'] / 60:.1f} min: {man['repeats']} repeat(s) per cell, {man.get('cell_s', '?')} s "
                f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up; tables give the median and "
                f"(min–max over repeats). {man['pinning']['note']}\n"]
