@@ -405,7 +405,8 @@ def overhead(lab: Lab, models: list[str]) -> None:
 # --------------------------------------------------------------------------
 
 PIPELINE_DEPTH = 16
-# (key, label, connections, path, how): the issue's four cells
+# (key, label, connections, path, how): the issue's four cells, and the pipelined
+# one again from a client that can time batches
 PEER_CELLS = (("keepalive", "wrk -c200 keep-alive 13 B", 200, HELLO, "wrk"),
               ("pipelined", f"wrk -c50 {PIPELINE_DEPTH} pipelined 13 B", 50, HELLO, "pipeline"),
               ("pipelined_latency", f"python -c50 {PIPELINE_DEPTH} pipelined 13 B", 50, HELLO, "pipeline latency"),
@@ -442,18 +443,17 @@ def peers(lab: Lab, models: list[str]) -> None:
     dur = lab.cell_s
     servers = [(kind, server_key(kind, kind)) for kind in PEER_SERVERS]
     servers += [(m, spindle(m)) for m in PEER_MODELS if m in models]
-    cells, skipped = [], []
+    missing = {name: missing_peer(name) for name in PEER_SERVERS}
+    cells, skipped = [], {name: [] for name, why in missing.items() if why}
     for key, label, conns, path, how in PEER_CELLS:
         for name, server in servers:
             # Little's law counts requests in flight: DEPTH per connection when pipelining
             in_flight = conns * (PIPELINE_DEPTH if how == "pipeline latency" else 1)
             cell = Cell("peers", f"{name} {label}", server, {"peer_cell": key, "conc": in_flight},
                         _peer_cell_run(how, path, conns, dur), warm_path=path)
-            why = missing_peer(name) if name in PEER_SERVERS else None
-            (skipped if why else cells).append((cell, why))
-    for name in dict.fromkeys(c.server[1] for c, _ in skipped):
-        mine = [c for c, _ in skipped if c.server[1] == name]
-        skip_cells(lab, "peers", mine, next(w for c, w in skipped if c.server[1] == name))
+            skipped.get(name, cells).append(cell)
+    for name, mine in skipped.items():
+        skip_cells(lab, "peers", mine, missing[name])
     lab.note("peers", f"Issue 10's side-by-side: every server with one worker on CPU {SERVER_CPUS}, every "
                       f"generator on CPU {LOAD_CPUS}, the same docroot. Cells: `wrk -t1 -c200 -d{dur:g}s` "
                       f"keep-alive on the 13-byte file; `wrk -t1 -c50` with {PIPELINE_DEPTH} requests pipelined "
@@ -473,7 +473,7 @@ def peers(lab: Lab, models: list[str]) -> None:
                       f"each batch timed from the write to its last response byte). That client is slower than "
                       f"wrk and usually client-bound, so its p99 is at the client's pace, the same for every "
                       f"server; a delayed-ACK stall (~40 ms) shows in it whatever the pace.")
-    run_cells(lab, "peers", [c for c, _ in cells], lab.repeats, [HELLO, MB1],
+    run_cells(lab, "peers", cells, lab.repeats, [HELLO, MB1],
               lambda r: (fmt_any(r) if r.get("tool") in ("ab", "wrk") and "p99_ms" in r else
                          f"{r['rps']:8.0f} req/s  batch p99 {r['p99_ms']:7.2f} ms" if "p99_ms" in r else
                          f"{r['rps']:8.0f} req/s  slowest batch {r['max_ms']:7.2f} ms  errors {r['errors']}"))
