@@ -212,7 +212,6 @@ def make_test_certificate(d: Path) -> tuple[Path, Path]:
                         "-nodes", "-days", "2", "-subj", "/CN=localhost",
                         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
                         "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
-        key.chmod(0o644)      # nginx's workers (nobody) never read it; the master does, as root
     return cert, key
 
 
@@ -335,6 +334,8 @@ http {{
         """The file-serving nginx on a TLS port (the tls experiment)."""
         conf = self.nginx_conf(port, workers, d)
         listen = f"        listen {HOST}:{port} backlog=4096;\n"
+        if listen not in conf:
+            raise RuntimeError("nginx_conf's listen line changed: the tls experiment cannot make it a TLS port")
         return conf.replace(listen, f"        listen {HOST}:{port} ssl backlog=4096;\n" + nginx_tls_block(cert, key))
 
     def tls_files(self) -> tuple[Path, Path]:
