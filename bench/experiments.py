@@ -462,7 +462,7 @@ def peers(lab: Lab, models: list[str]) -> None:
                       f"µs per MB).")
     lab.note("peers", "nginx: the lab's file-serving configuration (sendfile, tcp_nopush, open_file_cache, "
                       "worker_processes 1); lighttpd: server.max-worker 0 (one process), sendfile, "
-                      "server.stat-cache-engine inotify; h2o: num-threads 1, file.dir (h2o 2.2 has no "
+                      "server.stat-cache-engine simple (its stat cache, as its wiki recommends); h2o: num-threads 1, file.dir (h2o 2.2 has no "
                       "sendfile, and its open-file cache is always on with no directive). No access logs. "
                       "The exact configurations are in the Setup section.")
     lab.note("peers", f"Pipelined latency comes from its own cell: wrk times a batch of {PIPELINE_DEPTH} as one "

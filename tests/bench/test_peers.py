@@ -15,13 +15,13 @@ from bench import checks, experiments, lab, report  # noqa: E402
 
 # -- configurations ------------------------------------------------------------
 
-def test_lighttpd_conf_serves_the_docroot_as_its_performance_notes_recommend(tmp_path):
+def test_lighttpd_conf_serves_the_docroot_as_its_documentation_recommends(tmp_path):
     conf = lab.lighttpd_conf(tmp_path / "www", 8123, tmp_path)
     assert f'server.document-root = "{tmp_path / "www"}"' in conf
     assert 'server.bind = "127.0.0.1"' in conf and "server.port = 8123" in conf
     assert "server.max-worker = 0" in conf                 # one process, like spindle's one worker
     assert 'server.network-backend = "sendfile"' in conf
-    assert 'server.stat-cache-engine = "inotify"' in conf
+    assert 'server.stat-cache-engine = "simple"' in conf
     assert "accesslog" not in conf
 
 
