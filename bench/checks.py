@@ -154,3 +154,32 @@ def saturation(points: list[dict]) -> tuple[str, float | None]:
     if clean:
         return "not reached", clean[-1]["rate"]
     return "unknown", None
+
+
+RATE_KEYS = ("rps", "ab_rps", "mbps")
+
+
+def winner(cells: dict[str, dict], key: str, higher_better: bool = True) -> tuple[str | None, str]:
+    """Which of several servers' cells is best on `key`, and why: a winner only
+    when every cell is valid and repeated, and the best median's min–max range
+    clears every other cell's range. A client-bound cell that came out behind
+    on a rate (req/s, MB/s) may not have lost (client_bound_loser), so it
+    leaves the cell unsettled; CPU per request is the server's own cost and
+    settles regardless. Returns (name or None, reason)."""
+    usable = {n: c for n, c in cells.items()
+              if not c.get("invalid") and c.get(key) is not None and c.get(key + "_min") is not None}
+    if len(usable) < 2:
+        return None, "fewer than two servers measured"
+    if any(c.get("reps_ok", 0) < 2 for c in usable.values()):
+        return None, "unsettled (one run)"
+    best = (max if higher_better else min)(usable, key=lambda n: usable[n][key])
+    b = usable[best]
+    for name, c in usable.items():
+        if name == best:
+            continue
+        v = verdict((b[key + "_min"], b[key + "_max"]), (c[key + "_min"], c[key + "_max"]), higher_better)
+        if v != "ahead":
+            return None, f"unsettled ({best} and {name} overlap)"
+        if key in RATE_KEYS and client_bound_loser(b, c, key):
+            return None, f"unsettled ({name} was client-bound)"
+    return best, f"{best} (its range clears every other server's)"

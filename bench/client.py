@@ -12,6 +12,12 @@ object on stdout.
   idle HOST PORT PATH N SIZE          opens N keep-alive connections, does one
                                       request on each, prints READY, then holds
                                       them until stdin closes
+  pipeline HOST PORT PATH CONNS DEPTH SECONDS RESPONSE_BYTES
+                                      CONNS keep-alive connections, each writing
+                                      DEPTH GETs at once and reading the DEPTH
+                                      responses (RESPONSE_BYTES each, head and
+                                      body) for SECONDS; per-batch latency (wrk's
+                                      percentiles are wrong when pipelining)
 """
 from __future__ import annotations
 
@@ -119,6 +125,62 @@ async def _idle(host, port, path, n, size):
     print(json.dumps({"open_at_end": open_end}), flush=True)
 
 
+async def _pipeline(host, port, path, conns, depth, seconds, response_bytes):
+    batch = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() * depth
+    want = depth * response_bytes
+    times, errors = [], []
+    deadline = time.perf_counter() + seconds
+
+    reconnects = 0
+
+    async def one(i):
+        nonlocal reconnects
+        writer = None
+        try:
+            while time.perf_counter() < deadline:
+                if writer is None:
+                    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 30)
+                t0 = time.perf_counter()
+                writer.write(batch)
+                try:
+                    data = await asyncio.wait_for(reader.readexactly(want), 10)
+                except asyncio.IncompleteReadError as e:
+                    data = e.partial
+                dt = time.perf_counter() - t0
+                if len(data) == want and data.count(b"HTTP/1.1 200 ") == depth:
+                    times.append(dt)
+                    continue
+                # A server may close a keep-alive connection after so many requests
+                # (nginx's and lighttpd's keepalive_requests), saying so: reconnect
+                # and leave that batch out. Anything else is a wrong response.
+                if b"\r\nConnection: close\r\n" in data or b"\r\nconnection: close\r\n" in data:
+                    reconnects += 1
+                    writer.close()
+                    writer = None
+                    continue
+                errors.append(f"conn {i}: {len(data)} of {want} bytes, {data.count(b'HTTP/1.1 200 ')} of {depth} "
+                              f"responses 200 ({response_bytes} bytes expected each)")
+                return
+        except (OSError, asyncio.TimeoutError) as e:
+            errors.append(f"conn {i}: {type(e).__name__}: {e}")
+        finally:
+            if writer is not None:
+                writer.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(conns)))
+    wall = time.perf_counter() - t0
+    out = {"ok": len(times) * depth, "batches": len(times), "reconnects": reconnects, "errors": len(errors),
+           "error_samples": errors[:5],
+           "wall_s": wall, "rps": len(times) * depth / wall if wall > 0 else 0.0}
+    if times:
+        ts = sorted(times)
+        pick = lambda q: ts[min(len(ts) - 1, max(0, int(q * len(ts) + 0.999999) - 1))] * 1e3
+        out.update(mean_ms=statistics.mean(ts) * 1e3, p50_ms=pick(0.5), p90_ms=pick(0.9), p99_ms=pick(0.99),
+                   max_ms=ts[-1] * 1e3)
+    return out
+
+
 def main(argv: list[str]) -> int:
     nofile = _raise_nofile()
     cmd = argv[0]
@@ -132,6 +194,11 @@ def main(argv: list[str]) -> int:
     if cmd == "idle":
         host, port, path, n, size = argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5])
         asyncio.run(_idle(host, port, path, n, size))
+        return 0
+    if cmd == "pipeline":
+        host, port, path = argv[1], int(argv[2]), argv[3]
+        conns, depth, seconds, size = int(argv[4]), int(argv[5]), float(argv[6]), int(argv[7])
+        print(json.dumps(asyncio.run(_pipeline(host, port, path, conns, depth, seconds, size))))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

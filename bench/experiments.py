@@ -16,7 +16,7 @@ import sys
 import time
 
 from .lab import (ALL_CPUS, B100, HELLO, HOST, LOAD_CPUS, MB1, MB100, NCPU, NGINX_CONNECTIONS, NOFILE, PAGE,
-                  REPO, SERVER_CPUS, Cell, Lab, Server, ncpus_in, run_cells, server_key)
+                  REPO, SERVER_CPUS, Cell, Lab, Server, missing_peer, ncpus_in, run_cells, server_key, skip_cells)
 
 NGINX = server_key("nginx", "nginx")                         # realistic file server
 NGINX_SEED003 = server_key("nginx", "nginx-seed003")         # seed 003's return 200
@@ -400,6 +400,132 @@ def overhead(lab: Lab, models: list[str]) -> None:
     run_cells(lab, "overhead", cells, lab.repeats, [PAGE, HELLO], fmt_wrk)
 
 
+# --------------------------------------------------------------------------
+# Peers (issue 10): nginx, lighttpd and h2o beside spindle's epoll and uring
+# --------------------------------------------------------------------------
+
+PIPELINE_DEPTH = 16
+# (key, label, connections, path, how): the issue's four cells, and the pipelined
+# one again from a client that can time batches
+PEER_CELLS = (("keepalive", "wrk -c200 keep-alive 13 B", 200, HELLO, "wrk"),
+              ("pipelined", f"wrk -c50 {PIPELINE_DEPTH} pipelined 13 B", 50, HELLO, "pipeline"),
+              ("pipelined_latency", f"python -c50 {PIPELINE_DEPTH} pipelined 13 B", 50, HELLO, "pipeline latency"),
+              ("close", "ab -c200 new connection 13 B", 200, HELLO, "ab"),
+              ("file1m", "wrk -c50 1 MB file", 50, MB1, "wrk"))
+PEER_SERVERS = ("nginx", "lighttpd", "h2o")
+PEER_MODELS = ("epoll", "uring")
+
+
+# wrk's latency figures under pipelining that cannot be reported (see the note in peers())
+WRK_PIPELINED_LATENCY = ("mean_ms", "stdev_ms", "p50_ms", "p90_ms", "p99_ms")
+
+
+def wrk_pipelined(lab: Lab, s: Server, path: str, conns: int, dur: float) -> dict:
+    """wrk with PIPELINE_DEPTH requests per write. Keeps max_ms (the slowest
+    batch really took that long) and drops the rest of wrk's latency figures."""
+    m = lab.wrk(s, path, conns, dur, script="pipeline.lua", script_args=[path, str(PIPELINE_DEPTH)])
+    for k in WRK_PIPELINED_LATENCY:
+        m.pop(k, None)
+    return m
+
+
+def _peer_cell_run(how: str, path: str, conns: int, dur: float):
+    if how == "ab":
+        return _ab(path, conns, False, dur)
+    if how == "pipeline":
+        return lambda lab, s: wrk_pipelined(lab, s, path, conns, dur)
+    if how == "pipeline latency":
+        return lambda lab, s: lab.pipeline_latency(s, path, conns, PIPELINE_DEPTH, dur)
+    return _wrk(path, conns, dur)
+
+
+def peers(lab: Lab, models: list[str]) -> None:
+    dur = lab.cell_s
+    servers = [(kind, server_key(kind, kind)) for kind in PEER_SERVERS]
+    servers += [(m, spindle(m)) for m in PEER_MODELS if m in models]
+    missing = {name: missing_peer(name) for name in PEER_SERVERS}
+    cells, skipped = [], {name: [] for name, why in missing.items() if why}
+    for key, label, conns, path, how in PEER_CELLS:
+        for name, server in servers:
+            # Little's law counts requests in flight: DEPTH per connection when pipelining
+            in_flight = conns * (PIPELINE_DEPTH if how == "pipeline latency" else 1)
+            cell = Cell("peers", f"{name} {label}", server, {"peer_cell": key, "conc": in_flight},
+                        _peer_cell_run(how, path, conns, dur), warm_path=path)
+            skipped.get(name, cells).append(cell)
+    for name, mine in skipped.items():
+        skip_cells(lab, "peers", mine, missing[name])
+    lab.note("peers", f"Issue 10's side-by-side: every server with one worker on CPU {SERVER_CPUS}, every "
+                      f"generator on CPU {LOAD_CPUS}, the same docroot. Cells: `wrk -t1 -c200 -d{dur:g}s` "
+                      f"keep-alive on the 13-byte file; `wrk -t1 -c50` with {PIPELINE_DEPTH} requests pipelined "
+                      f"per write (bench/lua/pipeline.lua); `ab -c200` with a new connection per request; "
+                      f"`wrk -t1 -c50` on a 1 MB file (GB/s = 10^9 bytes/s read by wrk, server CPU in cores and "
+                      f"µs per MB).")
+    lab.note("peers", "nginx: the lab's file-serving configuration (sendfile, tcp_nopush, open_file_cache, "
+                      "worker_processes 1); lighttpd: server.max-worker 0 (one process), sendfile, "
+                      "server.stat-cache-engine simple (its stat cache, as its wiki recommends); h2o: num-threads 1, file.dir (h2o 2.2 has no "
+                      "sendfile, and its open-file cache is always on with no directive). No access logs. "
+                      "The exact configurations are in the Setup section.")
+    lab.note("peers", f"Pipelined latency comes from its own cell: wrk times a batch of {PIPELINE_DEPTH} as one "
+                      f"sample, then 'corrects' its histogram for coordinated omission with a per-request "
+                      f"interval, which adds synthetic samples below the real ones, so its mean and percentiles "
+                      f"read too low (often 0 ms); the wrk cell reports only its slowest batch. The latency cell "
+                      f"runs bench/client.py (Python asyncio, 50 connections, {PIPELINE_DEPTH} requests per write, "
+                      f"each batch timed from the write to its last response byte). That client is slower than "
+                      f"wrk and usually client-bound, so its p99 is at the client's pace, the same for every "
+                      f"server; a delayed-ACK stall (~40 ms) shows in it whatever the pace.")
+    run_cells(lab, "peers", cells, lab.repeats, [HELLO, MB1],
+              lambda r: (fmt_any(r) if r.get("tool") in ("ab", "wrk") and "p99_ms" in r else
+                         f"{r['rps']:8.0f} req/s  batch p99 {r['p99_ms']:7.2f} ms" if "p99_ms" in r else
+                         f"{r['rps']:8.0f} req/s  slowest batch {r['max_ms']:7.2f} ms  errors {r['errors']}"))
+
+
+# --------------------------------------------------------------------------
+# TLS (issue 13): handshakes/s and server CPU per handshake, every model and nginx
+# --------------------------------------------------------------------------
+
+TLS_CONNS = 50
+# (key, label, how): full handshakes, resumed ones, keep-alive over TLS, and the
+# same servers over plain HTTP with a new connection per request, to compare rankings
+TLS_CELLS = (("full", f"https ab -c{TLS_CONNS} new connection", "ab"),
+             ("resumed", "https s_time -reuse", "s_time"),
+             ("keepalive", f"https ab -k -c{TLS_CONNS}", "ab -k"),
+             ("plain", f"http ab -c{TLS_CONNS} new connection", "ab"))
+
+
+def _tls_cell_run(how: str, dur: float):
+    if how == "s_time":
+        return lambda lab, s: lab.s_time(s, HELLO, dur)
+    return _ab(HELLO, TLS_CONNS, how == "ab -k", dur)
+
+
+def tls(lab: Lab, models: list[str]) -> None:
+    dur = lab.cell_s
+    cert, key = ("cert.pem", "key.pem") if lab.plan is not None else lab.tls_files()
+    refusal = None if lab.plan is not None else lab.spindle_tls_refusal(cert, key)
+    keys = {"tls_certificate": str(cert), "tls_certificate_key": str(key)}
+    servers = [("nginx", server_key("nginx", "nginx-tls", _label="nginx", **keys), NGINX)]
+    servers += [(m, spindle(m, threads=64, tls="on", **keys), spindle(m, threads=64)) for m in models]
+    cells, skipped = [], []
+    for ckey, label, how in TLS_CELLS:
+        for name, tls_server, plain_server in servers:
+            cell = Cell("tls", f"{name} {label}", plain_server if ckey == "plain" else tls_server,
+                        {"tls_cell": ckey, "conc": 1 if how == "s_time" else TLS_CONNS},
+                        _tls_cell_run(how, dur), warm_path=HELLO)
+            (skipped if refusal and name != "nginx" else cells).append(cell)
+    skip_cells(lab, "tls", skipped, refusal)
+    lab.note("tls", f"HTTPS with a self-signed ECDSA P-256 certificate made by openssl for the run; TLS 1.2 "
+                    f"and 1.3 with Mozilla's intermediate ECDHE suites; nginx with the same certificate and "
+                    f"suites, its session cache and tickets on. Cells on the 13-byte file: `ab -c{TLS_CONNS}` "
+                    f"over https (a full handshake per request), `openssl s_time -reuse` (one connection at a "
+                    f"time, each resuming the first one's session: resumed handshakes/s is bound by round trips, "
+                    f"CPU per handshake is not), `ab -k -c{TLS_CONNS}` over https, and `ab -c{TLS_CONNS}` over "
+                    f"plain HTTP for the ranking without TLS. Server CPU per request = per handshake in the "
+                    f"first two cells.")
+    run_cells(lab, "tls", cells, lab.repeats, [HELLO],
+              lambda r: (f"{r['rps']:8.0f} handshakes/s  {r['resumed']} of {r['connections']} resumed"
+                         if r.get("tool") == "s_time" else fmt_ab(r)))
+
+
 EXPERIMENTS = {
     "seed000": seed000,
     "seed001": seed001,
@@ -407,12 +533,14 @@ EXPERIMENTS = {
     "seed003": seed003,
     "seed004": seed004,
     "openloop": openloop,
+    "peers": peers,
     # outside the default run (python -m bench --only ...)
     "downloads": downloads,
     "idle_rss": idle_rss,
     "overhead": overhead,
+    "tls": tls,          # issue 13: HTTPS handshakes and keep-alive, every model and nginx
 }
-DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop"]
+DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop", "peers", "tls"]
 
 # issue 12: 1 vs 2 instances behind HAProxy, in its own module (outside the default run)
 from .scaleout import scaleout  # noqa: E402  (scaleout.py needs only lab.py)

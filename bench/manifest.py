@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .lab import ALL_CPUS, LOAD_CPUS, NOFILE, REPO, SERVER_CPUS, VEGETA
+from .lab import ALL_CPUS, LOAD_CPUS, NOFILE, PEER_BINARIES, REPO, SERVER_CPUS, VEGETA
 
 
 def _out(cmd: list[str]) -> str:
@@ -92,9 +92,12 @@ def manifest(lab, models, mode, repeats, started, elapsed, names) -> dict:
         "spindle_binary": str(lab.spindle_bin),
         "spindle_config_check": check,
         "nginx_confs": getattr(lab, "nginx_confs", {}),
+        "peer_confs": getattr(lab, "peer_confs", {}),
         "tools": {
             "spindle": _out([str(lab.spindle_bin), "--version"]),
             "nginx": _out(["/usr/sbin/nginx", "-v"]),
+            "lighttpd": (_out([PEER_BINARIES["lighttpd"], "-v"]).splitlines() or ["not installed"])[0],
+            "h2o": (_out([PEER_BINARIES["h2o"], "--version"]).splitlines() or ["not installed"])[0],
             "wrk": _out(["wrk", "-v"]).splitlines()[0] if _out(["wrk", "-v"]) else "?",
             "ab": _out(["ab", "-V"]).splitlines()[0],
             "curl": _out(["curl", "--version"]).splitlines()[0],

@@ -60,6 +60,9 @@ def parse_ab(text: str) -> dict:
         v = re.search(rf"^\s+{p}%\s+(\d+)", text, re.M)
         if v:
             r[f"p{p}_ms"] = int(v.group(1))
+    m = re.search(r"^SSL/TLS Protocol:\s+(\S+)", text, re.M)     # over https: protocol,cipher,bits
+    if m:
+        r["tls"] = m.group(1)
     r["errors"] = r["failed"] + r["non2xx"]
     if finished_empty:          # no latency was measured: leave it out rather than invent one
         del r["mean_ms"], r["mean_across_ms"]
@@ -122,6 +125,19 @@ def parse_wrk(text: str) -> dict:
     r["errors"] = (r["err_connect"] + r["err_read"] + r["err_write"] + r["err_timeout"]
                    + max(r["err_status"], r["non2xx"]))
     return r
+
+
+def parse_s_time(text: str) -> dict:
+    """`openssl s_time -reuse -www PATH` -> connections made, how many of them
+    resumed a session (s_time prints 'r' per resumed connection, another mark
+    per full handshake, after 'starting') and bytes read per connection."""
+    m = re.search(r"^(\d+) connections in [\d.]+s;", text, re.M)
+    if not m:
+        raise ParseError(f"s_time printed no summary: {text[-300:]!r}")
+    after = text.split("starting", 1)[-1]
+    marks = after[:after.find(m.group(0))]
+    return {"connections": int(m.group(1)), "resumed": marks.count("r"),
+            "bytes_per_conn": _num(r"(\d+) bytes read per connection", text, int, 0)}
 
 
 def parse_vegeta(report_json: str, hdrplot: str, target_rate: float) -> dict:

@@ -19,14 +19,14 @@ from . import checks, claims
 from .checks import client_bound_loser, verdict as range_verdict
 
 MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "pool", "pool-5", "pool-15", "prefork",
-               "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003"]
+               "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003", "lighttpd", "h2o"]
 COLORS = {"iterative": "#8c564b", "fork": "#d62728", "fork-nofile1024": "#d62728", "thread": "#ff7f0e",
           "pool": "#2ca02c", "pool-5": "#2ca02c", "pool-15": "#98df8a", "prefork": "#17becf",
           "prefork-4x10": "#17becf", "epoll": "#1f77b4", "uring": "#9467bd", "nginx": "#000000",
-          "nginx-seed003": "#000000"}
+          "nginx-seed003": "#000000", "lighttpd": "#bcbd22", "h2o": "#e377c2"}
 SKIP = {"exp", "cell", "server", "kind", "model", "cpus", "workers", "rep", "cmd", "tool", "raw",
         "problems", "failed_run", "failed_detail", "status_counts", "error_samples", "subs", "invalid",
-        "lat_ms", "cdf", "client_bound", "fell_behind"}
+        "lat_ms", "cdf", "client_bound", "fell_behind", "skipped"}
 
 
 # --------------------------------------------------------------------------
@@ -42,7 +42,7 @@ def aggregate(records: list[dict]) -> list[dict]:
         groups.setdefault((r["exp"], r["cell"]), []).append(r)
     rows = []
     for (exp, cell), rs in groups.items():
-        ok = [r for r in rs if "failed_run" not in r]
+        ok = [r for r in rs if "failed_run" not in r and "skipped" not in r]
         first = rs[0]
         params = set(first.get("_params", []))
         row = {k: first[k] for k in ("exp", "cell", "server", "kind", "model", "cpus", "workers", "tool")
@@ -71,6 +71,8 @@ def aggregate(records: list[dict]) -> list[dict]:
             row["cdf"] = cdfs[0]
         row["problems"] = sorted({p for r in rs for p in r.get("problems", [])})
         row["failed_runs"] = [r["failed_run"] for r in rs if "failed_run" in r]
+        if any("skipped" in r for r in rs):
+            row["skipped"] = next(r["skipped"] for r in rs if "skipped" in r)
         rows.append(row)
     return rows
 
@@ -105,6 +107,8 @@ def spread(r, key, digits=0):
     """'median (min–max)' or a dash, and 'FAILED' when no repeat produced it."""
     if r is None:
         return "not run"
+    if r.get("skipped"):
+        return "skipped"
     if r.get("invalid"):
         return "INVALID"
     if key not in r:
@@ -545,6 +549,89 @@ class Report:
             self.compare("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
                          higher_better=False, digits=2)
 
+    # -- peers (issue 10) ---------------------------------------------------------
+
+    def server_grid(self, exp: str, cell_key: str, order: list[str] | None = None):
+        """An experiment laid out as servers x cells: (cells, servers, {(cell, server): row}),
+        servers in `order` first, then MODEL_ORDER; None when the experiment did not run."""
+        rows = select(self.rows, exp)
+        if not rows:
+            return None
+        order = order or []
+        servers = sorted(dict.fromkeys(r["server"] for r in by_model(rows)),
+                         key=lambda s: order.index(s) if s in order else len(order))
+        return (list(dict.fromkeys(r[cell_key] for r in rows)), servers,
+                {(r[cell_key], r["server"]): r for r in rows})
+
+    def peers(self):
+        laid_out = self.server_grid("peers", "peer_cell", PEER_ROW_ORDER)
+        if laid_out is None:
+            return
+        cells, servers, grid = laid_out
+        self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle (issue 10)")
+        self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
+                       "it used are in the table below). "
+                       "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
+                       "the rate there is the generator's, CPU per request still compares the servers.\n")
+        self.md.append(table(["server"] + [PEER_CELL_TITLES.get(c, c) for c in cells],
+                             [[srv] + [rate_and_cpu(grid.get((c, srv)), c == PEER_BYTES_CELL, c == PEER_LATENCY_CELL) for c in cells]
+                              for srv in servers]))
+        detail = []
+        for c in cells:
+            for srv in servers:
+                r = grid.get((c, srv))
+                if r is None:
+                    continue
+                if r.get("skipped"):
+                    detail.append([PEER_CELL_TITLES.get(c, c), srv, f"skipped: {r['skipped']}"] + ["—"] * 6)
+                    continue
+                big = c == PEER_BYTES_CELL
+                lat = ("max " + spread(r, "max_ms", 1)) if "p99_ms" not in r and "max_ms" in r \
+                    else spread(r, "p99_ms", 1)
+                detail.append([PEER_CELL_TITLES.get(c, c), srv,
+                               spread_scaled(r, "mbps", 1e-3, 2, " GB/s") if big else spread(r, "rps"),
+                               lat, spread(r, "server_us_per_mb" if big else "server_us_per_req", 1),
+                               spread(r, "server_cores", 2)] + cpu_cols(r)[1:] + [errs(r)])
+        self.md.append(table(["cell", "server", "rate", "p99 ms", "server CPU µs/req (1 MB: µs/MB)", "server cores",
+                              "generator core", "other load (cores)", "errors"], detail))
+        self.md.append("Which server wins each cell (only where its min–max range clears every other "
+                       "server's; a rate lost by a client-bound cell does not count):\n")
+        for c in cells:
+            if c == PEER_LATENCY_CELL:
+                by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid}
+                self.md.append(f"- **{PEER_CELL_TITLES[c]}**: lowest p99: "
+                               f"{checks.winner(by_srv, 'p99_ms', higher_better=False)[1]}.")
+                continue
+            by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid and not grid[(c, srv)].get("skipped")}
+            rate_key = "mbps" if c == PEER_BYTES_CELL else "rps"
+            cpu_key = "server_us_per_mb" if c == PEER_BYTES_CELL else "server_us_per_req"
+            _, rate_why = checks.winner(by_srv, rate_key)
+            _, cpu_why = checks.winner(by_srv, cpu_key, higher_better=False)
+            self.md.append(f"- **{PEER_CELL_TITLES.get(c, c)}**: {'GB/s' if rate_key == 'mbps' else 'req/s'}: "
+                           f"{rate_why}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
+                           f"{cpu_why}.")
+            unit = "µs/MB" if c == PEER_BYTES_CELL else "µs"
+            for m in ("epoll", "uring"):
+                if m in by_srv:
+                    self.md.append(f"  - {m} against the best peer: {against_best_peer(by_srv, m, cpu_key, unit)}")
+        self.md.append("")
+
+    # -- tls (issue 13) -----------------------------------------------------------
+
+    def tls(self):
+        laid_out = self.server_grid("tls", "tls_cell")
+        if laid_out is None:
+            return
+        cells, servers, grid = laid_out
+        self.head("tls", "TLS — handshakes per second and server CPU per handshake (issue 13)")
+        self.md.append("Median (min–max over repeats) connections or requests per second · server CPU per "
+                       "request (in the handshake cells: per handshake). **CB** = client-bound.\n")
+        self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
+                             [[srv] + [rate_and_cpu(grid.get((c, srv))) for c in cells] for srv in servers]))
+        self.md.append(negotiated_sentence([r for r in self.lab.records if r.get("exp") == "tls"]) + "\n")
+        self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
+                                        {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
+
     # -- beyond (outside the default run) -----------------------------------------
 
     def beyond(self):
@@ -657,7 +744,7 @@ class Report:
 
     def render(self) -> str:
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
-                  self.beyond):
+                  self.peers, self.tls, self.beyond):
             f()
         self.scaleout()
         body_sections = self.md
@@ -674,7 +761,8 @@ class Report:
         top = [f"# spindle lab report — {man['mode']} run, {man['started']}\n",
                f"{man['cpu_model']}, {man['cpus_online']} CPUs, Linux {man['kernel']}; spindle at "
                f"{man['spindle_revision']}; {tools.get('nginx', '?').replace('nginx version: ', '')}; "
-               f"{tools.get('ab', '?')}; vegeta {tools.get('vegeta', '?')}. The run took "
+               + "".join(f"{tools[k].split(' - ')[0]}; " for k in man.get("peer_confs", {}) if k in tools)
+               + f"{tools.get('ab', '?')}; vegeta {tools.get('vegeta', '?')}. The run took "
                f"{man['elapsed_s'] / 60:.1f} min: {man['repeats']} repeat(s) per cell, {man.get('cell_s', '?')} s "
                f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up; tables give the median and "
                f"(min–max over repeats). {man['pinning']['note']}\n"]
@@ -693,6 +781,8 @@ class Report:
                  "worker count in the same cell):\n"]
         for name, conf in man.get("nginx_confs", {}).items():
             setup += [f"`{name}`:\n", "```nginx", conf.rstrip(), "```\n"]
+        for name, conf in man.get("peer_confs", {}).items():
+            setup += [f"`{name}` (peers experiment):\n", "```", conf.rstrip(), "```\n"]
         setup.append(f"The file-serving nginx has `worker_connections {NGINX_CONNECTIONS_NOTE}` (room for c = 1000; "
                      f"seed 003's has 768): nginx preallocates a connection structure and its events for every slot "
                      f"at start, so its memory baseline grows with this limit. Each server's memory right after "
@@ -716,6 +806,98 @@ class Report:
                      "experiment's settings. Exact commands are in results.csv (`cmd`); machine, versions and "
                      "sysctls in manifest.json.\n")
         return "\n".join(top + claims_md + body_sections + tail_md + setup) + "\n"
+
+
+PEER_CELL_TITLES = {"keepalive": "wrk -c200 keep-alive, 13 B", "pipelined": "wrk -c50, 16 pipelined per write",
+                    "pipelined_latency": "16 pipelined: batch p99 (Python client, c50)",
+                    "close": "ab -c200, new connection per request", "file1m": "wrk -c50, 1 MB file"}
+PEER_BYTES_CELL = "file1m"
+PEER_LATENCY_CELL = "pipelined_latency"
+PEER_ROW_ORDER = ["nginx", "lighttpd", "h2o", "epoll", "uring"]
+
+
+def spread_scaled(r, key, scale, digits, unit=""):
+    """spread() of key x scale (e.g. MB/s as GB/s), with a unit after the median."""
+    if r is None or r.get("skipped") or r.get("invalid") or key not in r:
+        return spread(r, key, digits)
+    med, lo, hi = (num(r[k] * scale, digits) for k in (key, key + "_min", key + "_max"))
+    return f"{med}{unit}" if r["reps_ok"] <= 1 else f"{med}{unit} ({lo}–{hi}{unit})"
+
+
+def rate_and_cpu(r, per_byte: bool = False, latency: bool = False) -> str:
+    """One entry of a server x cell table: the rate, then the server's CPU per
+    request (per_byte: GB/s and CPU per MB moved; latency: only the p99), with
+    ranges."""
+    if r is None:
+        return "not run"
+    if r.get("skipped"):
+        return "skipped"          # why: in the section's notes
+    if latency:
+        text = f"p99 {spread_scaled(r, 'p99_ms', 1, 1, ' ms')}"
+    elif per_byte:
+        text = f"{spread_scaled(r, 'mbps', 1e-3, 2, ' GB/s')} · {spread_scaled(r, 'server_us_per_mb', 1, 0, ' µs/MB')}"
+    else:
+        text = f"{spread_scaled(r, 'rps', 1e-3, 1, 'k')} · {spread_scaled(r, 'server_us_per_req', 1, 1, ' µs')}"
+    return text + (" **CB**" if r.get("client_bound") else "")
+
+
+PEERS = ("nginx", "lighttpd", "h2o")
+
+
+def against_best_peer(cells: dict[str, dict], model: str, key: str, unit: str) -> str:
+    """Issue 10's targets compare spindle's CPU per request (or per MB) with the
+    best peer's: the ratio of medians, and a verdict only where ranges do not
+    overlap."""
+    peers = {n: c for n, c in cells.items() if n in PEERS and c.get(key) is not None and not c.get("invalid")}
+    mine = cells.get(model)
+    if not peers or mine is None or mine.get(key) is None or mine.get("invalid"):
+        return "not measured"
+    best = min(peers, key=lambda n: peers[n][key])
+    b = peers[best]
+    text = f"{num(mine[key], 1)} vs {best}'s {num(b[key], 1)} {unit} ({mine[key] / b[key]:.2f}x)"
+    if min(mine.get("reps_ok", 0), b.get("reps_ok", 0)) < 2:
+        return text + ", one run"
+    v = range_verdict((mine[key + "_min"], mine[key + "_max"]), (b[key + "_min"], b[key + "_max"]),
+                      higher_better=False)
+    return text + {"ahead": ", less CPU (ranges clear)", "behind": ", **more CPU** (ranges clear)"}.get(
+        v, ", ranges overlap")
+
+
+TLS_CELL_TITLES = {"full": "https, new connection (full handshake)", "resumed": "https, resumed session",
+                   "keepalive": "https keep-alive", "plain": "http, new connection"}
+
+
+def negotiated_sentence(records: list[dict]) -> str:
+    """What ab negotiated with each server over https (protocol, suite, bits):
+    handshake costs compare only when every server chose the same."""
+    seen = {}
+    for r in records:
+        if r.get("tls"):
+            seen.setdefault(r["server"], set()).add(r["tls"])
+    if not seen:
+        return "Negotiated: not recorded."
+    text = "Negotiated with ab: " + "; ".join(f"{srv} {', '.join(sorted(v))}" for srv, v in seen.items()) + "."
+    if len(set().union(*seen.values())) > 1:
+        text += " **The servers negotiated different suites: their handshake costs are not like for like.**"
+    return text
+
+
+def ranking_sentence(plain: dict, tls_full: dict) -> str:
+    """Whether the servers' order by CPU per connection changes from plain HTTP
+    to full TLS handshakes (medians; the why is for the person reading the
+    profiles, not for this function)."""
+    def order(cells):
+        ok = {n: r["server_us_per_req"] for n, r in cells.items()
+              if r and not r.get("skipped") and not r.get("invalid") and r.get("server_us_per_req")}
+        return sorted(ok, key=ok.get)
+    a, b = order(plain), order(tls_full)
+    common = [n for n in a if n in b]
+    if len(common) < 2:
+        return "Ranking by server CPU per connection: fewer than two servers measured both ways."
+    a, b = [n for n in a if n in common], [n for n in b if n in common]
+    same = "the same" if a == b else "**different**"
+    return (f"Ranking by server CPU per connection (least first, medians): plain HTTP {' < '.join(a)}; "
+            f"full TLS handshakes {' < '.join(b)}: {same}.")
 
 
 def pct(r, q):

@@ -77,7 +77,9 @@ def test_the_report_is_written_when_every_cell_failed(tmp_path):
             experiments.EXPERIMENTS[n](lb, models)
     finally:
         lb.cleanup()
-    assert lb.records and all("failed_run" in r for r in lb.records)
+    # every cell failed to run, or was skipped before it ran (tls: no certificate was made)
+    assert lb.records and all("failed_run" in r or "skipped" in r for r in lb.records)
+    assert any("failed_run" in r for r in lb.records)
     man = manifest(lb, models, "smoke", 1, "now", 1.0, experiments.DEFAULT)
     out = tmp_path / "out"
     report.write(lb, out, man)
