@@ -29,7 +29,8 @@ UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 VENV     := .venv
 PY       := $(VENV)/bin/python
 
-.PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench bench-smoke clean
+.PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench bench-smoke clean \
+	man install uninstall
 
 TSAN_MODELS ?= epoll or pool
 
@@ -190,6 +191,70 @@ bench-smoke: spindle
 
 clean:
 	rm -rf build spindle spindle-asan spindle-tsan spindle-stat
+
+# ---- man pages and installation (issue 12) ------------------------------
+# Layout as Debian's packaging of daemons, under PREFIX: the server in sbin
+# (a section-8 daemon), the viewer in bin, pages in share/man, the sample
+# configuration in $(SYSCONFDIR)/spindle (/usr/local/etc for /usr/local, /etc
+# for PREFIX=/usr), units where systemd looks for local ones. DESTDIR stages
+# it all elsewhere (packaging, the test).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+DOCROOT    ?= /var/www/html
+MAN_PAGES  := build/man/spindle.8 build/man/spindle.conf.5
+
+man: $(MAN_PAGES)
+
+# The sources (pages, units) name the default paths; install writes the real ones.
+PATHS_SED = sed -e 's|/usr/local/sbin|$(SBINDIR)|g' -e 's|/usr/local/etc|$(SYSCONFDIR)|g'
+
+build/man/spindle.8: docs/man/spindle.8.scd
+	@mkdir -p $(dir $@)
+	scdoc < $< > $@
+
+# spindle.conf(5)'s key reference is generated from server.conf's comments:
+# a key added there appears in the page, with its default.
+build/man/spindle.conf.5: docs/man/spindle.conf.5.scd server.conf scripts/conf-keys.awk
+	@mkdir -p $(dir $@)
+	awk -f scripts/conf-keys.awk server.conf > $@.keys
+	awk 'FNR == NR { keys = keys $$0 "\n"; next } /^@KEYS@$$/ { printf "%s", keys; next } { print }' \
+	  $@.keys $< | scdoc > $@
+	rm -f $@.keys
+
+# The sample configuration is server.conf with the root Debian serves from;
+# an existing one is the operator's and is left alone.
+install: all man
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
+	  $(DESTDIR)$(SYSCONFDIR)/spindle $(DESTDIR)$(UNITDIR)
+	install -m 755 spindle $(DESTDIR)$(SBINDIR)/spindle
+	install -m 755 spindle-stat $(DESTDIR)$(BINDIR)/spindle-stat
+	$(PATHS_SED) build/man/spindle.8 > build/man/spindle.8.installed
+	$(PATHS_SED) build/man/spindle.conf.5 > build/man/spindle.conf.5.installed
+	install -m 644 build/man/spindle.8.installed $(DESTDIR)$(MANDIR)/man8/spindle.8
+	install -m 644 build/man/spindle.conf.5.installed $(DESTDIR)$(MANDIR)/man5/spindle.conf.5
+	sed 's|^root = www$$|root = $(DOCROOT)|' server.conf > build/spindle.conf.sample
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf ]; then \
+	  echo "keeping $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf (the sample is build/spindle.conf.sample)"; \
+	else install -m 644 build/spindle.conf.sample $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf; fi
+	$(PATHS_SED) contrib/spindle.service > build/spindle.service
+	install -m 644 build/spindle.service $(DESTDIR)$(UNITDIR)/spindle.service
+	install -m 644 contrib/spindle.socket $(DESTDIR)$(UNITDIR)/spindle.socket
+
+# Removes what install put there; a configuration the operator changed stays
+# (as Debian keeps a changed conffile), and so do directories others use.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/spindle $(DESTDIR)$(BINDIR)/spindle-stat \
+	  $(DESTDIR)$(MANDIR)/man8/spindle.8 $(DESTDIR)$(MANDIR)/man5/spindle.conf.5 \
+	  $(DESTDIR)$(UNITDIR)/spindle.service $(DESTDIR)$(UNITDIR)/spindle.socket
+	@conf=$(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf; \
+	if [ -e $$conf ]; then \
+	  sed 's|^root = www$$|root = $(DOCROOT)|' server.conf | cmp -s - $$conf && rm -f $$conf \
+	    || echo "keeping $$conf: it was changed after installation"; fi
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/spindle 2>/dev/null
 
 -include $(CORE_OBJ:.o=.d) $(wildcard build/fuzz/obj/src/*.d build/fuzz/obj/src/*/*.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(BUILD)/tools/spindle-stat.d
 

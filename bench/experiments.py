@@ -413,3 +413,7 @@ EXPERIMENTS = {
     "overhead": overhead,
 }
 DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop"]
+
+# issue 12: 1 vs 2 instances behind HAProxy, in its own module (outside the default run)
+from .scaleout import scaleout  # noqa: E402  (scaleout.py needs only lab.py)
+EXPERIMENTS["scaleout"] = scaleout

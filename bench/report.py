@@ -612,6 +612,16 @@ class Report:
         self.md.append("\n## What the lab does differently from the seeds, and why\n")
         self.md.append(table(["seed", "what changed and why"], [[a, b] for a, b in self.CHANGES]))
 
+    def scaleout(self):
+        """bench/scaleout.py: spindle direct, and behind HAProxy with 1 and 2 instances."""
+        rows = select(self.rows, "scaleout")
+        if not rows:
+            return
+        self.md.append("\n## Scale-out behind HAProxy (run with --only scaleout)\n")
+        self.md.append(table(["set-up", "instances", "req/s", "p99 ms", "errors"] + CPU_HEAD,
+                             [[r["setup"], r["instances"], spread(r, "rps"), num(r.get("p99_ms"), 2), errs(r)]
+                              + cpu_cols(r) for r in rows]))
+
     def load_section(self):
         rows = [r for r in self.rows if "other_cores" in r]
         if not rows:
@@ -649,6 +659,7 @@ class Report:
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
                   self.beyond):
             f()
+        self.scaleout()
         body_sections = self.md
         self.md = []
         self.claims_section()

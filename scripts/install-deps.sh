@@ -11,6 +11,8 @@ build_packages=(build-essential libinih-dev liburing-dev)
 packages=(
   "${build_packages[@]}" pkg-config clang libcriterion-dev
   libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk
+  # issue 12: man pages (scdoc builds, man/groff check), unit verification, scale-out test
+  scdoc man-db groff-base systemd haproxy
 )
 
 for arg in "$@"; do

@@ -13,6 +13,7 @@ trap 'rm -rf "$root"' EXIT
 printf 'Hello, world!' > "$root/a.txt"
 head -c 200000 /dev/urandom > "$root/big.bin"
 mkdir -p "$root/sub" && echo '<p>sub</p>' > "$root/sub/index.html"
+mkdir -p "$root/list/d" && echo 'x' > "$root/list/f.txt"   # no index: listed (issue 11)
 
 # A port nobody listens on now (the kernel picks it; a race with another
 # process taking it in between shows up as a start-up failure below).
@@ -58,7 +59,8 @@ for model in ${VALGRIND_MODELS:-$(./spindle --list-models | awk '{print $1}')}; 
 	valgrind --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
 		--error-exitcode=99 --log-file="$dir/vg.%p.log" \
 		./spindle --bind 127.0.0.1 --root "$root" --port "$port" --model "$model" --workers 2 \
-		--set error_log="$dir/err.log" --set access_log="$dir/access.log" &
+		--set error_log="$dir/err.log" --set access_log="$dir/access.log" \
+		--set autoindex=html --set access_log_format=json &
 	pid=$!
 	# Poll readiness (valgrind makes start-up slow and its speed varies) for up to 60 s.
 	ready=0
@@ -73,8 +75,8 @@ for model in ${VALGRIND_MODELS:-$(./spindle --list-models | awk '{print $1}')}; 
 		status=1; continue
 	fi
 	check() { code=$(curl -s -o /dev/null --max-time 10 -w "%{http_code}" "$@"); echo "$code"; }
-	got="$(check http://127.0.0.1:$port/a.txt) $(check http://127.0.0.1:$port/sub) $(check -H "Range: bytes=0-3,5-7" http://127.0.0.1:$port/a.txt) $(check http://127.0.0.1:$port/big.bin) $(check http://127.0.0.1:$port/missing) $(check --path-as-is http://127.0.0.1:$port/%2e%2e/x)"
-	[ "$got" = "200 301 206 200 404 400" ] || { echo "valgrind $model: unexpected statuses: $got"; status=1; }
+	got="$(check http://127.0.0.1:$port/a.txt) $(check http://127.0.0.1:$port/sub) $(check -H "Range: bytes=0-3,5-7" http://127.0.0.1:$port/a.txt) $(check http://127.0.0.1:$port/big.bin) $(check http://127.0.0.1:$port/missing) $(check --path-as-is http://127.0.0.1:$port/%2e%2e/x) $(check "http://127.0.0.1:$port/list/?sort=size")"
+	[ "$got" = "200 301 206 200 404 400 200" ] || { echo "valgrind $model: unexpected statuses: $got"; status=1; }
 	printf 'GET / HTTP/1.1\r\n\r\n' | timeout 5 curl -s -o /dev/null telnet://127.0.0.1:$port || true
 	kill -TERM "$pid"
 	if wait "$pid"; then rc=0; else rc=$?; fi

@@ -19,6 +19,7 @@
 enum key_type {
 	KEY_INT, KEY_SIZE, KEY_DURATION, KEY_DURATION_US, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS,
 	KEY_LEVEL, KEY_LOCK, KEY_DELAY_KIND,
+	KEY_AUTOINDEX, KEY_LOG_FORMAT, /* issue 11 (site-b) */
 };
 
 struct config_key {
@@ -74,6 +75,12 @@ static const struct config_key config_keys[] = {
 	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
 	K("log", "error_log", KEY_STRING, error_log, 0, 0),
 	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
+	/* health check (issue 12): a path, or off like a log path */
+	K("http", "health_path", KEY_LOGPATH, health_path, 0, 0),
+	/* issue 11 (site-b): listings, SPA fallback, JSON access log */
+	K("http", "autoindex", KEY_AUTOINDEX, autoindex, 0, 0),
+	K("http", "fallback", KEY_LOGPATH, fallback, 0, 0), /* a path, or off */
+	K("log", "access_log_format", KEY_LOG_FORMAT, access_log_format, 0, 0),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -120,6 +127,11 @@ void config_defaults(struct config *cfg)
 	cfg->delay_kind = DELAY_CPU;
 	cfg->buckets = 128;
 	cfg->bucket_global_lock = false;
+	cfg->health_path[0] = '\0';
+	/* issue 11 (site-b) */
+	cfg->autoindex = AUTOINDEX_OFF;
+	cfg->fallback[0] = '\0';
+	cfg->access_log_format = ACCESS_LOG_COMBINED;
 	strcpy(cfg->source, "(defaults and command line)");
 }
 
@@ -301,6 +313,12 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			snprintf(why, whylen, "%s: value longer than %zu bytes", k->name, k->size - 1);
 			return -1;
 		}
+		/* issue 11: the fallback is a URL path, resolved like a request's */
+		if (k->offset == offsetof(struct config, fallback) && (value[0] != '/' || strchr(value, '?'))) {
+			snprintf(why, whylen, "fallback: '%s' must be a path starting with '/' (no query), or off",
+				 value);
+			return -1;
+		}
 		if (k->offset == offsetof(struct config, model) && !model_find(value)) {
 			snprintf(why, whylen, "model: unknown model '%s' (try --list-models)", value);
 			return -1;
@@ -338,6 +356,28 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			cfg->delay_kind = DELAY_SLEEP;
 		else {
 			snprintf(why, whylen, "delay_kind: '%s' is not cpu, wall or sleep", value);
+			return -1;
+		}
+		return 0;
+	case KEY_AUTOINDEX:
+		if (!strcmp(value, "off"))
+			cfg->autoindex = AUTOINDEX_OFF;
+		else if (!strcmp(value, "html"))
+			cfg->autoindex = AUTOINDEX_HTML;
+		else if (!strcmp(value, "json"))
+			cfg->autoindex = AUTOINDEX_JSON;
+		else {
+			snprintf(why, whylen, "autoindex: '%s' is not off, html or json", value);
+			return -1;
+		}
+		return 0;
+	case KEY_LOG_FORMAT:
+		if (!strcmp(value, "combined"))
+			cfg->access_log_format = ACCESS_LOG_COMBINED;
+		else if (!strcmp(value, "json"))
+			cfg->access_log_format = ACCESS_LOG_JSON;
+		else {
+			snprintf(why, whylen, "access_log_format: '%s' is not combined or json", value);
 			return -1;
 		}
 		return 0;
@@ -498,6 +538,10 @@ int config_validate(struct config *cfg)
 	}
 	if (stats_validate(cfg) < 0)
 		return -1;
+	if (cfg->health_path[0] && cfg->health_path[0] != '/') {
+		report("%s: health_path: '%s' must start with '/' (or be off)", cfg->source, cfg->health_path);
+		return -1;
+	}
 	return 0;
 }
 
@@ -510,22 +554,21 @@ static const char *duration_str(int ms, char *buf, size_t len)
 	return buf;
 }
 
-void config_print(const struct config *cfg, FILE *out)
+static void config_print_section(const struct config *cfg, const char *section, bool first, FILE *out)
 {
 	static const char *const symlinks[] = { "inside", "all", "off" };
 	static const char *const levels[] = { "debug", "info", "warn", "error" };
 	static const char *const delay_kinds[] = { "cpu", "wall", "sleep" };
-	const char *section = "";
+	static const char *const autoindex_modes[] = { "off", "html", "json" };
+	static const char *const log_formats[] = { "combined", "json" };
 	char buf[64];
 
-	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	fprintf(out, "%s[%s]\n", first ? "" : "\n", section);
 	for (size_t i = 0; i < NKEYS; i++) {
 		const struct config_key *k = &config_keys[i];
 		const char *field = (const char *)cfg + k->offset;
-		if (strcmp(section, k->section)) {
-			section = k->section;
-			fprintf(out, "%s[%s]\n", i ? "\n" : "", section);
-		}
+		if (strcmp(section, k->section))
+			continue;
 		fprintf(out, "%s = ", k->name);
 		switch (k->type) {
 		case KEY_INT: fprintf(out, "%d\n", *(const int *)field); break;
@@ -543,6 +586,8 @@ void config_print(const struct config *cfg, FILE *out)
 		case KEY_LEVEL: fprintf(out, "%s\n", levels[cfg->log_level]); break;
 		case KEY_LOCK: fprintf(out, "%s\n", cfg->bucket_global_lock ? "global" : "bucket"); break;
 		case KEY_DELAY_KIND: fprintf(out, "%s\n", delay_kinds[cfg->delay_kind]); break;
+		case KEY_AUTOINDEX: fprintf(out, "%s\n", autoindex_modes[cfg->autoindex]); break;
+		case KEY_LOG_FORMAT: fprintf(out, "%s\n", log_formats[cfg->access_log_format]); break;
 		case KEY_DURATION_US: {
 			int us = *(const int *)field;
 			if (us % 1000)
@@ -552,5 +597,20 @@ void config_print(const struct config *cfg, FILE *out)
 			break;
 		}
 		}
+	}
+}
+
+void config_print(const struct config *cfg, FILE *out)
+{
+	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	/* Section by section, in the order they first appear: keys added in a
+	 * block of their own further down the table still print under their
+	 * section's one header. */
+	for (size_t s = 0; s < NKEYS; s++) {
+		bool seen = false;
+		for (size_t j = 0; j < s && !seen; j++)
+			seen = strcmp(config_keys[j].section, config_keys[s].section) == 0;
+		if (!seen)
+			config_print_section(cfg, config_keys[s].section, s == 0, out);
 	}
 }

@@ -16,6 +16,10 @@ enum symlink_policy {
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
+/* issue 11: directory listings and the access log's line format */
+enum autoindex_mode { AUTOINDEX_OFF, AUTOINDEX_HTML, AUTOINDEX_JSON };
+enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
+
 /* What one unit of seed 002's delay is: CPU time burnt by the serving thread
  * (cannot overlap with other work on the same core), wall-clock time spent
  * spinning (the seed's loop: a preempted thread still finishes on time), or
@@ -74,6 +78,13 @@ struct config {
 	char access_log[4096]; /* "" when off */
 	char error_log[4096];  /* "-" for stderr */
 	enum log_level log_level;
+
+	/* [http] health check for load balancers (issue 12) */
+	char health_path[128]; /* "" when off */
+	/* issue 11 (site-b): listings, SPA fallback, JSON access log */
+	enum autoindex_mode autoindex; /* a directory without an index file: 403, or a listing */
+	char fallback[4096];  /* "" when off; else a root-relative URL path ("/index.html") */
+	enum access_log_format access_log_format;
 
 	/* where it came from, for --check and messages */
 	char source[4096];

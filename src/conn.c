@@ -23,8 +23,10 @@
 
 #include "endpoints.h"
 #include "fs/cache.h"
+#include "fs/dirlist.h"
 #include "fs/file.h"
 #include "fs/path.h"
+#include "http/autoindex.h"
 #include "http/date.h"
 #include "http/mime.h"
 #include "http/parse.h"
@@ -597,6 +599,8 @@ static void respond_dynamic(struct conn *c, struct dyn_response *d)
 	}
 	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
 	c->body = d->body;
+	if (d->close)
+		c->keep_alive = false;
 	head_start(c, &b, d->status);
 	puts_(&b, "Content-Type: ");
 	puts_(&b, d->content_type);
@@ -608,6 +612,76 @@ static void respond_dynamic(struct conn *c, struct dyn_response *d)
 	head_end(c, &b);
 	if (!is_head(c))
 		add_seg(c, c->body, 0, d->len);
+	c->state = ST_SEND;
+}
+
+static void put_validators(struct hbuf *b, const char *last_modified, const char *etag, size_t etag_len)
+{
+	puts_(b, "Last-Modified: ");
+	puts_(b, last_modified);
+	puts_(b, "\r\nETag: ");
+	put(b, etag, etag_len);
+	puts_(b, "\r\n");
+}
+
+/* 304 (RFC 9110 15.4.5): the validators, no body. */
+static void respond_not_modified(struct conn *c, const char *last_modified, const char *etag, size_t etag_len)
+{
+	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	head_start(c, &b, 304);
+	put_validators(&b, last_modified, etag, etag_len);
+	head_end(c, &b);
+	c->state = ST_SEND;
+}
+
+/* A listing of the directory rel (issue 11.3), whose index file is missing:
+ * an ordinary 200 whose validators come from the directory, so a conditional
+ * request is answered before the directory is read. Built whole in memory,
+ * within AUTOINDEX_MAX_BODY. */
+static void respond_autoindex(struct conn *c, const char *rel, const struct stat *dir_st)
+{
+	const struct config *cfg = c->cfg;
+	struct autoindex_order order = autoindex_parse_query(c->req.query);
+	char etag[HTTP_ETAG_MAX], lastmod[HTTP_DATE_LEN + 1];
+	size_t etag_len = autoindex_etag(etag, dir_st->st_mtim, cfg->autoindex, order);
+	http_date_format(dir_st->st_mtime, lastmod);
+
+	struct http_validators v = { etag, etag_len, dir_st->st_mtime };
+	int pre = http_preconditions(&c->req, &v);
+	if (pre == 412) {
+		respond_status(c, 412, false, NULL);
+		return;
+	}
+	if (pre == 304) {
+		respond_not_modified(c, lastmod, etag, etag_len);
+		return;
+	}
+	struct dirlist dl;
+	int err = dirlist_read(c->srv->root_fd, rel, cfg->symlinks, cfg->dotfiles, AUTOINDEX_MAX_ENTRIES, &dl);
+	if (err < 0) {
+		respond_status(c, status_for_open_error(-err), false, NULL);
+		return;
+	}
+	autoindex_sort(dl.entries, dl.n, order);
+	size_t cap = autoindex_body_bound(rel, &dl);
+	c->body = malloc(cap);
+	size_t len = c->body ? autoindex_render(c->body, cap, cfg->autoindex, rel, &dl, order) : 0;
+	dirlist_free(&dl);
+	if (len == 0) {
+		respond_status(c, c->body ? 414 : 503, false, NULL); /* a path too long to list, or no memory */
+		return;
+	}
+	c->mem = c->body;
+	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	head_start(c, &b, 200);
+	put_validators(&b, lastmod, etag, etag_len);
+	puts_(&b, cfg->autoindex == AUTOINDEX_JSON ? "Content-Type: application/json\r\nContent-Length: "
+						     : "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+	put_u64(&b, len);
+	puts_(&b, "\r\n");
+	head_end(c, &b);
+	if (!is_head(c))
+		add_seg(c, c->body, 0, len);
 	c->state = ST_SEND;
 }
 
@@ -647,14 +721,7 @@ static void respond_file(struct conn *c, struct file_view *f)
 	if (pre == 304) {
 		if (f->fd >= 0)
 			close(f->fd);
-		head_start(c, &b, 304);
-		puts_(&b, "Last-Modified: ");
-		puts_(&b, f->last_modified);
-		puts_(&b, "\r\nETag: ");
-		put(&b, f->etag, f->etag_len);
-		puts_(&b, "\r\n");
-		head_end(c, &b);
-		c->state = ST_SEND;
+		respond_not_modified(c, f->last_modified, f->etag, f->etag_len);
 		return;
 	}
 
@@ -785,6 +852,60 @@ static int request_refusal(const struct http_request *r)
 	return 0;
 }
 
+/* The cached file at rel, referenced, or NULL (counted in the stats). */
+static struct cache_entry *cached_file(struct conn *c, const char *rel, size_t len)
+{
+	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, len, conn_now_ms(), cache_reopen,
+					       (void *)c->srv);
+	if (c->srv->cache)
+		stats_cache_lookup(hit != NULL); /* stats */
+	return hit;
+}
+
+/* "app.js" has one, "settings" and "v1/" none: only a path without one
+ * takes the SPA fallback (issue 11.4), so a missing asset stays a 404. */
+static bool last_segment_has_extension(const char *rel, size_t len)
+{
+	size_t start = len;
+	while (start > 0 && rel[start - 1] != '/')
+		start--;
+	const char *dot = memchr(rel + start, '.', len - start);
+	return dot && dot > rel + start; /* a leading dot names a dotfile, not a type */
+}
+
+/* The SPA fallback file (issue 11.4), for a GET/HEAD whose path does not
+ * exist: as nginx's `try_files $uri /index.html`. Tried once: when it is
+ * missing too, the answer is 404, never another fallback. */
+static void respond_fallback(struct conn *c)
+{
+	const struct config *cfg = c->cfg;
+	char rel[CONN_PATH_MAX];
+	struct path_result pr;
+	struct stat st;
+
+	int err = path_resolve((struct span){ cfg->fallback, strlen(cfg->fallback) }, rel, sizeof(rel), &pr);
+	if (err < 0 || pr.len == 0 || pr.trailing_slash) {
+		respond_status(c, 404, false, NULL);
+		return;
+	}
+	struct cache_entry *hit = cached_file(c, rel, pr.len);
+	if (hit) {
+		respond_cached(c, hit);
+		return;
+	}
+	int fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
+	if (fd < 0) {
+		respond_status(c, fd == -ENOENT || fd == -ENOTDIR ? 404 : status_for_open_error(-fd), false, NULL);
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		respond_status(c, 404, false, NULL);
+		return;
+	}
+	respond_opened(c, fd, &st, rel, pr.len);
+}
+
 /* Static files: resolve, confine, open, then answer. */
 static void respond_request(struct conn *c)
 {
@@ -824,10 +945,7 @@ static void respond_request(struct conn *c)
 		strcpy(rel + keylen, cfg->index);
 		keylen += strlen(cfg->index);
 	}
-	struct cache_entry *hit = cache_lookup(c->srv->cache, rel, keylen, conn_now_ms(), cache_reopen,
-					       (void *)c->srv);
-	if (c->srv->cache)
-		stats_cache_lookup(hit != NULL); /* stats */
+	struct cache_entry *hit = cached_file(c, rel, keylen);
 	if (hit) {
 		respond_cached(c, hit);
 		return;
@@ -835,7 +953,10 @@ static void respond_request(struct conn *c)
 	rel[pr.len] = '\0';
 	int fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
 	if (fd < 0) {
-		respond_status(c, status_for_open_error(-fd), false, NULL);
+		if ((fd == -ENOENT || fd == -ENOTDIR) && cfg->fallback[0] && !last_segment_has_extension(rel, pr.len))
+			respond_fallback(c);
+		else
+			respond_status(c, status_for_open_error(-fd), false, NULL);
 		return;
 	}
 	struct stat st;
@@ -850,6 +971,8 @@ static void respond_request(struct conn *c)
 			respond_redirect_slash(c, rel, pr.len);
 			return;
 		}
+		struct stat dir_st = st;
+		size_t dir_len = pr.len;
 		/* Open the index by its full path, so a symlinked index is confined too. */
 		size_t n = pr.len;
 		if (n)
@@ -857,8 +980,13 @@ static void respond_request(struct conn *c)
 		strcpy(rel + n, cfg->index);
 		pr.len = n + strlen(cfg->index);
 		fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
+		if (fd == -ENOENT && cfg->autoindex != AUTOINDEX_OFF) {
+			rel[dir_len] = '\0';
+			respond_autoindex(c, rel, &dir_st);
+			return;
+		}
 		if (fd < 0) {
-			/* no index: we do not list directories */
+			/* no index, and listings are off */
 			respond_status(c, fd == -ENOENT ? 403 : status_for_open_error(-fd), false, NULL);
 			return;
 		}
@@ -1156,11 +1284,12 @@ static struct resp_record record_of(const struct conn *c)
 /* A response's last byte is out: stats and the access log line, once each. */
 static void response_account(struct conn *c, const struct resp_record *r, uint64_t sent)
 {
+	int64_t elapsed_ns = r->stats_t0 ? stats_clock_ns() - r->stats_t0 : 0;
 	/* stats: a few relaxed atomic adds to this worker's slot */
-	stats_response(r->method, r->status, sent - r->head_len,
-		       r->stats_t0 ? stats_clock_ns() - r->stats_t0 : 0, c->nreq++ > 0);
+	stats_response(r->method, r->status, sent - r->head_len, elapsed_ns, c->nreq++ > 0);
 	if (log_access_enabled()) {
 		struct access_entry e = {
+			.duration_us = (uint64_t)elapsed_ns / 1000,
 			.peer = c->peer,
 			.request_line = r->request_line,
 			.status = r->status,

@@ -1,5 +1,6 @@
 /* endpoints.c - the list of generated endpoints, tried in order. */
 #include "endpoints.h"
+#include "health.h"
 #include "stats/endpoint.h"
 #include "workload/workload.h"
 
@@ -8,6 +9,7 @@ typedef bool (*endpoint_fn)(const struct server *srv, const struct sockaddr_stor
 
 /* Each entry returns false quickly when the path is not its own or it is off. */
 static const endpoint_fn endpoints[] = {
+	health_endpoint,
 	workload_endpoint,
 	stats_endpoint,
 	NULL,

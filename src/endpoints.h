@@ -19,6 +19,7 @@ struct dyn_response {
 	char *body;          /* malloc'd; the core frees it */
 	size_t len;
 	const char *extra;   /* more header lines ("Name: value\r\n..."), static, or NULL */
+	bool close;          /* answer with "Connection: close" and close after it */
 };
 
 /* Called for every GET/HEAD before the file system. Returns true when an

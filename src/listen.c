@@ -140,12 +140,14 @@ void listen_set_close(struct listen_set *ls)
 	ls->steered = 0;
 }
 
-void listen_tune_accepted(int fd)
+void listen_tune_listener(int fd)
 {
 	/* Nagle would hold a small segment until the previous one is ACKed, and
 	 * the peer delays that ACK by up to 40 ms: pipelined or split responses
 	 * would stall. We gather what is ready into one write ourselves, and
-	 * cork with MSG_MORE where a head and a file must share a packet. */
+	 * cork with MSG_MORE where a head and a file must share a packet.
+	 * Set on the listener, Linux copies it to every socket accepted from it
+	 * (by accept4 or by io_uring): no setsockopt per connection. */
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* best effort: fails only on non-TCP */
 }
@@ -160,6 +162,7 @@ void acceptor_init(struct acceptor *a, int listen_fd)
 	a->dropped = 0;
 	a->drop_logged = 0;
 	a->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	listen_tune_listener(listen_fd);
 }
 
 int acceptor_init_set(struct acceptor *a, const int *fds, int n)
@@ -176,6 +179,7 @@ int acceptor_init_set(struct acceptor *a, const int *fds, int n)
 	for (int i = 0; i < a->nfds; i++) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = fds[i] }; /* level-triggered */
 		a->fds[i] = fds[i];
+		listen_tune_listener(fds[i]);
 		if (epoll_ctl(a->fd, EPOLL_CTL_ADD, fds[i], &ev) < 0)
 			return -1;
 	}
@@ -302,10 +306,8 @@ int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t
 	for (;;) {
 		int listener;
 		int fd = accept_any(a, peer, peerlen, flags, &listener);
-		if (fd >= 0) {
-			listen_tune_accepted(fd);
+		if (fd >= 0)
 			return fd;
-		}
 		switch (errno) {
 		case EINTR:
 		case ECONNABORTED:

@@ -70,7 +70,7 @@ void acceptor_close(struct acceptor *a);
  * connection was taken off the queue and dropped (call again). The acceptor
  * logs the drops itself, a line a second at most: a client connecting in a
  * loop must not write a line per connection. The socket comes tuned by
- * listen_tune_accepted(). */
+ * listen_tune_listener(), which the acceptor applied to its listeners. */
 int acceptor_accept(struct acceptor *a, struct sockaddr_storage *peer, socklen_t *peerlen, int flags);
 
 /* Out of descriptors with no spare left to drop a connection with (another
@@ -89,9 +89,9 @@ bool acceptor_pause_over(struct acceptor *a);
 /* For a thread that only accepts: sleeps until the listener is readable (or,
  * during a pause, the pause ends) or wake_fd is readable. */
 void acceptor_wait(const struct acceptor *a, int wake_fd);
-/* Socket options every accepted connection gets (for accepts made elsewhere,
- * e.g. by io_uring): TCP_NODELAY, so a response is never held back waiting
- * for the peer's delayed ACK (issue 10). */
-void listen_tune_accepted(int fd);
+/* Socket options set on a listener for every connection accepted from it to
+ * inherit: TCP_NODELAY, so a response is never held back waiting for the
+ * peer's delayed ACK (issue 10). The acceptor_init functions apply it. */
+void listen_tune_listener(int fd);
 
 #endif

@@ -30,7 +30,9 @@
 #include "log/log.h"
 #include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
+#include "notify.h"
 #include "server.h"
+#include "stats/snapshot.h"
 #include "stats/stats.h"
 
 #define MAX_GENERATIONS 8
@@ -39,6 +41,7 @@
 #define KILL_MARGIN_MS 2000    /* after drain_timeout, before SIGKILL */
 #define PORT_FREE_TRIES 20     /* x PORT_FREE_WAIT_MS: how long a start waits for a busy port */
 #define PORT_FREE_WAIT_MS 50
+#define STATUS_INTERVAL_MS 2000 /* how often the service manager hears the request count */
 
 enum gen_state { GEN_FREE, GEN_STARTING, GEN_SERVING, GEN_DRAINING };
 
@@ -69,6 +72,8 @@ struct master {
 	bool child_failed;    /* a serving process crashed or exited non-zero (not SIGKILL) */
 	config_builder build;
 	void *build_arg;
+	bool reloading;       /* the service manager was told RELOADING=1 and awaits READY=1 */
+	int64_t status_at_ms; /* when STATUS= is next refreshed */
 };
 
 /* ---- serving processes ---------------------------------------------- */
@@ -126,6 +131,7 @@ static void serving_signals(const sigset_t *blocked)
 static void serving_main(struct master *m, struct generation *g, pid_t master_pid)
 {
 	close(m->sigfd);
+	notify_close();
 	/* The master's copies of the other live generations (their roots,
 	 * statistics mappings, caches) are none of this process's business:
 	 * kept, they would pin an old root and segment for its whole life. */
@@ -251,6 +257,41 @@ static void gen_drain(struct master *m, struct generation *g)
 	(void)m;
 }
 
+/* ---- the service manager --------------------------------------------- */
+
+/* STATUS= for `systemctl status`: the model serving and the requests served
+ * so far (from the statistics, when they are kept). */
+static void notify_status(struct master *m)
+{
+	struct generation *g = &m->gens[m->current];
+	struct stats_copy copy = { 0 };
+	char why[128];
+
+	if (!notify_enabled() || g->state == GEN_FREE)
+		return;
+	const struct stats_header *h = stats_snapshot(&g->srv, &copy, why, sizeof(why));
+	if (h) {
+		struct stats_totals t;
+		stats_sum(h, &t);
+		notify_send("STATUS=serving with the %s model, %llu requests served", g->srv.model->name,
+			    (unsigned long long)t.requests);
+	} else {
+		notify_send("STATUS=serving with the %s model", g->srv.model->name);
+	}
+	stats_copy_free(&copy);
+	m->status_at_ms = conn_now_ms() + STATUS_INTERVAL_MS;
+}
+
+/* READY=1: at start once the first serving process got past its start-up
+ * grace, and after a reload once its outcome is known (the new generation
+ * serves, or the old one serves on). */
+static void notify_ready(struct master *m)
+{
+	notify_send("READY=1");
+	m->reloading = false;
+	notify_status(m);
+}
+
 /* ---- orphans ---------------------------------------------------------- */
 
 /* Descendants reparented to the master (a subreaper) that no generation owns,
@@ -370,6 +411,8 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 				  "previous configuration", how);
 			gen_release(m, g);
 			m->current = keep;
+			if (m->reloading && m->gens[keep].state == GEN_SERVING)
+				notify_ready(m);
 			return;
 		}
 		current = true;
@@ -397,11 +440,42 @@ static void reap(struct master *m)
 		on_child_exit(m, pid, status);
 }
 
-static void reload(struct master *m)
+/* Starts generation idx from the re-read configuration; false when it
+ * cannot, and the current one serves on. */
+static bool reload_spawn(struct master *m, int idx)
 {
 	struct generation *cur = &m->gens[m->current];
 	struct config cfg;
 
+	if (m->build(&cfg, m->build_arg) < 0) {
+		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
+		return false;
+	}
+	if (strcmp(cfg.bind, cur->cfg.bind) || cfg.port != cur->cfg.port || cfg.reuseport != cur->cfg.reuseport) {
+		log_error("reload: bind, port and reuseport cannot change without a restart; still serving with "
+			  "the old configuration");
+		return false;
+	}
+	if (gen_init(m, idx, &cfg) < 0) {
+		log_error("reload: cannot set up the new configuration; still serving with the old one");
+		return false;
+	}
+	struct generation *g = &m->gens[idx];
+	/* the logs may have moved: the new generation inherits freshly opened ones */
+	log_close();
+	if (log_open(&g->cfg) < 0)
+		log_open(&cur->cfg);
+	if (spawn(m, idx) < 0) {
+		gen_release(m, g);
+		return false;
+	}
+	m->current = idx;
+	/* the old generation drains once the new one has proved it starts (tick) */
+	return true;
+}
+
+static void reload(struct master *m)
+{
 	int idx = gen_alloc(m);
 	if (idx < 0) {
 		/* Refusing it would drop the edit that came with this SIGHUP for
@@ -412,30 +486,10 @@ static void reload(struct master *m)
 		return;
 	}
 	log_info("reload: reading the configuration again");
-	if (m->build(&cfg, m->build_arg) < 0) {
-		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
-		return;
-	}
-	if (strcmp(cfg.bind, cur->cfg.bind) || cfg.port != cur->cfg.port || cfg.reuseport != cur->cfg.reuseport) {
-		log_error("reload: bind, port and reuseport cannot change without a restart; still serving with "
-			  "the old configuration");
-		return;
-	}
-	if (gen_init(m, idx, &cfg) < 0) {
-		log_error("reload: cannot set up the new configuration; still serving with the old one");
-		return;
-	}
-	struct generation *g = &m->gens[idx];
-	/* the logs may have moved: the new generation inherits freshly opened ones */
-	log_close();
-	if (log_open(&g->cfg) < 0)
-		log_open(&cur->cfg);
-	if (spawn(m, idx) < 0) {
-		gen_release(m, g);
-		return;
-	}
-	m->current = idx;
-	/* the old generation drains once the new one has proved it starts (tick) */
+	notify_reloading();
+	m->reloading = true;
+	if (!reload_spawn(m, idx) && m->gens[m->current].state == GEN_SERVING)
+		notify_ready(m);
 }
 
 static void begin_stop(struct master *m)
@@ -443,6 +497,7 @@ static void begin_stop(struct master *m)
 	if (m->stopping)
 		return;
 	log_info("stopping: draining in-flight requests");
+	notify_send("STOPPING=1");
 	m->stopping = true;
 	listen_set_refuse(&m->listeners);
 	int64_t kill_at = conn_now_ms() + KILL_MARGIN_MS;
@@ -484,6 +539,7 @@ static void tick(struct master *m)
 	for (int i = 0; i < MAX_GENERATIONS; i++) {
 		struct generation *g = &m->gens[i];
 		if (g->state == GEN_STARTING && now - g->started_ms >= STARTUP_GRACE_MS) {
+			bool first = !m->ever_served;
 			g->state = GEN_SERVING;
 			g->promoted = true;
 			m->ever_served = true;
@@ -495,6 +551,8 @@ static void tick(struct master *m)
 			for (int j = 0; j < MAX_GENERATIONS; j++)
 				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
 					gen_drain(m, &m->gens[j]);
+			if (first || m->reloading)
+				notify_ready(m);
 		}
 		if (g->state == GEN_DRAINING && g->pid > 0 && now >= g->kill_at_ms) {
 			log_warn("generation %d (pid %d) did not drain in time: killing it", g->serial, (int)g->pid);
@@ -508,6 +566,8 @@ static void tick(struct master *m)
 		if (spawn(m, m->current) < 0) /* fork failed: try again later */
 			m->respawn_at_ms = now + RESTART_BACKOFF_MS;
 	}
+	if (!m->stopping && m->ever_served && notify_enabled() && now >= m->status_at_ms)
+		notify_status(m);
 	if (m->stopping && m->stop_kill_at_ms && now >= m->stop_kill_at_ms) {
 		signal_orphans(m, SIGKILL);
 		m->stop_kill_at_ms = now + KILL_MARGIN_MS;
@@ -569,6 +629,7 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		return 1;
 	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	notify_open();
 
 	m.listeners.reuseport = cfg->reuseport; /* a reload cannot change it */
 	if (cfg->reuseport && port_in_use(cfg) < 0)
@@ -625,5 +686,6 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		m.exit_code = 1;
 	}
 	log_info("stopped");
+	notify_close();
 	return m.exit_code;
 }

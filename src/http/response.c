@@ -59,11 +59,18 @@ static bool is_ows(char ch)
 }
 
 /* Whether an entity-tag list contains etag (RFC 9110 8.8.3.2). The weak
- * comparison ignores a W/ prefix; the strong one never matches a weak tag
- * (our own tags are always strong). "*" matches any current representation. */
+ * comparison ignores a W/ prefix; the strong one never matches a weak tag,
+ * theirs or ours (files have strong tags, listings weak ones: issue 11.3).
+ * "*" matches any current representation. */
 static bool etag_list_matches(struct span field, const char *etag, size_t etag_len, bool strong)
 {
 	const char *p = field.p, *end = field.p + field.len;
+	bool ours_weak = etag_len >= 2 && etag[0] == 'W' && etag[1] == '/';
+
+	if (ours_weak) {
+		etag += 2;
+		etag_len -= 2;
+	}
 
 	while (p < end) {
 		bool weak = false;
@@ -96,7 +103,7 @@ static bool etag_list_matches(struct span field, const char *etag, size_t etag_l
 				p++;
 			continue;
 		}
-		if ((!strong || !weak) && (size_t)(p - tag) == etag_len && memcmp(tag, etag, etag_len) == 0)
+		if ((!strong || (!weak && !ours_weak)) && (size_t)(p - tag) == etag_len && memcmp(tag, etag, etag_len) == 0)
 			return true;
 	}
 	return false;

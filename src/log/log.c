@@ -3,11 +3,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "json.h"
 
 /* Descriptor numbers stay fixed for the process's life: a reopen dup2()s the
  * new file over them, which is atomic for every thread writing meanwhile. */
@@ -16,15 +20,49 @@ static int error_fd = -1;
 static enum log_level min_level = LOG_INFO;
 static char access_path[4096]; /* copies: the configuration may be replaced on reload */
 static char error_path[4096];
+static enum access_log_format access_format = ACCESS_LOG_COMBINED;
+static char model_name[32]; /* for the JSON format's "model" */
 
 static int open_append(const char *path)
 {
 	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
+/* The calling thread's id, cached: gettid() is a system call (~160 ns of CPU
+ * here, as much as building the JSON line). A forked child's only thread inherits its
+ * parent's cache, so the cache is tagged with a fork generation that a child
+ * bumps (pthread_atfork in log_open). */
+static atomic_uint fork_generation = 1;
+static _Thread_local unsigned tid_generation;
+static _Thread_local pid_t cached_tid;
+
+static void log_after_fork(void)
+{
+	atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+}
+
+static void log_register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, log_after_fork);
+}
+
+static pid_t worker_id(void)
+{
+	unsigned gen = atomic_load_explicit(&fork_generation, memory_order_relaxed);
+	if (tid_generation != gen) {
+		cached_tid = gettid();
+		tid_generation = gen;
+	}
+	return cached_tid;
+}
+
 int log_open(const struct config *cfg)
 {
+	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+	pthread_once(&atfork_once, log_register_atfork);
 	min_level = cfg->log_level;
+	access_format = cfg->access_log_format;
+	snprintf(model_name, sizeof(model_name), "%s", cfg->model);
 	access_path[0] = error_path[0] = '\0';
 	if (cfg->access_log[0]) {
 		snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
@@ -133,6 +171,51 @@ static size_t put_escaped(char *out, size_t cap, struct span s)
 	return o;
 }
 
+/* "2026-11-22T19:22:38.123Z" (RFC 3339, UTC, milliseconds); the part up to
+ * the seconds is cached per thread for the current second. */
+static void rfc3339_ms_now(char out[32])
+{
+	static _Thread_local time_t cached = -1;
+	static _Thread_local char secs[24];
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (ts.tv_sec != cached) {
+		struct tm tm;
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(secs, sizeof(secs), "%Y-%m-%dT%H:%M:%S", &tm);
+		cached = ts.tv_sec;
+	}
+	int ms = (int)(ts.tv_nsec / 1000000);
+	size_t n = strlen(secs);
+	memcpy(out, secs, n);
+	out[n++] = '.';
+	out[n++] = (char)('0' + ms / 100);
+	out[n++] = (char)('0' + ms / 10 % 10);
+	out[n++] = (char)('0' + ms % 10);
+	out[n++] = 'Z';
+	out[n] = '\0';
+}
+
+static void log_access_json(const struct access_entry *e)
+{
+	char line[4096], now[32];
+	struct json_access a = {
+		.time = now,
+		.client = e->peer,
+		.status = e->status,
+		.bytes = e->bytes,
+		.duration_us = e->duration_us,
+		.referer = e->referer,
+		.user_agent = e->user_agent,
+		.model = model_name,
+		.worker = (long)worker_id(),
+	};
+	rfc3339_ms_now(now);
+	json_split_request_line(e->request_line, &a.method, &a.target, &a.protocol);
+	write_line(access_fd, line, json_access_line(line, sizeof(line), &a));
+}
+
 void log_access(const struct access_entry *e)
 {
 	char line[4096];
@@ -140,6 +223,10 @@ void log_access(const struct access_entry *e)
 
 	if (access_fd < 0)
 		return;
+	if (access_format == ACCESS_LOG_JSON) {
+		log_access_json(e);
+		return;
+	}
 	n = (size_t)snprintf(line, sizeof(line), "%s - - %s \"", e->peer, clf_time());
 	n += put_escaped(line + n, sizeof(line) - n - 256, e->request_line);
 	if (e->bytes)

@@ -1,4 +1,4 @@
-/* log.h - the access log (Combined Log Format) and the error log.
+/* log.h - the access log (Combined Log Format or JSON lines) and the error log.
  *
  * Every line is formatted into a local buffer and written with one write(2)
  * to an O_APPEND descriptor, so lines from threads and processes never
@@ -28,6 +28,7 @@ struct access_entry {
 	uint64_t bytes;           /* body bytes sent */
 	struct span referer;
 	struct span user_agent;
+	uint64_t duration_us;     /* request head arrival to last byte (JSON format) */
 };
 void log_access(const struct access_entry *e);
 

@@ -37,6 +37,7 @@ struct econn {
 	int fd;
 	bool can_read, can_write;
 	bool queued;           /* on the loop's ready list */
+	bool busy;             /* did I/O since the last deadline scan */
 	struct econn *prev, *next;
 	struct econn *ready_next;
 };
@@ -114,16 +115,14 @@ static void econn_run(struct loop *lp, struct econn *e)
 			return;
 		}
 		bool *ready = want == CONN_WANT_WRITE ? &e->can_write : &e->can_read;
-		if (!*ready && want != CONN_WANT_SHUTDOWN) {
-			if (want == CONN_WANT_READ)
-				conn_release_idle(e->c); /* only acts between requests */
+		if (!*ready && want != CONN_WANT_SHUTDOWN)
 			return;
-		}
 		if (steps == EPOLL_BUDGET) {
 			ready_push(lp, e);
 			return;
 		}
 		enum io_result r = io_step(e->c, e->fd, want);
+		e->busy = true;
 		if (r != IO_PROGRESS)
 			*ready = false;
 	}
@@ -191,8 +190,16 @@ static void loop_scan(struct loop *lp, int64_t now)
 		if (deadline >= 0 && now >= deadline) {
 			conn_timeout(e->c);
 			e->can_read = e->can_write = true; /* let it try what it wants now */
-			econn_run(lp, e);
+			econn_run(lp, e); /* may close it */
+			continue;
 		}
+		/* Idle buffers go back once a connection has waited a whole scan
+		 * interval, not each time it waits: a busy keep-alive client
+		 * would free and allocate them again for every request. Only
+		 * acts between requests. */
+		if (!e->can_read && !e->busy)
+			conn_release_idle(e->c);
+		e->busy = false;
 	}
 }
 

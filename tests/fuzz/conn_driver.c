@@ -104,6 +104,13 @@ struct server *fz_server(struct config *cfg, bool cache)
 	cfg->cache_size = cache ? 64 * 1024 : 0;
 	cfg->cache_max_file = 8192;
 	cfg->cache_revalidate_ms = 0;
+	/* issue 11: listings and the SPA fallback on the uncached server, so
+	 * the fuzzer reaches them (noindex/ is listed; a missing path without
+	 * an extension gets index.html) */
+	if (!cache) {
+		cfg->autoindex = AUTOINDEX_HTML;
+		snprintf(cfg->fallback, sizeof(cfg->fallback), "/index.html");
+	}
 	struct server *srv = calloc(1, sizeof(*srv));
 	FZ_CHECK(srv);
 	FZ_CHECK(server_init(srv, cfg, NULL) == 0);

@@ -154,9 +154,14 @@ def test_descriptor_exhaustion_logs_per_pause_not_per_connection(model, docroot,
         assert served(srv.port)
         clients = open_clients(srv.port, CLIENTS)
         acceptors = len(instance(srv)) * 8  # generous: every process, several threads each
+        # fork and iterative never run out (a child per connection, or one at a
+        # time): each attempt there is a fork or a queued connection, and a few
+        # thousand of them (under ASan, on a loaded machine) outlast the
+        # recovery bound below without proving anything more
+        most = 3000 if model in ("thread", "pool", "prefork", "epoll", "uring") else 300
         t0 = time.monotonic()
         attempts = 0
-        while time.monotonic() - t0 < 2.0 and attempts < 3000:
+        while time.monotonic() - t0 < 2.0 and attempts < most:
             try:
                 socket.create_connection((util.HOST, srv.port), timeout=0.2).close()
             except OSError:

@@ -1,11 +1,16 @@
-"""Access log (Combined Log Format), access_log=off, SIGUSR1 reopening."""
+"""Access log (Combined Log Format, or JSON lines: issue 11.5), access_log=off,
+SIGUSR1 reopening."""
 from __future__ import annotations
 
+import calendar
+import json
 import os
 import re
 import signal
 import threading
 import time
+
+import pytest
 
 import util
 from conftest import A_TXT, ERROR_404
@@ -36,6 +41,21 @@ def parse(line: str) -> dict:
     m = LOG_RE.match(line)
     assert m, f"not a Combined Log Format line: {line!r}"
     return m.groupdict()
+
+
+def parse_any(line: str, fmt: str) -> dict:
+    """The fields both formats share, as Combined Log Format strings."""
+    if fmt == "combined":
+        return parse(line)
+    j = json.loads(line)
+    return {"request": " ".join(x for x in (j["method"], j["target"], j["protocol"]) if x),
+            "status": str(j["status"]), "bytes": str(j["bytes"]) if j["bytes"] else "-",
+            "ua": j["user_agent"] if j["user_agent"] is not None else "-"}
+
+
+JSON_KEYS = ["time", "client", "method", "target", "protocol", "status", "bytes", "duration_us",
+             "referer", "user_agent", "model", "worker"]
+RFC3339_MS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
 def test_access_log_combined_format(fresh_server):
@@ -83,8 +103,9 @@ def test_access_log_other_statuses(fresh_server):
     assert by_status["206"]["bytes"] == "10"
 
 
-def test_access_log_concurrent_clients_exact_lines(fresh_server):
-    srv = fresh_server()
+@pytest.mark.parametrize("fmt", ["combined", "json"])
+def test_access_log_concurrent_clients_exact_lines(model_name, fresh_server, fmt):
+    srv = fresh_server(access_log_format=fmt)
     n_clients, per_client = 4, 25
     errors = []
 
@@ -110,8 +131,12 @@ def test_access_log_concurrent_clients_exact_lines(fresh_server):
     lines = wait_lines(srv.access_log, total)
     assert len(lines) == total, f"{len(lines)} lines for {total} requests"
     seen = set()
+    if fmt == "json" and model_name in ("fork", "thread"):
+        # a process (thread) per connection: each client's lines name its own worker
+        workers = {json.loads(ln)["user_agent"]: json.loads(ln)["worker"] for ln in lines}
+        assert len(set(workers.values())) == n_clients, workers
     for ln in lines:
-        p = parse(ln)
+        p = parse_any(ln, fmt)
         m = re.fullmatch(r"GET /a\.txt\?c=(\d+)&r=(\d+) HTTP/1\.1", p["request"])
         assert m, ln
         assert p["ua"] == f"client-{m.group(1)}", f"fields of two requests mixed: {ln!r}"
@@ -129,12 +154,14 @@ def test_access_log_off_writes_nothing(fresh_server):
     assert not (srv.workdir / "off").exists(), "access_log=off created a file named 'off'"
 
 
-def test_sigusr1_reopens_logs(model, fresh_server):
+@pytest.mark.parametrize("fmt", ["combined", "json"])
+def test_sigusr1_reopens_logs(model, fresh_server, fmt):
     """README: SIGUSR1 reopens the logs in every process: once it is handled,
     no process of the instance (master, serving process, every prefork worker)
     still holds the renamed access or error log, and new lines land in the new
     files."""
-    srv = fresh_server(workers=3) if model == "prefork" else fresh_server()
+    srv = (fresh_server(workers=3, access_log_format=fmt) if model == "prefork"
+           else fresh_server(access_log_format=fmt))
     srv.get("/a.txt?before=1")
     assert len(wait_lines(srv.access_log, 1)) == 1
     procs = util.instance_processes(srv)
@@ -158,3 +185,69 @@ def test_sigusr1_reopens_logs(model, fresh_server):
     # and the new file keeps being used
     srv.get("/a.txt?later=1")
     assert len(wait_lines(srv.access_log, 2)) == 2
+    for ln in log_lines(srv.access_log) + old:
+        assert parse_any(ln, fmt)["status"] == "200", ln
+
+
+def test_access_log_json_fields_and_escaping(model, fresh_server):
+    """access_log_format = json: one JSON object per line with every field;
+    quotes, backslashes, control bytes and invalid UTF-8 from the client are
+    escaped (invalid bytes as U+FFFD), so each line parses."""
+    srv = fresh_server(access_log_format="json")
+    t0 = time.time()
+    srv.get("/a.txt?x=1", headers=[("Referer", "http://ref.example/p"), ("User-Agent", "ua/1.0")])
+    with srv.connect() as c:  # raw bytes a client may send in header values
+        c.send(b"GET /a.txt?q=%22 HTTP/1.1\r\nHost: x\r\nUser-Agent: a\"b\\c\tx\xff\xc3\xa9\r\n"
+               b"Referer: \xc0\xaf\r\nConnection: close\r\n\r\n")
+        assert c.read_response().status == 200
+    with srv.connect() as c:  # a request that cannot be parsed is logged too, control bytes and all
+        c.send(b"GET /a\x01b\x7f HTTP/1.1\r\n\r\n")
+        assert c.read_response().status == 400
+    lines = wait_lines(srv.access_log, 3)
+    assert len(lines) == 3, lines
+    docs = [json.loads(ln) for ln in lines]
+    for d in docs:
+        assert list(d) == JSON_KEYS, d
+        assert RFC3339_MS_RE.match(d["time"]), d["time"]
+        when = calendar.timegm(time.strptime(d["time"][:19], "%Y-%m-%dT%H:%M:%S"))
+        assert t0 - 60 < when < time.time() + 60, d["time"]
+        assert d["client"] == "127.0.0.1" and d["model"] == model
+        assert isinstance(d["worker"], int) and d["worker"] > 0
+        assert isinstance(d["duration_us"], int) and 0 <= d["duration_us"] < util.scaled(10) * 1e6
+    by_target = {d["target"]: d for d in docs}
+    first = by_target["/a.txt?x=1"]
+    assert (first["method"], first["protocol"], first["status"], first["bytes"]) == ("GET", "HTTP/1.1", 200, 13)
+    assert first["referer"] == "http://ref.example/p" and first["user_agent"] == "ua/1.0"
+    odd = by_target["/a.txt?q=%22"]
+    assert odd["user_agent"] == "a\"b\\c\tx\ufffd\u00e9", odd
+    assert odd["referer"] == "\ufffd\ufffd", odd
+    raw = next(ln for ln in lines if "q=%22" in ln)
+    assert '\\"b\\\\c\\u0009x\\ufffd' in raw, raw
+    bad = by_target["/a\x01b\x7f"]
+    assert '"target":"/a\\u0001b\\u007f"' in next(ln for ln in lines if '"status":400' in ln)
+    assert bad["status"] == 400 and bad["referer"] is None and bad["user_agent"] is None
+
+
+def test_reload_switches_the_access_log_format(model, docroot, tmp_path):
+    """SIGHUP with access_log_format changed in the file: the next generation
+    writes the new format to the same file."""
+    conf = tmp_path / "spindle.conf"
+    conf.write_text("[log]\naccess_log_format = combined\n")
+    srv = util.Server(model, docroot.path, tmp_path / "srv", extra_args=["--config", str(conf)]).start()
+    try:
+        srv.get("/a.txt?gen=1")
+        assert len(wait_lines(srv.access_log, 1)) == 1
+        conf.write_text("[log]\naccess_log_format = json\n")
+        srv.signal(signal.SIGHUP)
+        gen2 = re.compile(r"generation 2: serving process \d+ runs")
+        assert util.wait_for(lambda: gen2.search(srv.error_log.read_text(errors="replace")),
+                             util.scaled(5)), srv.diagnostics()
+        # the old generation may still be draining: ask until the new one answers
+        assert util.wait_for(lambda: srv.get("/a.txt?gen=2").status == 200 and
+                             any(ln.startswith("{") for ln in log_lines(srv.access_log)), util.scaled(5))
+        lines = log_lines(srv.access_log)
+        assert parse(lines[0])["request"] == "GET /a.txt?gen=1 HTTP/1.1"
+        new = [json.loads(ln) for ln in lines if ln.startswith("{")]
+        assert new and all(d["target"] == "/a.txt?gen=2" for d in new), lines
+    finally:
+        assert srv.stop() == 0

@@ -696,7 +696,8 @@ def test_restart_after_kill9_of_master_serves_at_once(model, huge_docroot, tmp_p
     download = None
     try:
         master = old.proc.pid
-        tree = util.proc_descendants(master)
+        # the master listens before its serving processes start: wait for them
+        tree = util.wait_for(lambda: util.proc_descendants(master), util.scaled(3), interval=0.01)
         assert tree, old.diagnostics()
         download = old.connect(rcvbuf=4096)
         download.send(util.build_request("GET", "/huge.bin"))

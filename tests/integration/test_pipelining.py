@@ -4,9 +4,12 @@ sockets have TCP_NODELAY, so small responses never wait for the client's
 delayed ACK (~40 ms on Linux)."""
 from __future__ import annotations
 
+import ctypes
+import os
 import re
 import socket
 import time
+from pathlib import Path
 
 import util
 from conftest import A_TXT, ERROR_404, INDEX_HTML
@@ -320,3 +323,58 @@ def test_random_pipeline_counted_and_logged_once_each(fresh_server):
     assert len(lines) == len(picks)
     for i, (line, (method, status, blen)) in enumerate(zip(lines, got)):
         assert f'"{method} ' in line and f'" {status} {blen if blen else "-"} ' in line, (i, line)
+
+
+def _server_socket_of(server, client: socket.socket) -> tuple[int, int]:
+    """(pid, fd) of the server's end of this client's connection: the socket
+    inode from /proc/PID/net/tcp whose peer is our local port, then the fd
+    that links to it in the master or one of its descendants."""
+    cport = client.getsockname()[1]
+    pids = [server.proc.pid] + util.proc_descendants(server.proc.pid)
+    for _ in range(50):  # the accept may lag the connect a little
+        for pid in pids:
+            try:
+                rows = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+            except OSError:
+                continue
+            inodes = {f"socket:[{r.split()[9]}]" for r in rows
+                      if int(r.split()[1].split(":")[1], 16) == server.port
+                      and int(r.split()[2].split(":")[1], 16) == cport}
+            for p in pids:
+                try:
+                    for fd in os.listdir(f"/proc/{p}/fd"):
+                        if os.readlink(f"/proc/{p}/fd/{fd}") in inodes:
+                            return p, int(fd)
+                except OSError:
+                    continue
+        time.sleep(0.02)
+    raise AssertionError(f"no server socket found for client port {cport}")
+
+
+def _pidfd_getfd(pid: int, fd: int) -> int:
+    """A copy of another process's descriptor (pidfd_getfd(2), Linux 5.6)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    try:
+        dup = libc.syscall(438, pidfd, fd, 0)  # SYS_pidfd_getfd on x86_64 and arm64
+        if dup < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        return dup
+    finally:
+        os.close(pidfd)
+
+
+def test_accepted_sockets_have_nodelay(server):
+    """TCP_NODELAY is on for the server's end of a connection, in every model.
+    It is set once on the listener and inherited by accepted sockets (no
+    setsockopt per connection): this checks the inheritance really reaches
+    them, whoever accepts (accept4 or io_uring). The pipelining test above
+    cannot see a missing TCP_NODELAY, since gathered writes hide it there."""
+    with server.connect() as c:
+        c.send(req())
+        assert c.read_response().status == 200
+        pid, fd = _server_socket_of(server, c.sock)
+        dup = _pidfd_getfd(pid, fd)
+        with socket.socket(fileno=dup) as s:
+            assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0

@@ -175,6 +175,12 @@ class Server:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     break
+                # On a port given back by a dead instance, a connect may still
+                # land on that one's listener (its serving process shuts it
+                # down on its own, maybe late): ready means our master holds one.
+                if port and not holds_listener(self.proc.pid, self.port):
+                    time.sleep(0.02)
+                    continue
                 try:
                     with socket.create_connection((HOST, self.port), timeout=0.5):
                         return self
@@ -571,6 +577,32 @@ def proc_children(pid: int) -> list[int]:
         except (FileNotFoundError, ProcessLookupError):
             pass
     return out
+
+
+def holds_listener(pid: int, port: int) -> bool:
+    """Whether process pid has a TCP socket listening on port open."""
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f[9])
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True
+    return False
 
 
 def proc_descendants(pid: int) -> list[int]:

@@ -212,22 +212,76 @@ Test(config, messages_name_the_problem)
 	cr_assert_eq(nmsgs, 3);
 }
 
+/* Loads text as a config file over defaults; the file's name goes to path. */
+static int load_text(const char *text, struct config *cfg, char path[32])
+{
+	strcpy(path, "/tmp/spindle-conf-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	config_defaults(cfg);
+	int r = config_load_file(cfg, path);
+	unlink(path);
+	return r;
+}
+
 /* A file: the line of the first bad value is reported, nothing exits. */
 Test(config, file_reports_the_line)
 {
-	char path[] = "/tmp/spindle-conf-XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	const char *text = "[http]\nheader_timeout = 5s\nmax_body = 1m\nmax_head = 9223372036854775807k\n";
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
+	char path[32], want[64];
 	struct config cfg;
-	config_defaults(&cfg);
-	int r = config_load_file(&cfg, path);
-	unlink(path);
+	int r = load_text("[http]\nheader_timeout = 5s\nmax_body = 1m\nmax_head = 9223372036854775807k\n", &cfg, path);
 	cr_assert_eq(r, -1);
-	char want[64];
 	snprintf(want, sizeof(want), "%s:4: max_head", path);
 	cr_assert(strstr(last_msg, want), "%s", last_msg);
 	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
+}
+
+/* health_path (issue 12): off by default, "off" turns it off again, a path
+ * must be absolute (checked with the other cross-field rules). */
+Test(config, health_path_off_or_absolute)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	cr_assert_str_empty(cfg.health_path);
+	cr_assert_eq(config_set(&cfg, "health_path", "/healthz", "--set"), 0);
+	cr_assert_str_eq(cfg.health_path, "/healthz");
+	cr_assert_eq(config_set(&cfg, "health_path", "off", "--set"), 0);
+	cr_assert_str_empty(cfg.health_path);
+	cr_assert_eq(config_set(&cfg, "health_path", "healthz", "--set"), 0);
+	strcpy(cfg.root, ".");
+	cr_assert_eq(config_validate(&cfg), -1);
+	cr_assert(strstr(last_msg, "health_path") && strstr(last_msg, "start with '/'"), "%s", last_msg);
+}
+
+/* issue 11 (site-b): autoindex, fallback, access_log_format */
+Test(config, site_keys_values_and_file_lines)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	cr_expect_eq(cfg.autoindex, AUTOINDEX_OFF);
+	cr_expect_eq(cfg.fallback[0], '\0');
+	cr_expect_eq(cfg.access_log_format, ACCESS_LOG_COMBINED);
+	cr_expect_eq(config_set(&cfg, "autoindex", "json", "--set"), 0);
+	cr_expect_eq(cfg.autoindex, AUTOINDEX_JSON);
+	cr_expect_eq(config_set(&cfg, "autoindex", "yes", "--set"), -1);
+	cr_expect(strstr(last_msg, "autoindex: 'yes' is not off, html or json"), "%s", last_msg);
+	cr_expect_eq(config_set(&cfg, "fallback", "/index.html", "--set"), 0);
+	cr_expect_str_eq(cfg.fallback, "/index.html");
+	cr_expect_eq(config_set(&cfg, "fallback", "off", "--set"), 0);
+	cr_expect_eq(cfg.fallback[0], '\0');
+	cr_expect_eq(config_set(&cfg, "fallback", "index.html", "--set"), -1);
+	cr_expect(strstr(last_msg, "fallback: 'index.html' must be a path starting with '/'"), "%s", last_msg);
+	cr_expect_eq(config_set(&cfg, "access_log_format", "json", "--set"), 0);
+	cr_expect_eq(cfg.access_log_format, ACCESS_LOG_JSON);
+	cr_expect_eq(config_set(&cfg, "access_log_format", "JSON5", "--set"), -1);
+	cr_expect(strstr(last_msg, "access_log_format: 'JSON5' is not combined or json"), "%s", last_msg);
+
+	char path[32], want[64];
+	int r = load_text("[http]\nautoindex = html\n\n[log]\naccess_log_format = xml\n", &cfg, path);
+	cr_expect_eq(r, -1);
+	snprintf(want, sizeof(want), "%s:5: access_log_format", path);
+	cr_expect(strstr(last_msg, want), "%s", last_msg);
+	cr_expect_eq(cfg.autoindex, AUTOINDEX_HTML);
 }

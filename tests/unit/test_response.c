@@ -47,6 +47,23 @@ Test(response, etag_list_table)
 	}
 }
 
+/* Our own tag may be weak (a directory listing, issue 11.3): the weak
+ * comparison still matches it with or without W/, the strong one never. */
+Test(response, own_weak_etag)
+{
+	static const char ours[] = "W/" ETAG;
+	static const char *const fields[] = { ETAG, "W/" ETAG, "\"a\", W/" ETAG };
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		struct span f = guarded(fields[i], strlen(fields[i]));
+		cr_expect(http_etag_list_matches(f, ours, strlen(ours)), "'%s'", fields[i]);
+		cr_expect(!http_etag_list_matches_strong(f, ours, strlen(ours)), "'%s'", fields[i]);
+		unguard(f);
+	}
+	struct span other = guarded("W/\"other\"", 9);
+	cr_expect(!http_etag_list_matches(other, ours, strlen(ours)));
+	unguard(other);
+}
+
 Test(response, etag_format)
 {
 	char e[HTTP_ETAG_MAX];

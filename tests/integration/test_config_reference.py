@@ -1,0 +1,116 @@
+"""server.conf, config.c and spindle.conf(5) never disagree (issue 12): the
+keys server.conf documents are the keys config.c accepts, the values it shows
+are the defaults, and the man page (generated from server.conf at build time)
+lists every key with its default and renders without warnings."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+import util
+
+SERVER_CONF = util.REPO_ROOT / "server.conf"
+MAN_DIR = util.REPO_ROOT / "build" / "man"
+KEY_RE = re.compile(r"^([a-z_]+)\s*=\s*(.*?)\s*$")
+
+
+def conf_keys(text: str) -> dict[str, tuple[str, str]]:
+    """key -> (section, value) of the uncommented "key = value" lines."""
+    out, section = {}, ""
+    for line in text.splitlines():
+        if line.startswith("["):
+            section = line.strip("[] \t")
+        elif (m := KEY_RE.match(line)) and not line.lstrip().startswith(("#", ";")):
+            assert m.group(1) not in out, f"{m.group(1)} is set twice"
+            out[m.group(1)] = (section, m.group(2))
+    return out
+
+
+def check(*args: str) -> str:
+    r = util.run_spindle("--check", *args, cwd=util.REPO_ROOT)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def man_pages():
+    """Builds the pages from the current server.conf (as `make install` does)."""
+    r = subprocess.run(["make", "-s", "--no-print-directory", "man"], cwd=util.REPO_ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {p: MAN_DIR / p for p in ("spindle.8", "spindle.conf.5")}
+
+
+def render(path) -> str:
+    r = subprocess.run(["man", "--warnings", "-l", str(path)], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, MANWIDTH="200"))
+    assert r.returncode == 0 and r.stderr == "", f"{path.name}: man warns: {r.stderr}"
+    return re.sub(".\b", "", r.stdout)  # overstrike bold and underline
+
+
+def test_server_conf_documents_exactly_the_keys_config_c_accepts():
+    documented = conf_keys(SERVER_CONF.read_text())
+    accepted = conf_keys(check())  # config_print walks config.c's key table
+    missing = sorted(set(accepted) - set(documented))
+    unknown = sorted(set(documented) - set(accepted))
+    assert not missing, f"config.c accepts keys server.conf does not document: {missing}"
+    assert not unknown, f"server.conf documents keys config.c does not accept: {unknown}"
+    for key, (section, _) in documented.items():
+        assert accepted[key][0] == section, f"{key}: in [{section}] in server.conf, [{accepted[key][0]}] in config.c"
+
+
+def test_check_prints_each_section_once():
+    """Keys added in a block of their own at the end of config.c's table
+    still print under their section's single header (a valid, tidy file)."""
+    headers = [ln for ln in check().splitlines() if ln.startswith("[")]
+    assert len(headers) == len(set(headers)), headers
+
+
+def test_server_conf_shows_the_defaults():
+    """Reading server.conf changes nothing: each value it shows is the default."""
+    strip = lambda out: [ln for ln in out.splitlines() if not ln.startswith("#")]
+    assert strip(check("--config", str(SERVER_CONF))) == strip(check())
+
+
+def test_man_page_lists_every_key_with_its_default(man_pages):
+    text = render(man_pages["spindle.conf.5"])
+    for key, (section, value) in conf_keys(SERVER_CONF.read_text()).items():
+        assert re.search(rf"^\s+{re.escape(key)} = {re.escape(value)}\s*$", text, re.M), \
+            f"spindle.conf(5) lacks '{key} = {value}'"
+    sections = {s for s, _ in conf_keys(SERVER_CONF.read_text()).values()}
+    for s in sections:
+        assert re.search(rf"^\s+\[{s}\]\s*$", text, re.M), f"spindle.conf(5) lacks section [{s}]"
+
+
+def test_man_page_follows_server_conf(man_pages, tmp_path):
+    """Generated, not copied: a key added to server.conf shows up in the page."""
+    conf = tmp_path / "server.conf"
+    conf.write_text(SERVER_CONF.read_text().replace(
+        "[log]\n", "[log]\n# A key only this test knows.\nzz_test_key = 42\n\n", 1))
+    out = subprocess.run(["awk", "-f", str(util.REPO_ROOT / "scripts/conf-keys.awk"), str(conf)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "*zz\\_test\\_key* = _42_\n\tA key only this test knows." in out.stdout
+
+
+def test_spindle_8_covers_options_models_and_signals(man_pages):
+    text = render(man_pages["spindle.8"])
+    for section in ("SYNOPSIS", "OPTIONS", "MODELS", "SIGNALS", "EXIT STATUS", "FILES", "EXAMPLES"):
+        assert re.search(rf"^{section}$", text, re.M), f"spindle(8) has no {section} section"
+    helptext = util.run_spindle("--help").stdout
+    for opt in re.findall(r"--[a-z-]+", helptext):
+        assert opt in text, f"spindle(8) does not document {opt} (spindle --help lists it)"
+    for model in util.list_models():
+        assert re.search(rf"^\s+{model}$", text, re.M), f"spindle(8) does not describe the {model} model"
+    for sig in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"):
+        assert sig in text
+
+
+@pytest.mark.parametrize("page", ["spindle.8", "spindle.conf.5"])
+def test_man_pages_render_without_groff_warnings(man_pages, page):
+    r = subprocess.run(["groff", "-ww", "-man", "-z", str(man_pages[page])], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
