@@ -66,8 +66,21 @@ deps:
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests --jobs 2
 
+# The integration suite runs on PYTEST_JOBS pytest-xdist workers: most tests
+# wait on timers and sockets, not on the CPU, so two workers nearly halve the
+# wall time even on 2 cores. A worker takes one (module, model) group at a time
+# (conftest.py), so shared servers start once per group as in a serial run.
+# The few tests marked `solo` need the CPU to themselves (busy work, threads
+# that must stop spinning in time) and run afterwards, alone. PYTEST_JOBS=0
+# runs everything serially, in one process.
+PYTEST_JOBS ?= 2
+# $(call suite,REPORT,MARK EXPRESSION or empty,MORE PYTEST ARGUMENTS,ENVIRONMENT)
+suite = $(4) $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(call junit,$(1)) \
+	  -m '$(if $(2),($(2)) and )not solo' $(3) tests/integration && \
+	$(4) $(PY) -m pytest -q $(call junit,$(1)-solo) -m '$(if $(2),($(2)) and )solo' $(3) tests/integration
+
 integration: spindle
-	$(PY) -m pytest -q tests/integration
+	$(call suite,integration)
 
 # Every pytest run of `make test` writes a JUnit report here; the last step
 # lists every skip with its reason, so none passes unread.
@@ -78,7 +91,7 @@ test: deps
 	rm -rf $(REPORTS)
 	$(MAKE) all $(BUILD)/unit_tests
 	$(BUILD)/unit_tests --jobs 2
-	$(PY) -m pytest -q $(call junit,integration) tests/integration
+	$(call suite,integration)
 	$(PY) -m pytest -q $(call junit,bench) tests/bench
 	$(MAKE) asan-test
 	$(MAKE) tsan-test
@@ -95,8 +108,8 @@ spindle-asan: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 asan-test: asan
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan $(PY) -m pytest -q -x $(call junit,asan) -m 'not campaign' tests/integration
+	$(call suite,asan,not campaign,-x,ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan)
 	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" build/asan/unit_tests
 	build/asan/unit_tests --jobs 2
 
@@ -111,8 +124,8 @@ tsan-test: tsan
 	clang $(CSTD) $(TSAN_CFLAGS) -pthread -o build/tsan/cache_stress tests/tsan/cache_stress.c \
 	  src/fs/cache.c src/http/date.c src/http/response.c src/http/parse.c
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
-	TSAN_OPTIONS=halt_on_error=1:exitcode=66 SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan \
-	  $(PY) -m pytest -q -x $(call junit,tsan) -m 'not campaign' tests/integration -k "$(TSAN_MODELS)"
+	$(call suite,tsan,not campaign,-x -k "$(TSAN_MODELS)",TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
+	  SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan)
 
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)

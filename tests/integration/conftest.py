@@ -53,12 +53,36 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "expect_restart: the test kills or crashes a serving process on purpose, "
         "so its teardown tolerates a restart")
+    config.addinivalue_line(
+        "markers", "solo: needs the CPU to itself to meet its bounds (busy work, spinning threads that "
+        "must end in time); `make test` runs these after the parallel (pytest-xdist) run, alone")
 
 
 def pytest_generate_tests(metafunc):
     if "model_name" in metafunc.fixturenames:
         names, _ = _models()
         metafunc.parametrize("model_name", names, scope="module")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`), one
+    worker runs all of a module's tests for one model, in order: the shared
+    servers of `_pool` are started once per (module, model) as without xdist,
+    and 7x more units than modules keep the two workers evenly loaded. A
+    module that marks its own xdist_group (say, tests that run `make` in the
+    repository, which must not run beside each other) keeps it.
+    tryfirst: xdist reads the marker in its own hook of this name."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        group = item.module.__name__
+        model_name = getattr(item, "callspec", None) and item.callspec.params.get("model_name")
+        if model_name:
+            group += f"-{model_name}"
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

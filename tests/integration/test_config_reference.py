@@ -12,6 +12,10 @@ import pytest
 
 import util
 
+# Runs `make` in the repository, which writes build/man/: under pytest-xdist
+# never beside test_install.py, which does too (conftest.py keeps this group).
+pytestmark = pytest.mark.xdist_group("make-in-repository")
+
 SERVER_CONF = util.REPO_ROOT / "server.conf"
 MAN_DIR = util.REPO_ROOT / "build" / "man"
 KEY_RE = re.compile(r"^([a-z_]+)\s*=\s*(.*?)\s*$")

@@ -13,6 +13,10 @@ import pytest
 
 import util
 
+# Runs `make` in the repository, which writes build/man/: under pytest-xdist
+# never beside test_config_reference.py, which does too (conftest.py keeps this group).
+pytestmark = pytest.mark.xdist_group("make-in-repository")
+
 PREFIX = "/usr/local"
 INSTALLED = [
     "sbin/spindle", "bin/spindle-stat", "share/man/man8/spindle.8", "share/man/man5/spindle.conf.5",

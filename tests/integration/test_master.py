@@ -968,13 +968,17 @@ def test_new_generation_holds_nothing_of_the_old_one(model, docroot, tmp_path):
         assert srv.get("/a.txt").body == A_TXT
         for p in [pid] + util.proc_descendants(pid):
             fds = []
-            for fd in os.listdir(f"/proc/{p}/fd"):
+            try:
+                names = os.listdir(f"/proc/{p}/fd")
+                maps = Path(f"/proc/{p}/maps").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # gone since the listing: fork's child of the request above, done
+            for fd in names:
                 try:
                     fds.append(os.readlink(f"/proc/{p}/fd/{fd}"))
                 except OSError:
                     pass
             assert str(old_root) not in fds, f"process {p} holds the old root open: {sorted(fds)}"
-            maps = Path(f"/proc/{p}/maps").read_text()
             assert f"spindle-{tag}-a" not in maps, f"process {p} maps the old statistics segment"
             assert f"spindle-{tag}-b" in maps or model == "fork", f"process {p} does not map its own segment"
         assert srv.stop(timeout=util.scaled(15)) == 0, srv.diagnostics()

@@ -93,6 +93,7 @@ def test_drain_timeout_with_slow_readers_exits_cleanly(fresh_server, huge_docroo
     assert took < util.scaled(8), f"{took:.1f} s to stop with drain_timeout = 1 s"
 
 
+@pytest.mark.solo  # 12 threads spin and must end within the master's drain window
 @pytest.mark.concurrent
 def test_drain_timeout_with_busy_connection_threads_exits_cleanly(model, fresh_server):
     """Issue 9.7, made to happen: requests on the workload endpoint busy-wait

@@ -82,6 +82,7 @@ def test_no_lost_updates_new_connections(servers, model):
     assert sorted(values) == list(range(1, K * M + 1))
 
 
+@pytest.mark.solo  # samples the server's running threads: needs the CPU to itself
 def test_delay_is_busy_work(servers, model):
     """delay=N spins for N work units in the server (not a sleep), judged from
     /proc, not from the client's wall clock: while the request runs, a thread
@@ -251,6 +252,7 @@ def _totals(server) -> int:
     return _totals_all(server)["total"]
 
 
+@pytest.mark.solo  # 1 CPU-s of work on one pinned core
 def test_cpu_delays_cannot_overlap_on_one_core(fresh_server, model):
     """The issue's done-when: 40 concurrent delay=25 requests (1 ms units) on
     one core take >= 1 s with delay_kind = cpu, and the server really burnt
