@@ -84,6 +84,7 @@ struct master {
  * connections itself when its master is gone (set before the handler). */
 static pid_t serving_pid, serving_master_pid;
 static const struct server *serving_srv;
+static unsigned orphan_exit_s; /* an orphan's whole drain: drain_timeout + margin */
 
 static void on_stop(int sig)
 {
@@ -103,6 +104,12 @@ static void on_stop(int sig)
 			for (int i = 0; i < serving_srv->listen_group_len[g] && !serving_srv->listen_group_inherited[g]; i++)
 				shutdown(fd[i], SHUT_RD); /* an inherited one queues for our next start */
 	}
+	/* An orphan (its master, or for a worker or per-connection child its
+	 * serving process, is gone) has nobody to SIGKILL it when a drain
+	 * hangs: SIGALRM's default action ends it then. alarm is
+	 * async-signal-safe. */
+	if (serving_srv && getppid() != (getpid() == serving_pid ? serving_master_pid : serving_pid))
+		alarm(orphan_exit_s);
 	server_request_stop();
 }
 
@@ -157,6 +164,7 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 		_exit(1);
 	serving_pid = getpid();
 	serving_master_pid = master_pid;
+	orphan_exit_s = (unsigned)((g->cfg.drain_timeout_ms + KILL_MARGIN_MS) / 1000 + 1);
 	serving_srv = &g->srv;
 	/* A serving process whose master is gone must not serve on, unsupervised. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);

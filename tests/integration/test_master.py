@@ -724,6 +724,40 @@ def test_crash_during_startup_grace_still_retires_old_generation(instances, docr
 
 
 @pytest.mark.expect_restart
+def test_orphans_of_a_killed_master_end_even_when_a_request_outlives_the_drain(model, docroot, tmp_path):
+    """kill -9 of the master while a request runs far longer than drain_timeout
+    (a 60 s sleep on /work): nobody is left to SIGKILL the serving processes
+    when their drain runs out, so they must end by themselves within
+    drain_timeout and a margin, not serve on (or hang) unsupervised."""
+    settings = {"workers": 2, "drain_timeout": "1s", "workload": "on", "delay_kind": "sleep",
+                "work_unit": "1s", "send_timeout": "300s"}
+    srv = util.Server(model, docroot.path, tmp_path / "srv", settings).start()
+    leftovers: list[int] = []
+    slow = None
+    try:
+        master = srv.proc.pid
+        slow = srv.connect()
+        slow.send(util.build_request("GET", "/work?delay=60&bucket=1"))
+        # the request is running: a process serves it (fork: its own child)
+        tree = util.wait_for(lambda: util.proc_descendants(master), util.scaled(3), interval=0.01)
+        assert tree, srv.diagnostics()
+        time.sleep(util.scaled(0.5))
+        tree = util.proc_descendants(master)
+        srv.proc.kill()
+        srv.proc.wait(5)
+        leftovers = [p for p in tree if util.proc_live(p)]
+        # drain_timeout 1 s + the master's 2 s kill margin + 1 s, stretched under sanitizers
+        gone = util.wait_for(lambda: not any(util.proc_live(p) for p in leftovers), util.scaled(4) + 2)
+        assert gone, f"orphans of the killed master live on: {[(p, util.proc_state(p)) for p in leftovers]}"
+    finally:
+        if slow is not None:
+            slow.close()
+        for p in leftovers:
+            if util.proc_live(p):
+                os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.expect_restart
 def test_restart_after_kill9_of_master_serves_at_once(model, huge_docroot, tmp_path):
     """kill -9 of the master while a download is in flight, then a new master
     on the same port (what a supervisor does): its serving processes die with
