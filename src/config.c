@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs/path.h"
 #include "http/mime_file.h"
 #include "models/model.h"
 #include "stats/cidr.h"
@@ -278,6 +279,19 @@ static bool parse_bool(const char *s, bool *out)
 }
 
 /* Sets one key; on failure writes the reason into why and returns -1. */
+/* Whether a request for the fallback path could name a file: it resolves
+ * (as a request's path would) to something other than the root or a
+ * directory. */
+static bool fallback_resolves(const char *value)
+{
+	char rel[PATH_MAX];
+	struct path_result pr;
+	if (value[0] != '/' || strchr(value, '?'))
+		return false;
+	return path_resolve((struct span){ value, strlen(value) }, rel, sizeof(rel), &pr) == 0 && pr.len > 0 &&
+	       !pr.trailing_slash;
+}
+
 static int key_apply(struct config *cfg, const struct config_key *k, const char *value, char *why,
 		     size_t whylen)
 {
@@ -341,10 +355,12 @@ static int key_apply(struct config *cfg, const struct config_key *k, const char 
 			snprintf(why, whylen, "%s: value longer than %zu bytes", k->name, k->size - 1);
 			return -1;
 		}
-		/* issue 11: the fallback is a URL path, resolved like a request's */
-		if (k->offset == offsetof(struct config, fallback) && (value[0] != '/' || strchr(value, '?'))) {
-			snprintf(why, whylen, "fallback: '%s' must be a path starting with '/' (no query), or off",
-				 value);
+		/* issue 11: the fallback is a URL path, resolved like a request's;
+		 * one that resolves to no file name ("/../x", "/app/") would
+		 * answer every route 404, so it is refused here */
+		if (k->offset == offsetof(struct config, fallback) && !fallback_resolves(value)) {
+			snprintf(why, whylen, "fallback: '%s' must be a path starting with '/' (no query) that "
+				 "names a file beneath the root, or off", value);
 			return -1;
 		}
 		if (k->offset == offsetof(struct config, model) && !model_find(value)) {

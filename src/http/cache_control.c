@@ -11,7 +11,9 @@
 #include <strings.h>
 
 /* "max-age=N" as a directive of its own (not "s-maxage"), or -1. RFC 9111
- * 5.2.2.1: delta-seconds; a too-big value is taken as the largest we hold. */
+ * 5.2.2.1: delta-seconds; a too-big value is taken as the largest we hold,
+ * which stays below 2^31 (1.2.2) so that now + N, the Expires, cannot
+ * overflow time_t. */
 static long long max_age_of(const char *v)
 {
 	for (const char *p = v; (p = strcasestr(p, "max-age")) != NULL; p += 7) {
@@ -21,7 +23,7 @@ static long long max_age_of(const char *v)
 			continue;
 		errno = 0;
 		long long n = strtoll(q + 1, NULL, 10);
-		return errno == ERANGE ? 0x7fffffffLL : n;
+		return errno == ERANGE || n > 0x7fffffffLL ? 0x7fffffffLL : n;
 	}
 	return -1;
 }

@@ -118,14 +118,25 @@ int mime_overrides_parse(const char *text, size_t len, struct mime_overrides **o
 				size_t en = (size_t)(eend - e);
 				if (en == 0)
 					break;
-				bool ok = en < MIME_FILE_EXT_MAX;
-				for (size_t i = 0; ok && i < en; i++)
-					ok = is_token_char((unsigned char)e[i]) && e[i] != '/' && e[i] != '.';
+				bool ok = en < MIME_FILE_EXT_MAX && e[0] != '.' && e[en - 1] != '.';
+				bool multi_part = false;
+				for (size_t i = 0; ok && i < en; i++) {
+					ok = is_token_char((unsigned char)e[i]) && e[i] != '/' &&
+					     !(e[i] == '.' && e[i + 1] == '.');
+					multi_part |= e[i] == '.';
+				}
 				if (!ok) {
 					snprintf(why, whylen, "%zu: '%.*s' is not a file extension (up to %d "
-						 "characters, no '.' or '/')", lineno, (int)(en > 80 ? 80 : en), e,
-						 MIME_FILE_EXT_MAX - 1);
+						 "characters, no '/', no '.' at either end)", lineno,
+						 (int)(en > 80 ? 80 : en), e, MIME_FILE_EXT_MAX - 1);
 					goto fail;
+				}
+				/* "cwl.json" (Debian's /etc/mime.types has a few): the
+				 * lookup, as nginx's, takes only the last extension, so
+				 * it could never match; skipped, not refused */
+				if (multi_part) {
+					e = eend;
+					continue;
 				}
 				if (o->n == o->cap) {
 					size_t cap = o->cap ? 2 * o->cap : 64;

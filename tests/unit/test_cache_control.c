@@ -70,6 +70,12 @@ Test(cache_control, max_age_for_expires)
 	cr_assert_eq(rules.rule[rules.n - 1].max_age, 0);
 	add("/u", "max-age=99999999999999999999999");
 	cr_assert_eq(rules.rule[rules.n - 1].max_age, 0x7fffffffLL, "an overflow is clamped, not wrapped");
+	/* fits a long long, but now + it overflows time_t (an Expires in year
+	 * 0, or a UBSan abort): RFC 9111 1.2.2 caps delta-seconds at 2^31 */
+	add("/v", "max-age=9223372036854775807");
+	cr_assert_eq(rules.rule[rules.n - 1].max_age, 0x7fffffffLL);
+	add("/w", "max-age=4000000000");
+	cr_assert_eq(rules.rule[rules.n - 1].max_age, 0x7fffffffLL);
 }
 
 Test(cache_control, bad_rules_refused)

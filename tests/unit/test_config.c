@@ -274,6 +274,14 @@ Test(config, site_keys_values_and_file_lines)
 	cr_expect_eq(cfg.fallback[0], '\0');
 	cr_expect_eq(config_set(&cfg, "fallback", "index.html", "--set"), -1);
 	cr_expect(strstr(last_msg, "fallback: 'index.html' must be a path starting with '/'"), "%s", last_msg);
+	/* a fallback no request could resolve to a file would answer every
+	 * route 404 without a word: refused where it is written */
+	const char *never[] = { "/../index.html", "/app/", "/", "/%00x", "/a/%2e%2e/%2e%2e/x" };
+	for (size_t i = 0; i < sizeof(never) / sizeof(*never); i++) {
+		cr_expect_eq(config_set(&cfg, "fallback", never[i], "--set"), -1, "%s", never[i]);
+		cr_expect(strstr(last_msg, "must be a path starting with '/'"), "%s", last_msg);
+	}
+	cr_expect_eq(config_set(&cfg, "fallback", "/app/./%69ndex.html", "--set"), 0);
 	cr_expect_eq(config_set(&cfg, "access_log_format", "json", "--set"), 0);
 	cr_expect_eq(cfg.access_log_format, ACCESS_LOG_JSON);
 	cr_expect_eq(config_set(&cfg, "access_log_format", "JSON5", "--set"), -1);

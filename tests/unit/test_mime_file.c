@@ -49,9 +49,13 @@ Test(mime_file, bad_lines_name_the_line)
 	const char *t1 = "text/plain txt\nnot-a-type foo\n";
 	cr_assert_eq(mime_overrides_parse(t1, strlen(t1), &o, why, sizeof(why)), -1);
 	cr_assert(strstr(why, "2: 'not-a-type' is not a MIME type"), "%s", why);
-	const char *t2 = "text/plain txt\n\ntext/plain a.b\n";
+	const char *t2 = "text/plain txt\n\ntext/plain .b\n";
 	cr_assert_eq(mime_overrides_parse(t2, strlen(t2), &o, why, sizeof(why)), -1);
-	cr_assert(strstr(why, "3: 'a.b' is not a file extension"), "%s", why);
+	cr_assert(strstr(why, "3: '.b' is not a file extension"), "%s", why);
+	const char *t4 = "text/plain a..b\n";
+	cr_assert_eq(mime_overrides_parse(t4, strlen(t4), &o, why, sizeof(why)), -1);
+	const char *t5 = "text/plain b.\n";
+	cr_assert_eq(mime_overrides_parse(t5, strlen(t5), &o, why, sizeof(why)), -1);
 	const char *t3 = "text/pl\"ain txt\n";
 	cr_assert_eq(mime_overrides_parse(t3, strlen(t3), &o, why, sizeof(why)), -1);
 }
@@ -68,4 +72,24 @@ Test(mime_file, load_names_the_file)
 	unlink(path);
 	cr_assert_eq(mime_overrides_load(path, &o, why, sizeof(why)), -1);
 	cr_assert(strstr(why, "No such file"), "%s", why);
+}
+
+/* Lines of Debian's /etc/mime.types (media-types 10): extensions of two
+ * parts, which only a multi-part lookup could match. The file the README
+ * names must load; such an extension is skipped (the lookup uses the last
+ * one, as nginx's does), the others on its line still count. */
+Test(mime_file, etc_mime_types_multi_part_extensions_load)
+{
+	struct mime_overrides *o = parse("application/cwl+json\t\t\t\tcwl.json\n"
+					 "application/sarif+json\t\t\t\tsarif sarif.json\n"
+					 "application/tm+json\t\t\t\ttm.jsonld tm.json jsontm\n"
+					 "application/vnd.ieee.1905\t\t\t1905.1\n"
+					 "application/x-font-pcf\t\t\t\tpcf pcf.Z\n");
+	cr_assert_str_eq(LOOK(o, "a.sarif"), "application/sarif+json; charset=utf-8");
+	cr_assert_str_eq(LOOK(o, "a.jsontm"), "application/tm+json; charset=utf-8");
+	cr_assert_str_eq(LOOK(o, "a.pcf"), "application/x-font-pcf");
+	cr_assert_str_eq(LOOK(o, "a.json"), "application/json; charset=utf-8", "'cwl.json' is not 'json'");
+	cr_assert_str_eq(LOOK(o, "a.cwl.json"), "application/json; charset=utf-8");
+	cr_assert_str_eq(LOOK(o, "a.1"), "application/x-default");
+	mime_overrides_free(o);
 }
