@@ -8,6 +8,7 @@ sockets under the test's own directory only."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import stat
@@ -158,6 +159,55 @@ def test_stale_unix_socket_is_replaced_a_live_one_is_not(docroot, tmp_path):
     sock.write_text("not a socket")
     r = util.run_spindle("--root", str(docroot.path), "--set", f"listen=unix:{sock}", timeout=15)
     assert r.returncode != 0 and sock.read_text() == "not a socket", r.stderr
+
+
+def test_unix_socket_mode_and_owner_never_follow_a_swapped_in_symlink(docroot, tmp_path):
+    """The master (root) sets a socket file's mode and owner after bind(). In a
+    directory someone else may write to (a run directory owned by the serving
+    user), the file can be swapped for a symlink in between: a chmod/chown by
+    path then hands the link's target (/etc/shadow, say) to `owner`. strace
+    holds every chmod/chown call of the master for 0.4 s, so the swap always
+    lands in that gap; the target must come out untouched."""
+    sock = tmp_path / "run" / "s.sock"
+    sock.parent.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    victim.chmod(0o600)
+    before = victim.stat()
+    calls = "chmod,fchmodat,chown,fchownat,lchown"
+    work = tmp_path / "srv"
+    work.mkdir()
+    argv = ["strace", "-qq", "-o", "/dev/null", "-e", f"trace={calls}",
+            "-e", f"inject={calls}:delay_enter=400000",
+            str(util.spindle_bin()), "--root", str(docroot.path), "--model", "epoll",
+            "--set", f"listen=127.0.0.1:{util.free_port()}",
+            "--set", f"listen=unix:{sock} mode=0666 owner=nobody",
+            "--set", f"error_log={work / 'error.log'}", "--set", f"access_log={work / 'access.log'}", "--set", "stats=off"]
+    proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert util.wait_for(lambda: os.path.lexists(sock) or proc.poll() is not None, util.scaled(10))
+        assert proc.poll() is None, proc.stderr.read().decode()
+        link = sock.parent / "link"
+        link.symlink_to(victim)
+        os.replace(link, sock)  # the attacker's move, between bind and chmod
+        util.wait_for(lambda: proc.poll() is not None or
+                      "listening on" in (work / "error.log").read_text(errors="replace"), util.scaled(10))
+        after = victim.stat()
+        assert (stat.S_IMODE(after.st_mode), after.st_uid, after.st_gid) == \
+            (stat.S_IMODE(before.st_mode), before.st_uid, before.st_gid), \
+            f"the symlink's target was changed: mode {oct(after.st_mode)}, uid {after.st_uid}"
+        assert victim.read_text() == "secret"
+    finally:
+        master = re.search(r"\(master (\d+)\)", (work / "error.log").read_text(errors="replace")
+                           if (work / "error.log").exists() else "")
+        if proc.poll() is None and master:
+            os.kill(int(master.group(1)), signal.SIGTERM)
+        try:
+            proc.wait(timeout=util.scaled(15))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert os.path.islink(sock) and os.readlink(sock) == str(victim), "the planted link is the attacker's: left"
 
 
 class ListenConfig(ConfigServer):
