@@ -89,6 +89,13 @@ int privs_drop(const struct privs *p)
 		log_error("dropped to uid %d, yet root could be regained: refusing to serve", (int)p->uid);
 		return -1;
 	}
+	/* Nor through exec: the capability bounding set stays full, so a
+	 * set-uid program would give root back to a process taken over.
+	 * A serving process never execs; Landlock set this too, when on. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		log_error("prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 

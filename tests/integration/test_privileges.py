@@ -37,7 +37,7 @@ def ids(pid: int) -> dict[str, list[str]]:
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, val = line.partition(":")
-        if key in ("Uid", "Gid", "Groups", "NoNewPrivs"):
+        if key in ("Uid", "Gid", "Groups", "NoNewPrivs", "CapEff", "CapPrm"):
             out[key] = val.split()
     return out
 
@@ -82,6 +82,26 @@ def test_serving_processes_run_as_user(model, docroot, workdir):
             assert st["Gid"] == [str(pw.pw_gid)] * 4, (pid, st)
             assert st["Groups"] == [], (pid, st)
         assert "running as root without `user`" not in log_text(srv)
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+def test_serving_processes_cannot_regain_root_through_exec(model, docroot, workdir):
+    """Dropping the user clears the capabilities, but the bounding set stays
+    full: a serving process taken over could exec a set-uid program (su,
+    mount, a buggy one) and be root again. no_new_privs forbids that, also
+    with Landlock off (which set it as a side effect) and outside a unit
+    with NoNewPrivileges=."""
+    srv = dropped_server(model, docroot, workdir, workers=2, landlock="off")
+    try:
+        assert srv.get("/a.txt").body == A_TXT
+        procs = util.wait_for(lambda: descendants(srv.proc.pid), 3)
+        assert procs, "no serving process"
+        for pid in procs:
+            st = ids(pid)
+            assert st["NoNewPrivs"] == ["1"], (pid, st)
+            assert st["CapEff"] == st["CapPrm"] == ["0000000000000000"], (pid, st)
     finally:
         assert srv.stop() == 0, srv.diagnostics()
 
