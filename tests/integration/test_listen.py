@@ -309,7 +309,8 @@ def test_two_instances_by_listen_lines_alone(docroot, tmp_path):
 # them, LISTEN_PID naming the process they are for
 # --------------------------------------------------------------------------
 
-def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args: str) -> subprocess.Popen:
+def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args: str,
+                    listen_pid: str = "$$", listen_fds: str | None = None) -> subprocess.Popen:
     workdir.mkdir(parents=True, exist_ok=True)
     fds = [s.fileno() for s in socks]
 
@@ -319,10 +320,10 @@ def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args
             os.dup2(fd, 3 + i)  # dup2 leaves the new descriptor inheritable
 
     env = util.sanitizer_env(workdir)
-    env["LISTEN_FDS"] = str(len(socks))
+    env["LISTEN_FDS"] = str(len(socks)) if listen_fds is None else listen_fds
     env["LISTEN_FDNAMES"] = ":".join("s" for _ in socks)
     # LISTEN_PID must be the pid spindle runs as: the shell's, which exec keeps
-    argv = ["sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@"', str(util.spindle_bin()), "--root", str(root),
+    argv = ["sh", "-c", f'LISTEN_PID={listen_pid} exec "$0" "$@"', str(util.spindle_bin()), "--root", str(root),
             "--set", f"error_log={workdir / 'error.log'}", "--set", f"access_log={workdir / 'access.log'}", *args]
     return subprocess.Popen(argv, env=env, preexec_fn=to_3_4, close_fds=False, stdin=subprocess.DEVNULL,
                             stdout=open(workdir / "stdout.txt", "wb"), stderr=open(workdir / "stderr.txt", "wb"),
@@ -402,6 +403,39 @@ def test_socket_activation_with_listen_lines(docroot, tmp_path):
     finally:
         stop_activated(proc, work)
         tcp.close()
+
+
+def test_socket_activation_for_another_process_is_ignored_and_a_bad_count_refused(docroot, tmp_path):
+    """LISTEN_PID naming another process: the sockets are not ours (sd_listen_fds
+    ignores them), spindle binds its own port. A LISTEN_FDS that is no count
+    of descriptors, or names one that is no listening socket, is refused
+    at start with the reason, never served half."""
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind((util.HOST, 0))
+    tcp.listen(16)
+    own = util.free_port()
+    work = tmp_path / "other"
+    proc = start_activated([tcp], docroot.path, work, "--bind", util.HOST, "--port", str(own),
+                           listen_pid=str(os.getppid()))
+    try:
+        wait_started(work)
+        assert v4_get(own).body == A_TXT
+        assert "socket activation" not in (work / "error.log").read_text()
+    finally:
+        stop_activated(proc, work)
+    for fds, why in (("-5", "LISTEN_FDS '-5'"), ("1x", "LISTEN_FDS '1x'"), ("2", "descriptor 4 is not a listening")):
+        work = tmp_path / f"bad{fds}"
+        proc = start_activated([tcp], docroot.path, work, "--port", str(own), listen_fds=fds)
+        try:
+            rc = proc.wait(timeout=util.scaled(10))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        out = (work / "stderr.txt").read_text() + ((work / "error.log").read_text()
+                                                   if (work / "error.log").exists() else "")
+        assert rc != 0 and why in out, (fds, rc, out)
+    tcp.close()
 
 
 def test_check_prints_listen_lines(docroot):
