@@ -136,6 +136,29 @@ def test_logs_reopen_and_reload_as_user(model, docroot, workdir):
         assert srv.stop() == 0, srv.diagnostics()
 
 
+@needs_root
+def test_log_handed_to_the_user_never_through_a_symlink(docroot, workdir, tmp_path):
+    """After a rotation the master (root) makes the new log file the user's.
+    In a log directory the user may write to, it can plant a symlink where
+    the new file is to be, before SIGUSR1: a chown by path would hand the
+    link's target (/etc/shadow, say) to the user."""
+    victim = tmp_path / "victim"  # beneath a directory of root's, as /etc is
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    srv = dropped_server("epoll", docroot, workdir)
+    try:
+        assert srv.get("/a.txt").body == A_TXT
+        assert util.wait_for(lambda: srv.access_log.exists() and "GET /a.txt" in srv.access_log.read_text(), 5)
+        srv.access_log.rename(srv.access_log.with_suffix(".1"))
+        srv.access_log.symlink_to(victim)  # the user's move, as logrotate runs
+        srv.signal(signal.SIGUSR1)
+        assert wait_log(srv, r"access_log: .* not a regular file", 5), log_text(srv)
+        assert victim.stat().st_uid == 0 and victim.stat().st_gid == 0, "the link's target was given away"
+        assert srv.get("/a.txt").body == A_TXT
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
 def test_root_without_user_warns(servers):
     srv = servers()
     if os.geteuid() == 0:
