@@ -231,7 +231,7 @@ class ListenConfig(ConfigServer):
 
 
 @needs_ipv6
-@pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork"])
+@pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork", "fork", "thread"])
 def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
     """Under keep-alive load on the address that stays: a reload adds a UNIX
     socket, removes [::1]:Q and adds a loop; 0 failed requests, and fresh
