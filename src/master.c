@@ -252,8 +252,12 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	if (naddrs < 0)
 		snprintf(failed, sizeof(failed), "%s:%d", cfg->bind, cfg->port);
 	if (err == 0 && listeners_fill(&m->listeners, idx, g->srv.listen_fds, g->srv.listen_group_len,
-				       &g->srv.nlisten_groups, SERVER_MAX_LISTENERS) < 0)
+				       &g->srv.nlisten_groups, SERVER_MAX_LISTENERS) < 0) {
 		err = -E2BIG;
+		snprintf(failed, sizeof(failed), "%d addresses with %d sockets each (at most %d sockets in all)",
+			 naddrs, gen_listeners_wanted(g), SERVER_MAX_LISTENERS);
+		log_error("listen on %s: %s", failed, strerror(-err));
+	}
 	if (err < 0) {
 		if (m->serial == 0)
 			fprintf(stderr, "spindle: cannot listen on %s: %s\n", failed, strerror(-err));

@@ -438,6 +438,17 @@ def test_socket_activation_for_another_process_is_ignored_and_a_bad_count_refuse
     tcp.close()
 
 
+def test_too_many_sockets_in_all_is_refused_with_the_reason(docroot):
+    """11 addresses x 100 epoll loops = 1100 reuseport sockets, past what a
+    serving process takes (1024): refused at start, saying so (the message
+    named no address and read a buffer nothing had written)."""
+    port = util.free_port()
+    lines = [a for i in range(1, 12) for a in ("--set", f"listen=127.0.0.{i}:{port}")]
+    r = util.run_spindle("--root", str(docroot.path), "--model", "epoll", "--set", "workers=100", *lines,
+                         timeout=30)
+    assert r.returncode != 0 and "11 addresses with 100 sockets each (at most 1024" in r.stderr, r.stderr
+
+
 def test_check_prints_listen_lines(docroot):
     r = util.run_spindle("--root", str(docroot.path), "--set", "listen=[::1]:8081 tls",
                          "--set", "listen=unix:/run/x.sock mode=0660", "--check")
