@@ -228,33 +228,33 @@ build/man/spindle.conf.5: docs/man/spindle.conf.5.scd server.conf scripts/conf-k
 # The sample configuration is server.conf with the root Debian serves from;
 # an existing one is the operator's and is left alone.
 install: all man
-	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
-	  $(DESTDIR)$(SYSCONFDIR)/spindle $(DESTDIR)$(UNITDIR)
-	install -m 755 spindle $(DESTDIR)$(SBINDIR)/spindle
-	install -m 755 spindle-stat $(DESTDIR)$(BINDIR)/spindle-stat
+	install -d "$(DESTDIR)$(SBINDIR)" "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man8" "$(DESTDIR)$(MANDIR)/man5" \
+	  "$(DESTDIR)$(SYSCONFDIR)/spindle" "$(DESTDIR)$(UNITDIR)"
+	install -m 755 spindle "$(DESTDIR)$(SBINDIR)/spindle"
+	install -m 755 spindle-stat "$(DESTDIR)$(BINDIR)/spindle-stat"
 	$(PATHS_SED) build/man/spindle.8 > build/man/spindle.8.installed
 	$(PATHS_SED) build/man/spindle.conf.5 > build/man/spindle.conf.5.installed
-	install -m 644 build/man/spindle.8.installed $(DESTDIR)$(MANDIR)/man8/spindle.8
-	install -m 644 build/man/spindle.conf.5.installed $(DESTDIR)$(MANDIR)/man5/spindle.conf.5
+	install -m 644 build/man/spindle.8.installed "$(DESTDIR)$(MANDIR)/man8/spindle.8"
+	install -m 644 build/man/spindle.conf.5.installed "$(DESTDIR)$(MANDIR)/man5/spindle.conf.5"
 	sed 's|^root = www$$|root = $(DOCROOT)|' server.conf > build/spindle.conf.sample
-	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf ]; then \
+	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf" ]; then \
 	  echo "keeping $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf (the sample is build/spindle.conf.sample)"; \
-	else install -m 644 build/spindle.conf.sample $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf; fi
+	else install -m 644 build/spindle.conf.sample "$(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf"; fi
 	$(PATHS_SED) contrib/spindle.service > build/spindle.service
-	install -m 644 build/spindle.service $(DESTDIR)$(UNITDIR)/spindle.service
-	install -m 644 contrib/spindle.socket $(DESTDIR)$(UNITDIR)/spindle.socket
+	install -m 644 build/spindle.service "$(DESTDIR)$(UNITDIR)/spindle.service"
+	install -m 644 contrib/spindle.socket "$(DESTDIR)$(UNITDIR)/spindle.socket"
 
 # Removes what install put there; a configuration the operator changed stays
 # (as Debian keeps a changed conffile), and so do directories others use.
 uninstall:
-	rm -f $(DESTDIR)$(SBINDIR)/spindle $(DESTDIR)$(BINDIR)/spindle-stat \
-	  $(DESTDIR)$(MANDIR)/man8/spindle.8 $(DESTDIR)$(MANDIR)/man5/spindle.conf.5 \
-	  $(DESTDIR)$(UNITDIR)/spindle.service $(DESTDIR)$(UNITDIR)/spindle.socket
-	@conf=$(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf; \
-	if [ -e $$conf ]; then \
-	  sed 's|^root = www$$|root = $(DOCROOT)|' server.conf | cmp -s - $$conf && rm -f $$conf \
+	rm -f "$(DESTDIR)$(SBINDIR)/spindle" "$(DESTDIR)$(BINDIR)/spindle-stat" \
+	  "$(DESTDIR)$(MANDIR)/man8/spindle.8" "$(DESTDIR)$(MANDIR)/man5/spindle.conf.5" \
+	  "$(DESTDIR)$(UNITDIR)/spindle.service" "$(DESTDIR)$(UNITDIR)/spindle.socket"
+	@conf="$(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf"; \
+	if [ -e "$$conf" ]; then \
+	  sed 's|^root = www$$|root = $(DOCROOT)|' server.conf | cmp -s - "$$conf" && rm -f "$$conf" \
 	    || echo "keeping $$conf: it was changed after installation"; fi
-	-rmdir $(DESTDIR)$(SYSCONFDIR)/spindle 2>/dev/null
+	@rmdir "$(DESTDIR)$(SYSCONFDIR)/spindle" 2>/dev/null || true # not empty (a kept configuration), or gone
 
 -include $(CORE_OBJ:.o=.d) $(wildcard build/fuzz/obj/src/*.d build/fuzz/obj/src/*/*.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(BUILD)/tools/spindle-stat.d
 

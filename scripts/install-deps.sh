@@ -13,6 +13,7 @@ packages=(
   libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk
   # issue 12: man pages (scdoc builds, man/groff check), unit verification, scale-out test
   scdoc man-db groff-base systemd haproxy
+  strace  # holds the master in a syscall so a test can race it (test_listen.py)
 )
 
 for arg in "$@"; do

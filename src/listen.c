@@ -184,19 +184,18 @@ static int unix_clear_stale(const struct sockaddr_un *sun)
 	return 0;
 }
 
-/* chmod/chown of the socket file, before listen() so nobody connects first. */
-static int unix_set_owner(const struct listen_addr *a)
+/* The uid and gid a UNIX socket file is to get (-1: unchanged). */
+static int unix_owner_ids(const struct listen_addr *a, uid_t *uid, gid_t *gid)
 {
-	uid_t uid = (uid_t)-1;
-	gid_t gid = (gid_t)-1;
-
+	*uid = (uid_t)-1;
+	*gid = (gid_t)-1;
 	if (a->owner[0]) {
 		struct passwd *pw = getpwnam(a->owner);
 		if (!pw) {
 			log_error("listen on unix:%s: owner: no user '%s'", a->path, a->owner);
 			return -EINVAL;
 		}
-		uid = pw->pw_uid;
+		*uid = pw->pw_uid;
 	}
 	if (a->group[0]) {
 		struct group *gr = getgrnam(a->group);
@@ -204,44 +203,75 @@ static int unix_set_owner(const struct listen_addr *a)
 			log_error("listen on unix:%s: group: no group '%s'", a->path, a->group);
 			return -EINVAL;
 		}
-		gid = gr->gr_gid;
-	}
-	if (a->mode >= 0 && chmod(a->path, (mode_t)a->mode) < 0) {
-		int err = -errno;
-		log_error("listen on unix:%s: chmod %04o: %s", a->path, a->mode, strerror(-err));
-		return err;
-	}
-	if ((a->owner[0] || a->group[0]) && chown(a->path, uid, gid) < 0) {
-		int err = -errno;
-		log_error("listen on unix:%s: chown: %s", a->path, strerror(-err));
-		return err;
+		*gid = gr->gr_gid;
 	}
 	return 0;
+}
+
+/* chown of the socket file just bound, before listen() so nobody connects
+ * first. Never by path: in a directory another user may write to (a run
+ * directory of the serving user), the file can be swapped for a symlink
+ * after bind(), and root would chown the link's target. The file is opened
+ * without following a link and must be a socket. */
+static int unix_set_owner(const struct listen_addr *a, uid_t uid, gid_t gid)
+{
+	if (uid == (uid_t)-1 && gid == (gid_t)-1)
+		return 0;
+	struct stat st;
+	int err = 0, fd = open(a->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		err = -errno;
+	} else if (!S_ISSOCK(st.st_mode)) {
+		err = -EEXIST;
+		log_error("listen on unix:%s: replaced by something else right after bind; not touching it", a->path);
+	} else if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
+		err = -errno;
+	}
+	if (err < 0 && err != -EEXIST)
+		log_error("listen on unix:%s: chown: %s", a->path, strerror(-err));
+	if (fd >= 0)
+		close(fd);
+	return err;
 }
 
 static int unix_open_bound(const struct listen_addr *a)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uid_t uid;
+	gid_t gid;
 	int fd, err;
 
 	if (strlen(a->path) >= sizeof(sun.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sun.sun_path, a->path);
+	err = unix_owner_ids(a, &uid, &gid);
+	if (err < 0)
+		return err;
 	err = unix_clear_stale(&sun);
 	if (err < 0)
 		return err;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		err = -errno;
+	/* The mode through the umask: bind() creates the file with it, so no
+	 * chmod by path follows (see unix_set_owner), and no client connects
+	 * in a window with the wrong mode. The master has no other thread. */
+	mode_t umask_was = 0;
+	if (a->mode >= 0)
+		umask_was = umask((mode_t)(~a->mode & 0777));
+	int r = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	err = r < 0 ? -errno : 0;
+	if (a->mode >= 0)
+		umask(umask_was);
+	if (r < 0) {
 		close(fd);
 		return err;
 	}
-	err = unix_set_owner(a);
+	err = unix_set_owner(a, uid, gid);
 	if (err < 0) {
 		close(fd);
-		unlink(a->path); /* ours: just made */
+		if (err != -EEXIST)
+			unlink(a->path); /* ours: just made */
 		return err;
 	}
 	return fd;

@@ -71,15 +71,22 @@ static struct listener *slot_free(struct listeners *ls)
 int listeners_inherit(struct listeners *ls)
 {
 	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-	int n;
+	char *end;
+	long n;
 
 	if (!pid || !fds || atol(pid) != (long)getpid())
 		return 0; /* meant for another process (or none) */
-	n = atoi(fds);
+	errno = 0;
+	n = strtol(fds, &end, 10);
+	if (!*fds || *end || errno || n < 0 || n > LISTENERS_MAX) {
+		/* sd_listen_fds(3) refuses it too: which descriptors are ours is unknown */
+		log_error("socket activation: LISTEN_FDS '%s' is not a count of descriptors (0-%d)", fds, LISTENERS_MAX);
+		return -1;
+	}
 	unsetenv("LISTEN_PID");
 	unsetenv("LISTEN_FDS");
 	unsetenv("LISTEN_FDNAMES");
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < (int)n; i++) {
 		int fd = SD_LISTEN_FDS_START + i, listening = 0, type = 0;
 		socklen_t len = sizeof(int);
 		struct listener *l = slot_free(ls);
@@ -101,7 +108,7 @@ int listeners_inherit(struct listeners *ls)
 		l->set.n = 1; /* it cannot grow: we do not bind, the service manager did */
 		ls->ninherited++;
 	}
-	return n;
+	return (int)n;
 }
 
 int listeners_wanted(const struct listeners *ls, const struct config *cfg, struct listen_addr *out)

@@ -223,6 +223,14 @@ static int gen_listeners_wanted(const struct generation *g)
 
 static void gen_release(struct master *m, struct generation *g);
 
+static bool line_wants_tls(const struct listen_addr *lines, int n, const struct listen_addr *a)
+{
+	for (int i = 0; i < n; i++)
+		if (listen_addr_same(&lines[i], a))
+			return lines[i].tls;
+	return false;
+}
+
 /* Builds a generation's server on the master's listeners, first adding the
  * ones it wants beyond those the master has. New ones get no connection
  * until the generation is promoted (the steering still excludes them), so a
@@ -252,8 +260,12 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	if (naddrs < 0)
 		snprintf(failed, sizeof(failed), "%s:%d", cfg->bind, cfg->port);
 	if (err == 0 && listeners_fill(&m->listeners, idx, g->srv.listen_fds, g->srv.listen_group_len,
-				       &g->srv.nlisten_groups, SERVER_MAX_LISTENERS) < 0)
+				       &g->srv.nlisten_groups, SERVER_MAX_LISTENERS) < 0) {
 		err = -E2BIG;
+		snprintf(failed, sizeof(failed), "%d addresses with %d sockets each (at most %d sockets in all)",
+			 naddrs, gen_listeners_wanted(g), SERVER_MAX_LISTENERS);
+		log_error("listen on %s: %s", failed, strerror(-err));
+	}
 	if (err < 0) {
 		if (m->serial == 0)
 			fprintf(stderr, "spindle: cannot listen on %s: %s\n", failed, strerror(-err));
@@ -269,8 +281,10 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		const struct listener *l = &m->listeners.l[i];
 		if (l->set.n && (l->users & (1u << idx))) {
 			g->srv.listen_group_inherited[k] = l->inherited;
-			/* tls: the address's own flag, or tls = on for all of them */
-			g->srv.listen_group_tls[k] = l->set.addr.tls || cfg->tls;
+			/* tls: this configuration's line for the address (a reload
+			 * may add or drop it on a socket that stays, and an
+			 * inherited socket comes without options), or tls = on */
+			g->srv.listen_group_tls[k] = line_wants_tls(addrs, naddrs, &l->set.addr) || cfg->tls;
 			socklen_t alen = sizeof(g->srv.listen_group_addr[k]);
 			if (getsockname(l->set.fds[0], (struct sockaddr *)&g->srv.listen_group_addr[k], &alen) < 0)
 				memset(&g->srv.listen_group_addr[k], 0, sizeof(g->srv.listen_group_addr[k]));

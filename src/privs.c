@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -47,18 +48,36 @@ int privs_resolve(const struct config *cfg, struct privs *p)
 	return 0;
 }
 
+/* Never by path: a user who may write to the logs' directory could put a
+ * symlink (or a hard link) where the master is about to reopen the log,
+ * and root would hand the link's target to it. The file is opened without
+ * following a link and must be a plain file with no other name. */
+static void own_log(const char *key, const char *path, uid_t uid, gid_t gid)
+{
+	struct stat st;
+	int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		log_warn("%s: %s: %s (serving processes may not reopen it)", key, path, strerror(errno));
+	else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+		log_warn("%s: %s is not a regular file of its own (a link?): not giving it to the serving "
+			 "processes' user", key, path);
+	else if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
+		log_warn("%s: chown %s: %s (serving processes may not reopen it)", key, path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 void privs_own_logs(const struct config *cfg, const struct privs *p)
 {
 	if (!p->set_uid && !p->set_gid)
 		return;
 	uid_t uid = p->set_uid ? p->uid : (uid_t)-1;
 	gid_t gid = p->set_gid ? p->gid : (gid_t)-1;
-	if (cfg->access_log[0] && chown(cfg->access_log, uid, gid) < 0)
-		log_warn("access_log: chown %s: %s (serving processes may not reopen it)", cfg->access_log,
-			 strerror(errno));
-	if (strcmp(cfg->error_log, "-") && chown(cfg->error_log, uid, gid) < 0)
-		log_warn("error_log: chown %s: %s (serving processes may not reopen it)", cfg->error_log,
-			 strerror(errno));
+	if (cfg->access_log[0])
+		own_log("access_log", cfg->access_log, uid, gid);
+	if (strcmp(cfg->error_log, "-"))
+		own_log("error_log", cfg->error_log, uid, gid);
 }
 
 void privs_warn_root(const struct config *cfg)
@@ -87,6 +106,13 @@ int privs_drop(const struct privs *p)
 	}
 	if (p->set_uid && p->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
 		log_error("dropped to uid %d, yet root could be regained: refusing to serve", (int)p->uid);
+		return -1;
+	}
+	/* Nor through exec: the capability bounding set stays full, so a
+	 * set-uid program would give root back to a process taken over.
+	 * A serving process never execs; Landlock set this too, when on. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		log_error("prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
 		return -1;
 	}
 	return 0;

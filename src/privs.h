@@ -30,8 +30,9 @@ void privs_own_logs(const struct config *cfg, const struct privs *p);
 /* At start-up: root without `user` serves as root: say so. */
 void privs_warn_root(const struct config *cfg);
 
-/* In a serving process: drops to p (setgroups, setgid, setuid) and checks
- * that root cannot be regained. 0, or -1 after logging why (then exit). */
+/* In a serving process: drops to p (setgroups, setgid, setuid), checks
+ * that root cannot be regained, and sets no_new_privs (no gain by exec).
+ * 0, or -1 after logging why (then exit). */
 int privs_drop(const struct privs *p);
 /* In a serving process, before privs_drop (the logs' directories are looked
  * up with the master's rights): the Landlock ruleset, root_fd being the

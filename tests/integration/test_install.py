@@ -129,3 +129,27 @@ def test_prefix_usr_puts_the_configuration_in_etc(tmp_path):
     assert "/etc/spindle/spindle" in page and "/usr/local" not in page  # scdoc escapes the dot in spindle.conf
     make("uninstall", f"DESTDIR={d}", "PREFIX=/usr")
     assert files_under(d) == []
+
+
+def test_destdir_with_a_space_installs_there_alone_and_uninstall_twice_is_quiet(tmp_path):
+    """A staging directory may have a space in its name (a package builder's
+    path); unquoted, `install -d $(DESTDIR)...` made a directory named after
+    the part before the space and a relative tree in the checkout, and
+    uninstall would `rm -f` the part before the space."""
+    d = tmp_path / "stage area"
+    decoy = tmp_path / "stage"  # what an unquoted path splits off first
+    decoy.write_text("not to be removed")
+    before = set(os.listdir(util.REPO_ROOT))
+    try:
+        make("install", f"DESTDIR={d}", f"PREFIX={PREFIX}")
+        assert files_under(d) == sorted(f"{PREFIX.lstrip('/')}/{f}" for f in INSTALLED)
+        assert decoy.read_text() == "not to be removed"
+        make("uninstall", f"DESTDIR={d}", f"PREFIX={PREFIX}")
+        assert files_under(d) == [] and decoy.read_text() == "not to be removed"
+        r = make("uninstall", f"DESTDIR={d}", f"PREFIX={PREFIX}")  # again: nothing left to remove
+        assert "Error" not in r.stdout + r.stderr, r.stdout + r.stderr
+    finally:
+        stray = set(os.listdir(util.REPO_ROOT)) - before
+        for name in stray:  # `area/usr/...` made in the checkout by an unquoted path
+            subprocess.run(["rm", "-rf", "--", str(Path(util.REPO_ROOT) / name)], check=False)
+    assert not stray, f"make install wrote outside DESTDIR, into the checkout: {sorted(stray)}"

@@ -8,6 +8,7 @@ sockets under the test's own directory only."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import stat
@@ -160,6 +161,55 @@ def test_stale_unix_socket_is_replaced_a_live_one_is_not(docroot, tmp_path):
     assert r.returncode != 0 and sock.read_text() == "not a socket", r.stderr
 
 
+def test_unix_socket_mode_and_owner_never_follow_a_swapped_in_symlink(docroot, tmp_path):
+    """The master (root) sets a socket file's mode and owner after bind(). In a
+    directory someone else may write to (a run directory owned by the serving
+    user), the file can be swapped for a symlink in between: a chmod/chown by
+    path then hands the link's target (/etc/shadow, say) to `owner`. strace
+    holds every chmod/chown call of the master for 0.4 s, so the swap always
+    lands in that gap; the target must come out untouched."""
+    sock = tmp_path / "run" / "s.sock"
+    sock.parent.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    victim.chmod(0o600)
+    before = victim.stat()
+    calls = "chmod,fchmodat,chown,fchownat,lchown"
+    work = tmp_path / "srv"
+    work.mkdir()
+    argv = ["strace", "-qq", "-o", "/dev/null", "-e", f"trace={calls}",
+            "-e", f"inject={calls}:delay_enter=400000",
+            str(util.spindle_bin()), "--root", str(docroot.path), "--model", "epoll",
+            "--set", f"listen=127.0.0.1:{util.free_port()}",
+            "--set", f"listen=unix:{sock} mode=0666 owner=nobody",
+            "--set", f"error_log={work / 'error.log'}", "--set", f"access_log={work / 'access.log'}", "--set", "stats=off"]
+    proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert util.wait_for(lambda: os.path.lexists(sock) or proc.poll() is not None, util.scaled(10))
+        assert proc.poll() is None, proc.stderr.read().decode()
+        link = sock.parent / "link"
+        link.symlink_to(victim)
+        os.replace(link, sock)  # the attacker's move, between bind and chmod
+        util.wait_for(lambda: proc.poll() is not None or
+                      "listening on" in (work / "error.log").read_text(errors="replace"), util.scaled(10))
+        after = victim.stat()
+        assert (stat.S_IMODE(after.st_mode), after.st_uid, after.st_gid) == \
+            (stat.S_IMODE(before.st_mode), before.st_uid, before.st_gid), \
+            f"the symlink's target was changed: mode {oct(after.st_mode)}, uid {after.st_uid}"
+        assert victim.read_text() == "secret"
+    finally:
+        master = re.search(r"\(master (\d+)\)", (work / "error.log").read_text(errors="replace")
+                           if (work / "error.log").exists() else "")
+        if proc.poll() is None and master:
+            os.kill(int(master.group(1)), signal.SIGTERM)
+        try:
+            proc.wait(timeout=util.scaled(15))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert os.path.islink(sock) and os.readlink(sock) == str(victim), "the planted link is the attacker's: left"
+
+
 class ListenConfig(ConfigServer):
     """Addresses from a config file, so that a reload can change them."""
 
@@ -181,7 +231,7 @@ class ListenConfig(ConfigServer):
 
 
 @needs_ipv6
-@pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork"])
+@pytest.mark.parametrize("model", ["epoll", "uring", "pool", "prefork", "fork", "thread"])
 def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
     """Under keep-alive load on the address that stays: a reload adds a UNIX
     socket, removes [::1]:Q and adds a loop; 0 failed requests, and fresh
@@ -259,7 +309,8 @@ def test_two_instances_by_listen_lines_alone(docroot, tmp_path):
 # them, LISTEN_PID naming the process they are for
 # --------------------------------------------------------------------------
 
-def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args: str) -> subprocess.Popen:
+def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args: str,
+                    listen_pid: str = "$$", listen_fds: str | None = None) -> subprocess.Popen:
     workdir.mkdir(parents=True, exist_ok=True)
     fds = [s.fileno() for s in socks]
 
@@ -269,10 +320,10 @@ def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args
             os.dup2(fd, 3 + i)  # dup2 leaves the new descriptor inheritable
 
     env = util.sanitizer_env(workdir)
-    env["LISTEN_FDS"] = str(len(socks))
+    env["LISTEN_FDS"] = str(len(socks)) if listen_fds is None else listen_fds
     env["LISTEN_FDNAMES"] = ":".join("s" for _ in socks)
     # LISTEN_PID must be the pid spindle runs as: the shell's, which exec keeps
-    argv = ["sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@"', str(util.spindle_bin()), "--root", str(root),
+    argv = ["sh", "-c", f'LISTEN_PID={listen_pid} exec "$0" "$@"', str(util.spindle_bin()), "--root", str(root),
             "--set", f"error_log={workdir / 'error.log'}", "--set", f"access_log={workdir / 'access.log'}", *args]
     return subprocess.Popen(argv, env=env, preexec_fn=to_3_4, close_fds=False, stdin=subprocess.DEVNULL,
                             stdout=open(workdir / "stdout.txt", "wb"), stderr=open(workdir / "stderr.txt", "wb"),
@@ -352,6 +403,50 @@ def test_socket_activation_with_listen_lines(docroot, tmp_path):
     finally:
         stop_activated(proc, work)
         tcp.close()
+
+
+def test_socket_activation_for_another_process_is_ignored_and_a_bad_count_refused(docroot, tmp_path):
+    """LISTEN_PID naming another process: the sockets are not ours (sd_listen_fds
+    ignores them), spindle binds its own port. A LISTEN_FDS that is no count
+    of descriptors, or names one that is no listening socket, is refused
+    at start with the reason, never served half."""
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind((util.HOST, 0))
+    tcp.listen(16)
+    own = util.free_port()
+    work = tmp_path / "other"
+    proc = start_activated([tcp], docroot.path, work, "--bind", util.HOST, "--port", str(own),
+                           listen_pid=str(os.getppid()))
+    try:
+        wait_started(work)
+        assert v4_get(own).body == A_TXT
+        assert "socket activation" not in (work / "error.log").read_text()
+    finally:
+        stop_activated(proc, work)
+    for fds, why in (("-5", "LISTEN_FDS '-5'"), ("1x", "LISTEN_FDS '1x'"), ("2", "descriptor 4 is not a listening")):
+        work = tmp_path / f"bad{fds}"
+        proc = start_activated([tcp], docroot.path, work, "--port", str(own), listen_fds=fds)
+        try:
+            rc = proc.wait(timeout=util.scaled(10))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        out = (work / "stderr.txt").read_text() + ((work / "error.log").read_text()
+                                                   if (work / "error.log").exists() else "")
+        assert rc != 0 and why in out, (fds, rc, out)
+    tcp.close()
+
+
+def test_too_many_sockets_in_all_is_refused_with_the_reason(docroot):
+    """11 addresses x 100 epoll loops = 1100 reuseport sockets, past what a
+    serving process takes (1024): refused at start, saying so (the message
+    named no address and read a buffer nothing had written)."""
+    port = util.free_port()
+    lines = [a for i in range(1, 12) for a in ("--set", f"listen=127.0.0.{i}:{port}")]
+    r = util.run_spindle("--root", str(docroot.path), "--model", "epoll", "--set", "workers=100", *lines,
+                         timeout=30)
+    assert r.returncode != 0 and "11 addresses with 100 sockets each (at most 1024" in r.stderr, r.stderr
 
 
 def test_check_prints_listen_lines(docroot):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import tempfile
@@ -37,7 +38,7 @@ def ids(pid: int) -> dict[str, list[str]]:
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, val = line.partition(":")
-        if key in ("Uid", "Gid", "Groups", "NoNewPrivs"):
+        if key in ("Uid", "Gid", "Groups", "NoNewPrivs", "CapEff", "CapPrm"):
             out[key] = val.split()
     return out
 
@@ -77,11 +78,37 @@ def test_serving_processes_run_as_user(model, docroot, workdir):
             assert util.wait_for(lambda: len(descendants(master)) >= 3, 3), descendants(master)
         assert ids(master)["Uid"] == ["0"] * 4, "the master keeps root (it binds on reload)"
         for pid in descendants(master):
-            st = ids(pid)
+            try:
+                st = ids(pid)
+            except FileNotFoundError:
+                continue  # a fork child that served its connection and left
             assert st["Uid"] == [str(pw.pw_uid)] * 4, (pid, st)  # real, effective, saved, fs
             assert st["Gid"] == [str(pw.pw_gid)] * 4, (pid, st)
             assert st["Groups"] == [], (pid, st)
         assert "running as root without `user`" not in log_text(srv)
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+def test_serving_processes_cannot_regain_root_through_exec(model, docroot, workdir):
+    """Dropping the user clears the capabilities, but the bounding set stays
+    full: a serving process taken over could exec a set-uid program (su,
+    mount, a buggy one) and be root again. no_new_privs forbids that, also
+    with Landlock off (which set it as a side effect) and outside a unit
+    with NoNewPrivileges=."""
+    srv = dropped_server(model, docroot, workdir, workers=2, landlock="off")
+    try:
+        assert srv.get("/a.txt").body == A_TXT
+        procs = util.wait_for(lambda: descendants(srv.proc.pid), 3)
+        assert procs, "no serving process"
+        for pid in procs:
+            try:
+                st = ids(pid)
+            except FileNotFoundError:
+                continue  # a fork child that served its connection and left
+            assert st["NoNewPrivs"] == ["1"], (pid, st)
+            assert st["CapEff"] == st["CapPrm"] == ["0000000000000000"], (pid, st)
     finally:
         assert srv.stop() == 0, srv.diagnostics()
 
@@ -114,6 +141,59 @@ def test_logs_reopen_and_reload_as_user(model, docroot, workdir):
         assert srv.get("/a.txt").body == A_TXT
     finally:
         assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+def test_log_handed_to_the_user_never_through_a_symlink(docroot, workdir, tmp_path):
+    """After a rotation the master (root) makes the new log file the user's.
+    In a log directory the user may write to, it can plant a symlink where
+    the new file is to be, before SIGUSR1: a chown by path would hand the
+    link's target (/etc/shadow, say) to the user."""
+    victim = tmp_path / "victim"  # beneath a directory of root's, as /etc is
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    srv = dropped_server("epoll", docroot, workdir)
+    try:
+        assert srv.get("/a.txt").body == A_TXT
+        assert util.wait_for(lambda: srv.access_log.exists() and "GET /a.txt" in srv.access_log.read_text(), 5)
+        srv.access_log.rename(srv.access_log.with_suffix(".1"))
+        srv.access_log.symlink_to(victim)  # the user's move, as logrotate runs
+        srv.signal(signal.SIGUSR1)
+        assert wait_log(srv, r"access_log: .* not a regular file", 5), log_text(srv)
+        assert victim.stat().st_uid == 0 and victim.stat().st_gid == 0, "the link's target was given away"
+        assert srv.get("/a.txt").body == A_TXT
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+def test_the_units_capabilities_let_the_master_run_its_dropped_processes(docroot, workdir):
+    """Under spindle.service's CapabilityBoundingSet (setpriv stands in for
+    systemd), with `user` set: the master must still signal serving processes
+    that are no longer root's (CAP_KILL: a reload retires the old generation,
+    SIGTERM stops them), hand them the logs (CAP_CHOWN) and reopen those
+    files, then the user's, on a reload (CAP_DAC_OVERRIDE). Without those,
+    every kill failed with EPERM (old generations served on forever), and
+    the master lost its logs at the first reload."""
+    unit = (util.REPO_ROOT / "contrib/spindle.service").read_text()
+    caps = re.search(r"^CapabilityBoundingSet=(.*)$", unit, re.M).group(1).split()
+    bounding = "-all," + ",".join("+" + c.lower().removeprefix("cap_") for c in caps)
+    srv = util.Server("epoll", docroot.path, workdir, {"user": USER})
+    argv = srv.argv
+    srv.argv = lambda: ["setpriv", f"--bounding-set={bounding}", *argv()]
+    srv.start()
+    try:
+        assert srv.get("/a.txt").body == A_TXT
+        srv.signal(signal.SIGHUP)
+        assert wait_log(srv, r"generation 1 \(pid \d+\) finished: exited with status 0", 10), log_text(srv)
+        srv.signal(signal.SIGUSR1)
+        assert srv.get("/a.txt").body == A_TXT
+        assert "Operation not permitted" not in log_text(srv), log_text(srv)
+        # the master reopened the logs, now the user's, at the reload
+        assert "generation 2:" in log_text(srv) and "cannot open" not in (workdir / "stderr.txt").read_text()
+    finally:
+        rc = srv.stop()
+    assert rc == 0 and "did not drain in time" not in log_text(srv), srv.diagnostics()
 
 
 def test_root_without_user_warns(servers):

@@ -391,3 +391,68 @@ def test_redirect_https_refused_with_a_tls_address(certs, docroot):
                          "--set", f"listen=127.0.0.1:{util.free_port()} tls",
                          "--set", f"tls_certificate={certs.chain}", "--set", f"tls_certificate_key={certs.key}")
     assert r.returncode == 2 and "redirect_https" in r.stderr, (r.returncode, r.stderr)
+
+
+def _plain_ok(port: int) -> bool:
+    with util.Conn.open(port, timeout=5) as c:
+        c.send(util.build_request("GET", "/a.txt", headers={"Connection": "close"}))
+        return c.read_response(timeout=5).body == A_TXT
+
+
+def _tls_ok(port: int, certs: Certs) -> bool:
+    c = tls_conn(port, client_context(certs))
+    try:
+        c.send(util.build_request("GET", "/a.txt", headers={"Connection": "close"}))
+        return c.read_response(timeout=5).body == A_TXT
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("model", ["epoll", "prefork"])
+def test_reload_turns_tls_on_and_off_on_an_address_that_stays(model, certs, docroot, tmp_path):
+    """`tls` added to (or taken from) a listen line whose address stays: the
+    socket stays, and the new generation must speak what the new line says
+    (it kept the first line's choice: plain HTTP where the operator asked
+    for HTTPS, without a word)."""
+    from supervision import ConfigServer, wait_log
+    q = util.free_port()
+    conf = tmp_path / "spindle.conf"
+    srv = ConfigServer(conf, docroot.path, tmp_path / "srv")
+
+    def write(tls: str) -> None:
+        conf.write_text(f"[server]\nmodel = {model}\nlisten = 127.0.0.1:{srv.port}\nlisten = 127.0.0.1:{q}{tls}\n"
+                        f"[tls]\ntls_certificate = {certs.chain}\ntls_certificate_key = {certs.key}\n")
+
+    argv = srv.argv
+    srv.argv = lambda: (write(""), argv())[1]
+    srv.start()
+    try:
+        assert _plain_ok(q)
+        for n, tls in ((2, " tls"), (3, "")):
+            write(tls)
+            srv.signal(signal.SIGHUP)
+            assert wait_log(srv, rf"generation {n - 1} \(pid \d+\) finished", 15), srv.diagnostics()
+            assert (_tls_ok(q, certs) if tls else _plain_ok(q)), f"reload {n}: {tls or 'plain'} expected"
+            assert _plain_ok(srv.port)
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+def test_socket_activation_with_a_tls_listen_line(certs, docroot, tmp_path):
+    """A `listen ... tls` line naming an inherited socket serves HTTPS on it
+    (the inherited socket's address was used as it came, without the line's
+    options: plain HTTP on the HTTPS port)."""
+    from test_listen import start_activated, stop_activated, wait_started
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind((HOST, 0))
+    tcp.listen(16)
+    port = tcp.getsockname()[1]
+    work = tmp_path / "srv"
+    proc = start_activated([tcp], docroot.path, work, "--set", f"listen=127.0.0.1:{port} tls",
+                           "--set", f"tls_certificate={certs.chain}", "--set", f"tls_certificate_key={certs.key}")
+    try:
+        wait_started(work)
+        assert _tls_ok(port, certs)
+    finally:
+        stop_activated(proc, work)
+        tcp.close()
