@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,7 @@ struct conn {
 	char *hdr;               /* response head (+ multipart part headers) */
 	size_t hdr_cap;
 	char *body;              /* small uncached file contents we own, or NULL */
+	size_t listing_reserved; /* body is a listing: its bytes in the process's listing budget */
 	struct cache_entry *entry; /* cached file the body points into, or NULL */
 	const char *mem;         /* the body in memory (body or entry->data), or NULL: file_fd */
 	int file_fd;
@@ -184,10 +186,33 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 	return c;
 }
 
+/* Listings are built whole in memory (up to AUTOINDEX_MAX_BODY each) and held
+ * until sent: without a bound, clients that ask for big listings and never
+ * read them hold max_connections x 4 MiB. Their bodies share one budget per
+ * process; beyond it a listing is answered 503 (Retry-After), as a server out
+ * of a resource should. */
+#define LISTING_BUDGET (64u << 20)
+static _Atomic size_t listing_bytes;
+
+static bool listing_reserve(size_t n)
+{
+	size_t now = atomic_load_explicit(&listing_bytes, memory_order_relaxed);
+	do
+		if (now + n > LISTING_BUDGET)
+			return false;
+	while (!atomic_compare_exchange_weak_explicit(&listing_bytes, &now, now + n, memory_order_relaxed,
+						      memory_order_relaxed));
+	return true;
+}
+
 static void response_release(struct conn *c)
 {
 	free(c->body);
 	c->body = NULL;
+	if (c->listing_reserved) {
+		atomic_fetch_sub_explicit(&listing_bytes, c->listing_reserved, memory_order_relaxed);
+		c->listing_reserved = 0;
+	}
 	cache_release(c->entry);
 	c->entry = NULL;
 	c->mem = NULL;
@@ -710,6 +735,12 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 	}
 	autoindex_sort(dl.entries, dl.n, order);
 	size_t cap = autoindex_body_bound(rel, &dl);
+	if (!listing_reserve(cap)) {
+		dirlist_free(&dl);
+		respond_status(c, 503, false, "Retry-After: 1\r\n");
+		return;
+	}
+	c->listing_reserved = cap;
 	c->body = malloc(cap);
 	size_t len = c->body ? autoindex_render(c->body, cap, cfg->autoindex, rel, &dl, order) : 0;
 	dirlist_free(&dl);

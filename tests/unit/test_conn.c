@@ -1111,3 +1111,60 @@ static void check_sixteen_parts(void)
 	free(whole);
 	drive_end(&d);
 }
+
+/* ---- listings held by clients that do not read ------------------------ */
+
+/* Sends req into c and leaves the response unsent (a client that never
+ * reads); returns the head the core offers. */
+static struct iovec request_unread(struct conn *c, const char *req)
+{
+	struct iovec sp = conn_input_space(c);
+	cr_assert_geq(sp.iov_len, strlen(req));
+	memcpy(sp.iov_base, req, strlen(req));
+	conn_input_done(c, (ssize_t)strlen(req));
+	int64_t dl;
+	cr_assert_eq(conn_wants(c, &dl), CONN_WANT_WRITE);
+	struct conn_output o;
+	conn_output(c, &o);
+	cr_assert_gt(o.iovcnt, 0);
+	return o.iov[0];
+}
+
+static bool head_is(struct iovec head, const char *status_line)
+{
+	return head.iov_len >= strlen(status_line) && memcmp(head.iov_base, status_line, strlen(status_line)) == 0;
+}
+
+/* A listing is built whole and held until sent: past the process's listing
+ * budget (64 MiB) the next one is 503 with Retry-After, and the budget comes
+ * back when a held one goes. */
+Test(conn_config, held_listings_are_bounded_by_a_budget, .init = setup_files, .fini = teardown)
+{
+	ts.cfg.autoindex = AUTOINDEX_HTML;
+	test_server_open(&ts);
+	test_server_mkdir(&ts, "big");
+	char name[256] = "big/";
+	memset(name + 4, 'n', 200);
+	for (int i = 0; i < 2400; i++) { /* bound: 2400 x (9 x 205 + 160) > 4 MiB, the most one listing takes */
+		snprintf(name + 204, sizeof(name) - 204, "%05d", i);
+		test_server_file(&ts, name, "", 0);
+	}
+	const char *req = "GET /big/ HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct conn *held[16];
+	for (int i = 0; i < 16; i++) { /* 16 x 4 MiB: the whole budget */
+		held[i] = conn_new(&ts.srv, NULL, 0);
+		cr_assert_not_null(held[i]);
+		cr_assert(head_is(request_unread(held[i], req), "HTTP/1.1 200 OK\r\n"), "listing %d", i);
+	}
+	struct conn *c = conn_new(&ts.srv, NULL, 0);
+	struct iovec head = request_unread(c, req);
+	cr_assert(head_is(head, "HTTP/1.1 503 "), "%.*s", (int)head.iov_len, (char *)head.iov_base);
+	cr_assert(memmem(head.iov_base, head.iov_len, "\r\nRetry-After: 1\r\n", 18) != NULL);
+	conn_free(c);
+	conn_free(held[0]); /* one reader goes: its listing's bytes come back */
+	c = conn_new(&ts.srv, NULL, 0);
+	cr_assert(head_is(request_unread(c, req), "HTTP/1.1 200 OK\r\n"));
+	conn_free(c);
+	for (int i = 1; i < 16; i++)
+		conn_free(held[i]);
+}
