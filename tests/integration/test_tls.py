@@ -352,21 +352,23 @@ def test_plain_and_https_side_by_side(model, certs, docroot, tmp_path):
     """listen lines (issue 12) with the tls flag: one instance serves plain
     HTTP on one address and HTTPS on another TCP port and a UNIX socket; the
     wire is chosen by the listener a connection came in on, and two loops
-    (epoll, uring) each take their share of both."""
+    (epoll, uring) each take their share of both. hsts is sent over HTTPS
+    here too (with `listen` lines, `tls` itself stays off)."""
     from test_listen import ListenServer
 
     other = util.free_port()
     sock = tmp_path / "tls.sock"
     srv = ListenServer(model, docroot.path, tmp_path / "srv", [f"127.0.0.1:{other} tls", f"unix:{sock} tls"],
                        settings={"workers": 2, "tls_certificate": str(certs.chain),
-                                 "tls_certificate_key": str(certs.key)})
+                                 "tls_certificate_key": str(certs.key), "hsts": "max-age=600"})
     srv.start()
     try:
         for _ in range(3):
             assert srv.get("/a.txt").body == A_TXT  # plain on the harness's port
             with tls_conn(other, client_context(certs)) as c:
                 c.send(util.build_request("GET", "/a.txt"))
-                assert c.read_response("GET").body == A_TXT
+                r = c.read_response("GET")
+                assert r.body == A_TXT and r.header("Strict-Transport-Security") == "max-age=600", r
             raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             raw.settimeout(5)
             raw.connect(str(sock))
