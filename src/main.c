@@ -12,6 +12,7 @@
 #include "models/model.h"
 #include "listeners.h"
 #include "master.h"
+#include "tls/context.h"
 
 static void usage(FILE *out)
 {
@@ -115,6 +116,28 @@ static int build_config(struct config *cfg, void *arg)
 	return config_validate(cfg);
 }
 
+/* --check loads the certificate and key as a start or reload would (as
+ * nginx -t does), so a check that passes is not a reload refused for them;
+ * what is wrong goes to standard error, whatever error_log says. */
+static int check_tls(const struct config *cfg)
+{
+	static struct config on_stderr;
+
+	if (!config_serves_tls(cfg))
+		return 0;
+	on_stderr = *cfg;
+	snprintf(on_stderr.error_log, sizeof(on_stderr.error_log), "-");
+	on_stderr.access_log[0] = '\0';
+	on_stderr.log_level = LOG_WARN; /* not the kernel-TLS line a start logs */
+	if (log_open(&on_stderr) < 0)
+		return -1;
+	struct tls_context *t = tls_context_new(&on_stderr);
+	bool ok = t != NULL;
+	tls_context_free(t);
+	log_close();
+	return ok ? 0 : -1;
+}
+
 static void report_to_log(const char *msg)
 {
 	log_error("config: %s", msg);
@@ -145,14 +168,16 @@ int main(int argc, char **argv)
 	if (build_config(&cfg, &cl) < 0)
 		return 2;
 	if (check) {
+		if (check_tls(&cfg) < 0)
+			return 2;
 		config_print(&cfg, stdout);
 		if (cfg.nlisten > 0) { /* issue 12: the listen lines, not bind and port */
 			char where[1024];
 			listeners_describe(cfg.listen, cfg.nlisten, where, sizeof(where));
 			printf("\n# would serve %s on %s with the %s model\n", cfg.root, where, cfg.model);
 		} else {
-			printf("\n# would serve %s on http://%s:%d/ with the %s model\n", cfg.root, cfg.bind, cfg.port,
-			       cfg.model);
+			printf("\n# would serve %s on %s://%s:%d/ with the %s model\n", cfg.root, cfg.tls ? "https" : "http",
+			       cfg.bind, cfg.port, cfg.model);
 		}
 		return 0;
 	}

@@ -122,11 +122,13 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 	if (srv->workers < 1)
 		srv->workers = 1;
 	srv->limits = (struct http_limits){ cfg->max_request_line, cfg->max_head, cfg->max_headers };
+	bool hsts = config_serves_tls(cfg) && cfg->hsts[0];
 	snprintf(srv->server_header, sizeof(srv->server_header), "Server: spindle%s%s\r\n%s%s%s",
 		 cfg->server_tokens ? "/" : "", cfg->server_tokens ? SPINDLE_VERSION : "",
-		 /* tls: RFC 6797 7.2, only over HTTPS (every connection is, with tls = on) */
-		 cfg->tls && cfg->hsts[0] ? "Strict-Transport-Security: " : "", cfg->tls ? cfg->hsts : "",
-		 cfg->tls && cfg->hsts[0] ? "\r\n" : "");
+		 /* tls: RFC 6797 7.2, only where HTTPS is served. The core cannot
+		  * tell a TLS connection, so an instance with plain and TLS listen
+		  * addresses sends it on both (a browser ignores it over HTTP, 8.1) */
+		 hsts ? "Strict-Transport-Security: " : "", hsts ? cfg->hsts : "", hsts ? "\r\n" : "");
 
 	srv->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (srv->root_fd < 0) {

@@ -301,9 +301,8 @@ def test_resumption_across_processes(proc_model, certs, docroot, tmp_path):
             assert len(workers) == 2, workers
 
 
-@pytest.mark.parametrize("what", ["mismatched key", "missing key", "garbage certificate"])
-def test_bad_certificate_or_key_stops_startup(certs, tmp_path, docroot, what):
-    """Start-up fails with a message naming the file at fault."""
+def _bad_pair(certs: Certs, tmp_path: Path, what: str) -> tuple[str, str, str]:
+    """(certificate, key, the file a message must name) for one kind of fault."""
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
     cert, key = str(certs.chain), str(certs.key)
@@ -313,7 +312,13 @@ def test_bad_certificate_or_key_stops_startup(certs, tmp_path, docroot, what):
         key = str(tmp_path / "nonexistent.key")
     else:
         cert = str(garbage)
-    named = key if what != "garbage certificate" else cert
+    return cert, key, key if what != "garbage certificate" else cert
+
+
+@pytest.mark.parametrize("what", ["mismatched key", "missing key", "garbage certificate"])
+def test_bad_certificate_or_key_stops_startup(certs, tmp_path, docroot, what):
+    """Start-up fails with a message naming the file at fault."""
+    cert, key, named = _bad_pair(certs, tmp_path, what)
     srv = util.Server("epoll", docroot.path, tmp_path / "srv",
                       {"tls": "on", "tls_certificate": cert, "tls_certificate_key": key})
     with pytest.raises(util.ServerError):
@@ -324,6 +329,22 @@ def test_bad_certificate_or_key_stops_startup(certs, tmp_path, docroot, what):
     text = srv.diagnostics()
     assert srv.proc.returncode not in (0, None), text
     assert named in text, f"the message does not name {named}:\n{text}"
+
+
+@pytest.mark.parametrize("what", ["mismatched key", "missing key", "garbage certificate"])
+def test_check_refuses_what_start_and_reload_refuse(certs, tmp_path, docroot, what):
+    """--check (systemd's ExecReload runs it before the SIGHUP) loads the
+    certificate and key as a start would: a pair the reload would refuse
+    fails the check, naming the file; a good pair passes, shown as https."""
+    def check(cert: str, key: str):
+        return util.run_spindle("--root", str(docroot.path), "--port", "8443", "--check", "--set", "tls=on",
+                                "--set", f"tls_certificate={cert}", "--set", f"tls_certificate_key={key}")
+    cert, key, named = _bad_pair(certs, tmp_path, what)
+    r = check(cert, key)
+    assert r.returncode == 2 and named in r.stderr, (r.returncode, r.stderr)
+    r = check(str(certs.chain), str(certs.key))
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    assert "https://127.0.0.1:8443/" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("proc_model", ["epoll", "prefork"])
@@ -352,21 +373,23 @@ def test_plain_and_https_side_by_side(model, certs, docroot, tmp_path):
     """listen lines (issue 12) with the tls flag: one instance serves plain
     HTTP on one address and HTTPS on another TCP port and a UNIX socket; the
     wire is chosen by the listener a connection came in on, and two loops
-    (epoll, uring) each take their share of both."""
+    (epoll, uring) each take their share of both. hsts is sent over HTTPS
+    here too (with `listen` lines, `tls` itself stays off)."""
     from test_listen import ListenServer
 
     other = util.free_port()
     sock = tmp_path / "tls.sock"
     srv = ListenServer(model, docroot.path, tmp_path / "srv", [f"127.0.0.1:{other} tls", f"unix:{sock} tls"],
                        settings={"workers": 2, "tls_certificate": str(certs.chain),
-                                 "tls_certificate_key": str(certs.key)})
+                                 "tls_certificate_key": str(certs.key), "hsts": "max-age=600"})
     srv.start()
     try:
         for _ in range(3):
             assert srv.get("/a.txt").body == A_TXT  # plain on the harness's port
             with tls_conn(other, client_context(certs)) as c:
                 c.send(util.build_request("GET", "/a.txt"))
-                assert c.read_response("GET").body == A_TXT
+                r = c.read_response("GET")
+                assert r.body == A_TXT and r.header("Strict-Transport-Security") == "max-age=600", r
             raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             raw.settimeout(5)
             raw.connect(str(sock))
