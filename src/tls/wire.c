@@ -35,6 +35,7 @@ struct tls_conn {
 	bool peer_eof;         /* close_notify received: the core has seen its EOF */
 	bool broken;           /* a protocol error: no close_notify for this one */
 	bool notify_sent;
+	bool heard;            /* some ciphertext came: a connection that closes before is no handshake */
 	int64_t progress_ms;   /* last write progress, for the closing flush's deadline */
 	unsigned char *in;     /* WIRE_IN_SIZE, while a receive may use it */
 	unsigned char *out;    /* records for the driver: out[out_off .. out_len) */
@@ -132,7 +133,8 @@ static void tls_collect(struct tls_conn *t)
 static void tls_fail_handshake(struct tls_conn *t)
 {
 	struct stats_slot *s = stats_here();
-	if (s)
+	/* a connect-and-close (a TCP health check, a port scan) tried no handshake */
+	if (s && t->heard)
 		STATS_ADD(s, tls_handshake_failures, 1);
 	ERR_clear_error();
 	t->broken = true;
@@ -293,6 +295,7 @@ void wire_input_done(struct wire *w, ssize_t n)
 		tls_pump(w);
 		return;
 	}
+	t->heard = true;
 	if (BIO_write(t->rbio, t->in, (int)n) != (int)n) {
 		t->state = TLS_DEAD;
 		return;

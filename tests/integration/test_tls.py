@@ -216,6 +216,24 @@ def test_bad_clients_do_not_hurt(model, tls_server, certs):
     assert s["tls"]["handshake_failures"] >= before + 5, s["tls"]
 
 
+def test_connect_and_close_is_not_a_failed_handshake(model, tls_server, certs):
+    """A TCP health check or a port scan connects and closes without a byte:
+    no handshake was tried, so none failed (the counter would otherwise grow
+    with every check a load balancer makes)."""
+    port = tls_server.port
+    before = util.stat_json(port)
+    for _ in range(5):
+        socket.create_connection((util.HOST, port)).close()
+    with tls_conn(port, client_context(certs)) as c:
+        c.send(util.build_request("GET", "/a.txt"))
+        assert c.read_response("GET").body == A_TXT
+    want = before["connections_accepted"] + 6
+    s = util.wait_stats(port, lambda s: s["connections_accepted"] >= want and s["connections_active"] == 0,
+                        util.scaled(5))
+    assert s["connections_accepted"] >= want, s
+    assert s["tls"]["handshake_failures"] == before["tls"]["handshake_failures"], s["tls"]
+
+
 def test_slow_handshake_cut_by_header_timeout(model, servers, certs):
     """A client that sends half a ClientHello and waits is closed once
     header_timeout passes, like a slow request head."""
