@@ -22,14 +22,17 @@
 struct tls_context;
 struct wire;
 
-/* tls: the listener's TLS context, or NULL for plain TCP. */
-struct wire *wire_new(const struct server *srv, const struct tls_context *tls, const struct sockaddr *peer,
+/* tls: the listener's TLS context, or NULL for plain TCP. sock: the
+ * connection's socket; the wire never reads or writes it, but may hand its
+ * TLS transmit direction to the kernel (ktls.h). */
+struct wire *wire_new(const struct server *srv, const struct tls_context *tls, int sock, const struct sockaddr *peer,
 		      socklen_t peerlen);
 void wire_free(struct wire *w);
 
 struct iovec wire_input_space(struct wire *w);
 void wire_input_done(struct wire *w, ssize_t n);
-/* A TLS wire always describes memory (iovcnt == 1). */
+/* A TLS wire describes memory (iovcnt == 1), unless the kernel took its
+ * transmit direction over: then it passes the core's output through. */
 void wire_output(struct wire *w, struct conn_output *out);
 void wire_output_done(struct wire *w, size_t n);
 void wire_output_failed(struct wire *w);
@@ -39,5 +42,10 @@ void wire_timeout(struct wire *w);
 void wire_drain(struct wire *w);
 bool wire_awaits_request(struct wire *w);
 void wire_release_idle(struct wire *w);
+
+/* OpenSSL's key-log callback for contexts with kernel TLS (context.c): takes
+ * the server application traffic secret for the kernel. */
+struct ssl_st;
+void wire_ktls_keylog(const struct ssl_st *ssl, const char *line);
 
 #endif

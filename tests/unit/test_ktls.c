@@ -1,0 +1,176 @@
+/* test_ktls.c - the pure pieces of the kernel-TLS switch: TLS 1.3 key/IV
+ * derivation against RFC 8448's trace, the key-log line parser, and the
+ * record counter over crafted write streams. */
+#include <criterion/criterion.h>
+
+#include <linux/tls.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../src/tls/ktls.h"
+
+/* RFC 8448 section 3 (Simple 1-RTT Handshake), TLS_AES_128_GCM_SHA256:
+ * server application_traffic_secret_0 and its write key and iv. */
+static const unsigned char s_ap_secret[32] = {
+	0xa1, 0x1a, 0xf9, 0xf0, 0x55, 0x31, 0xf8, 0x56, 0xad, 0x47, 0x11, 0x6b, 0x45, 0xa9, 0x50, 0x32,
+	0x82, 0x04, 0xb4, 0xf4, 0x4b, 0xfb, 0x6b, 0x3a, 0x4b, 0x4f, 0x1f, 0x3f, 0xcb, 0x63, 0x16, 0x43,
+};
+static const unsigned char s_ap_key[16] = {
+	0x9f, 0x02, 0x28, 0x3b, 0x6c, 0x9c, 0x07, 0xef, 0xc2, 0x6b, 0xb9, 0xf2, 0xac, 0x92, 0xe3, 0x56,
+};
+static const unsigned char s_ap_iv[12] = {
+	0xcf, 0x78, 0x2b, 0x88, 0xdd, 0x83, 0x54, 0x9a, 0xad, 0xf1, 0xe9, 0x84,
+};
+
+Test(ktls, rfc8448_server_application_key_and_iv)
+{
+	struct ktls_tx tx = { .seq = 7 };
+
+	cr_assert(ktls_tls13_tx_keys(0x1301, s_ap_secret, sizeof(s_ap_secret), &tx));
+	cr_assert_eq(tx.cipher_type, TLS_CIPHER_AES_GCM_128);
+	cr_assert_eq(tx.key_len, 16);
+	cr_assert_arr_eq(tx.key, s_ap_key, sizeof(s_ap_key));
+	cr_assert_arr_eq(tx.iv, s_ap_iv, sizeof(s_ap_iv));
+	cr_assert_eq(tx.seq, 7, "the sequence number is the counter's business");
+}
+
+Test(ktls, hkdf_expand_label_rfc8448_handshake_key)
+{
+	/* RFC 8448 section 3: server handshake_traffic_secret -> key */
+	static const unsigned char s_hs[32] = {
+		0xb6, 0x7b, 0x7d, 0x69, 0x0c, 0xc1, 0x6c, 0x4e, 0x75, 0xe5, 0x42, 0x13, 0xcb, 0x2d, 0x37, 0xb4,
+		0xe9, 0xc9, 0x12, 0xbc, 0xde, 0xd9, 0x10, 0x5d, 0x42, 0xbe, 0xfd, 0x59, 0xd3, 0x91, 0xad, 0x38,
+	};
+	static const unsigned char key[16] = {
+		0x3f, 0xce, 0x51, 0x60, 0x09, 0xc2, 0x17, 0x27, 0xd0, 0xf2, 0xe4, 0xe8, 0x6e, 0xe4, 0x03, 0xbc,
+	};
+	unsigned char out[16];
+
+	cr_assert(ktls_hkdf_expand_label("SHA256", s_hs, sizeof(s_hs), "key", out, sizeof(out)));
+	cr_assert_arr_eq(out, key, sizeof(key));
+}
+
+Test(ktls, suites_and_secret_lengths)
+{
+	unsigned char secret48[48] = { 1 };
+	struct ktls_tx tx;
+
+	cr_assert(ktls_tls13_tx_keys(0x1302, secret48, 48, &tx));
+	cr_assert_eq(tx.cipher_type, TLS_CIPHER_AES_GCM_256);
+	cr_assert_eq(tx.key_len, 32);
+	cr_assert(ktls_tls13_tx_keys(0x1303, s_ap_secret, 32, &tx));
+	cr_assert_eq(tx.cipher_type, TLS_CIPHER_CHACHA20_POLY1305);
+	cr_assert_eq(tx.key_len, 32);
+	/* the output length is part of HkdfLabel: a 32-byte key does not
+	 * begin with the 16-byte one */
+	cr_assert(memcmp(tx.key, s_ap_key, 16) != 0);
+	cr_assert_not(ktls_tls13_tx_keys(0x1304, s_ap_secret, 32, &tx), "AES-128-CCM: not for the kernel here");
+	cr_assert_not(ktls_tls13_tx_keys(0x1301, secret48, 48, &tx), "SHA-256 suite with a 48-byte secret");
+	cr_assert_not(ktls_tls13_tx_keys(0x1302, s_ap_secret, 32, &tx), "SHA-384 suite with a 32-byte secret");
+}
+
+Test(ktls, keylog_line)
+{
+	unsigned char secret[KTLS_SECRET_MAX];
+	size_t len = 0;
+
+	cr_assert(ktls_parse_server_secret("SERVER_TRAFFIC_SECRET_0 0011aabb "
+					   "a11af9f05531f856ad47116b45a950328204b4f44bfb6b3a4b4f1f3fcb631643",
+					   secret, &len));
+	cr_assert_eq(len, 32);
+	cr_assert_arr_eq(secret, s_ap_secret, 32);
+	cr_assert_not(ktls_parse_server_secret("CLIENT_TRAFFIC_SECRET_0 00 "
+					       "a11af9f05531f856ad47116b45a950328204b4f44bfb6b3a4b4f1f3fcb631643",
+					       secret, &len));
+	cr_assert_not(ktls_parse_server_secret("SERVER_HANDSHAKE_TRAFFIC_SECRET 00 aabb", secret, &len));
+	cr_assert_not(ktls_parse_server_secret("SERVER_TRAFFIC_SECRET_0 00 a11af9", secret, &len), "too short");
+	cr_assert_not(ktls_parse_server_secret("SERVER_TRAFFIC_SECRET_0 00 "
+					       "a11af9f05531f856ad47116b45a950328204b4f44bfb6b3a4b4f1f3fcb63164z",
+					       secret, &len), "not hex");
+	cr_assert_not(ktls_parse_server_secret("SERVER_TRAFFIC_SECRET_0 nospace", secret, &len));
+}
+
+/* Appends one record (type 23, body of len bytes) to buf at *n. */
+static void record(unsigned char *buf, size_t *n, uint16_t len)
+{
+	buf[(*n)++] = 23;
+	buf[(*n)++] = 3;
+	buf[(*n)++] = 3;
+	buf[(*n)++] = (unsigned char)(len >> 8);
+	buf[(*n)++] = (unsigned char)len;
+	memset(buf + *n, 0xab, len);
+	*n += len;
+}
+
+Test(ktls, counter_counts_records_after_the_mark)
+{
+	static unsigned char flight[4096], tickets[1024];
+	size_t nf = 0, nt = 0;
+	struct ktls_records r;
+	uint64_t seq = 99;
+
+	record(flight, &nf, 90);   /* ServerHello */
+	record(flight, &nf, 1);    /* ChangeCipherSpec */
+	record(flight, &nf, 2000); /* EE .. Finished */
+	record(tickets, &nt, 200);
+	record(tickets, &nt, 5); /* a header whose length bytes hold 0x00 0x05 */
+
+	ktls_records_init(&r);
+	cr_assert_not(ktls_records_next_seq(&r, &seq), "no mark yet");
+	/* the flight in odd pieces, splitting headers */
+	ktls_records_feed(&r, flight, 3);
+	ktls_records_feed(&r, flight + 3, 97);
+	ktls_records_feed(&r, flight + 100, nf - 100);
+	cr_assert(ktls_records_mark(&r, r.pos));
+	cr_assert(ktls_records_next_seq(&r, &seq));
+	cr_assert_eq(seq, 0, "nothing under the application keys yet");
+	for (size_t i = 0; i < nt; i++) /* byte by byte */
+		ktls_records_feed(&r, tickets + i, 1);
+	cr_assert(ktls_records_next_seq(&r, &seq));
+	cr_assert_eq(seq, 2);
+}
+
+Test(ktls, counter_refuses_partial_records_and_bad_marks)
+{
+	static unsigned char s[1024];
+	size_t n = 0;
+	struct ktls_records r;
+	uint64_t seq;
+
+	record(s, &n, 100);
+	record(s, &n, 100);
+
+	/* mid-record at the end of the stream */
+	ktls_records_init(&r);
+	cr_assert(ktls_records_mark(&r, 0));
+	ktls_records_feed(&r, s, n - 1);
+	cr_assert_not(ktls_records_next_seq(&r, &seq));
+	ktls_records_feed(&r, s + n - 1, 1);
+	cr_assert(ktls_records_next_seq(&r, &seq));
+	cr_assert_eq(seq, 2);
+
+	/* a mark inside a record: the count would be a guess */
+	ktls_records_init(&r);
+	ktls_records_feed(&r, s, 50);
+	cr_assert(ktls_records_mark(&r, 50));
+	ktls_records_feed(&r, s + 50, n - 50);
+	cr_assert_not(ktls_records_next_seq(&r, &seq));
+
+	/* a mark behind what was fed, or set twice */
+	ktls_records_init(&r);
+	ktls_records_feed(&r, s, 10);
+	cr_assert_not(ktls_records_mark(&r, 5));
+	cr_assert(ktls_records_mark(&r, 10));
+	cr_assert_not(ktls_records_mark(&r, 20));
+
+	/* a mark ahead of the stream: not there yet */
+	ktls_records_init(&r);
+	cr_assert(ktls_records_mark(&r, 105));
+	ktls_records_feed(&r, s, 105);
+	cr_assert(ktls_records_next_seq(&r, &seq));
+	cr_assert_eq(seq, 0);
+	ktls_records_init(&r);
+	cr_assert(ktls_records_mark(&r, 300));
+	ktls_records_feed(&r, s, n);
+	cr_assert_not(ktls_records_next_seq(&r, &seq));
+}
