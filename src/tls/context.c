@@ -218,9 +218,14 @@ struct tls_context *tls_context_new(const struct config *cfg)
 	 * write keys to the socket, and file bodies go out with sendfile again
 	 * (wire.c, ktls.h). The key-log callback is how OpenSSL over memory BIOs
 	 * gives the traffic secret out; it is set only where it will be used. */
-	t->ktls = tls_kernel_available();
-	if (t->ktls) {
+	const char *force = getenv("SPINDLE_KTLS");
+	t->ktls = tls_kernel_available() || (force && strcmp(force, "try") == 0);
+	if (t->ktls)
 		SSL_CTX_set_keylog_callback(t->ctx, wire_ktls_keylog);
+	if (t->ktls && !tls_kernel_available()) {
+		log_info("tls: 'tls' not in tcp_available_ulp, but SPINDLE_KTLS=try: TLS 1.3 connections try kernel "
+			 "TLS and fall back to user space where the kernel refuses it");
+	} else if (t->ktls) {
 		log_info("tls: kernel TLS is available: TLS 1.3 connections (AES-GCM, CHACHA20-POLY1305) send "
 			 "through it and sendfile after the handshake; TLS 1.2 ones encrypt in user space");
 	} else {

@@ -213,10 +213,12 @@ static void tls_try_ktls(struct tls_conn *t)
 	    !ktls_tls13_tx_keys((uint16_t)SSL_CIPHER_get_protocol_id(cipher), k->secret, k->secret_len, &tx))
 		goto out;
 	rc = ktls_install_tx(t->sock, &tx);
-	if (rc == 0)
+	if (rc == 0) {
 		k->on = true;
-	else
-		log_debug("tls: kernel TLS refused (%s): this connection encrypts in user space", strerror(-rc));
+		log_debug("tls: kernel TLS on for TLS 1.3 TX from record %llu", (unsigned long long)tx.seq);
+	} else /* the sequence number in the message lets a test check the count */
+		log_debug("tls: kernel TLS refused (%s) for TLS 1.3 TX from record %llu: this connection encrypts "
+			  "in user space", strerror(-rc), (unsigned long long)tx.seq);
 out:
 	OPENSSL_cleanse(&tx, sizeof(tx));
 	OPENSSL_cleanse(k->secret, sizeof(k->secret));
