@@ -13,7 +13,12 @@
  * file range read with pread) goes through SSL_write and the driver sends the
  * records as memory. Handshake records, alerts and close_notify go out the
  * same way, so no model learns TLS and the core never learns a connection is
- * encrypted. A handshake counts against the core's header_timeout. */
+ * encrypted. A handshake counts against the core's header_timeout.
+ *
+ * With kernel TLS (ktls.h) a TLS 1.3 wire hands its transmit direction to the
+ * socket before the first response; from then on it forwards the core's
+ * output like a plain wire (sendfile again) while received records still go
+ * through OpenSSL. */
 #ifndef SPINDLE_TLS_WIRE_H
 #define SPINDLE_TLS_WIRE_H
 
