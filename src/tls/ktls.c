@@ -88,17 +88,6 @@ bool ktls_tls13_tx_keys(uint16_t suite, const unsigned char *secret, size_t secr
 	       ktls_hkdf_expand_label(digest, secret, secret_len, "iv", out->iv, sizeof(out->iv));
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 bool ktls_parse_server_secret(const char *line, unsigned char secret[KTLS_SECRET_MAX], size_t *secret_len)
 {
 	static const char label[] = "SERVER_TRAFFIC_SECRET_0 ";
@@ -111,7 +100,8 @@ bool ktls_parse_server_secret(const char *line, unsigned char secret[KTLS_SECRET
 	hex++;
 	size_t n = 0;
 	while (hex[0] && hex[0] != '\n') {
-		int hi = hex_digit(hex[0]), lo = hi < 0 ? -1 : hex_digit(hex[1]);
+		int hi = OPENSSL_hexchar2int((unsigned char)hex[0]);
+		int lo = hi < 0 ? -1 : OPENSSL_hexchar2int((unsigned char)hex[1]);
 		if (lo < 0 || n == KTLS_SECRET_MAX)
 			goto bad;
 		secret[n++] = (unsigned char)(hi << 4 | lo);
@@ -177,54 +167,55 @@ bool ktls_records_next_seq(const struct ktls_records *r, uint64_t *seq)
 	return true;
 }
 
-int ktls_install_tx(int sock, const struct ktls_tx *tx)
+/* Fills one of <linux/tls.h>'s crypto_info layouts, whose fields differ in
+ * size only: the 12-byte TLS 1.3 IV is split into the kernel's salt and "iv"
+ * (4 + 8 for AES-GCM, 0 + 12 for ChaCha20). */
+static void crypto_info_fill(struct tls_crypto_info *info, uint16_t cipher_type, unsigned char *salt,
+			     size_t salt_len, unsigned char *iv, size_t iv_len, unsigned char *key, size_t key_len,
+			     unsigned char rec_seq[8], const struct ktls_tx *tx)
 {
-	union {
-		struct tls12_crypto_info_aes_gcm_128 aes128;
-		struct tls12_crypto_info_aes_gcm_256 aes256;
-		struct tls12_crypto_info_chacha20_poly1305 chacha;
-	} ci;
-	unsigned char seq[8];
-	socklen_t len;
-	int rc = 0;
-
+	info->version = TLS_1_3_VERSION;
+	info->cipher_type = cipher_type;
+	memcpy(salt, tx->iv, salt_len);
+	memcpy(iv, tx->iv + salt_len, iv_len);
+	memcpy(key, tx->key, key_len);
 	for (int i = 0; i < 8; i++) /* big-endian, as in the nonce (RFC 8446 5.3) */
-		seq[i] = (unsigned char)(tx->seq >> (56 - 8 * i));
-	memset(&ci, 0, sizeof(ci));
-	/* AES-GCM splits the 12-byte IV into a 4-byte salt and 8 bytes of "iv",
-	 * as the kernel's TLS 1.2 layout has it; ChaCha20 takes all 12 */
+		rec_seq[i] = (unsigned char)(tx->seq >> (56 - 8 * i));
+}
+
+int ktls_crypto_info(const struct ktls_tx *tx, union ktls_crypto_info *ci)
+{
+	memset(ci, 0, sizeof(*ci));
 	switch (tx->cipher_type) {
 	case TLS_CIPHER_AES_GCM_128:
-		ci.aes128.info.version = TLS_1_3_VERSION;
-		ci.aes128.info.cipher_type = TLS_CIPHER_AES_GCM_128;
-		memcpy(ci.aes128.salt, tx->iv, TLS_CIPHER_AES_GCM_128_SALT_SIZE);
-		memcpy(ci.aes128.iv, tx->iv + TLS_CIPHER_AES_GCM_128_SALT_SIZE, TLS_CIPHER_AES_GCM_128_IV_SIZE);
-		memcpy(ci.aes128.key, tx->key, TLS_CIPHER_AES_GCM_128_KEY_SIZE);
-		memcpy(ci.aes128.rec_seq, seq, sizeof(seq));
-		len = sizeof(ci.aes128);
-		break;
+		crypto_info_fill(&ci->aes128.info, TLS_CIPHER_AES_GCM_128, ci->aes128.salt, sizeof(ci->aes128.salt),
+				 ci->aes128.iv, sizeof(ci->aes128.iv), ci->aes128.key, sizeof(ci->aes128.key),
+				 ci->aes128.rec_seq, tx);
+		return sizeof(ci->aes128);
 	case TLS_CIPHER_AES_GCM_256:
-		ci.aes256.info.version = TLS_1_3_VERSION;
-		ci.aes256.info.cipher_type = TLS_CIPHER_AES_GCM_256;
-		memcpy(ci.aes256.salt, tx->iv, TLS_CIPHER_AES_GCM_256_SALT_SIZE);
-		memcpy(ci.aes256.iv, tx->iv + TLS_CIPHER_AES_GCM_256_SALT_SIZE, TLS_CIPHER_AES_GCM_256_IV_SIZE);
-		memcpy(ci.aes256.key, tx->key, TLS_CIPHER_AES_GCM_256_KEY_SIZE);
-		memcpy(ci.aes256.rec_seq, seq, sizeof(seq));
-		len = sizeof(ci.aes256);
-		break;
+		crypto_info_fill(&ci->aes256.info, TLS_CIPHER_AES_GCM_256, ci->aes256.salt, sizeof(ci->aes256.salt),
+				 ci->aes256.iv, sizeof(ci->aes256.iv), ci->aes256.key, sizeof(ci->aes256.key),
+				 ci->aes256.rec_seq, tx);
+		return sizeof(ci->aes256);
 	case TLS_CIPHER_CHACHA20_POLY1305:
-		ci.chacha.info.version = TLS_1_3_VERSION;
-		ci.chacha.info.cipher_type = TLS_CIPHER_CHACHA20_POLY1305;
-		memcpy(ci.chacha.iv, tx->iv, TLS_CIPHER_CHACHA20_POLY1305_IV_SIZE);
-		memcpy(ci.chacha.key, tx->key, TLS_CIPHER_CHACHA20_POLY1305_KEY_SIZE);
-		memcpy(ci.chacha.rec_seq, seq, sizeof(seq));
-		len = sizeof(ci.chacha);
-		break;
+		crypto_info_fill(&ci->chacha.info, TLS_CIPHER_CHACHA20_POLY1305, ci->chacha.salt, 0, ci->chacha.iv,
+				 sizeof(ci->chacha.iv), ci->chacha.key, sizeof(ci->chacha.key), ci->chacha.rec_seq, tx);
+		return sizeof(ci->chacha);
 	default:
 		return -EINVAL;
 	}
+}
+
+int ktls_install_tx(int sock, const struct ktls_tx *tx)
+{
+	union ktls_crypto_info ci;
+	int len = ktls_crypto_info(tx, &ci);
+	int rc = 0;
+
+	if (len < 0)
+		return len;
 	if (setsockopt(sock, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) < 0 ||
-	    setsockopt(sock, SOL_TLS, TLS_TX, &ci, len) < 0)
+	    setsockopt(sock, SOL_TLS, TLS_TX, &ci, (socklen_t)len) < 0)
 		rc = -errno;
 	OPENSSL_cleanse(&ci, sizeof(ci));
 	return rc;

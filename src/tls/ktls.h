@@ -13,13 +13,16 @@
  *   - struct ktls_records: counts the records OpenSSL wrote under those keys
  *     (the TLS 1.3 NewSessionTicket), which is the kernel's starting sequence
  *     number;
- *   - ktls_install_tx: the two setsockopt calls. */
+ *   - ktls_crypto_info (pure) and ktls_install_tx: what the kernel is given,
+ *     and the two setsockopt calls. */
 #ifndef SPINDLE_TLS_KTLS_H
 #define SPINDLE_TLS_KTLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <linux/tls.h>
 
 #define KTLS_SECRET_MAX 48 /* SHA-384 */
 
@@ -71,6 +74,17 @@ void ktls_records_feed(struct ktls_records *r, const unsigned char *p, size_t n)
  * records and the mark fell on a record boundary; false when the count could
  * be wrong (no mark, a partial record, a mark inside a record). */
 bool ktls_records_next_seq(const struct ktls_records *r, uint64_t *seq);
+
+/* The kernel's TLS_TX argument for tx: one of <linux/tls.h>'s layouts. */
+union ktls_crypto_info {
+	struct tls12_crypto_info_aes_gcm_128 aes128;
+	struct tls12_crypto_info_aes_gcm_256 aes256;
+	struct tls12_crypto_info_chacha20_poly1305 chacha;
+};
+
+/* Fills ci for tx (version TLS 1.3, the IV split into the kernel's salt and
+ * "iv", rec_seq big-endian); its length, or -EINVAL for an unknown cipher. */
+int ktls_crypto_info(const struct ktls_tx *tx, union ktls_crypto_info *ci);
 
 /* Installs the TLS ULP and the TX keys on the connected TCP socket sock. 0,
  * or -errno (ENOENT/EOPNOTSUPP: the kernel has no kTLS or not this cipher).

@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -73,6 +76,54 @@ Test(ktls, suites_and_secret_lengths)
 	cr_assert_not(ktls_tls13_tx_keys(0x1304, s_ap_secret, 32, &tx), "AES-128-CCM: not for the kernel here");
 	cr_assert_not(ktls_tls13_tx_keys(0x1301, secret48, 48, &tx), "SHA-256 suite with a 48-byte secret");
 	cr_assert_not(ktls_tls13_tx_keys(0x1302, s_ap_secret, 32, &tx), "SHA-384 suite with a 32-byte secret");
+}
+
+Test(ktls, crypto_info_layouts)
+{
+	struct ktls_tx tx = { .cipher_type = TLS_CIPHER_AES_GCM_128, .key_len = 16, .seq = 0x0102030405060708ull };
+	static const unsigned char seq_be[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	union ktls_crypto_info ci;
+
+	memcpy(tx.key, s_ap_key, 16);
+	memcpy(tx.iv, s_ap_iv, 12);
+	cr_assert_eq(ktls_crypto_info(&tx, &ci), (int)sizeof(ci.aes128));
+	cr_assert_eq(ci.aes128.info.version, TLS_1_3_VERSION);
+	cr_assert_eq(ci.aes128.info.cipher_type, TLS_CIPHER_AES_GCM_128);
+	cr_assert_arr_eq(ci.aes128.salt, s_ap_iv, 4);
+	cr_assert_arr_eq(ci.aes128.iv, s_ap_iv + 4, 8);
+	cr_assert_arr_eq(ci.aes128.key, s_ap_key, 16);
+	cr_assert_arr_eq(ci.aes128.rec_seq, seq_be, 8);
+
+	tx.cipher_type = TLS_CIPHER_AES_GCM_256;
+	cr_assert_eq(ktls_crypto_info(&tx, &ci), (int)sizeof(ci.aes256));
+	cr_assert_arr_eq(ci.aes256.salt, s_ap_iv, 4);
+	cr_assert_arr_eq(ci.aes256.iv, s_ap_iv + 4, 8);
+	cr_assert_arr_eq(ci.aes256.rec_seq, seq_be, 8);
+
+	tx.cipher_type = TLS_CIPHER_CHACHA20_POLY1305;
+	cr_assert_eq(ktls_crypto_info(&tx, &ci), (int)sizeof(ci.chacha));
+	cr_assert_eq(ci.chacha.info.cipher_type, TLS_CIPHER_CHACHA20_POLY1305);
+	cr_assert_arr_eq(ci.chacha.iv, s_ap_iv, 12, "ChaCha20 takes the whole IV, no salt");
+	cr_assert_arr_eq(ci.chacha.rec_seq, seq_be, 8);
+
+	tx.cipher_type = TLS_CIPHER_AES_CCM_128; /* not offered */
+	cr_assert_eq(ktls_crypto_info(&tx, &ci), -EINVAL);
+}
+
+Test(ktls, install_on_a_socket_without_the_ulp_fails_cleanly)
+{
+	/* a UNIX socket has no TCP ULPs: the attempt fails with an errno and
+	 * the socket carries on */
+	int sv[2];
+	struct ktls_tx tx = { .cipher_type = TLS_CIPHER_AES_GCM_128, .key_len = 16 };
+
+	cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	cr_assert_lt(ktls_install_tx(sv[0], &tx), 0);
+	cr_assert_eq(write(sv[0], "x", 1), 1);
+	char c;
+	cr_assert_eq(read(sv[1], &c, 1), 1);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 Test(ktls, keylog_line)
