@@ -60,8 +60,8 @@ struct tls_conn {
  * otherwise the connection simply stays in user space.
  *
  * After the switch OpenSSL must never write again under the old TX state: a
- * KeyUpdate request from the client (which OpenSSL answers by writing) closes
- * the connection, and close_notify is not sent (the kernel would need it as
+ * KeyUpdate request from the client (which OpenSSL would answer by writing)
+ * closes the connection, and close_notify is not sent (the kernel would need it as
  * an alert record through a TLS_SET_RECORD_TYPE cmsg, a system call that is
  * the driver's; an HTTP/1.1 response is framed by its length, so a client
  * loses nothing by a FIN without close_notify, RFC 9112 9.8). */
@@ -160,6 +160,13 @@ static void tls_collect(struct tls_conn *t)
 {
 	size_t n = BIO_ctrl_pending(t->wbio);
 
+	if (t->ktls && t->ktls->on && SSL_get_key_update_type(t->ssl) != SSL_KEY_UPDATE_NONE) {
+		/* the client asked for our KeyUpdate, which OpenSSL would send with
+		 * its next write, under keys the kernel holds now: close instead */
+		t->broken = true;
+		t->state = TLS_DEAD;
+		return;
+	}
 	if (n == 0)
 		return;
 	if (t->out_off == t->out_len)
@@ -188,6 +195,15 @@ static void tls_collect(struct tls_conn *t)
 	t->out_len += (size_t)got;
 }
 
+/* The kernel's part of the switch; a unit test puts a kernel of its own here
+ * (this machine has none) to drive the path after the switch. */
+static int (*ktls_installer)(int sock, const struct ktls_tx *tx) = ktls_install_tx;
+
+void wire_ktls_set_installer(int (*install)(int sock, const struct ktls_tx *tx))
+{
+	ktls_installer = install ? install : ktls_install_tx;
+}
+
 void wire_ktls_keylog(const SSL *ssl, const char *line)
 {
 	struct tls_conn *t = SSL_get_app_data(ssl);
@@ -212,7 +228,7 @@ static void tls_try_ktls(struct tls_conn *t)
 	    BIO_ctrl_pending(t->wbio) != 0 || !ktls_records_next_seq(&k->records, &tx.seq) ||
 	    !ktls_tls13_tx_keys((uint16_t)SSL_CIPHER_get_protocol_id(cipher), k->secret, k->secret_len, &tx))
 		goto out;
-	rc = ktls_install_tx(t->sock, &tx);
+	rc = ktls_installer(t->sock, &tx);
 	if (rc == 0) {
 		k->on = true;
 		log_debug("tls: kernel TLS on for TLS 1.3 TX from record %llu", (unsigned long long)tx.seq);

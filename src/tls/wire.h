@@ -53,4 +53,8 @@ void wire_release_idle(struct wire *w);
 struct ssl_st;
 void wire_ktls_keylog(const struct ssl_st *ssl, const char *line);
 
+/* For unit tests only: replaces ktls_install_tx (NULL restores it). */
+struct ktls_tx;
+void wire_ktls_set_installer(int (*install)(int sock, const struct ktls_tx *tx));
+
 #endif

@@ -17,6 +17,7 @@
 #include <openssl/x509.h>
 
 #include "../../src/tls/ktls.h"
+#include "selfsigned.h"
 
 /* RFC 8448 section 3 (Simple 1-RTT Handshake), TLS_AES_128_GCM_SHA256:
  * server application_traffic_secret_0 and its write key and iv. */
@@ -256,20 +257,11 @@ static void keylog(const SSL *ssl, const char *line)
 
 static SSL_CTX *server_ctx(const char *suite)
 {
-	EVP_PKEY *key = EVP_EC_gen("P-256");
-	X509 *crt = X509_new();
+	X509 *crt;
+	EVP_PKEY *key = test_selfsigned(&crt);
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 
-	cr_assert(key && crt && ctx);
-	X509_set_version(crt, 2);
-	ASN1_INTEGER_set(X509_get_serialNumber(crt), 1);
-	X509_gmtime_adj(X509_getm_notBefore(crt), 0);
-	X509_gmtime_adj(X509_getm_notAfter(crt), 3600);
-	X509_NAME_add_entry_by_txt(X509_get_subject_name(crt), "CN", MBSTRING_ASC, (const unsigned char *)"t", -1, -1,
-				   0);
-	X509_set_issuer_name(crt, X509_get_subject_name(crt));
-	X509_set_pubkey(crt, key);
-	cr_assert(X509_sign(crt, key, EVP_sha256()) > 0);
+	cr_assert(ctx);
 	cr_assert(SSL_CTX_use_certificate(ctx, crt) == 1 && SSL_CTX_use_PrivateKey(ctx, key) == 1);
 	X509_free(crt);
 	EVP_PKEY_free(key);
