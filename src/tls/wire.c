@@ -61,10 +61,10 @@ struct tls_conn {
  *
  * After the switch OpenSSL must never write again under the old TX state: a
  * KeyUpdate request from the client (which OpenSSL would answer by writing)
- * closes the connection, and close_notify is not sent (the kernel would need it as
- * an alert record through a TLS_SET_RECORD_TYPE cmsg, a system call that is
- * the driver's; an HTTP/1.1 response is framed by its length, so a client
- * loses nothing by a FIN without close_notify, RFC 9112 9.8). */
+ * closes the connection, and close_notify is not sent (the kernel would need
+ * it as an alert record through a TLS_SET_RECORD_TYPE cmsg, a system call
+ * that is the driver's; an HTTP/1.1 response is framed by its length, so a
+ * client loses nothing by a FIN without close_notify, RFC 9112 9.8). */
 struct tls_ktls {
 	bool tried, on;
 	bool have_secret;
@@ -232,9 +232,10 @@ static void tls_try_ktls(struct tls_conn *t)
 	if (rc == 0) {
 		k->on = true;
 		log_debug("tls: kernel TLS on for TLS 1.3 TX from record %llu", (unsigned long long)tx.seq);
-	} else /* the sequence number in the message lets a test check the count */
+	} else { /* the sequence number in the message lets a test check the count */
 		log_debug("tls: kernel TLS refused (%s) for TLS 1.3 TX from record %llu: this connection encrypts "
 			  "in user space", strerror(-rc), (unsigned long long)tx.seq);
+	}
 out:
 	OPENSSL_cleanse(&tx, sizeof(tx));
 	OPENSSL_cleanse(k->secret, sizeof(k->secret));
