@@ -103,7 +103,7 @@ static enum blocking_end serve(const struct server *srv, int fd, struct wire *c,
 
 void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen)
 {
-	struct wire *c = wire_new(srv, server_tls_for(srv, fd), peer, peerlen);
+	struct wire *c = wire_new(srv, server_tls_for(srv, fd), fd, peer, peerlen);
 
 	if (!c) {
 		log_error("out of memory for a connection");

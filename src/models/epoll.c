@@ -150,7 +150,7 @@ static void loop_accept_upto(struct loop *lp, int max)
 		}
 		struct econn *e = calloc(1, sizeof(*e));
 		if (e)
-			e->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), (struct sockaddr *)&peer, len);
+			e->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), fd, (struct sockaddr *)&peer, len);
 		if (!e || !e->c) {
 			log_error("out of memory for a connection");
 			free(e);

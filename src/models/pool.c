@@ -291,7 +291,7 @@ static void pool_accept(struct pool *p)
 		}
 		struct pitem *it = calloc(1, sizeof(*it));
 		if (it)
-			it->c = wire_new(p->srv, server_tls_for(p->srv, fd), (struct sockaddr *)&peer, len);
+			it->c = wire_new(p->srv, server_tls_for(p->srv, fd), fd, (struct sockaddr *)&peer, len);
 		if (!it || !it->c) {
 			log_error("pool: out of memory for a connection");
 			free(it);

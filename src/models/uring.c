@@ -376,7 +376,7 @@ static void loop_new_conn(struct loop *lp, int fd)
 		len = 0;
 	struct uconn *u = calloc(1, sizeof(*u));
 	if (u)
-		u->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), len ? (struct sockaddr *)&peer : NULL, len);
+		u->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), fd, len ? (struct sockaddr *)&peer : NULL, len);
 	if (!u || !u->c) {
 		log_error("out of memory for a connection");
 		free(u);

@@ -17,6 +17,7 @@
 
 #include "../config.h"
 #include "../log/log.h"
+#include "wire.h"
 
 /* Mozilla's "intermediate" profile (v5.7), minus its DHE suites: ECDHE only;
  * TLS 1.3 suites in the profile's order. */
@@ -31,6 +32,7 @@
 struct tls_context {
 	SSL_CTX *ctx;
 	unsigned char ticket_secret[TICKET_SECRET_LEN];
+	bool ktls; /* the kernel offers TLS: connections try to hand TX to it */
 };
 
 /* The keys of one rotation period, derived from the generation's secret. */
@@ -212,15 +214,24 @@ struct tls_context *tls_context_new(const struct config *cfg)
 			  cfg->tls_certificate);
 		goto fail;
 	}
-	/* The kernel-TLS path would hand the traffic keys to the socket after
-	 * the handshake so file bodies go out with sendfile again; spindle's
-	 * memory-BIO transport does not export them yet, so bodies are read and
-	 * encrypted in user space either way: say which. */
-	if (tls_kernel_available())
-		log_info("tls: kernel TLS is available, but this build encrypts in user space (pread + SSL_write)");
-	else
+	/* Kernel TLS: after a TLS 1.3 handshake the wire hands the server's
+	 * write keys to the socket, and file bodies go out with sendfile again
+	 * (wire.c, ktls.h). The key-log callback is how OpenSSL over memory BIOs
+	 * gives the traffic secret out; it is set only where it will be used. */
+	const char *force = getenv("SPINDLE_KTLS");
+	t->ktls = tls_kernel_available() || (force && strcmp(force, "try") == 0);
+	if (t->ktls)
+		SSL_CTX_set_keylog_callback(t->ctx, wire_ktls_keylog);
+	if (t->ktls && !tls_kernel_available()) {
+		log_info("tls: 'tls' not in tcp_available_ulp, but SPINDLE_KTLS=try: TLS 1.3 connections try kernel "
+			 "TLS and fall back to user space where the kernel refuses it");
+	} else if (t->ktls) {
+		log_info("tls: kernel TLS is available: TLS 1.3 connections (AES-GCM, CHACHA20-POLY1305) send "
+			 "through it and sendfile after the handshake; TLS 1.2 ones encrypt in user space");
+	} else {
 		log_info("tls: no kernel TLS ('tls' not in tcp_available_ulp): file bodies are read and encrypted "
 			 "in user space");
+	}
 	return t;
 fail:
 	tls_context_free(t);
@@ -234,6 +245,11 @@ void tls_context_free(struct tls_context *t)
 	SSL_CTX_free(t->ctx);
 	OPENSSL_cleanse(t->ticket_secret, sizeof(t->ticket_secret));
 	free(t);
+}
+
+bool tls_context_ktls(const struct tls_context *t)
+{
+	return t->ktls;
 }
 
 void *tls_context_ssl_ctx(const struct tls_context *t)

@@ -28,6 +28,13 @@ void tls_context_free(struct tls_context *t);
 /* The OpenSSL context (an SSL_CTX *), for the transport layer. */
 void *tls_context_ssl_ctx(const struct tls_context *t);
 
+/* Whether connections of this context try kernel TLS: the kernel offered it
+ * when the context was built, or the environment has SPINDLE_KTLS=try (the
+ * ULP list names only loaded modules, and setsockopt may load "tls" on
+ * demand; the tests use it to drive the attempt and its fallback where the
+ * kernel has none). */
+bool tls_context_ktls(const struct tls_context *t);
+
 /* Whether the kernel offers TLS offload ("tls" in tcp_available_ulp). */
 bool tls_kernel_available(void);
 

@@ -16,6 +16,7 @@
 #include "../server.h"
 #include "../stats/stats.h"
 #include "context.h"
+#include "ktls.h"
 
 #define WIRE_IN_SIZE (16 * 1024)      /* one receive of ciphertext */
 #define WIRE_ENCRYPT_MAX (64 * 1024)  /* plaintext encrypted per output step: bounds the record buffer */
@@ -40,6 +41,37 @@ struct tls_conn {
 	unsigned char *in;     /* WIRE_IN_SIZE, while a receive may use it */
 	unsigned char *out;    /* records for the driver: out[out_off .. out_len) */
 	size_t out_off, out_len, out_cap;
+	int sock;              /* only for handing TX to the kernel, never read or written here */
+	struct tls_ktls *ktls; /* NULL: this connection stays in user space */
+};
+
+/* The kernel-TLS switch of one connection (TLS 1.3 only, see ktls.h).
+ *
+ * The sequence number: OpenSSL seals the NewSessionTicket under the
+ * application keys before the first response, so the kernel cannot start at
+ * 0. Deferring the ticket is no option (resumption needs it), so the wire
+ * counts. The server's first flight (ServerHello .. Finished) is all out
+ * before the client's Finished can arrive, and we send no 0.5-RTT data, so
+ * the records under the application keys are exactly those written from
+ * the SSL_do_handshake call that completes the handshake on: the wire marks
+ * the stream there and counts every record header collected after the mark.
+ * (The key-log callback's moment would not do as a mark: OpenSSL buffers the
+ * flight in a BIO of its own and flushes it later.) The switch happens only
+ * with nothing of OpenSSL's left to send and the stream between records;
+ * otherwise the connection simply stays in user space.
+ *
+ * After the switch OpenSSL must never write again under the old TX state: a
+ * KeyUpdate request from the client (which OpenSSL would answer by writing)
+ * closes the connection, and close_notify is not sent (the kernel would need
+ * it as an alert record through a TLS_SET_RECORD_TYPE cmsg, a system call
+ * that is the driver's; an HTTP/1.1 response is framed by its length, so a
+ * client loses nothing by a FIN without close_notify, RFC 9112 9.8). */
+struct tls_ktls {
+	bool tried, on;
+	bool have_secret;
+	size_t secret_len;
+	unsigned char secret[KTLS_SECRET_MAX];
+	struct ktls_records records;
 };
 
 struct wire {
@@ -48,7 +80,7 @@ struct wire {
 	struct tls_conn *tls;  /* NULL: plain TCP */
 };
 
-struct wire *wire_new(const struct server *srv, const struct tls_context *tls, const struct sockaddr *peer,
+struct wire *wire_new(const struct server *srv, const struct tls_context *tls, int sock, const struct sockaddr *peer,
 		      socklen_t peerlen)
 {
 	struct wire *w = calloc(1, sizeof(*w));
@@ -64,6 +96,13 @@ struct wire *wire_new(const struct server *srv, const struct tls_context *tls, c
 	struct tls_conn *t = w->tls = calloc(1, sizeof(*t));
 	if (!t)
 		goto fail;
+	t->sock = sock;
+	if (tls_context_ktls(tls)) {
+		t->ktls = calloc(1, sizeof(*t->ktls));
+		if (!t->ktls)
+			goto fail;
+		ktls_records_init(&t->ktls->records);
+	}
 	t->ssl = SSL_new(tls_context_ssl_ctx(tls));
 	t->rbio = BIO_new(BIO_s_mem());
 	t->wbio = BIO_new(BIO_s_mem());
@@ -77,6 +116,7 @@ struct wire *wire_new(const struct server *srv, const struct tls_context *tls, c
 	BIO_set_mem_eof_return(t->rbio, -1);
 	SSL_set_bio(t->ssl, t->rbio, t->wbio); /* the SSL owns them now */
 	SSL_set_accept_state(t->ssl);
+	SSL_set_app_data(t->ssl, t);
 	t->state = TLS_HANDSHAKE;
 	return w;
 fail:
@@ -93,6 +133,9 @@ void wire_free(struct wire *w)
 		SSL_free(w->tls->ssl);
 		free(w->tls->in);
 		free(w->tls->out);
+		if (w->tls->ktls)
+			OPENSSL_cleanse(w->tls->ktls, sizeof(*w->tls->ktls));
+		free(w->tls->ktls);
 		free(w->tls);
 	}
 	conn_free(w->core);
@@ -106,11 +149,25 @@ static bool out_pending(const struct tls_conn *t)
 	return t->out_off < t->out_len;
 }
 
+/* The kernel encrypts what this connection sends: the core's output passes
+ * through as it does on a plain wire (file ranges as sendfile). */
+static bool kernel_tx(const struct tls_conn *t)
+{
+	return t->ktls && t->ktls->on && !out_pending(t);
+}
+
 /* Moves the records OpenSSL wrote into the driver's output buffer. */
 static void tls_collect(struct tls_conn *t)
 {
 	size_t n = BIO_ctrl_pending(t->wbio);
 
+	if (t->ktls && t->ktls->on && SSL_get_key_update_type(t->ssl) != SSL_KEY_UPDATE_NONE) {
+		/* the client asked for our KeyUpdate, which OpenSSL would send with
+		 * its next write, under keys the kernel holds now: close instead */
+		t->broken = true;
+		t->state = TLS_DEAD;
+		return;
+	}
 	if (n == 0)
 		return;
 	if (t->out_off == t->out_len)
@@ -126,8 +183,64 @@ static void tls_collect(struct tls_conn *t)
 		t->out_cap = cap;
 	}
 	int got = BIO_read(t->wbio, t->out + t->out_len, (int)n);
-	if (got > 0)
-		t->out_len += (size_t)got;
+	if (got <= 0)
+		return;
+	if (t->ktls && t->ktls->on) { /* OpenSSL wrote under keys the kernel owns now */
+		t->out_len = t->out_off;
+		t->broken = true;
+		t->state = TLS_DEAD;
+		return;
+	}
+	if (t->ktls && !t->ktls->tried)
+		ktls_records_feed(&t->ktls->records, t->out + t->out_len, (size_t)got);
+	t->out_len += (size_t)got;
+}
+
+/* The kernel's part of the switch; a unit test puts a kernel of its own here
+ * (this machine has none) to drive the path after the switch. */
+static int (*ktls_installer)(int sock, const struct ktls_tx *tx) = ktls_install_tx;
+
+void wire_ktls_set_installer(int (*install)(int sock, const struct ktls_tx *tx))
+{
+	ktls_installer = install ? install : ktls_install_tx;
+}
+
+void wire_ktls_keylog(const SSL *ssl, const char *line)
+{
+	struct tls_conn *t = SSL_get_app_data(ssl);
+	struct tls_ktls *k = t ? t->ktls : NULL;
+
+	if (!k || k->have_secret || !ktls_parse_server_secret(line, k->secret, &k->secret_len))
+		return;
+	k->have_secret = true;
+}
+
+/* Hands TX to the kernel if this connection qualifies; called once, before
+ * the first response is encrypted, with all of OpenSSL's output sent. */
+static void tls_try_ktls(struct tls_conn *t)
+{
+	struct tls_ktls *k = t->ktls;
+	struct ktls_tx tx = { 0 };
+	const SSL_CIPHER *cipher = SSL_get_current_cipher(t->ssl);
+	int rc;
+
+	k->tried = true;
+	if (SSL_version(t->ssl) != TLS1_3_VERSION || !cipher || !k->have_secret ||
+	    BIO_ctrl_pending(t->wbio) != 0 || !ktls_records_next_seq(&k->records, &tx.seq) ||
+	    !ktls_tls13_tx_keys((uint16_t)SSL_CIPHER_get_protocol_id(cipher), k->secret, k->secret_len, &tx))
+		goto out;
+	rc = ktls_installer(t->sock, &tx);
+	if (rc == 0) {
+		k->on = true;
+		log_debug("tls: kernel TLS on for TLS 1.3 TX from record %llu", (unsigned long long)tx.seq);
+	} else { /* the sequence number in the message lets a test check the count */
+		log_debug("tls: kernel TLS refused (%s) for TLS 1.3 TX from record %llu: this connection encrypts "
+			  "in user space", strerror(-rc), (unsigned long long)tx.seq);
+	}
+out:
+	OPENSSL_cleanse(&tx, sizeof(tx));
+	OPENSSL_cleanse(k->secret, sizeof(k->secret));
+	ERR_clear_error();
 }
 
 static void tls_fail_handshake(struct tls_conn *t)
@@ -152,6 +265,8 @@ static void tls_pump(struct wire *w)
 	for (;;) {
 		if (t->state == TLS_HANDSHAKE) {
 			int r = SSL_do_handshake(t->ssl);
+			if (r == 1 && t->ktls) /* what follows is under the application keys */
+				ktls_records_mark(&t->ktls->records, t->ktls->records.pos);
 			tls_collect(t);
 			if (r != 1) {
 				if (SSL_get_error(t->ssl, r) != SSL_ERROR_WANT_READ)
@@ -195,7 +310,8 @@ static void tls_pump(struct wire *w)
 				continue;
 			}
 		}
-		if ((want == CONN_WANT_SHUTDOWN || want == CONN_WANT_CLOSE) && !t->notify_sent && !t->broken) {
+		if ((want == CONN_WANT_SHUTDOWN || want == CONN_WANT_CLOSE) && !t->notify_sent && !t->broken &&
+		    !(t->ktls && t->ktls->on)) { /* no close_notify under kernel TX (see struct tls_ktls) */
 			/* best effort: the driver sends it if the socket takes it
 			 * before the send deadline, then shuts down or closes */
 			t->notify_sent = true;
@@ -312,8 +428,15 @@ void wire_output(struct wire *w, struct conn_output *out)
 		return;
 	}
 	int64_t deadline;
-	if (!out_pending(t) && t->state == TLS_OPEN && conn_wants(w->core, &deadline) == CONN_WANT_WRITE)
+	if (!out_pending(t) && t->state == TLS_OPEN && conn_wants(w->core, &deadline) == CONN_WANT_WRITE) {
+		if (t->ktls && !t->ktls->tried)
+			tls_try_ktls(t);
+		if (kernel_tx(t)) {
+			conn_output(w->core, out);
+			return;
+		}
 		tls_encrypt(w);
+	}
 	out->iovcnt = 1;
 	out->iov[0].iov_base = t->out + t->out_off;
 	out->iov[0].iov_len = t->out_len - t->out_off;
@@ -328,8 +451,10 @@ void wire_output_done(struct wire *w, size_t n)
 {
 	struct tls_conn *t = w->tls;
 
-	if (!t) {
+	if (!t || kernel_tx(t)) {
 		conn_output_done(w->core, n);
+		if (t)
+			tls_pump(w);
 		return;
 	}
 	t->out_off += n;
@@ -346,7 +471,7 @@ void wire_output_failed(struct wire *w)
 	struct tls_conn *t = w->tls;
 	int64_t deadline;
 
-	if (!t) {
+	if (!t || (kernel_tx(t) && t->state == TLS_OPEN)) {
 		conn_output_failed(w->core);
 		return;
 	}

@@ -13,7 +13,12 @@
  * file range read with pread) goes through SSL_write and the driver sends the
  * records as memory. Handshake records, alerts and close_notify go out the
  * same way, so no model learns TLS and the core never learns a connection is
- * encrypted. A handshake counts against the core's header_timeout. */
+ * encrypted. A handshake counts against the core's header_timeout.
+ *
+ * With kernel TLS (ktls.h) a TLS 1.3 wire hands its transmit direction to the
+ * socket before the first response; from then on it forwards the core's
+ * output like a plain wire (sendfile again) while received records still go
+ * through OpenSSL. */
 #ifndef SPINDLE_TLS_WIRE_H
 #define SPINDLE_TLS_WIRE_H
 
@@ -22,14 +27,17 @@
 struct tls_context;
 struct wire;
 
-/* tls: the listener's TLS context, or NULL for plain TCP. */
-struct wire *wire_new(const struct server *srv, const struct tls_context *tls, const struct sockaddr *peer,
+/* tls: the listener's TLS context, or NULL for plain TCP. sock: the
+ * connection's socket; the wire never reads or writes it, but may hand its
+ * TLS transmit direction to the kernel (ktls.h). */
+struct wire *wire_new(const struct server *srv, const struct tls_context *tls, int sock, const struct sockaddr *peer,
 		      socklen_t peerlen);
 void wire_free(struct wire *w);
 
 struct iovec wire_input_space(struct wire *w);
 void wire_input_done(struct wire *w, ssize_t n);
-/* A TLS wire always describes memory (iovcnt == 1). */
+/* A TLS wire describes memory (iovcnt == 1), unless the kernel took its
+ * transmit direction over: then it passes the core's output through. */
 void wire_output(struct wire *w, struct conn_output *out);
 void wire_output_done(struct wire *w, size_t n);
 void wire_output_failed(struct wire *w);
@@ -39,5 +47,14 @@ void wire_timeout(struct wire *w);
 void wire_drain(struct wire *w);
 bool wire_awaits_request(struct wire *w);
 void wire_release_idle(struct wire *w);
+
+/* OpenSSL's key-log callback for contexts with kernel TLS (context.c): takes
+ * the server application traffic secret for the kernel. */
+struct ssl_st;
+void wire_ktls_keylog(const struct ssl_st *ssl, const char *line);
+
+/* For unit tests only: replaces ktls_install_tx (NULL restores it). */
+struct ktls_tx;
+void wire_ktls_set_installer(int (*install)(int sock, const struct ktls_tx *tx));
 
 #endif

@@ -497,3 +497,42 @@ def test_socket_activation_with_a_tls_listen_line(certs, docroot, tmp_path):
     finally:
         stop_activated(proc, work)
         tcp.close()
+# -- kernel TLS (TX) ---------------------------------------------------------
+
+def _kernel_has_tls() -> bool:
+    ulp = Path("/proc/sys/net/ipv4/tcp_available_ulp")
+    return ulp.exists() and "tls" in ulp.read_text().split()
+
+
+def test_kernel_tls_detection_logged(model, tls_server):
+    """Start-up says whether file bodies go through kernel TLS + sendfile or
+    are read and encrypted in user space, as the kernel's ULP list has it."""
+    want = "kernel TLS is available" if _kernel_has_tls() else "no kernel TLS ('tls' not in tcp_available_ulp)"
+    assert util.wait_for(lambda: want in tls_server.error_log.read_text(errors="replace"), util.scaled(5)), \
+        tls_server.error_log.read_text(errors="replace")
+
+
+def test_kernel_tls_attempt_and_fallback(model, fresh_server, certs, docroot, monkeypatch):
+    """SPINDLE_KTLS=try makes every TLS 1.3 connection attempt the switch
+    (secret from the key log, records counted, keys derived, TCP_ULP +
+    TLS_TX). Where the kernel refuses it, the log names the sequence number
+    the kernel would have started at (1: the NewSessionTicket went out under
+    the application keys) and the connection goes on in user space: a
+    sendfile-sized body and a keep-alive request after it arrive intact.
+    Where the kernel accepts, the same bytes come through kernel TLS."""
+    monkeypatch.setenv("SPINDLE_KTLS", "try")
+    srv = fresh_server(**tls_settings(certs, log_level="debug"))
+    ctx = client_context(certs)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    big = (docroot.path / "big.bin").read_bytes()
+    with tls_conn(srv.port, ctx, timeout=util.scaled(20)) as c:
+        c.send(util.build_request("GET", "/big.bin"))
+        r = c.read_response("GET")
+        assert r.status == 200 and hashlib.sha256(r.body).digest() == hashlib.sha256(big).digest()
+        c.send(util.build_request("GET", "/a.txt"))
+        r = c.read_response("GET")
+        assert r.status == 200 and r.body == A_TXT
+    outcome = "on" if _kernel_has_tls() else r"refused \([^)]+\)"
+    rx = re.compile(rf"kernel TLS {outcome} for TLS 1\.3 TX from record 1\b")
+    assert util.wait_for(lambda: rx.search(srv.error_log.read_text(errors="replace")), util.scaled(5)), \
+        srv.error_log.read_text(errors="replace")
