@@ -174,7 +174,7 @@ valgrind: spindle
 
 # The benchmark lab: ab, nginx-light, lighttpd and h2o from Debian, vegeta built with
 # Go into build/go/bin, matplotlib into the venv. `make bench` is the default run (about
-# 22 min on 2 cores; `python -m bench --plan` prints the estimate): results in
+# 29 min on 2 cores; `python -m bench --plan` prints the estimate): results in
 # bench/results/<timestamp>/ (gitignored), published to docs/bench/.
 # `make bench-smoke` checks the whole pipeline with tiny durations.
 bench: spindle
