@@ -779,6 +779,11 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
     cpus = {k: v for k, v in mach.items() if k != "cpu"}
     busy = sum(v["busy_s"] for v in cpus.values())
     irq = sum(v["softirq_s"] for v in cpus.values())
+    # Other load is a share of /proc/stat's own window (ticks elapsed per CPU),
+    # not of the monotonic wall time: on a virtual machine whose tick
+    # accounting runs ahead of its clock, busy/wall read more cores than exist
+    # (2.29 "other" cores on a 2-CPU machine).
+    window = max((v["total_s"] for v in cpus.values()), default=0.0) or wall_s
     served = _served(m)
     out = {"wall_s": wall_s, "server_cpu_s": server_cpu_s, "server_cores": server_cpu_s / wall_s if wall_s else 0,
            "gen_cpu_s": gen_cpu_s, "gen_share": checks.generator_share(gen_cpu_s, wall_s, load_cpus),
@@ -788,7 +793,7 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
            # big files: CPU per byte moved (µs per MB = 10^6 bytes) says more than per request
            "server_us_per_mb": server_cpu_s * 1e12 / m["bytes"] if m.get("bytes") else None,
            "softirq_cores": irq / wall_s if wall_s else 0,
-           "other_cores": max(0.0, busy - irq - server_cpu_s - gen_cpu_s) / wall_s if wall_s else 0}
+           "other_cores": max(0.0, busy - irq - server_cpu_s - gen_cpu_s) / window if window else 0}
     for name, v in sorted(cpus.items()):
         out[f"{name}_busy"] = v["busy_s"] / v["total_s"] if v["total_s"] else 0
     return out
