@@ -449,9 +449,15 @@ def test_too_many_sockets_in_all_is_refused_with_the_reason(docroot):
     assert r.returncode != 0 and "11 addresses with 100 sockets each (at most 1024" in r.stderr, r.stderr
 
 
-def test_check_prints_listen_lines(docroot):
+def test_check_prints_listen_lines(docroot, tmp_path):
+    # --check loads the certificate a tls address needs, as a start would
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost"],
+                   check=True, capture_output=True, timeout=60)
     r = util.run_spindle("--root", str(docroot.path), "--set", "listen=[::1]:8081 tls",
-                         "--set", "listen=unix:/run/x.sock mode=0660", "--check")
+                         "--set", "listen=unix:/run/x.sock mode=0660", "--set", f"tls_certificate={cert}",
+                         "--set", f"tls_certificate_key={key}", "--check")
     assert r.returncode == 0, r.stderr
     assert "listen = [::1]:8081 tls\nlisten = unix:/run/x.sock mode=0660\n" in r.stdout, r.stdout
     assert "would serve" in r.stdout and "on [::1]:8081 tls, unix:/run/x.sock" in r.stdout, r.stdout
