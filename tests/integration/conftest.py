@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import subprocess
 import string
 from pathlib import Path
 
@@ -114,6 +116,20 @@ def _check_servers(expect_restart: bool) -> list[str]:
         if not srv.alive():
             util.LIVE_SERVERS.remove(srv)
     return problems
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test that failed before stopping its own server left it running (and
+    a failing sanitizer run stops early): stop every one still up, so a run
+    leaves no spindle behind. SIGTERM first, so serving processes drain."""
+    alive = [srv for srv in util.LIVE_SERVERS if srv.alive()]
+    for srv in alive:
+        srv.signal(signal.SIGTERM)
+    for srv in alive:
+        try:
+            srv.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
 
 
 @pytest.fixture(autouse=True)
