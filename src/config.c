@@ -731,6 +731,13 @@ int listen_addr_parse(const char *value, struct listen_addr *out, char *why, siz
 	const char *p = value;
 	int i = 0;
 
+	/* a control character (a CR from --set, say) would not survive being
+	 * written to server.conf and read back, and names no real socket */
+	for (const unsigned char *c = (const unsigned char *)value; *c; c++)
+		if ((*c < 0x20 && *c != '\t') || *c == 0x7f) {
+			snprintf(why, whylen, "listen: '%s' has a control character", value);
+			return -1;
+		}
 	for (;; i++) {
 		p += strspn(p, " \t");
 		size_t n = strcspn(p, " \t");
