@@ -51,11 +51,15 @@ static void children_remove(struct children *ch, pid_t pid)
 	}
 }
 
+/* A SIGTERM passes on how this process stops: a reload's retirement stays
+ * one, so a child's health check keeps answering 200. */
 static void signal_all(const struct children *ch, int sig)
 {
-	for (int i = 0; i < ch->n; i++)
-		if (kill(ch->pids[i], sig) < 0 && errno != ESRCH)
+	for (int i = 0; i < ch->n; i++) {
+		int rc = sig == SIGTERM ? server_send_stop(ch->pids[i], server_retiring()) : kill(ch->pids[i], sig);
+		if (rc < 0 && errno != ESRCH)
 			log_warn("fork: kill %d: %s", (int)ch->pids[i], strerror(errno));
+	}
 }
 
 /* Empties the self-pipe and reaps every child that has exited; passes a

@@ -70,11 +70,17 @@ static int find(const struct worker *ws, int n, pid_t pid)
 	return -1;
 }
 
+/* A SIGTERM passes on how this process stops: a reload's retirement stays
+ * one, so the workers' health checks keep answering 200. */
 static void signal_all(const struct worker *ws, int n, int sig)
 {
-	for (int i = 0; i < n; i++)
-		if (ws[i].pid > 0 && kill(ws[i].pid, sig) < 0 && errno != ESRCH)
+	for (int i = 0; i < n; i++) {
+		if (ws[i].pid <= 0)
+			continue;
+		int rc = sig == SIGTERM ? server_send_stop(ws[i].pid, server_retiring()) : kill(ws[i].pid, sig);
+		if (rc < 0 && errno != ESRCH)
 			log_warn("prefork: kill %d: %s", (int)ws[i].pid, strerror(errno));
+	}
 }
 
 /* Empties the self-pipe and reaps every exited worker; passes a SIGUSR1 on
