@@ -229,11 +229,8 @@ def test_cache_control_path_rules_match_the_index_file_served(model, tmp_path):
     nginx's location = /index.html does to / (its index directive redirects
     internally); a rule on a directory's path still covers the directory."""
     root = tmp_path / "www"
-    _write(root, "index.html", b"<p>home</p>\n")
-    _write(root, "plain.txt", b"no rule\n")
-    _write(root, "docs/index.html", b"<p>docs</p>\n")
-    _write(root, "docs/page.txt", b"a page\n")
-    _write(root, "sub/index.html", b"<p>sub</p>\n")
+    for rel in ("index.html", "plain.txt", "docs/index.html", "docs/page.txt", "sub/index.html"):
+        _write(root, rel, f"<p>{rel}</p>\n".encode())
     conf = tmp_path / "spindle.conf"
     conf.write_text(INDEX_CONF)
     s = util.Server(model, root, tmp_path / "srv", extra_args=["--config", str(conf)]).start()
