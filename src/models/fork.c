@@ -119,14 +119,20 @@ static void drain_children(const struct server *srv, struct children *ch)
 	reap(ch);
 	if (ch->n > 0)
 		log_info("fork: waiting for %d connection(s) to finish", ch->n);
+	bool told_retire = server_retiring();
 	signal_all(ch, SIGTERM);
 	while (ch->n > 0) {
 		int64_t left = deadline - conn_now_ms();
 		if (left <= 0)
 			break;
 		/* not the stop eventfd: it stays readable once stopping, and
-		 * watching it here made the whole drain a busy loop */
-		wait_events(srv, -1, false, (int)left);
+		 * watching it here made the whole drain a busy loop; so a stop
+		 * that may still come while retiring is looked for now and then */
+		wait_events(srv, -1, false, told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left);
+		if (told_retire && !server_retiring()) {
+			signal_all(ch, SIGTERM); /* the children's checks turn 503 too */
+			told_retire = false;
+		}
 		reap(ch);
 	}
 	if (ch->n > 0) {

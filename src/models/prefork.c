@@ -135,12 +135,18 @@ static void drain_workers(const struct server *srv, struct worker *ws, int n)
 	int64_t deadline = conn_now_ms() + srv->cfg->drain_timeout_ms + PREFORK_EXIT_GRACE_MS;
 	int live = reap(ws, n, true);
 
+	bool told_retire = server_retiring();
 	signal_all(ws, n, SIGTERM);
 	while (live > 0) {
 		int64_t left = deadline - conn_now_ms();
 		if (left <= 0)
 			break;
-		wait_events(srv, (int)left);
+		/* a stop may still come while retiring: look again now and then */
+		wait_events(srv, told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left);
+		if (told_retire && !server_retiring()) {
+			signal_all(ws, n, SIGTERM); /* the workers' checks turn 503 too */
+			told_retire = false;
+		}
 		live = reap(ws, n, true);
 	}
 	if (live > 0) {

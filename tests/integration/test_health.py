@@ -89,6 +89,30 @@ def test_health_path_stays_ok_and_closes_when_a_reload_retires(fresh_server, mod
     assert r.status == 200 and r.header("Connection") is None, r
 
 
+def test_health_path_turns_503_when_a_stop_follows_a_retirement(fresh_server, model):
+    """A stop that comes while a reload's retirement drains is a stop: the
+    check turns 503 there too (fork and prefork pass it on to children they
+    already told to retire)."""
+    srv = fresh_server(health_path=HEALTH)
+    with srv.connect(timeout=util.scaled(10)) as c:
+        c.send(util.build_request("GET", HEALTH))
+        assert c.read_response().status == 200
+        # half a request: the retiring generation waits for the rest
+        head = util.build_request("GET", HEALTH)
+        c.send(head[:-2])
+        srv.signal(signal.SIGHUP)
+        assert util.wait_for(lambda: "generation 2: serving process" in srv.error_log.read_text(errors="replace"),
+                             util.scaled(5)), srv.diagnostics()
+        time.sleep(util.scaled(1))  # past the new generation's start-up grace: generation 1 retires
+        srv.signal(signal.SIGTERM)
+        assert util.wait_for(lambda: _master_stopping(srv), util.scaled(3)), srv.diagnostics()
+        time.sleep(util.scaled(0.5))  # the stop reaches the serving processes
+        c.send(head[-2:])
+        r = c.read_response()
+        assert r.status == 503 and r.header("Connection") == "close", r
+    assert srv.proc.wait(util.scaled(10)) == 0, srv.diagnostics()
+
+
 @pytest.mark.parametrize("value", ["healthz", ""])
 def test_health_path_must_be_absolute(value, tmp_path):
     r = util.run_spindle("--check", "--root", str(tmp_path), "--set", f"health_path={value}")
