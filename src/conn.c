@@ -780,11 +780,12 @@ struct file_view {
 };
 
 /* What a request resolved to: the file's root-relative path, and the URL
- * path Cache-Control rules are matched against. */
+ * paths Cache-Control rules are matched against. */
 struct target {
 	const char *rel;
 	size_t len;
 	const char *url_path;                  /* NULL when there are no rules */
+	const char *index_path;                /* a directory's index file ("/docs/index.html"), or NULL */
 };
 
 /* Validators, Vary, Cache-Control and Expires: what a 200, 206 and 304 for
@@ -1043,7 +1044,7 @@ static void respond_target(struct conn *c, struct file_view *f, const struct tar
 {
 	const struct config *cfg = c->cfg;
 	if (t->url_path)
-		f->cc = cache_control_match(&cfg->cache_control, t->url_path, f->mime);
+		f->cc = cache_control_match(&cfg->cache_control, t->url_path, t->index_path, f->mime);
 	if (cfg->precompressed.n == 0) {
 		respond_file(c, f);
 		return;
@@ -1141,7 +1142,7 @@ static void respond_fallback(struct conn *c)
 		return;
 	}
 	/* Cache-Control rules see the fallback's own path: its content is served */
-	struct target t = { rel, pr.len, cfg->cache_control.n ? cfg->fallback : NULL };
+	struct target t = { rel, pr.len, cfg->cache_control.n ? cfg->fallback : NULL, NULL };
 	struct cache_entry *hit = cached_file(c, rel, pr.len);
 	if (hit) {
 		respond_cached(c, hit, &t);
@@ -1195,17 +1196,24 @@ static void respond_request(struct conn *c)
 		respond_status(c, 404, false, NULL);
 		return;
 	}
-	/* Cache-Control rules see the URL path as decoded, before the index */
-	char url_path[cfg->cache_control.n ? pr.len + 3 : 1];
-	if (cfg->cache_control.n) {
+	/* Cache-Control rules see the URL path as decoded and, for a directory,
+	 * the path of the index file that answers it (cache_control.h) */
+	bool rules = cfg->cache_control.n > 0;
+	char url_path[rules ? pr.len + 3 : 1];
+	char index_path[rules && pr.trailing_slash ? pr.len + 3 + strlen(cfg->index) : 1];
+	if (rules) {
 		url_path[0] = '/';
 		memcpy(url_path + 1, rel, pr.len);
 		size_t n = pr.len + 1;
 		if (pr.trailing_slash && pr.len)
 			url_path[n++] = '/';
 		url_path[n] = '\0';
+		if (pr.trailing_slash) {
+			memcpy(index_path, url_path, n);
+			strcpy(index_path + n, cfg->index);
+		}
 	}
-	struct target t = { rel, 0, cfg->cache_control.n ? url_path : NULL };
+	struct target t = { rel, 0, rules ? url_path : NULL, rules && pr.trailing_slash ? index_path : NULL };
 	/* A directory request is looked up as its index file. */
 	size_t keylen = pr.len;
 	if (pr.trailing_slash) {

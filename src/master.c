@@ -86,9 +86,9 @@ static pid_t serving_pid, serving_master_pid;
 static const struct server *serving_srv;
 static unsigned orphan_exit_s; /* an orphan's whole drain: drain_timeout + margin */
 
-static void on_stop(int sig)
+static void on_stop(int sig, siginfo_t *info, void *ucontext)
 {
-	(void)sig;
+	(void)ucontext;
 	/* The master died (this is the parent-death signal): nobody else will
 	 * shut the listeners down, and this process keeps its copies open
 	 * while it drains, so they stay in the SO_REUSEPORT group and a new
@@ -110,7 +110,7 @@ static void on_stop(int sig)
 	 * async-signal-safe. */
 	if (serving_srv && getppid() != (getpid() == serving_pid ? serving_master_pid : serving_pid))
 		alarm(orphan_exit_s);
-	server_request_stop();
+	server_stop_from_signal(sig, info); /* a reload's retirement, or a stop */
 }
 
 static void on_reopen(int sig)
@@ -126,7 +126,8 @@ static void serving_signals(const sigset_t *blocked)
 
 	sigemptyset(&sa.sa_mask);
 	/* no SA_RESTART: blocking calls return EINTR and see the stop flag */
-	sa.sa_handler = on_stop;
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags = SA_SIGINFO; /* a retirement is a SIGTERM with a value */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sa.sa_handler = on_reopen;
@@ -305,7 +306,9 @@ static void gen_release(struct master *m, struct generation *g)
 	g->pid = -1;
 }
 
-static void gen_drain(struct master *m, struct generation *g)
+/* retire: a newer generation took over (health checks stay 200); otherwise
+ * the instance stops (they turn 503). */
+static void gen_drain(struct master *m, struct generation *g, bool retire)
 {
 	if (g->pid <= 0) { /* between a crash and its restart: nothing to drain */
 		gen_release(m, g);
@@ -313,7 +316,7 @@ static void gen_drain(struct master *m, struct generation *g)
 	}
 	g->state = GEN_DRAINING;
 	g->kill_at_ms = conn_now_ms() + g->cfg.drain_timeout_ms + KILL_MARGIN_MS;
-	if (g->pid > 0 && kill(g->pid, SIGTERM) < 0 && errno != ESRCH)
+	if (g->pid > 0 && server_send_stop(g->pid, retire) < 0 && errno != ESRCH)
 		log_error("kill %d: %m", (int)g->pid);
 	(void)m;
 }
@@ -566,7 +569,7 @@ static void begin_stop(struct master *m)
 		struct generation *g = &m->gens[i];
 		if (g->state == GEN_FREE)
 			continue;
-		gen_drain(m, g);
+		gen_drain(m, g, false);
 		if (g->state == GEN_DRAINING && g->kill_at_ms > kill_at)
 			kill_at = g->kill_at_ms;
 	}
@@ -605,13 +608,13 @@ static void tick(struct master *m)
 			g->promoted = true;
 			m->ever_served = true;
 			if (i != m->current) { /* overtaken by a newer reload */
-				gen_drain(m, g);
+				gen_drain(m, g, true);
 				continue;
 			}
 			steer(m, g);
 			for (int j = 0; j < MAX_GENERATIONS; j++)
 				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
-					gen_drain(m, &m->gens[j]);
+					gen_drain(m, &m->gens[j], true);
 			if (first || m->reloading)
 				notify_ready(m);
 			/* addresses this configuration removed: refused from now on,

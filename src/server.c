@@ -24,7 +24,10 @@
 #include "stats/stats.h"
 #include "tls/context.h"
 
-/* Lock-free atomic: safe to set in a signal handler and to read from any thread. */
+/* Lock-free atomic: safe to set in a signal handler and to read from any
+ * thread. A stop outranks a retirement: once stopping, a late retirement
+ * changes nothing, while a stop turns a retiring process into a stopping one. */
+enum stop_kind { STOP_NONE, STOP_RETIRE, STOP_SHUTDOWN };
 static atomic_int stop_requested;
 static int stop_eventfd = -1;
 
@@ -173,7 +176,7 @@ int server_enter_serving(struct server *srv)
 {
 	/* A stop eventfd of this process's own: one inherited from the master
 	 * would let an old generation's stop wake the new one during a reload. */
-	atomic_store(&stop_requested, 0);
+	atomic_store(&stop_requested, STOP_NONE);
 	if (stop_eventfd >= 0)
 		close(stop_eventfd); /* a serving process's child: its parent's */
 	stop_eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -208,10 +211,9 @@ void server_close(struct server *srv)
 	srv->root_fd = srv->wake_fd = stop_eventfd = -1;
 }
 
-void server_request_stop(void)
+static void wake_for_stop(void)
 {
 	int saved = errno;
-	atomic_store(&stop_requested, 1);
 	if (stop_eventfd >= 0) {
 		uint64_t one = 1;
 		ssize_t n = write(stop_eventfd, &one, sizeof(one));
@@ -220,7 +222,46 @@ void server_request_stop(void)
 	errno = saved;
 }
 
+void server_request_stop(void)
+{
+	atomic_store(&stop_requested, STOP_SHUTDOWN);
+	wake_for_stop();
+}
+
+void server_request_retire(void)
+{
+	int none = STOP_NONE;
+	atomic_compare_exchange_strong(&stop_requested, &none, STOP_RETIRE);
+	wake_for_stop();
+}
+
+/* The value a retirement's SIGTERM carries: any other SIGTERM (systemd, kill,
+ * the parent-death signal) is a real stop. */
+#define RETIRE_SIGVAL 0x52455449 /* "RETI" */
+
+int server_send_stop(pid_t pid, bool retire)
+{
+	if (!retire)
+		return kill(pid, SIGTERM);
+	return sigqueue(pid, SIGTERM, (union sigval){ .sival_int = RETIRE_SIGVAL });
+}
+
+void server_stop_from_signal(int sig, const siginfo_t *info)
+{
+	/* only the parent retires a process: a stranger's sigqueue is a stop */
+	if (sig == SIGTERM && info && info->si_code == SI_QUEUE && info->si_value.sival_int == RETIRE_SIGVAL &&
+	    info->si_pid == getppid())
+		server_request_retire();
+	else
+		server_request_stop();
+}
+
 bool server_stopping(void)
 {
-	return atomic_load_explicit(&stop_requested, memory_order_relaxed) != 0;
+	return atomic_load_explicit(&stop_requested, memory_order_relaxed) != STOP_NONE;
+}
+
+bool server_retiring(void)
+{
+	return atomic_load_explicit(&stop_requested, memory_order_relaxed) == STOP_RETIRE;
 }

@@ -4,9 +4,11 @@
 #ifndef SPINDLE_SERVER_H
 #define SPINDLE_SERVER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "http/parse.h"
@@ -64,9 +66,21 @@ void server_close_listeners(struct server *srv);
 int server_enter_serving(struct server *srv);
 
 /* Async-signal-safe: asks this process's drivers to stop accepting and
- * drain. The listening sockets stay open for the next generation. */
+ * drain. The listening sockets stay open for the next generation. A stop
+ * (SIGTERM, SIGINT, a fatal error) ends the instance: health checks answer
+ * 503. A retirement (a reload's new generation took over) drains the same way,
+ * but the instance lives on: health checks still answer 200. */
 void server_request_stop(void);
-bool server_stopping(void);
+void server_request_retire(void);
+bool server_stopping(void);  /* either of the two */
+bool server_retiring(void);  /* a retirement, not (yet) a stop */
+
+/* How a parent tells a serving process (or a serving process its children)
+ * to stop or to retire: SIGTERM, carrying a value for a retirement. Returns as
+ * kill() does. server_stop_from_signal() is the receiving end, for a
+ * SA_SIGINFO handler of SIGTERM and SIGINT (async-signal-safe). */
+int server_send_stop(pid_t pid, bool retire);
+void server_stop_from_signal(int sig, const siginfo_t *info);
 
 /* tls: the TLS context for a connection accepted on fd, or NULL when its
  * listener serves plain HTTP. One getsockname() when the instance has both

@@ -75,8 +75,17 @@ int cache_control_add(struct cache_control_rules *rules, const char *pattern, co
 	return 0;
 }
 
+static bool path_matches(const struct cache_control_rule *r, const char *path)
+{
+	if (!path)
+		return false;
+	if (r->glob)
+		return fnmatch(r->pattern, path, 0) == 0;
+	return strncmp(path, r->pattern, strlen(r->pattern)) == 0;
+}
+
 const struct cache_control_rule *cache_control_match(const struct cache_control_rules *rules, const char *path,
-						     const char *mime)
+						     const char *index_path, const char *mime)
 {
 	char type[CACHE_CONTROL_PATTERN_MAX];
 	size_t tlen = strcspn(mime, "; \t");
@@ -90,10 +99,8 @@ const struct cache_control_rule *cache_control_match(const struct cache_control_
 		bool hit;
 		if (r->by_type)
 			hit = tlen > 0 && fnmatch(r->pattern, type, FNM_CASEFOLD) == 0;
-		else if (r->glob)
-			hit = fnmatch(r->pattern, path, 0) == 0;
 		else
-			hit = strncmp(path, r->pattern, strlen(r->pattern)) == 0;
+			hit = path_matches(r, path) || path_matches(r, index_path);
 		if (hit)
 			return r;
 	}

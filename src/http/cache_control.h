@@ -33,8 +33,14 @@ int cache_control_add(struct cache_control_rules *rules, const char *pattern, co
 		      size_t whylen);
 
 /* The first rule matching the decoded URL path (NUL-terminated) or the MIME
- * type (parameters allowed: "text/html; charset=utf-8"), or NULL. */
+ * type (parameters allowed: "text/html; charset=utf-8"), or NULL. When a
+ * directory request is answered by its index file, index_path is that file's
+ * URL path ("/docs/index.html" for "/docs/"), else NULL: a path rule matches
+ * if either path does, so "/index.html = no-cache" covers "GET /" as nginx's
+ * "location = /index.html" does (its index directive redirects internally),
+ * and "/docs/" still covers the directory. Rules stay in order: the first
+ * rule matching either path wins. */
 const struct cache_control_rule *cache_control_match(const struct cache_control_rules *rules, const char *path,
-						     const char *mime);
+						     const char *index_path, const char *mime);
 
 #endif

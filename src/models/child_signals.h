@@ -24,6 +24,10 @@ pid_t child_fork(struct server *srv);
 /* Empties the pipe; true when a SIGUSR1 came (pass it on to the children). */
 bool child_signals_drain(void);
 
+/* While a reload's retirement drains the children, how often the parent
+ * looks whether a stop came meanwhile, to pass that on too. */
+#define RETIRE_RECHECK_MS 100
+
 /* Test builds: a child that failed (crashed, or exited non-zero because a
  * sanitizer found a leak or UB) fails its parent's exit status too, and so the
  * serving process's and the master's, where production only logs it and serves

@@ -70,11 +70,17 @@ static int find(const struct worker *ws, int n, pid_t pid)
 	return -1;
 }
 
+/* A SIGTERM passes on how this process stops: a reload's retirement stays
+ * one, so the workers' health checks keep answering 200. */
 static void signal_all(const struct worker *ws, int n, int sig)
 {
-	for (int i = 0; i < n; i++)
-		if (ws[i].pid > 0 && kill(ws[i].pid, sig) < 0 && errno != ESRCH)
+	for (int i = 0; i < n; i++) {
+		if (ws[i].pid <= 0)
+			continue;
+		int rc = sig == SIGTERM ? server_send_stop(ws[i].pid, server_retiring()) : kill(ws[i].pid, sig);
+		if (rc < 0 && errno != ESRCH)
 			log_warn("prefork: kill %d: %s", (int)ws[i].pid, strerror(errno));
+	}
 }
 
 /* Empties the self-pipe and reaps every exited worker; passes a SIGUSR1 on
@@ -129,12 +135,18 @@ static void drain_workers(const struct server *srv, struct worker *ws, int n)
 	int64_t deadline = conn_now_ms() + srv->cfg->drain_timeout_ms + PREFORK_EXIT_GRACE_MS;
 	int live = reap(ws, n, true);
 
+	bool told_retire = server_retiring();
 	signal_all(ws, n, SIGTERM);
 	while (live > 0) {
 		int64_t left = deadline - conn_now_ms();
 		if (left <= 0)
 			break;
-		wait_events(srv, (int)left);
+		/* a stop may still come while retiring: look again now and then */
+		wait_events(srv, told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left);
+		if (told_retire && !server_retiring()) {
+			signal_all(ws, n, SIGTERM); /* the workers' checks turn 503 too */
+			told_retire = false;
+		}
 		live = reap(ws, n, true);
 	}
 	if (live > 0) {

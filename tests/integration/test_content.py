@@ -217,6 +217,40 @@ def test_cache_control_rules_first_match_and_expires(model, srv):
     assert not get(srv, "/assets/missing.svg").has("Cache-Control"), "errors get no rule"
 
 
+INDEX_CONF = """[cache_control]
+/index.html = no-cache
+/docs/ = public, max-age=600
+/sub/*.html = private, max-age=5
+"""
+
+
+def test_cache_control_path_rules_match_the_index_file_served(model, tmp_path):
+    """GET / serves /index.html, so a rule for /index.html applies to it, as
+    nginx's location = /index.html does to / (its index directive redirects
+    internally); a rule on a directory's path still covers the directory."""
+    root = tmp_path / "www"
+    for rel in ("index.html", "plain.txt", "docs/index.html", "docs/page.txt", "sub/index.html"):
+        _write(root, rel, f"<p>{rel}</p>\n".encode())
+    conf = tmp_path / "spindle.conf"
+    conf.write_text(INDEX_CONF)
+    s = util.Server(model, root, tmp_path / "srv", extra_args=["--config", str(conf)]).start()
+    try:
+        cases = [("/", "no-cache"), ("/index.html", "no-cache"),
+                 ("/docs/", "public, max-age=600"), ("/docs/index.html", "public, max-age=600"),
+                 ("/docs/page.txt", "public, max-age=600"),
+                 ("/sub/", "private, max-age=5"), ("/sub/index.html", "private, max-age=5"),
+                 ("/plain.txt", None)]
+        for target, value in cases:
+            r = get(s, target)
+            assert r.status == 200 and r.header("Cache-Control") == value, (target, r)
+            r304 = get(s, target, **{"If-None-Match": r.header("ETag")})
+            assert r304.status == 304 and r304.header("Cache-Control") == value, (target, r304)
+        r = get(s, "/docs")
+        assert r.status == 301 and not r.has("Cache-Control"), "a redirect is no file"
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
 def test_types_file_and_default_type(model, srv):
     assert get(srv, "/thing.zzqx").header("Content-Type") == "application/x-zzqx"
     assert get(srv, "/notes.md").header("Content-Type") == "text/x-notes; charset=utf-8", "overridden"

@@ -1,5 +1,6 @@
 """health_path (issue 12): the load balancer's check answers 200 while the
-instance serves and 503 with Connection: close once it drains; off by default."""
+instance serves and 503 with Connection: close once it stops; a generation a
+reload retires answers 200 with Connection: close; off by default."""
 from __future__ import annotations
 
 import signal
@@ -58,6 +59,57 @@ def test_health_path_answers_503_and_closes_while_draining(fresh_server, model):
         assert r.body == b"draining\n"
         assert r.header("Connection") == "close"
         assert c.wait_closed(util.scaled(3)), "the draining instance kept the connection open"
+    assert srv.proc.wait(util.scaled(10)) == 0, srv.diagnostics()
+
+
+def test_health_path_stays_ok_and_closes_when_a_reload_retires(fresh_server, model):
+    """A balancer that keeps its check's connection (HAProxy's http-reuse)
+    must not see the instance go down across a reload: the retiring
+    generation answers 200 and closes, and the reconnect reaches the new one."""
+    srv = fresh_server(health_path=HEALTH)
+    with srv.connect(timeout=util.scaled(5)) as c:
+        c.send(util.build_request("GET", HEALTH))
+        assert c.read_response().status == 200
+        srv.signal(signal.SIGHUP)
+        # the new generation retires this one after its start-up grace
+        deadline = time.monotonic() + util.scaled(5)
+        while True:
+            c.send(util.build_request("GET", HEALTH))
+            r = c.read_response()
+            assert r.status == 200, f"a reload is no stop: {r}\n{srv.diagnostics()}"
+            assert r.body == b"ok\n"
+            if r.header("Connection") == "close":
+                break
+            assert time.monotonic() < deadline, "the retiring generation kept the check's connection"
+            time.sleep(0.02)
+        assert c.wait_closed(util.scaled(3)), "the retiring generation kept the connection open"
+    assert util.wait_for(lambda: "generation 1 (pid" in srv.error_log.read_text(errors="replace"),
+                         util.scaled(5)), srv.diagnostics()
+    r = srv.get(HEALTH)
+    assert r.status == 200 and r.header("Connection") is None, r
+
+
+def test_health_path_turns_503_when_a_stop_follows_a_retirement(fresh_server, model):
+    """A stop that comes while a reload's retirement drains is a stop: the
+    check turns 503 there too (fork and prefork pass it on to children they
+    already told to retire)."""
+    srv = fresh_server(health_path=HEALTH)
+    with srv.connect(timeout=util.scaled(10)) as c:
+        c.send(util.build_request("GET", HEALTH))
+        assert c.read_response().status == 200
+        # half a request: the retiring generation waits for the rest
+        head = util.build_request("GET", HEALTH)
+        c.send(head[:-2])
+        srv.signal(signal.SIGHUP)
+        assert util.wait_for(lambda: "generation 2: serving process" in srv.error_log.read_text(errors="replace"),
+                             util.scaled(5)), srv.diagnostics()
+        time.sleep(util.scaled(1))  # past the new generation's start-up grace: generation 1 retires
+        srv.signal(signal.SIGTERM)
+        assert util.wait_for(lambda: _master_stopping(srv), util.scaled(3)), srv.diagnostics()
+        time.sleep(util.scaled(0.5))  # the stop reaches the serving processes
+        c.send(head[-2:])
+        r = c.read_response()
+        assert r.status == 503 and r.header("Connection") == "close", r
     assert srv.proc.wait(util.scaled(10)) == 0, srv.diagnostics()
 
 

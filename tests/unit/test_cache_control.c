@@ -16,7 +16,7 @@ static void add(const char *pattern, const char *value)
 
 static const char *match(const char *path, const char *mime)
 {
-	const struct cache_control_rule *r = cache_control_match(&rules, path, mime);
+	const struct cache_control_rule *r = cache_control_match(&rules, path, NULL, mime);
 	return r ? r->value : NULL;
 }
 
@@ -91,4 +91,29 @@ Test(cache_control, bad_rules_refused)
 		add("/y", "x");
 	cr_assert_eq(cache_control_add(&rules, "/z", "x", why, sizeof(why)), -1);
 	cr_assert(strstr(why, "more than"), "%s", why);
+}
+
+static const char *match_index(const char *path, const char *index_path, const char *mime)
+{
+	const struct cache_control_rule *r = cache_control_match(&rules, path, index_path, mime);
+	return r ? r->value : NULL;
+}
+
+Test(cache_control, a_directory_matches_by_its_index_file_too)
+{
+	memset(&rules, 0, sizeof(rules));
+	add("/index.html", "no-cache");
+	add("/docs/", "max-age=600");
+	add("/sub/*.html", "max-age=5");
+	add("text/html", "max-age=1");
+	cr_assert_str_eq(match_index("/", "/index.html", "text/html"), "no-cache", "GET / serves /index.html");
+	cr_assert_str_eq(match_index("/docs/", "/docs/index.html", "text/html"), "max-age=600");
+	cr_assert_str_eq(match_index("/sub/", "/sub/index.html", "text/html"), "max-age=5");
+	cr_assert_str_eq(match_index("/other/", "/other/index.html", "text/html"), "max-age=1", "types still apply");
+	cr_assert_str_eq(match("/", "text/html"), "max-age=1", "no index path, no index rule");
+	/* in order: the first rule that matches either path wins */
+	memset(&rules, 0, sizeof(rules));
+	add("/", "max-age=60");
+	add("/index.html", "no-cache");
+	cr_assert_str_eq(match_index("/", "/index.html", "text/html"), "max-age=60");
 }
