@@ -264,6 +264,8 @@ class Report:
     def seed000(self):
         rows = by_model(select(self.rows, "seed000", part="main"))
         fork = sorted(select(self.rows, "seed000", part="fork1024"), key=lambda r: r["conc"])
+        if fork and not any(r["conc"] == 30 for r in fork):   # default run: c = 30 is the main fork cell
+            fork = [r for r in rows if r["server"] == "fork"] + fork
         if not rows and not fork:
             return
         self.head("seed000", "Seed 000 — ab -c 30 on the 4537-byte page: the seed's models")
@@ -277,7 +279,8 @@ class Report:
             self.md.append("\n**fork under the seed's conditions** (1024 descriptors, no cap of spindle's "
                            "binding): does it survive where the seed's died?\n")
             self.md.append(table(["ab -c", "req/s", "mean ms", "failed requests", "aborted runs", "problems"],
-                                 [[r["conc"], spread(r, "rps"), spread(r, "mean_ms", 1), f"{r.get('errors_total', 0):,}",
+                                 [[f"{r['conc']}{' (the main fork cell: the limit does not bind)' if r.get('part') == 'main' else ''}",
+                                   spread(r, "rps"), spread(r, "mean_ms", 1), f"{r.get('errors_total', 0):,}",
                                    len(r.get("failed_runs", [])), "; ".join(r["problems"])[:200] or "none"]
                                   for r in fork]))
         fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -766,7 +769,19 @@ class Report:
                f"{man['elapsed_s'] / 60:.1f} min: {man['repeats']} repeat(s) per cell, {man.get('cell_s', '?')} s "
                f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up; tables give the median and "
                f"(min–max over repeats). {man['pinning']['note']}\n"]
-        if man["mode"] != "default":
+        took = man.get("experiment_elapsed_s") or {}
+        if took:
+            est = man.get("experiment_estimate_s") or {}
+            top.append("Time per experiment, in the order they ran (the plan's estimate beside it: "
+                       "`python -m bench --plan`):\n")
+            top.append(table(["experiment", "took (min)", "estimated (min)"],
+                             [[n, f"{t / 60:.1f}", f"{est[n] / 60:.1f}" if n in est else "—"]
+                              for n, t in took.items()]))
+            top.append("")
+        if man["mode"] == "full":
+            top.append("**A full run**: the default run's cells plus those it leaves out to stay under 20 minutes "
+                       "(bench/README.md lists them).\n")
+        elif man["mode"] != "default":
             top.append(f"**This is a {man['mode']} run (tiny durations, one repeat): it checks the lab's pipeline; "
                        f"its numbers are not results.**\n")
         if man.get("interrupted"):
