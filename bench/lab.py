@@ -1035,6 +1035,7 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                    **c.params, **m, "elapsed_s": wall, "loadavg1": loadavg(),
                    "warm_up": ("vegeta" if warm_up else "the measurement before (same server)")
                    if c.warm_path else "none",
+                   **({"delay_kind": c.workload["kind"]} if c.workload else {}),
                    "_params": list(c.params)}
             lab.records.append(rec)
             if c.same_as:
