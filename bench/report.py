@@ -349,8 +349,9 @@ class Report:
         sub = lambda s: [r for r in rows if s in r.get("subs", [])]
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
         a = sub("a")
-        self.md.append(f"\n**(a) throughput against cores** (delay 1–3, {kind}, a new connection per request, same "
-                       f"workers and threads)\n")
+        conns = {"keep-alive" if r.get("keepalive") else "a new connection per request" for r in a}
+        self.md.append(f"\n**(a) throughput against cores** (delay 1–3, {kind}, {' / '.join(sorted(conns))}, "
+                       f"same workers and threads)\n")
         cores = sorted({r["cores"] for r in a})
         self.md.append(table(["model"] + [f"{c} core(s) req/s" for c in cores] + ["work-s served per s"] + CPU_HEAD[:1],
                              [[m] + [spread(next((r for r in a if r["server"] == m and r["cores"] == c), None), "rps")
@@ -387,7 +388,7 @@ class Report:
              f"(b)+(c) thread vs pool; delay variance ({kind}, 1 core)", "requests/s",
              label=lambda r: f"{r['server']} {r['dmin']}–{r['dmax']}", xlabel="model, delay units (1 unit = 1 ms CPU)")
         d = sub("d")
-        self.md.append(f"\n**(d) buckets and locks** (pool, 2 cores, zero delay, hold in units of {kind}, "
+        self.md.append(f"\n**(d) buckets and locks** (pool, 2 cores, zero delay, hold in 1 ms units, {kind}, "
                        f"keep-alive)\n")
         self.md.append(table(["lock", "buckets", "hold (units in the lock)", "req/s", "p99 ms", "errors",
                               "bucket total grew by"] + CPU_HEAD,
