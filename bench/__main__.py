@@ -1,7 +1,7 @@
 """python -m bench [--smoke|--full] [--only EXP,...] [--repeats N] [--cores 1,2,4] [--plan] [--out DIR]
 
 Runs the lab (see bench/README.md) and writes bench/results/<timestamp>/.
-The default run is what `make bench` does (about 17 minutes on 2 cores; --plan
+The default run is what `make bench` does (about 18 minutes on 2 cores; --plan
 prints the estimate without running anything); --full adds the cells the
 default leaves out to stay under 20 minutes; --smoke runs every cell once
 with tiny durations, to check the whole pipeline end to end."""

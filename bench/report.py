@@ -456,7 +456,8 @@ class Report:
         rows = select(self.rows, "seed004")
         if not rows:
             return
-        self.head("seed004", "Seed 004 — prefork 4 x 10 and nginx, c = 10 … 1000, keep-alive and not")
+        beside = " and nginx" if any(r["server"] == "nginx" for r in rows) else ""
+        self.head("seed004", f"Seed 004 — prefork 4 x 10{beside}, c = 10 … 1000, keep-alive and not")
         concs = sorted({r["conc"] for r in rows})
         servers = [m for m in MODEL_ORDER if any(r["server"] == m for r in rows)]
         for ka in (True, False):
@@ -591,6 +592,9 @@ class Report:
         if laid_out is None:
             return
         cells, servers, grid = laid_out
+        # issue 10's column order, whatever order the records came in (a shared cell's come first)
+        titles = list(PEER_CELL_TITLES)
+        cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
         self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle (issue 10)")
         self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
                        "it used are in the table below). "
@@ -711,7 +715,7 @@ class Report:
                 "would (sendfile, open_file_cache) with as many workers as spindle."),
         ("004", "prefork runs with 4 workers x 10 threads and keep-alive is measured with ab -k, as the seed; "
                 "concurrency 10–1000 in time-based runs, so each connection makes many requests rather than "
-                "measuring the initial burst; nginx has the same 4 workers."),
+                "measuring the initial burst; nginx beside it (a full run only) has the same 4 workers."),
         ("all", "The headline compares epoll, chosen in advance, with nginx, and prints a verdict only where the "
                 "repeats' ranges do not overlap; an open-loop sweep (vegeta) measures latency against offered "
                 "load; every cell records the server's and the generator's CPU and what else ran, and flags a "
