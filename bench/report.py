@@ -409,7 +409,7 @@ class Report:
                 ax.axhline(g["rps"], color="#d62728", linestyle=style, label=f"one global lock, hold {hold}")
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
-        _style(ax, f"(d) buckets: pool, 2 cores, zero delay, hold in 1 ms units ({kind})", "requests/s",
+        _style(ax, f"(d) buckets: pool, 2 cores, zero delay,\nhold in 1 ms units ({kind})", "requests/s",
                "number of buckets (log)")
         self.save_fig(fig, "seed002_workload.png", "seed 002 workload", list(axes))
         e = sub("e")
