@@ -333,6 +333,16 @@ class Report:
             if lat and not r.get("invalid"):
                 ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], color=COLORS.get(r["server"]),
                         label=r["server"], linewidth=1.6)
+        # The seed's averages: seconds of its 1-3 s work units, drawn at the same
+        # number of ms (our unit is 1 ms): the order of the models compares, the values do not
+        first = True
+        for r in rows:
+            avg_s = claims.SEED001_AVG_S.get(r["server"])
+            if avg_s is not None:
+                ln = ax.axvline(avg_s, color=COLORS.get(r["server"]), linestyle=":", linewidth=1.4,
+                                label="seed 001's averages (its 1 s units as our 1 ms)" if first else "_nolegend_")
+                ln.set_gid(f"seed001-avg-{r['server']}")
+                first = False
         ax.set_xscale("log")
         _style(ax, f"response time CDF: 500 requests, 50 in parallel, 1–3 ms CPU work each ({kind}), 1 core",
                "fraction of requests answered", "response time, ms (log)")
