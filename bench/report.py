@@ -801,7 +801,10 @@ class Report:
                + "".join(f"{tools[k].split(' - ')[0]}; " for k in man.get("peer_confs", {}) if k in tools)
                + f"{tools.get('ab', '?')}; vegeta {tools.get('vegeta', '?')}. The run took "
                f"{man['elapsed_s'] / 60:.1f} min: {man['repeats']} repeat(s) per cell, {man.get('cell_s', '?')} s "
-               f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up; tables give the median and "
+               f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up"
+               + (" (or, where the cell follows another on the same server, after that one)"
+                  if any("warm_up" in r for r in self.lab.records) else "")
+               + f"; tables give the median and "
                f"(min–max over repeats). {man['pinning']['note']}\n"]
         took = man.get("experiment_elapsed_s") or {}
         if took:
