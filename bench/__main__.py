@@ -1,8 +1,9 @@
-"""python -m bench [--smoke] [--only EXP,...] [--repeats N] [--cores 1,2,4] [--plan] [--out DIR]
+"""python -m bench [--smoke|--full] [--only EXP,...] [--repeats N] [--cores 1,2,4] [--plan] [--out DIR]
 
 Runs the lab (see bench/README.md) and writes bench/results/<timestamp>/.
-The default run is what `make bench` does (about 17 minutes on 2 cores; --plan
-prints the estimate without running anything); --smoke runs every cell once
+The default run is what `make bench` does (about 18 minutes on 2 cores; --plan
+prints the estimate without running anything); --full adds the cells the
+default leaves out to stay under 20 minutes; --smoke runs every cell once
 with tiny durations, to check the whole pipeline end to end."""
 from __future__ import annotations
 
@@ -20,13 +21,19 @@ from . import experiments
 from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, VEGETA, loadavg
 from .manifest import manifest
 
-# Seconds a measured cell costs beyond its duration and warm-up (generator
-# start-up, totals, parsing), and a server's start-up with its pre-check:
-# measured on smoke runs of this machine.
-CELL_OVERHEAD_S = 0.8
-SERVER_START_S = 1.0
-COUNT_BASED_CELL_S = 2.0      # seed 001's 500-request runs
-OPEN_LOOP_DRAIN_S = 1.0       # vegeta waits up to its timeout for requests still in flight
+# What the estimate charges, calibrated on the default runs of 2026-11-22
+# (seeds and openloop: 13.2 min, docs/bench/manifest.json; peers and tls: 11.9
+# min, docs/bench/partial), which this model puts at 25.7 min against 25.1
+# measured: a time-based cell ran 3.04-3.37 s for 3 s asked (ab and wrk stop
+# a little after their -t/-d), plus up to ~0.4 s of our bookkeeping (/proc
+# scans, totals) on a loaded machine; a warm-up cost its duration plus vegeta's
+# start-up; a server start with its curl pre-check 0.03-0.06 s, its stop 0.02 s.
+CELL_OVERHEAD_S = 0.3
+WARMUP_OVERHEAD_S = 0.1
+SERVER_START_S = 0.3
+COUNT_BASED_CELL_S = 1.2      # seed 001's 500-request runs (1.15 s measured)
+OPEN_LOOP_DRAIN_S = 0.2       # vegeta waits for requests still in flight, then decodes its results
+DEFAULT_BUDGET_S = 20 * 60    # issue 8: make bench in at most 20 minutes on 2 cores
 
 
 def _interrupt(signum, frame):
@@ -47,11 +54,34 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
     t = 0.0
     for p in plan:
         timed = p["cells"] - p["count_based"]
-        t += p["repeats"] * (timed * (cell_s + warmup_s + CELL_OVERHEAD_S)
-                             + p["count_based"] * (COUNT_BASED_CELL_S + warmup_s + CELL_OVERHEAD_S))
-        t += p["servers"] * SERVER_START_S
+        t += p["repeats"] * (timed * (cell_s + CELL_OVERHEAD_S)
+                             + p["count_based"] * (COUNT_BASED_CELL_S + CELL_OVERHEAD_S))
+        t += p["warmups"] * (warmup_s + WARMUP_OVERHEAD_S) if warmup_s > 0 else 0
+        t += p["extra_s"]
+        t += (p["servers"] - p.get("carried_in", 0)) * SERVER_START_S
         t += p["repeats"] * p["open_loop"] * OPEN_LOOP_DRAIN_S
     return t
+
+
+def make_plan(names: list[str], models: list[str], smoke: bool = False, full: bool = False, repeats: int = 3,
+              cell_s: float = 3.0, warmup_s: float = 0.25, cores: list[int] | None = None,
+              spindle: Path = REPO / "spindle") -> list[dict]:
+    """The cells each experiment would run, counted, nothing started."""
+    import tempfile
+    import shutil
+    plan_dir = Path(tempfile.mkdtemp(prefix="spindle-plan-"))
+    lab = Lab(plan_dir, smoke, repeats, spindle, cell_s, warmup_s, cores or [1, 2, 4])
+    lab.plan = []
+    lab.full = full
+    try:
+        for n in names:
+            experiments.EXPERIMENTS[n](lab, models)
+    finally:
+        lab.cleanup()
+        shutil.rmtree(plan_dir, ignore_errors=True)   # --plan leaves nothing behind
+    for before, p in zip(lab.plan, lab.plan[1:]):     # servers kept up from the experiment before
+        p["carried_in"] = len(set(before["keys"]) & set(p["keys"]))
+    return lab.plan
 
 
 def missing_tools(vegeta: Path = VEGETA) -> list[str]:
@@ -66,11 +96,16 @@ def missing_tools(vegeta: Path = VEGETA) -> list[str]:
     return [name for name, path in need.items() if not path]
 
 
-def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict) -> None:
+def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict,
+                    plan: list[dict] | None = None) -> None:
     """Runs the experiments in order; one that breaks (a missing tool, a bug) is
-    noted in its section and the others still run, so the report is written."""
-    for n in names:
+    noted in its section and the others still run, so the report is written.
+    Servers the next experiment also runs (from the plan) stay up into it."""
+    keys = {p["exp"]: set(p["keys"]) for p in plan or []}
+    for i, n in enumerate(names):
         print(f"== {n}", flush=True)
+        lab.carry_keys = keys.get(names[i + 1], set()) if i + 1 < len(names) else set()
+        t0 = time.monotonic()
         try:
             table[n](lab, models)
         except Exception as e:   # KeyboardInterrupt is not an Exception: it still stops the run
@@ -79,12 +114,16 @@ def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict) 
             lab.note(n, f"EXPERIMENT FAILED part-way ({type(e).__name__}: {e}); the cells measured before "
                         f"the failure are reported, the rest are missing.")
             print(f"== {n} FAILED: {type(e).__name__}: {e}", flush=True)
+        finally:
+            lab.exp_elapsed[n] = time.monotonic() - t0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="every cell once, 1 s each: checks the pipeline")
+    ap.add_argument("--full", action="store_true", help="also the cells the default run leaves out to stay "
+                                                        "under 20 minutes (bench/README.md says which)")
     ap.add_argument("--only", default="", help="comma-separated experiments: " + ",".join(experiments.EXPERIMENTS)
                     + f" (default: {','.join(experiments.DEFAULT)})")
     ap.add_argument("--repeats", type=int, default=0, help="repeats per cell (default 3; smoke 1)")
@@ -107,7 +146,7 @@ def main() -> int:
 
     repeats = args.repeats or (1 if args.smoke else 3)
     cell_s = args.cell_seconds or (1.0 if args.smoke else 3.0)
-    warmup_s = 0.3 if args.smoke else 0.5
+    warmup_s = 0.2 if args.smoke else 0.25
     cores = [int(x) for x in args.cores.split(",") if x]
     spindle = Path(args.spindle)
     lm = subprocess.run([str(spindle), "--list-models"], capture_output=True, text=True, check=True, timeout=20)
@@ -119,25 +158,17 @@ def main() -> int:
             ap.error(f"unknown experiment {n!r}")
 
     if args.plan:
-        import tempfile
-        import shutil
-        plan_dir = Path(tempfile.mkdtemp(prefix="spindle-plan-"))
-        lab = Lab(plan_dir, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
-        lab.plan = []
-        try:
-            for n in names:
-                experiments.EXPERIMENTS[n](lab, models)
-        finally:
-            lab.cleanup()
-            shutil.rmtree(plan_dir, ignore_errors=True)   # --plan leaves nothing behind
+        plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle)
         total = 0
-        for p in lab.plan:
+        for p in plan:
             t = estimate_s([p], cell_s, warmup_s)
             total += t
-            print(f"{p['exp']:<10} {p['cells']:3d} cells x {p['repeats']} repeats, {p['servers']:2d} servers: "
+            print(f"{p['exp']:<10} {p['cells']:3d} cells x {p['repeats']} repeats, {p['servers']:2d} servers "
+                  f"({p.get('carried_in', 0)} kept up from the one before), {p['warmups']:3d} warm-ups: "
                   f"~{t / 60:.1f} min")
-        print(f"total: {sum(p['cells'] * p['repeats'] for p in lab.plan)} measurements, ~{total / 60:.1f} min "
-              f"({cell_s:g} s per cell + {warmup_s:g} s warm-up + {CELL_OVERHEAD_S:g} s overhead)")
+        print(f"total: {sum(p['cells'] * p['repeats'] for p in plan)} measurements, ~{total / 60:.1f} min "
+              f"({cell_s:g} s per cell + {CELL_OVERHEAD_S:g} s overhead; a {warmup_s:g} s warm-up before a cell "
+              f"unless the one before it loaded the same server)")
         return 0
 
     missing = missing_tools()
@@ -149,10 +180,12 @@ def main() -> int:
     out = Path(args.out) if args.out else REPO / "bench" / "results" / stamp
     out.mkdir(parents=True, exist_ok=True)
     lab = Lab(out, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
+    lab.full = args.full
+    plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle)
     lab.load_at_start = loadavg()
     # SIGTERM/SIGINT: stop our servers (finally below), then exit.
     signal.signal(signal.SIGTERM, _interrupt)
-    mode = "smoke" if args.smoke else "default"
+    mode = "smoke" if args.smoke else "full" if args.full else "default"
     print(f"spindle lab ({mode}: {repeats} repeat(s), {cell_s:g} s cells, {warmup_s:g} s warm-up): server on "
           f"CPU {SERVER_CPUS}, load on CPU {LOAD_CPUS}; results in {out}", flush=True)
     t0 = time.monotonic()
@@ -160,7 +193,7 @@ def main() -> int:
     interrupted = False
     try:
         lab.make_docroot()
-        run_experiments(lab, names, models, experiments.EXPERIMENTS)
+        run_experiments(lab, names, models, experiments.EXPERIMENTS, plan)
     except KeyboardInterrupt:
         interrupted = True
         print("interrupted: stopping servers, writing what was measured", flush=True)
@@ -170,6 +203,8 @@ def main() -> int:
     man = manifest(lab, models, mode, repeats, started, elapsed, names)
     man["interrupted"] = interrupted
     man["cell_s"], man["warmup_s"], man["cores_asked"] = cell_s, warmup_s, cores
+    man["experiment_elapsed_s"] = {n: round(t, 1) for n, t in lab.exp_elapsed.items()}
+    man["experiment_estimate_s"] = {p["exp"]: round(estimate_s([p], cell_s, warmup_s), 1) for p in plan}
     (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     from . import report   # matplotlib: only needed once there is something to plot
     report.write(lab, out, man)

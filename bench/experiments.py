@@ -55,6 +55,12 @@ def _ab(path, c, keepalive, seconds):
     return lambda lab, s: lab.ab(s, path, AB_CEILING, c, keepalive, seconds=seconds)
 
 
+def ab_command(path, c, keepalive, seconds) -> str:
+    """What _ab runs, as Cell.same_as: two experiments asking for it on the same
+    server share one measurement."""
+    return f"ab -t {seconds:g} -c {c}{' -k' if keepalive else ''} {path}"
+
+
 def _wrk(path, c, dur, **kw):
     return lambda lab, s: lab.wrk(s, path, c, dur, **kw)
 
@@ -84,7 +90,10 @@ def seed000(lab: Lab, models: list[str]) -> None:
     # conditions: the default descriptor limit (1024) and no cap of ours binding.
     fork1024 = spindle("fork", _nofile=1024, _label="fork-nofile1024", max_connections=100000)
     if "fork" in models:
-        for c in (30, 100, 1000):
+        # At c = 30 neither limit binds: the main fork cell above is that
+        # measurement, and the baseline the claims compare c = 100 and 1000 with
+        # (the same cell under the 1024 limit runs with --full).
+        for c in (30, 100, 1000) if lab.full else (100, 1000):
             cells.append(Cell("seed000", f"fork nofile=1024 ab -c {c}", fork1024, {"conc": c, "part": "fork1024"},
                               _ab(PAGE, c, False, dur), warm_path=PAGE))
     lab.note("seed000", f"`ab -t {dur:g} -c 30` (time-based, a new connection per request, as the seed's ab "
@@ -93,7 +102,9 @@ def seed000(lab: Lab, models: list[str]) -> None:
                         f"(worker_processes 1, sendfile, open_file_cache) beside them.")
     lab.note("seed000", "fork under the seed's conditions: the server's RLIMIT_NOFILE is 1024 (the default soft "
                         "limit; the lab gives every other server 20000) and max_connections = 100000, so no cap "
-                        "of spindle's binds before the descriptor limit does; ab -c 30, 100 and 1000.")
+                        "of spindle's binds before the descriptor limit does; ab -c 100 and 1000 (c = 30, "
+                        "where 30 connections are far below either limit, is the main fork cell; --full "
+                        "measures it under the 1024 limit too).")
     run_cells(lab, "seed000", cells, lab.repeats, [PAGE], fmt_ab)
 
 
@@ -162,13 +173,17 @@ def seed002(lab: Lab, models: list[str]) -> None:
 
     run_cores = [n for n in lab.cores if n <= NCPU]
     skipped = [n for n in lab.cores if n > NCPU]
-    for m, workers in (("pool", 1), ("epoll", 2)):      # (a) cores, workers and threads fixed
+    # (a) cores, workers and threads fixed. The seed's server was a thread pool;
+    # epoll's event loops answer the same question again (--full only).
+    for m, workers in (("pool", 1), ("epoll", 2)) if lab.full else (("pool", 1),):
         if m in models:
             for n in run_cores:
-                add("a", m, n, 1, 3, 128, "bucket", keepalive=True, workers=workers)
+                add("a", m, n, 1, 3, 128, "bucket", workers=workers)
     for m in ("thread", "pool"):                        # (b) per request vs pre-created, (c) variance
         if m in models:
             for dmin, dmax in ((1, 3), (1, 20), (10, 11)):
+                if m == "thread" and (dmin, dmax) != (1, 3) and not lab.full:
+                    continue       # the variance question is answered on the pool (thread: --full)
                 add("b" if (dmin, dmax) == (1, 3) else "c", m, 1, dmin, dmax, 128, "bucket")
                 if (dmin, dmax) == (1, 3):
                     add("c", m, 1, dmin, dmax, 128, "bucket")
@@ -181,7 +196,7 @@ def seed002(lab: Lab, models: list[str]) -> None:
     # (e) the seed's fixed rate: 300 requests/s, open loop (vegeta)
     rng = random.Random(2)
     targets = [f"/work?delay={rng.randint(1, 3)}&bucket={rng.randrange(128)}" for _ in range(2000)]
-    for m in ("thread", "pool"):
+    for m in ("thread", "pool") if lab.full else ("pool",):
         if m in models:
             key = spindle(m, SERVER_CPUS, 1, **workload_settings(buckets=128, bucket_lock="bucket", threads=16))
             cell_list.append(Cell("seed002", f"{m} 1c open loop 300/s d1-3", key,
@@ -190,12 +205,19 @@ def seed002(lab: Lab, models: list[str]) -> None:
                                   lambda lab_, s, t=targets: lab_.vegeta(s, t, 300, dur),
                                   warm_path="/work?delay=0&bucket=0",
                                   workload={"unit_s": UNIT_S, "kind": "cpu", "cores": 1, "in_flight": 300 * 5}))
+    if not lab.full:
+        lab.note("seed002", "Left out of the default run to keep it under 20 minutes (`python -m bench --full` "
+                            "runs them): (a) for epoll (the pool answers the seed's cores question: its server "
+                            "was a pool), (c) for thread (the variance question is answered on the pool), and (e) "
+                            "for thread (the fixed rate on the pool reproduces the seed's set-up).")
     lab.note("seed002", f"Every request: `GET /work?delay=D&bucket=B&hold=H`, D uniform at random, one unit = "
                         f"{UNIT} of the serving thread's own CPU time (delay_kind = cpu; the seed's unit was a "
                         f"second of wall-clock spinning), H units more inside the bucket lock. Closed loop: "
                         f"`wrk -t 1 -c {conc} -d {dur:g}s` with bench/lua/workload.lua.")
     lab.note("seed002", "(a) the same workers and threads on every core count (pool: 1 process x 16 threads; "
-                        "epoll: 2 event loops), so only the cores change; keep-alive. On 2 cores the server "
+                        "epoll: 2 event loops), so only the cores change; a new connection per request, as (b), "
+                        "so the 1-core pool cell of (a) is (b)'s (1-3 ms of CPU per request dwarfs the connection "
+                        "set-up). On 2 cores the server "
                         f"shares CPU {LOAD_CPUS} with the load generator (this machine has {NCPU} CPUs).")
     if skipped:
         lab.note("seed002", f"(a) {', '.join(map(str, skipped))} core(s) NOT RUN: this machine has {NCPU} CPUs.")
@@ -227,7 +249,7 @@ def seed003(lab: Lab, models: list[str]) -> None:
                 continue
             cells.append(Cell("seed003", f"{m} 13B {'-k' if ka else 'close'} -c 200", key,
                               {"body": 13, "keepalive": ka, "conc": 200}, _ab(HELLO, 200, ka, dur),
-                              warm_path=HELLO))
+                              warm_path=HELLO, same_as=ab_command(HELLO, 200, ka, dur)))
     lab.note("seed003", f"`ab -t {dur:g} -c 200` with and without -k. nginx exactly as the seed's "
                         f"configuration: worker_processes 1, worker_connections 768, default keepalive_requests "
                         f"(1000: ab -k reconnects after 1000 requests on a connection), no access_log directive "
@@ -251,6 +273,8 @@ def seed004(lab: Lab, models: list[str]) -> None:
     for c in SEED004_CONCS:
         for ka in (True, False):
             for m, key in (("prefork", pre), ("nginx", nginx(4))):
+                if m == "nginx" and not lab.full:
+                    continue       # no seed 004 claim involves nginx: --full only
                 if m != "nginx" and m not in models:
                     continue
                 label = "prefork-4x10" if m == "prefork" else "nginx"
@@ -261,6 +285,10 @@ def seed004(lab: Lab, models: list[str]) -> None:
                         f"connection slot makes many requests, not just the initial burst (a check flags a cell "
                         f"with fewer than 10 per slot). spindle prefork with 4 worker processes x 10 threads as the seed; nginx "
                         f"with worker_processes 4 (equal workers); both on ONE core (the seed had 14).")
+    if not lab.full:
+        lab.note("seed004", "nginx with 4 workers is left out of the default run (`python -m bench --full` runs it): "
+                            "no seed 004 claim involves it, and the headline compares epoll with nginx elsewhere. "
+                            "30 measurements, ~2 minutes, to keep `make bench` under 20 minutes.")
     run_cells(lab, "seed004", cells, lab.repeats, [PAGE], fmt_ab)
 
 
@@ -268,13 +296,15 @@ def seed004(lab: Lab, models: list[str]) -> None:
 # Open loop: latency against offered load, every model and nginx
 # --------------------------------------------------------------------------
 
-OPEN_RATES = (1000, 4000, 8000, 16000)
+OPEN_RATES = (1000, 4000, 16000)
+OPEN_RATES_FULL = (1000, 4000, 8000, 16000)   # --full: one more point on the curve
 
 
 def openloop(lab: Lab, models: list[str]) -> None:
     dur = lab.cell_s
     cells = []
-    for rate in OPEN_RATES:
+    rates = OPEN_RATES_FULL if lab.full else OPEN_RATES
+    for rate in rates:
         for m in models + ["nginx"]:
             key = NGINX if m == "nginx" else spindle(m, threads=64)
             cells.append(Cell("openloop", f"{m} {rate}/s", key, {"rate": rate},
@@ -284,7 +314,7 @@ def openloop(lab: Lab, models: list[str]) -> None:
                          f"1000 requests outstanding; a request unanswered after 1 s is an error: the server is saturated) for {dur:g} s per rate on the 13-byte file, "
                          f"keep-alive; every model (threads = 64 for the pools) and nginx on one core. Latency "
                          f"is from the scheduled send time, so queueing behind a slow server counts, unlike in "
-                         f"ab/wrk. Rates: {', '.join(map(str, OPEN_RATES))}/s; a cell whose generator used over "
+                         f"ab/wrk. Rates: {', '.join(map(str, rates))}/s{'' if lab.full else ' (8000/s too with --full: the default run has room for three points)'}; a cell whose generator used over "
                          f"90% of its core is flagged client-bound. Measured once per rate (the rates form the "
                          f"curve; the default run's time budget has no room for repeats here).")
     run_cells(lab, "openloop", cells, 1, [HELLO], fmt_vegeta)
@@ -405,6 +435,7 @@ def overhead(lab: Lab, models: list[str]) -> None:
 # --------------------------------------------------------------------------
 
 PIPELINE_DEPTH = 16
+PYTHON_CLIENT_START_S = 0.3   # bench/client.py's interpreter start-up (the plan's estimate)
 # (key, label, connections, path, how): the issue's four cells, and the pipelined
 # one again from a client that can time batches
 PEER_CELLS = (("keepalive", "wrk -c200 keep-alive 13 B", 200, HELLO, "wrk"),
@@ -446,11 +477,15 @@ def peers(lab: Lab, models: list[str]) -> None:
     missing = {name: missing_peer(name) for name in PEER_SERVERS}
     cells, skipped = [], {name: [] for name, why in missing.items() if why}
     for key, label, conns, path, how in PEER_CELLS:
+        if key == "pipelined_latency" and not lab.full:
+            continue           # a second pipelining cell, for its p99 only: --full
         for name, server in servers:
             # Little's law counts requests in flight: DEPTH per connection when pipelining
             in_flight = conns * (PIPELINE_DEPTH if how == "pipeline latency" else 1)
             cell = Cell("peers", f"{name} {label}", server, {"peer_cell": key, "conc": in_flight},
-                        _peer_cell_run(how, path, conns, dur), warm_path=path)
+                        _peer_cell_run(how, path, conns, dur), warm_path=path,
+                        extra_s=PYTHON_CLIENT_START_S if how == "pipeline latency" else 0.0,
+                        same_as=ab_command(path, conns, False, dur) if how == "ab" else "")
             skipped.get(name, cells).append(cell)
     for name, mine in skipped.items():
         skip_cells(lab, "peers", mine, missing[name])
@@ -465,7 +500,12 @@ def peers(lab: Lab, models: list[str]) -> None:
                       "server.stat-cache-engine simple (its stat cache, as its wiki recommends); h2o: num-threads 1, file.dir (h2o 2.2 has no "
                       "sendfile, and its open-file cache is always on with no directive). No access logs. "
                       "The exact configurations are in the Setup section.")
-    lab.note("peers", f"Pipelined latency comes from its own cell: wrk times a batch of {PIPELINE_DEPTH} as one "
+    if not lab.full:
+        lab.note("peers", "The default run measures pipelining once, with wrk (req/s and its slowest batch, where "
+                          "a delayed-ACK stall shows as ~40 ms); the per-batch p99 from bench/client.py is a second "
+                          "pipelining cell per server (15 measurements, ~1 minute) and runs with "
+                          "`python -m bench --full`. The pipelining stall itself has a regression test in make test.")
+    lab.note("peers", f"Pipelined latency comes from its own cell (--full): wrk times a batch of {PIPELINE_DEPTH} as one "
                       f"sample, then 'corrects' its histogram for coordinated omission with a per-request "
                       f"interval, which adds synthetic samples below the real ones, so its mean and percentiles "
                       f"read too low (often 0 ms); the wrk cell reports only its slowest batch. The latency cell "
@@ -484,6 +524,9 @@ def peers(lab: Lab, models: list[str]) -> None:
 # --------------------------------------------------------------------------
 
 TLS_CONNS = 50
+# openssl s_time -time N loops until the whole-second clock has passed N: it
+# runs N to N + 1 s (4.06 s on average for -time 3 in the lab's runs)
+S_TIME_EXTRA_S = 1.0
 # (key, label, how): full handshakes, resumed ones, keep-alive over TLS, and the
 # same servers over plain HTTP with a new connection per request, to compare rankings
 TLS_CELLS = (("full", f"https ab -c{TLS_CONNS} new connection", "ab"),
@@ -508,9 +551,12 @@ def tls(lab: Lab, models: list[str]) -> None:
     cells, skipped = [], []
     for ckey, label, how in TLS_CELLS:
         for name, tls_server, plain_server in servers:
+            if ckey == "plain" and name == "nginx" and not lab.full:
+                continue       # the ranking is the models'; nginx's plain cost is the peers' close cell
             cell = Cell("tls", f"{name} {label}", plain_server if ckey == "plain" else tls_server,
                         {"tls_cell": ckey, "conc": 1 if how == "s_time" else TLS_CONNS},
-                        _tls_cell_run(how, dur), warm_path=HELLO)
+                        _tls_cell_run(how, dur), warm_path=HELLO,
+                        extra_s=S_TIME_EXTRA_S if how == "s_time" else 0.0)
             (skipped if refusal and name != "nginx" else cells).append(cell)
     skip_cells(lab, "tls", skipped, refusal)
     lab.note("tls", f"HTTPS with a self-signed ECDSA P-256 certificate made by openssl for the run; TLS 1.2 "
@@ -540,7 +586,11 @@ EXPERIMENTS = {
     "overhead": overhead,
     "tls": tls,          # issue 13: HTTPS handshakes and keep-alive, every model and nginx
 }
-DEFAULT = ["seed000", "seed001", "seed002", "seed003", "seed004", "openloop", "peers", "tls"]
+# In this order, consecutive experiments share servers (run_cells keeps them up):
+# seed003 -> peers (epoll), peers -> seed000 (epoll, nginx), seed000 -> openloop
+# (nginx), openloop -> tls (every model with 64 threads: tls's plain-HTTP cells).
+# peers after seed003 reuses its `ab -c 200` epoll cell (Cell.same_as).
+DEFAULT = ["seed001", "seed002", "seed004", "seed003", "peers", "seed000", "openloop", "tls"]
 
 # issue 12: 1 vs 2 instances behind HAProxy, in its own module (outside the default run)
 from .scaleout import scaleout  # noqa: E402  (scaleout.py needs only lab.py)

@@ -243,6 +243,15 @@ class Lab:
         self.warmup_s = warmup_s      # unmeasured load before every measured cell
         self.cores = cores            # core counts asked for (seed 002 (a))
         self.plan: list[dict] | None = None   # set by --plan: run_cells only counts
+        self.full = False             # --full: also the cells the default run leaves out (see README)
+        self.exp_elapsed: dict[str, float] = {}   # experiment -> wall seconds it took
+        # A server the next experiment runs too (same key) stays up into it
+        # instead of being stopped and started again (run_cells).
+        self.carry_keys: set = set()
+        self.carried: dict[tuple, "Server"] = {}
+        # Cells measured once and reported in two experiments (the same server
+        # key and command): (server key, Cell.same_as) -> the records.
+        self.measured: dict[tuple, list[dict]] = {}
         self.spindle_bin = spindle_bin
         self.logs = out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -648,10 +657,12 @@ http {{
 
     def warm(self, s: Server, path: str) -> None:
         """Unmeasured load on the cell's URL right before it is measured: threads,
-        caches and the kernel's socket paths are warm, idle workers awake."""
+        caches and the kernel's socket paths are warm, idle workers awake. 1000
+        requests/s: the default 0.25 s is 250 requests, as many as the earlier
+        0.5 s at 500/s sent, in half the time."""
         if self.warmup_s <= 0 or not VEGETA.exists():
             return
-        cmd = [str(VEGETA), "attack", "-rate=500/s", f"-duration={self.warmup_s:g}s", "-timeout=5s",
+        cmd = [str(VEGETA), "attack", "-rate=1000/s", f"-duration={self.warmup_s:g}s", "-timeout=5s",
                "-max-workers=64", "-output=/dev/null", "-insecure"]
         full = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", str(int(self.warmup_s + 20)), *cmd]
         subprocess.run(full, input=f"GET {s.url(path)}\n", capture_output=True, text=True)
@@ -741,6 +752,30 @@ class Cell:
     run: Callable[[Lab, Server], dict]
     warm_path: str = ""             # URL warmed up before every measurement ("" = none)
     workload: dict | None = None    # workload cells: {"unit_s", "kind", "cores", "in_flight"} for the checks
+    extra_s: float = 0.0            # seconds the tool runs beyond lab.cell_s (for the plan's estimate)
+    # The exact command, for a cell another experiment also needs: on the same
+    # server key it is measured once per run and reported in both ("" = never shared)
+    same_as: str = ""
+
+
+def measurement_order(cells: list[Cell], repeats: int) -> list[tuple[int, Cell, bool]]:
+    """(repeat, cell, warm_up) in the order they run. Each repeat is a round
+    over every cell, grouped by server (its cells one after another, in plan
+    order), with the servers' order reversed every other round so that a slow
+    spell of the machine does not always fall on the same server. A cell is
+    warmed up unless the measurement just before it loaded the same server
+    process: that measurement (seconds of load, a few thousand requests at
+    least) is its warm-up; the files are in the page cache from the start."""
+    servers = list(dict.fromkeys(c.server for c in cells))
+    out, prev = [], None
+    for rep in range(1, repeats + 1):
+        for key in (servers if rep % 2 else servers[::-1]):
+            for c in cells:
+                if c.server != key:
+                    continue
+                out.append((rep, c, bool(c.warm_path) and prev != c.server))
+                prev = c.server
+    return out
 
 
 def server_key(kind: str, model: str, cpus: str = SERVER_CPUS, workers: int | None = None,
@@ -864,17 +899,49 @@ def skip_cells(lab: Lab, exp: str, cells: list[Cell], why: str) -> None:
     lab.note(exp, f"{names} skipped: {why}.")
 
 
+def reuse_measured(lab: Lab, exp: str, cells: list[Cell]) -> None:
+    """Cells an earlier experiment of this run measured with the same server
+    and command: its records again, under this experiment's cell name and
+    parameters, saying where they come from."""
+    if lab.plan is not None:
+        return
+    for c in cells:
+        src_recs = lab.measured[(c.server, c.same_as)]
+        for src in src_recs:
+            rec = {k: v for k, v in src.items() if k not in src.get("_params", [])}
+            rec.update({"exp": exp, "cell": c.name, **c.params, "_params": list(c.params),
+                        "reused_from": f"{src['exp']}: {src['cell']}"})
+            lab.records.append(rec)
+        where = f"{src_recs[0]['exp']}: {src_recs[0]['cell']}" if src_recs else "an earlier experiment"
+        print(f"  {exp} {c.name}: measured in {where} (same server and command), not again", flush=True)
+        lab.note(exp, f"{c.name}: the same server and command (`{c.same_as}`) as {where}, measured once "
+                      f"in this run and reported in both.")
+
+
 def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[str],
               progress_fmt: Callable[[dict], str]) -> None:
-    """Runs the cells `repeats` times, in plan order each time (the plan already
-    alternates servers), on servers started once for the experiment. Every
-    measurement is preceded by a warm-up and wrapped in CPU accounting."""
+    """Runs the cells `repeats` times (measurement_order: rounds, grouped by
+    server), on servers started once for the experiment. Every measurement is
+    preceded by a warm-up (or by load on the same URL) and wrapped in CPU
+    accounting."""
+    names = [c.name for c in cells]
+    shared = [c for c in cells if c.same_as and (c.server, c.same_as) in lab.measured]
+    cells = [c for c in cells if c not in shared]
     if lab.plan is not None:          # --plan: count, do not run
+        for c in cells:
+            if c.same_as:
+                lab.measured[(c.server, c.same_as)] = []
+        order = measurement_order(cells, repeats)
         lab.plan.append({"exp": exp, "cells": len(cells), "repeats": repeats,
                          "servers": len(dict.fromkeys(c.server for c in cells)),
                          "count_based": sum(1 for c in cells if c.params.get("n")),
-                         "open_loop": sum(1 for c in cells if "rate" in c.params or c.params.get("open_loop"))})
+                         "open_loop": sum(1 for c in cells if "rate" in c.params or c.params.get("open_loop")),
+                         "warmups": sum(1 for _, _, w in order if w),
+                         "keys": list(dict.fromkeys(c.server for c in cells)),
+                         "names": names, "shared": len(shared),
+                         "extra_s": repeats * sum(c.extra_s for c in cells)})
         return
+    reuse_measured(lab, exp, shared)
     running: dict[tuple, Server] = {}
     broken: dict[tuple, str] = {}     # servers that would not start (or pass the pre-check): why
     total = len(cells) * repeats
@@ -899,81 +966,99 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
         running[key] = s
         return s
 
+    keys = list(dict.fromkeys(c.server for c in cells))
+    for key in [k for k in lab.carried if k not in keys]:   # kept for an experiment that did not run
+        lab.stop(lab.carried.pop(key))
     try:
-        for key in dict.fromkeys(c.server for c in cells):
+        for key in keys:
+            s = lab.carried.pop(key, None)
+            if s is not None and s.alive():
+                try:
+                    lab.precheck(s, paths)
+                    running[key] = s
+                    print(f"  {exp}: {s.label} kept running from the experiment before", flush=True)
+                    continue
+                except Exception:
+                    lab.stop(s)
             s = start_checked(key)
             if s is not None:
                 lab.server_memory.append({"exp": exp, "server": s.label, "workers": s.workers, **s.memory()})
-        k = 0
-        for rep in range(1, repeats + 1):
-            for c in cells:
-                k += 1
-                s = running.get(c.server)
-                if s is not None and not s.alive():   # died in an earlier cell: that is a result too
-                    lab.note(exp, f"{s.label} died (exit {s.proc.returncode}); restarted")
-                    lab.stop(s)
-                    del running[c.server]
-                    s = start_checked(c.server)
-                if s is None:
-                    lab.records.append({"exp": exp, "cell": c.name, "server": c.server[1], "kind": c.server[0],
-                                        "model": c.server[1], "cpus": c.server[2], "workers": c.server[3],
-                                        "rep": rep, **c.params, "failed_run": broken[c.server],
-                                        "_params": list(c.params)})
-                    print(f"  [{k:3d}/{total}] {exp} {c.name:<34} rep {rep}/{repeats}: RUN FAILED: "
-                          f"server not running", flush=True)
-                    continue
-                if c.warm_path:
-                    lab.warm(s, c.warm_path)
-                tot0 = lab.totals(s) if c.workload else None
-                t_tot0 = time.monotonic()
-                mach0, srv0 = procstat.machine(), procstat.tree_cpu_s(s.pids())
-                ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                t0 = time.monotonic()
+        for k, (rep, c, warm_up) in enumerate(measurement_order(cells, repeats), 1):
+            s = running.get(c.server)
+            if s is not None and not s.alive():   # died in an earlier cell: that is a result too
+                lab.note(exp, f"{s.label} died (exit {s.proc.returncode}); restarted")
+                lab.stop(s)
+                del running[c.server]
+                s = start_checked(c.server)
+                warm_up = bool(c.warm_path)      # a fresh process: the load before it ran elsewhere
+            if s is None:
+                lab.records.append({"exp": exp, "cell": c.name, "server": c.server[1], "kind": c.server[0],
+                                    "model": c.server[1], "cpus": c.server[2], "workers": c.server[3],
+                                    "rep": rep, **c.params, "failed_run": broken[c.server],
+                                    "_params": list(c.params)})
+                print(f"  [{k:3d}/{total}] {exp} {c.name:<34} rep {rep}/{repeats}: RUN FAILED: "
+                      f"server not running", flush=True)
+                continue
+            if warm_up:
+                lab.warm(s, c.warm_path)
+            tot0 = lab.totals(s) if c.workload else None
+            t_tot0 = time.monotonic()
+            mach0, srv0 = procstat.machine(), procstat.tree_cpu_s(s.pids())
+            ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.monotonic()
+            try:
+                m = c.run(lab, s)
+            except Exception as e:  # a broken cell is reported, the lab goes on
+                m = {"failed_run": f"{type(e).__name__}: {e}"}
+            wall = time.monotonic() - t0
+            ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            mach1, srv1 = procstat.machine(), procstat.tree_cpu_s(s.pids())
+            if not s.alive():
+                m.setdefault("problems", []).append(f"server died (exit {s.proc.returncode})")
+            gen = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+            wall, gen = exclude_post_processing(m, wall, gen)
+            if "failed_run" not in m:
+                m.update(account(m, wall, srv1 - srv0, gen, procstat.machine_delta(mach0, mach1), load_cpus))
+                closed = not (c.params.get("open_loop") or "rate" in c.params)
+                physics_checks(m, ncpus_in(s.cpus),
+                               (c.params.get("conc") or c.params.get("par")) if closed else None)
+                if c.workload:
+                    tot1 = lab.totals(s)
+                    srv_end = procstat.tree_cpu_s(s.pids())
+                    wl = workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
+                                         server_cpu_s=srv_end - srv0)
+                    if m.get("invalid") and wl.get("invalid"):
+                        wl["invalid"] = m["invalid"] + "; " + wl["invalid"]
+                    m.update(wl)
+            rec = {"exp": exp, "cell": c.name, "server": s.label, "kind": s.kind,
+                   "model": s.model, "cpus": s.cpus, "workers": s.workers, "rep": rep,
+                   **c.params, **m, "elapsed_s": wall, "loadavg1": loadavg(),
+                   "warm_up": ("vegeta" if warm_up else "the measurement before (same server)")
+                   if c.warm_path else "none",
+                   **({"delay_kind": c.workload["kind"]} if c.workload else {}),
+                   "_params": list(c.params)}
+            lab.records.append(rec)
+            if c.same_as:
+                lab.measured.setdefault((c.server, c.same_as), []).append(rec)
+            if "failed_run" in m:
+                line = f"RUN FAILED: {m['failed_run'][:160]}"
+            else:
                 try:
-                    m = c.run(lab, s)
-                except Exception as e:  # a broken cell is reported, the lab goes on
-                    m = {"failed_run": f"{type(e).__name__}: {e}"}
-                wall = time.monotonic() - t0
-                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                mach1, srv1 = procstat.machine(), procstat.tree_cpu_s(s.pids())
-                if not s.alive():
-                    m.setdefault("problems", []).append(f"server died (exit {s.proc.returncode})")
-                gen = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
-                wall, gen = exclude_post_processing(m, wall, gen)
-                if "failed_run" not in m:
-                    m.update(account(m, wall, srv1 - srv0, gen, procstat.machine_delta(mach0, mach1), load_cpus))
-                    closed = not (c.params.get("open_loop") or "rate" in c.params)
-                    physics_checks(m, ncpus_in(s.cpus),
-                                   (c.params.get("conc") or c.params.get("par")) if closed else None)
-                    if c.workload:
-                        tot1 = lab.totals(s)
-                        srv_end = procstat.tree_cpu_s(s.pids())
-                        wl = workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
-                                             server_cpu_s=srv_end - srv0)
-                        if m.get("invalid") and wl.get("invalid"):
-                            wl["invalid"] = m["invalid"] + "; " + wl["invalid"]
-                        m.update(wl)
-                rec = {"exp": exp, "cell": c.name, "server": s.label, "kind": s.kind,
-                       "model": s.model, "cpus": s.cpus, "workers": s.workers, "rep": rep,
-                       **c.params, **m, "elapsed_s": wall, "loadavg1": loadavg(),
-                       "_params": list(c.params)}
-                lab.records.append(rec)
-                if "failed_run" in m:
-                    line = f"RUN FAILED: {m['failed_run'][:160]}"
-                else:
-                    try:
-                        line = progress_fmt(rec)
-                    except (KeyError, TypeError, ValueError) as e:   # a progress line never stops the run
-                        line = f"(no summary line: {type(e).__name__} {e})"
-                    line += (f"  srv {m['server_cores']:.2f} cores, gen {m['gen_share']:.0%}"
-                             f"{' CLIENT-BOUND' if m['client_bound'] else ''}, other {m['other_cores']:.2f}")
-                    if m.get("invalid"):
-                        line += "  INVALID: " + m["invalid"][:160]
-                    if m.get("problems"):
-                        line += "  !! " + "; ".join(m["problems"])[:160]
-                print(f"  [{k:3d}/{total}] {exp} {c.name:<34} rep {rep}/{repeats}: {line}", flush=True)
+                    line = progress_fmt(rec)
+                except (KeyError, TypeError, ValueError) as e:   # a progress line never stops the run
+                    line = f"(no summary line: {type(e).__name__} {e})"
+                line += (f"  srv {m['server_cores']:.2f} cores, gen {m['gen_share']:.0%}"
+                         f"{' CLIENT-BOUND' if m['client_bound'] else ''}, other {m['other_cores']:.2f}")
+                if m.get("invalid"):
+                    line += "  INVALID: " + m["invalid"][:160]
+                if m.get("problems"):
+                    line += "  !! " + "; ".join(m["problems"])[:160]
+            print(f"  [{k:3d}/{total}] {exp} {c.name:<34} rep {rep}/{repeats}: {line}", flush=True)
     finally:
-        for s in running.values():
+        for key, s in list(running.items()):
+            if key in lab.carry_keys and s.alive():
+                lab.carried[key] = s     # the next experiment runs it too: lab.cleanup() stops it at the end
+                continue
             rc = lab.stop(s)
             if rc not in (0, None) and s.kind == "spindle":
                 lab.note(exp, f"spindle {s.label} exited {rc} after SIGTERM")

@@ -45,8 +45,8 @@ def aggregate(records: list[dict]) -> list[dict]:
         ok = [r for r in rs if "failed_run" not in r and "skipped" not in r]
         first = rs[0]
         params = set(first.get("_params", []))
-        row = {k: first[k] for k in ("exp", "cell", "server", "kind", "model", "cpus", "workers", "tool")
-               if k in first}
+        row = {k: first[k] for k in ("exp", "cell", "server", "kind", "model", "cpus", "workers", "tool",
+                                     "delay_kind", "reused_from") if k in first}
         row.update({k: first[k] for k in params})
         skip = SKIP | params | {"_params"}
         row["reps"] = len(rs)
@@ -101,6 +101,20 @@ def num(v, digits=0):
     if digits == 0:
         return f"{v:,.0f}"
     return f"{v:,.{digits}f}"
+
+
+def shown(r, v, digits=0):
+    """A single figure of a row, or INVALID: an invalid cell's numbers appear
+    in no column, not only in no median."""
+    return "INVALID" if r and r.get("invalid") else num(v, digits)
+
+
+def delay_kind(rows) -> str:
+    """'delay_kind = cpu' (what the rows' workload cells used), for every
+    workload table and plot. Runs before the kind was recorded per cell used
+    cpu, the only kind the lab asks for."""
+    kinds = sorted({r.get("delay_kind") or "cpu" for r in rows}) or ["cpu"]
+    return "delay_kind = " + "/".join(kinds)
 
 
 def spread(r, key, digits=0):
@@ -264,20 +278,23 @@ class Report:
     def seed000(self):
         rows = by_model(select(self.rows, "seed000", part="main"))
         fork = sorted(select(self.rows, "seed000", part="fork1024"), key=lambda r: r["conc"])
+        if fork and not any(r["conc"] == 30 for r in fork):   # default run: c = 30 is the main fork cell
+            fork = [r for r in rows if r["server"] == "fork"] + fork
         if not rows and not fork:
             return
         self.head("seed000", "Seed 000 — ab -c 30 on the 4537-byte page: the seed's models")
         self.md.append(table(["server", "req/s median (min–max)", "mean ms", "p50 ms", "p99 ms", "failed",
                               "seed's req/s"] + CPU_HEAD,
-                             [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), num(r.get("p50_ms")),
-                               num(r.get("p99_ms")), errs(r),
+                             [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), shown(r, r.get("p50_ms")),
+                               shown(r, r.get("p99_ms")), errs(r),
                                num(claims.SEED000_RPS.get(r["server"])) if r["server"] in claims.SEED000_RPS else "—"]
                               + cpu_cols(r) for r in rows]))
         if fork:
             self.md.append("\n**fork under the seed's conditions** (1024 descriptors, no cap of spindle's "
                            "binding): does it survive where the seed's died?\n")
             self.md.append(table(["ab -c", "req/s", "mean ms", "failed requests", "aborted runs", "problems"],
-                                 [[r["conc"], spread(r, "rps"), spread(r, "mean_ms", 1), f"{r.get('errors_total', 0):,}",
+                                 [[f"{r['conc']}{' (the main fork cell: the limit does not bind)' if r.get('part') == 'main' else ''}",
+                                   spread(r, "rps"), spread(r, "mean_ms", 1), f"{r.get('errors_total', 0):,}",
                                    len(r.get("failed_runs", [])), "; ".join(r["problems"])[:200] or "none"]
                                   for r in fork]))
         fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -301,11 +318,12 @@ class Report:
         rows = by_model(select(self.rows, "seed001"))
         if not rows:
             return
-        self.head("seed001", "Seed 001 — 500 requests, 50 in parallel, each doing 1–3 ms of CPU work")
+        kind = delay_kind(rows)
+        self.head("seed001", f"Seed 001 — 500 requests, 50 in parallel, each doing 1–3 ms of CPU work ({kind})")
         self.md.append(table(["server", "avg ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "std-dev ms", "failed",
                               "seed's avg (s)"] + CPU_HEAD,
-                             [[r["server"], spread(r, "avg_ms", 1), num(pct(r, 0.5), 1), num(pct(r, 0.9), 1),
-                               num(pct(r, 0.99), 1), spread(r, "max_ms", 1), spread(r, "std_ms", 1), errs(r),
+                             [[r["server"], spread(r, "avg_ms", 1), shown(r, pct(r, 0.5), 1), shown(r, pct(r, 0.9), 1),
+                               shown(r, pct(r, 0.99), 1), spread(r, "max_ms", 1), spread(r, "std_ms", 1), errs(r),
                                claims.SEED001_AVG_S.get(r["server"], "—")] + cpu_cols(r) for r in rows]))
         self.md.append("\nPercentiles are over every request of every repeat. The seed's times are seconds of "
                        "its own servers' work on its machine: compare the order of the models, not the values.\n")
@@ -315,8 +333,18 @@ class Report:
             if lat and not r.get("invalid"):
                 ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], color=COLORS.get(r["server"]),
                         label=r["server"], linewidth=1.6)
+        # The seed's averages: seconds of its 1-3 s work units, drawn at the same
+        # number of ms (our unit is 1 ms): the order of the models compares, the values do not
+        first = True
+        for r in rows:
+            avg_s = claims.SEED001_AVG_S.get(r["server"])
+            if avg_s is not None:
+                ln = ax.axvline(avg_s, color=COLORS.get(r["server"]), linestyle=":", linewidth=1.4,
+                                label="seed 001's averages (its 1 s units as our 1 ms)" if first else "_nolegend_")
+                ln.set_gid(f"seed001-avg-{r['server']}")
+                first = False
         ax.set_xscale("log")
-        _style(ax, "response time CDF: 500 requests, 50 in parallel, 1–3 ms CPU work each, 1 core",
+        _style(ax, f"response time CDF: 500 requests, 50 in parallel, 1–3 ms CPU work each ({kind}), 1 core",
                "fraction of requests answered", "response time, ms (log)")
         self.save_fig(fig, "seed001_latency_cdf.png", "seed 001 latency CDF", [ax])
 
@@ -326,11 +354,14 @@ class Report:
         rows = select(self.rows, "seed002")
         if not rows:
             return
-        self.head("seed002", "Seed 002 — CPU work (delay_kind = cpu) and shared buckets")
+        kind = delay_kind(rows)
+        self.head("seed002", f"Seed 002 — CPU work ({kind}) and shared buckets")
         sub = lambda s: [r for r in rows if s in r.get("subs", [])]
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
         a = sub("a")
-        self.md.append("\n**(a) throughput against cores** (delay 1–3, keep-alive, same workers and threads)\n")
+        conns = {"keep-alive" if r.get("keepalive") else "a new connection per request" for r in a}
+        self.md.append(f"\n**(a) throughput against cores** (delay 1–3, {kind}, {' / '.join(sorted(conns))}, "
+                       f"same workers and threads)\n")
         cores = sorted({r["cores"] for r in a})
         self.md.append(table(["model"] + [f"{c} core(s) req/s" for c in cores] + ["work-s served per s"] + CPU_HEAD[:1],
                              [[m] + [spread(next((r for r in a if r["server"] == m and r["cores"] == c), None), "rps")
@@ -353,10 +384,10 @@ class Report:
                             marker="o", capsize=3, color=COLORS.get(m), label=m)
         ax.set_xticks(cores or [1])
         ax.set_ylim(bottom=0)
-        _style(ax, "(a) throughput against cores, delay 1–3 ms CPU", "requests/s", "server cores")
+        _style(ax, f"(a) throughput against cores, delay 1–3 ms ({kind})", "requests/s", "server cores")
         bc = sub("b") + [r for r in sub("c") if r not in sub("b")]
-        self.md.append("\n**(b) thread per request vs pre-created pool; (c) delay variance** (1 core, "
-                       "Connection: close)\n")
+        self.md.append(f"\n**(b) thread per request vs pre-created pool; (c) delay variance** ({kind}, 1 core, "
+                       f"Connection: close)\n")
         self.md.append(table(["model", "delay units", "mean", "req/s", "mean ms", "p99 ms", "errors",
                               "work-s served per s"] + CPU_HEAD,
                              [[r["server"], f"{r['dmin']}–{r['dmax']}", f"{(r['dmin'] + r['dmax']) / 2:g}",
@@ -364,10 +395,11 @@ class Report:
                                num(r.get("work_s_per_s"), 2)] + cpu_cols(r)
                               for r in sorted(bc, key=lambda r: (r["server"], r["dmax"], r["dmin"]))]))
         bars(axes[1], sorted(bc, key=lambda r: (r["dmax"] - r["dmin"], r["dmin"], r["server"])), "rps",
-             "(b)+(c) thread vs pool; delay variance (1 core)", "requests/s",
+             f"(b)+(c) thread vs pool; delay variance ({kind}, 1 core)", "requests/s",
              label=lambda r: f"{r['server']} {r['dmin']}–{r['dmax']}", xlabel="model, delay units (1 unit = 1 ms CPU)")
         d = sub("d")
-        self.md.append("\n**(d) buckets and locks** (pool, 2 cores, zero delay, keep-alive)\n")
+        self.md.append(f"\n**(d) buckets and locks** (pool, 2 cores, zero delay, hold in 1 ms units, {kind}, "
+                       f"keep-alive)\n")
         self.md.append(table(["lock", "buckets", "hold (units in the lock)", "req/s", "p99 ms", "errors",
                               "bucket total grew by"] + CPU_HEAD,
                              [[r["lock"], r["buckets"] if r["lock"] == "bucket" else "(one lock)", r["hold"],
@@ -387,12 +419,13 @@ class Report:
                 ax.axhline(g["rps"], color="#d62728", linestyle=style, label=f"one global lock, hold {hold}")
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
-        _style(ax, "(d) buckets: pool, 2 cores, zero delay, hold in 1 ms CPU units", "requests/s",
+        _style(ax, f"(d) buckets: pool, 2 cores, zero delay,\nhold in 1 ms units ({kind})", "requests/s",
                "number of buckets (log)")
         self.save_fig(fig, "seed002_workload.png", "seed 002 workload", list(axes))
         e = sub("e")
         if e:
-            self.md.append("\n**(e) the seed's fixed rate: 300 requests/s, open loop** (vegeta, delay 1–3, 1 core)\n")
+            self.md.append(f"\n**(e) the seed's fixed rate: 300 requests/s, open loop** (vegeta, delay 1–3, {kind}, "
+                           f"1 core)\n")
             self.md.append(table(["model", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "errors",
                                   "work-s served per s"] + CPU_HEAD,
                                  [[r["server"], spread(r, "rps"), spread(r, "p50_ms", 2), spread(r, "p99_ms", 2),
@@ -409,7 +442,7 @@ class Report:
         self.md.append(table(["server", "keep-alive", "req/s", "mean ms", "p99 ms", "failed", "seed's req/s"]
                              + CPU_HEAD,
                              [[r["server"], "-k" if r["keepalive"] else "close", spread(r, "rps"),
-                               spread(r, "mean_ms", 2), num(r.get("p99_ms")), errs(r),
+                               spread(r, "mean_ms", 2), shown(r, r.get("p99_ms")), errs(r),
                                num(claims.SEED003_RPS.get(("nginx" if r["server"].startswith("nginx") else "epoll",
                                                            r["keepalive"])))] + cpu_cols(r)
                               for r in sorted(rows, key=lambda r: (not r["keepalive"], r["server"]))]))
@@ -433,7 +466,8 @@ class Report:
         rows = select(self.rows, "seed004")
         if not rows:
             return
-        self.head("seed004", "Seed 004 — prefork 4 x 10 and nginx, c = 10 … 1000, keep-alive and not")
+        beside = " and nginx" if any(r["server"] == "nginx" for r in rows) else ""
+        self.head("seed004", f"Seed 004 — prefork 4 x 10{beside}, c = 10 … 1000, keep-alive and not")
         concs = sorted({r["conc"] for r in rows})
         servers = [m for m in MODEL_ORDER if any(r["server"] == m for r in rows)]
         for ka in (True, False):
@@ -442,7 +476,7 @@ class Report:
                 for m in servers:
                     cells = [next((r for r in rows if r["server"] == m and r["conc"] == c and r["keepalive"] == ka),
                                   None) for c in concs]
-                    trs.append([m] + [spread(x, key, digits) if key != "p99_ms" else num(x.get(key) if x else None)
+                    trs.append([m] + [spread(x, key, digits) if key != "p99_ms" else shown(x, x.get(key) if x else None)
                                       for x in cells] + [", ".join(errs(x) for x in cells if x)])
                 if key == "rps":
                     trs.append(["seed 004's prefork"] + [num(claims.SEED004_RPS.get((c, ka))) for c in concs] + ["—"])
@@ -493,8 +527,8 @@ class Report:
                 r = next((x for x in rows if x["server"] == m and x["rate"] == rate), None)
                 if r is None:
                     continue
-                trs.append([m, f"{rate:,}", spread(r, "rps"), num(r.get("p50_ms"), 2), num(r.get("p99_ms"), 2),
-                            num(r.get("p999_ms"), 2), errs(r)] + cpu_cols(r))
+                trs.append([m, f"{rate:,}", spread(r, "rps"), shown(r, r.get("p50_ms"), 2), shown(r, r.get("p99_ms"), 2),
+                            shown(r, r.get("p999_ms"), 2), errs(r)] + cpu_cols(r))
         self.md.append(table(["server", "offered/s", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "errors"]
                              + CPU_HEAD, trs))
         # Where each server saturates, and where the curve stops at the generator instead.
@@ -568,6 +602,9 @@ class Report:
         if laid_out is None:
             return
         cells, servers, grid = laid_out
+        # issue 10's column order, whatever order the records came in (a shared cell's come first)
+        titles = list(PEER_CELL_TITLES)
+        cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
         self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle (issue 10)")
         self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
                        "it used are in the table below). "
@@ -652,7 +689,7 @@ class Report:
                                    spread(r, "kb_per_conn", 2), errs(r)] for r in rss]))
         if ov:
             self.md.append(table(["variant", "body", "req/s", "p99 ms"] + CPU_HEAD,
-                                 [[r["variant"], r["body"], spread(r, "rps"), num(r.get("p99_ms"), 2)] + cpu_cols(r)
+                                 [[r["variant"], r["body"], spread(r, "rps"), shown(r, r.get("p99_ms"), 2)] + cpu_cols(r)
                                   for r in ov]))
 
     # -- claims, load, failures -------------------------------------------------------
@@ -688,7 +725,7 @@ class Report:
                 "would (sendfile, open_file_cache) with as many workers as spindle."),
         ("004", "prefork runs with 4 workers x 10 threads and keep-alive is measured with ab -k, as the seed; "
                 "concurrency 10–1000 in time-based runs, so each connection makes many requests rather than "
-                "measuring the initial burst; nginx has the same 4 workers."),
+                "measuring the initial burst; nginx beside it (a full run only) has the same 4 workers."),
         ("all", "The headline compares epoll, chosen in advance, with nginx, and prints a verdict only where the "
                 "repeats' ranges do not overlap; an open-loop sweep (vegeta) measures latency against offered "
                 "load; every cell records the server's and the generator's CPU and what else ran, and flags a "
@@ -706,7 +743,7 @@ class Report:
             return
         self.md.append("\n## Scale-out behind HAProxy (run with --only scaleout)\n")
         self.md.append(table(["set-up", "instances", "req/s", "p99 ms", "errors"] + CPU_HEAD,
-                             [[r["setup"], r["instances"], spread(r, "rps"), num(r.get("p99_ms"), 2), errs(r)]
+                             [[r["setup"], r["instances"], spread(r, "rps"), shown(r, r.get("p99_ms"), 2), errs(r)]
                               + cpu_cols(r) for r in rows]))
 
     def load_section(self):
@@ -764,9 +801,24 @@ class Report:
                + "".join(f"{tools[k].split(' - ')[0]}; " for k in man.get("peer_confs", {}) if k in tools)
                + f"{tools.get('ab', '?')}; vegeta {tools.get('vegeta', '?')}. The run took "
                f"{man['elapsed_s'] / 60:.1f} min: {man['repeats']} repeat(s) per cell, {man.get('cell_s', '?')} s "
-               f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up; tables give the median and "
+               f"per time-based cell after a {man.get('warmup_s', '?')} s warm-up"
+               + (" (or, where the cell follows another on the same server, after that one)"
+                  if any("warm_up" in r for r in self.lab.records) else "")
+               + f"; tables give the median and "
                f"(min–max over repeats). {man['pinning']['note']}\n"]
-        if man["mode"] != "default":
+        took = man.get("experiment_elapsed_s") or {}
+        if took:
+            est = man.get("experiment_estimate_s") or {}
+            top.append("Time per experiment, in the order they ran (the plan's estimate beside it: "
+                       "`python -m bench --plan`):\n")
+            top.append(table(["experiment", "took (min)", "estimated (min)"],
+                             [[n, f"{t / 60:.1f}", f"{est[n] / 60:.1f}" if n in est else "—"]
+                              for n, t in took.items()]))
+            top.append("")
+        if man["mode"] == "full":
+            top.append("**A full run**: the default run's cells plus those it leaves out to stay under 20 minutes "
+                       "(bench/README.md lists them).\n")
+        elif man["mode"] != "default":
             top.append(f"**This is a {man['mode']} run (tiny durations, one repeat): it checks the lab's pipeline; "
                        f"its numbers are not results.**\n")
         if man.get("interrupted"):

@@ -169,3 +169,25 @@ def test_a_client_bound_loser_is_settled_by_its_servers_cpu_per_request():
     assert claims.compare(ka, close, "rps") == "unsettled"
     del close["server_us_per_req_min"]     # unknown CPU: no verdict against it
     assert claims.compare(ka, close, "rps") == "unsettled"
+
+
+def test_fork_stall_baseline_is_the_main_fork_cell_when_c30_under_the_limit_did_not_run():
+    """The default run measures fork under the 1024 limit at c = 100 and 1000
+    only: c = 30 (where neither limit binds) is the main fork cell, and a fork
+    that stops answering above it must still read as dying."""
+    rows = seed000_rows(fork=(1900, 2000, 2100))
+    rows += [row("seed000", "fork-nofile1024", "rps", 1, 1, 1, part="fork1024", conc=c) for c in (100, 1000)]
+    assert verdicts(rows, "000")["fork dies above c = 30 (“Too many open files”)"] == "holds"
+
+
+def test_claims_for_cells_the_default_run_leaves_out_are_not_rows():
+    """epoll's cores and thread's variance run with --full only: no row saying
+    'a cell is missing' in a default run's table; the pool's rows stay."""
+    rows = [row("seed002", "pool", "rps", 900, 950, 1000, cores=1, dmin=1, dmax=3, subs=["a", "b", "c"]),
+            row("seed002", "pool", "rps", 1800, 1900, 2000, cores=2, dmin=1, dmax=3, subs=["a"]),
+            row("seed002", "pool", "rps", 90, 95, 100, cores=1, dmin=1, dmax=20, subs=["c"]),
+            row("seed002", "pool", "rps", 90, 95, 100, cores=1, dmin=10, dmax=11, subs=["c"])]
+    claims_ = list(verdicts(rows, "002"))
+    assert not any("(epoll" in c for c in claims_) and not any("(thread" in c for c in claims_)
+    assert "more cores → more throughput (pool, workers and threads fixed)" in claims_
+    assert any("(pool)" in c and "1–20" in c for c in claims_)

@@ -51,6 +51,7 @@ def test_a_missing_peer_is_recorded_as_skipped_and_the_rest_runs(tmp_path, monke
     monkeypatch.setattr(experiments, "run_cells", lambda lab_, exp, cells, *a: ran.extend(cells))
     lb = lab.Lab(tmp_path / "out", smoke=True, repeats=1, spindle_bin=Path("/bin/false"),
                  cell_s=0.1, warmup_s=0, cores=[1])
+    lb.full = True          # every peers cell (the default's are in test_plan.py)
     try:
         experiments.peers(lb, ["epoll", "uring", "pool"])
     finally:
@@ -191,6 +192,7 @@ def test_tls_experiment_skips_spindle_rows_when_spindle_refuses_the_tls_keys(tmp
     lb = lab.Lab(tmp_path / "out", smoke=True, repeats=1, spindle_bin=Path("/bin/false"),
                  cell_s=0.1, warmup_s=0, cores=[1])
     monkeypatch.setattr(lb, "tls_files", lambda: (tmp_path / "c.pem", tmp_path / "k.pem"))
+    lb.full = True          # nginx's plain cell too (the default's cells are in test_plan.py)
     try:
         experiments.tls(lb, ["epoll", "pool"])
     finally:

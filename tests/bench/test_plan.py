@@ -1,0 +1,135 @@
+"""The default run's size: issue 8 asks `make bench` to finish in at most 20
+minutes on this 2-core machine, with the cells issues 8, 10 and 13 ask for.
+The plan is computed without starting anything (bench/__main__.make_plan), and
+its estimate is calibrated on real runs (see the constants there)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import experiments, lab  # noqa: E402
+from bench.__main__ import DEFAULT_BUDGET_S, estimate_s, make_plan  # noqa: E402
+
+MODELS = ["iterative", "fork", "thread", "pool", "prefork", "epoll", "uring"]
+
+
+def _plan(full=False):
+    return {p["exp"]: p for p in make_plan(experiments.DEFAULT, MODELS, full=full)}
+
+
+def test_the_default_run_fits_in_20_minutes_with_margin():
+    plan = _plan()
+    total = estimate_s(list(plan.values()), 3.0, 0.25)
+    assert total <= DEFAULT_BUDGET_S, f"make bench would take ~{total / 60:.1f} min (> 20)"
+    assert total <= 18 * 60, f"~{total / 60:.1f} min leaves less than 2 minutes of margin under 20"
+
+
+def test_the_default_run_keeps_three_repeats_and_every_asked_for_cell():
+    plan = _plan()
+    assert set(plan) == set(experiments.DEFAULT)
+    assert all(p["repeats"] == 3 for n, p in plan.items() if n != "openloop")
+    names = {n: set(p["names"]) for n, p in plan.items()}
+    # issue 8: seed 000's models, seed 004's concurrencies with and without -k, the buckets
+    for label in ("iterative", "fork", "thread", "pool-5", "pool-15", "epoll", "nginx"):
+        assert f"{label} ab -c 30" in names["seed000"]
+    assert {f"fork nofile=1024 ab -c {c}" for c in (100, 1000)} <= names["seed000"]
+    for c in experiments.SEED004_CONCS:
+        assert {f"prefork-4x10 ab -k c={c}", f"prefork-4x10 ab close c={c}"} <= names["seed004"]
+    for hold in ("", " hold1"):
+        for b in (32, 128, 512, 2048):
+            assert f"pool 2c d0-0 b{b}{hold} ka" in names["seed002"]
+        assert f"pool 2c d0-0 global{hold} ka" in names["seed002"]
+    assert {"pool 1c d1-3 b128", "pool 2c d1-3 b128", "thread 1c d1-3 b128", "pool 1c d1-20 b128",
+            "pool 1c d10-11 b128", "pool 1c open loop 300/s d1-3"} <= names["seed002"]
+    assert {f"{m} 500 req / 50 parallel" for m in MODELS} == names["seed001"]
+    assert {f"{m} {r}/s" for m in MODELS + ["nginx"] for r in experiments.OPEN_RATES} == names["openloop"]
+    # issue 10: the four cells for the three peers and spindle's epoll and uring
+    for _, label, _, _, _ in experiments.PEER_CELLS:
+        if "python" in label:
+            continue
+        assert {f"{srv} {label}" for srv in ("nginx", "lighttpd", "h2o", "epoll", "uring")} <= names["peers"]
+    # issue 13: full, resumed and keep-alive TLS for every model and nginx; plain HTTP for every model
+    for key, label, _ in experiments.TLS_CELLS:
+        servers = MODELS + (["nginx"] if key != "plain" else [])
+        assert {f"{srv} {label}" for srv in servers} <= names["tls"]
+
+
+def test_full_runs_everything_the_default_leaves_out():
+    default, full = _plan(), _plan(full=True)
+    for exp in default:
+        assert set(default[exp]["names"]) <= set(full[exp]["names"])
+    assert "nginx ab -k c=1000" in full["seed004"]["names"]
+    assert any("python" in n for n in full["peers"]["names"])
+    assert "nginx http ab -c50 new connection" in full["tls"]["names"]
+    assert estimate_s(list(full.values()), 3.0, 0.25) > estimate_s(list(default.values()), 3.0, 0.25)
+
+
+def test_a_duplicate_cell_is_measured_once_and_servers_carry_over():
+    """peers' `ab -c 200` on epoll is seed003's (same server, same command), and
+    tls's plain-HTTP servers are openloop's: neither is measured or started twice."""
+    plan = _plan()
+    assert plan["peers"]["shared"] == 1 and "epoll ab -c200 new connection 13 B" in plan["peers"]["names"]
+    assert plan["tls"]["carried_in"] == len(MODELS)
+
+
+def _cell(name, server):
+    return lab.Cell("t", name, lab.server_key("spindle", server), {}, lambda lab_, s: {}, warm_path="/x")
+
+
+def test_measurement_order_groups_by_server_alternates_and_warms_up_on_a_switch():
+    cells = [_cell("a1", "epoll"), _cell("b1", "pool"), _cell("a2", "epoll"), _cell("c1", "fork")]
+    order = lab.measurement_order(cells, 3)
+    assert [(r, c.name, w) for r, c, w in order] == [
+        (1, "a1", True), (1, "a2", False), (1, "b1", True), (1, "c1", True),
+        (2, "c1", False), (2, "b1", True), (2, "a1", True), (2, "a2", False),
+        (3, "a1", False), (3, "a2", False), (3, "b1", True), (3, "c1", True)]
+    # every cell once per repeat
+    for rep in (1, 2, 3):
+        assert sorted(c.name for r, c, _ in order if r == rep) == ["a1", "a2", "b1", "c1"]
+
+
+def test_run_cells_shares_a_duplicate_cell_and_keeps_a_server_up_for_the_next_experiment(tmp_path, monkeypatch):
+    """At run time (a fake server: a sleeping process, no load tools): the
+    second experiment's cell with the same server and command is the first's
+    records under its own name, and the server kept up for it is not restarted."""
+    import subprocess
+    lb = lab.Lab(tmp_path / "out", smoke=True, repeats=2, spindle_bin=Path("/bin/false"),
+                 cell_s=0.1, warmup_s=0, cores=[1])
+    started, runs = [], []
+
+    def fake_start(kind, model, cpus="0", workers=None, settings=None):
+        s = lab.Server(kind, model, cpus, workers or 1, dict(settings or {}), label=model)
+        s.proc = subprocess.Popen(["sleep", "30"])
+        lb.servers.append(s)
+        started.append(model)
+        return s
+
+    monkeypatch.setattr(lb, "start", fake_start)
+    monkeypatch.setattr(lb, "precheck", lambda s, paths: None)
+
+    def run(lab_, s):
+        runs.append(s.proc.pid)
+        return {"tool": "fake", "ok": 10, "rps": 5.0}
+
+    key = lab.server_key("spindle", "epoll")
+    try:
+        lb.carry_keys = {key}
+        lab.run_cells(lb, "first", [lab.Cell("first", "e1", key, {"conc": 1}, run, same_as="ab -c 1 /x")],
+                      2, [], lambda r: "")
+        lb.carry_keys = set()
+        lab.run_cells(lb, "second", [lab.Cell("second", "e2 again", key, {"peer_cell": "close"}, run,
+                                              same_as="ab -c 1 /x"),
+                                     lab.Cell("second", "e2 other", key, {"peer_cell": "other"}, run)],
+                      2, [], lambda r: "")
+    finally:
+        lb.cleanup()
+    assert started == ["epoll"]                      # kept up, not started again
+    assert len(set(runs)) == 1 and len(runs) == 4    # e1 twice, "e2 other" twice; "e2 again" never ran
+    again = [r for r in lb.records if r["cell"] == "e2 again"]
+    assert [r["rep"] for r in again] == [1, 2]
+    assert all(r["exp"] == "second" and r["reused_from"] == "first: e1" and r["peer_cell"] == "close"
+               and "conc" not in r for r in again)
+    assert lb.servers == []                          # cleanup stopped the carried server
