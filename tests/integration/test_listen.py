@@ -184,6 +184,7 @@ def test_unix_socket_mode_and_owner_never_follow_a_swapped_in_symlink(docroot, t
             "--set", f"listen=unix:{sock} mode=0666 owner=nobody",
             "--set", f"error_log={work / 'error.log'}", "--set", f"access_log={work / 'access.log'}", "--set", "stats=off"]
     proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    util.Server.adopt(proc, work, work / "error.log", model="epoll")
     try:
         assert util.wait_for(lambda: os.path.lexists(sock) or proc.poll() is not None, util.scaled(10))
         assert proc.poll() is None, proc.stderr.read().decode()
@@ -325,9 +326,11 @@ def start_activated(socks: list[socket.socket], root: Path, workdir: Path, *args
     # LISTEN_PID must be the pid spindle runs as: the shell's, which exec keeps
     argv = ["sh", "-c", f'LISTEN_PID={listen_pid} exec "$0" "$@"', str(util.spindle_bin()), "--root", str(root),
             "--set", f"error_log={workdir / 'error.log'}", "--set", f"access_log={workdir / 'access.log'}", *args]
-    return subprocess.Popen(argv, env=env, preexec_fn=to_3_4, close_fds=False, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, env=env, preexec_fn=to_3_4, close_fds=False, stdin=subprocess.DEVNULL,
                             stdout=open(workdir / "stdout.txt", "wb"), stderr=open(workdir / "stderr.txt", "wb"),
                             cwd=workdir)
+    util.Server.adopt(proc, workdir, workdir / "error.log", root=root)
+    return proc
 
 
 def stop_activated(proc: subprocess.Popen, work: Path) -> None:
