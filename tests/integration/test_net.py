@@ -9,6 +9,8 @@ process crashes while the session stops it."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,24 @@ def test_a_broken_shared_server_under_x_still_names_the_failing_test(session):
     assert "INTERNALERROR" not in out and "Traceback" not in r.stderr.str(), out
     assert "ERROR test_inner.py::test_kills_its_shared_server[epoll]" in out, out
     assert "epoll: had already died" in out, out
+
+
+def test_skip_list_names_a_unit_test_skip_with_its_reason(tmp_path):
+    """`make test` ends with every skip and its reason (scripts/skip-summary.py).
+    A unit test's cr_skip_test() is counted nowhere by Criterion (its summary
+    line leaves skips out, its XML drops the reason): the unit runs write JSON
+    reports, and the list must show such a skip, reason included."""
+    src = tmp_path / "t.c"
+    src.write_text('#include <criterion/criterion.h>\n'
+                   'Test(kernel, needs_openat2) { cr_skip_test("no openat2 on this kernel"); }\n'
+                   'Test(kernel, runs) { cr_assert(1); }\n')
+    exe = tmp_path / "t"
+    subprocess.run(["cc", "-o", str(exe), str(src), "-lcriterion"], check=True, timeout=60)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    r = subprocess.run([str(exe), f"--json={reports / 'unit.json'}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run([sys.executable, str(util.REPO_ROOT / "scripts/skip-summary.py"), str(reports)],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "skipped tests in make test: 1 " in out, out
+    assert "[unit] 1 x no openat2 on this kernel" in out and "kernel::needs_openat2" in out, out
