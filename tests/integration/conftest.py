@@ -373,8 +373,8 @@ def server(servers) -> util.Server:
 
 @pytest.fixture
 def fresh_server(model, docroot, tmp_path):
-    """start(root=None, **settings) -> a dedicated Server, stopped (and
-    required to exit 0) at teardown if the test left it running."""
+    """start(root=None, **settings) -> a dedicated Server, stopped at
+    teardown if the test left it running; either way it must have exited 0."""
     started = []
 
     def start(root: Path | None = None, **settings) -> util.Server:
@@ -394,7 +394,8 @@ def fresh_server(model, docroot, tmp_path):
                 continue
             if rc != 0:
                 errors.append(f"exit status {rc} after SIGTERM\n{srv.diagnostics()}")
-        elif not srv.stopped and srv.proc.returncode != 0:
-            errors.append(f"server died during the test\n{srv.diagnostics()}")
+        elif srv.proc.returncode != 0:  # the test stopped it itself, or it died
+            what = "stopped by the test, exit status" if srv.stopped else "server died during the test, status"
+            errors.append(f"{what} {srv.proc.returncode}\n{srv.diagnostics()}")
         srv.kill()
     assert not errors, "\n".join(errors)

@@ -164,3 +164,20 @@ def test_skip_list_names_a_unit_test_skip_with_its_reason(tmp_path):
                          capture_output=True, text=True, check=True, timeout=60).stdout
     assert "skipped tests in make test: 1 " in out, out
     assert "[unit] 1 x no openat2 on this kernel" in out and "kernel::needs_openat2" in out, out
+
+
+def test_a_fresh_server_stopped_by_its_test_must_have_exited_0(session):
+    """fresh_server checked the exit status only of servers it stopped
+    itself: a test that stopped its own and dropped the status hid an
+    unclean exit (here: the master killed)."""
+    session.makepyfile(test_inner='''
+        import signal
+        def test_stops_its_own(fresh_server):
+            srv = fresh_server()
+            srv.signal(signal.SIGKILL)
+            srv.stop()  # the status is dropped
+    ''')
+    r = run(session, "-k", "epoll")
+    out = r.stdout.str()
+    r.assert_outcomes(passed=1, errors=1)
+    assert "stopped by the test, exit status -9" in out, out
