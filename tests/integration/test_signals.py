@@ -201,9 +201,25 @@ def test_drain_timeout_cuts_a_long_download(fresh_server, huge_docroot):
 # process at once, so "still alive" proves nothing: the same serving
 # processes (and prefork workers) must serve before and after.
 
+def _settled_processes(server) -> set:
+    """The serving processes and workers once all are up (a server is ready
+    when its master's socket accepts, maybe before it has forked them)."""
+    assert server.get("/a.txt").body == A_TXT
+    last = set()
+
+    def same_twice():
+        nonlocal last
+        now = util.long_lived_processes(server)
+        settled = now if now and now == last else None
+        last = now
+        return settled
+    procs = util.wait_for(same_twice, util.scaled(5), interval=0.2)
+    assert procs, "no serving process found"
+    return procs
+
+
 def test_client_reset_mid_download_does_not_kill_server(server, docroot):
-    before = util.long_lived_processes(server)
-    assert before, "no serving process found"
+    before = _settled_processes(server)
     for _ in range(5):
         c = server.connect(rcvbuf=8192)
         c.send(util.build_request("GET", "/big.bin"))
@@ -218,8 +234,7 @@ def test_client_reset_mid_download_does_not_kill_server(server, docroot):
 
 
 def test_client_closes_before_response_does_not_kill_server(server):
-    before = util.long_lived_processes(server)
-    assert before, "no serving process found"
+    before = _settled_processes(server)
     for _ in range(5):
         with server.connect() as c:
             c.send(util.build_request("GET", "/big.bin"))
