@@ -82,15 +82,16 @@ suite = $(4) $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(call junit,
 integration: spindle
 	$(call suite,integration)
 
-# Every pytest run of `make test` writes a JUnit report here; the last step
-# lists every skip with its reason, so none passes unread.
+# Every pytest run of `make test` writes a JUnit report here, every unit-test
+# run a JSON one; the last step lists every skip with its reason, so none
+# passes unread.
 REPORTS  := build/test-reports
 junit     = --junitxml=$(REPORTS)/$(1).xml
 
 test: deps
-	rm -rf $(REPORTS)
+	rm -rf $(REPORTS) && mkdir -p $(REPORTS)
 	$(MAKE) all $(BUILD)/unit_tests
-	$(BUILD)/unit_tests --jobs 2
+	$(BUILD)/unit_tests --jobs 2 --json=$(REPORTS)/unit.json
 	$(call suite,integration)
 	$(PY) -m pytest -q $(call junit,bench) tests/bench
 	$(MAKE) asan-test
@@ -111,7 +112,8 @@ asan-test: asan
 	$(call suite,asan,not campaign,-x,ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan)
 	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" build/asan/unit_tests
-	build/asan/unit_tests --jobs 2
+	@mkdir -p $(REPORTS)
+	build/asan/unit_tests --jobs 2 --json=$(REPORTS)/asan-unit.json
 
 TSAN_CFLAGS := -O1 -g -fsanitize=thread
 tsan:

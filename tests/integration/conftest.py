@@ -19,6 +19,8 @@ import os
 import signal
 import subprocess
 import string
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,12 @@ def _models() -> tuple[list[str], str | None]:
 
 
 def pytest_configure(config):
+    # Before anything starts spindle (test modules list the models at import):
+    # a report from a process started outside util.Server lands here, and
+    # _no_silent_failure fails the test during which it appears.
+    config._stray_reports_dir = Path(tempfile.mkdtemp(prefix="spindle-stray-reports-"))
+    config._stray_reports_dir.chmod(0o1777)  # serving processes may have dropped to another user
+    util.route_stray_reports(config._stray_reports_dir)
     config.addinivalue_line(
         "markers", "concurrent: needs two connections served at once (skipped for iterative)")
     config.addinivalue_line(
@@ -118,18 +126,67 @@ def _check_servers(expect_restart: bool) -> list[str]:
     return problems
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """A test that failed before stopping its own server left it running (and
-    a failing sanitizer run stops early): stop every one still up, so a run
-    leaves no spindle behind. SIGTERM first, so serving processes drain."""
+def _stop_leftovers() -> list[str]:
+    """Stops every server still up (SIGTERM first, so serving processes
+    drain), then gives each its final check: what a process wrote while
+    stopping (a leak report at exit, a child that crashed) counts too."""
     alive = [srv for srv in util.LIVE_SERVERS if srv.alive()]
     for srv in alive:
         srv.signal(signal.SIGTERM)
+    problems = []
     for srv in alive:
         try:
-            srv.proc.wait(10)
+            rc = srv.proc.wait(10)
         except subprocess.TimeoutExpired:
             srv.kill()
+            problems.append(f"spindle ({srv.model}) in {srv.workdir}: left running by its test, and "
+                            f"still up 10 s after SIGTERM\n{srv.diagnostics()}")
+            continue
+        finally:
+            srv._close_files()
+        if rc != 0:
+            problems.append(f"spindle ({srv.model}) in {srv.workdir}: left running by its test, exit "
+                            f"status {rc} after SIGTERM\n{srv.diagnostics()}")
+    return problems + _check_servers(expect_restart=False) + util.stray_reports()
+
+
+def _fail_or_report(session, what: str, problems: list[str]) -> None:
+    """Fails the current teardown with problems; but when the session is
+    already stopping on a failure (-x), pytest runs this teardown from its own
+    sessionfinish, where an exception is an INTERNALERROR that hides the
+    failing test's summary: print them instead (the run fails anyway)."""
+    if not problems:
+        return
+    message = what + ":\n" + "\n".join(problems)
+    if session.shouldfail or session.shouldstop:
+        sys.stderr.write(f"\n{message}\n")
+        return
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _leftover_servers(request):
+    """Torn down with the session's (or, under xdist, the worker's) last test:
+    a server its test left running is stopped and checked here, so a report it
+    writes while stopping fails that teardown (a worker's own exit status is
+    not seen by xdist's controller, so pytest_sessionfinish would be too late)."""
+    yield
+    _fail_or_report(request.session, "servers left running by their tests failed while stopping",
+                    _stop_leftovers())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test that failed before stopping its own server left it running (and
+    a failing sanitizer run stops early, before the fixture above): stop every
+    one still up, so a run leaves no spindle behind."""
+    problems = _stop_leftovers()
+    if problems:
+        sys.stderr.write("\nservers left running failed while stopping:\n" + "\n".join(problems) + "\n")
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    stray = getattr(session.config, "_stray_reports_dir", None)
+    if stray is not None and not any(stray.iterdir()):
+        stray.rmdir()
 
 
 @pytest.fixture(autouse=True)
@@ -140,7 +197,7 @@ def _no_silent_failure(request):
     _pool checks them once more after their shutdown."""
     yield
     expect_restart = request.node.get_closest_marker("expect_restart") is not None
-    problems = _check_servers(expect_restart)
+    problems = _check_servers(expect_restart) + util.stray_reports()
     if problems:
         pytest.fail("a process of the server failed during this test (the master restarts "
                     "serving processes, so the test itself may have passed):\n" + "\n".join(problems),
@@ -286,11 +343,10 @@ class _Pool:
 
 
 @pytest.fixture(scope="module")
-def _pool(tmp_path_factory):
+def _pool(request, tmp_path_factory):
     pool = _Pool(tmp_path_factory)
     yield pool
-    problems = pool.close()
-    assert not problems, "shared servers did not shut down cleanly:\n" + "\n".join(problems)
+    _fail_or_report(request.session, "shared servers did not shut down cleanly", pool.close())
 
 
 @pytest.fixture
@@ -317,8 +373,8 @@ def server(servers) -> util.Server:
 
 @pytest.fixture
 def fresh_server(model, docroot, tmp_path):
-    """start(root=None, **settings) -> a dedicated Server, stopped (and
-    required to exit 0) at teardown if the test left it running."""
+    """start(root=None, **settings) -> a dedicated Server, stopped at
+    teardown if the test left it running; either way it must have exited 0."""
     started = []
 
     def start(root: Path | None = None, **settings) -> util.Server:
@@ -338,7 +394,8 @@ def fresh_server(model, docroot, tmp_path):
                 continue
             if rc != 0:
                 errors.append(f"exit status {rc} after SIGTERM\n{srv.diagnostics()}")
-        elif not srv.stopped and srv.proc.returncode != 0:
-            errors.append(f"server died during the test\n{srv.diagnostics()}")
+        elif srv.proc.returncode != 0:  # the test stopped it itself, or it died
+            what = "stopped by the test, exit status" if srv.stopped else "server died during the test, status"
+            errors.append(f"{what} {srv.proc.returncode}\n{srv.diagnostics()}")
         srv.kill()
     assert not errors, "\n".join(errors)

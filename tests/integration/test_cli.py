@@ -181,6 +181,7 @@ def test_config_file_is_used_to_serve(tmp_path, docroot):
     proc = subprocess.Popen([str(util.spindle_bin()), "--config", str(conf)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, cwd=tmp_path)
+    util.Server.adopt(proc, tmp_path, tmp_path / "error.log", root=docroot.path)
     try:
         resp = None
         deadline = time.monotonic() + 5

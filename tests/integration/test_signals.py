@@ -194,3 +194,54 @@ def test_drain_timeout_cuts_a_long_download(fresh_server, huge_docroot):
     assert got < HUGE_SIZE, "the whole 50 MB arrived: the download was not cut"
     srv.stopped = True
     assert srv.proc.returncode == 0, srv.diagnostics()
+
+
+# A client that resets or leaves mid-response must cost the server nothing:
+# EPIPE/ECONNRESET, never a SIGPIPE death. The master restarts a dead serving
+# process at once, so "still alive" proves nothing: the same serving
+# processes (and prefork workers) must serve before and after.
+
+def _settled_processes(server) -> set:
+    """The serving processes and workers once all are up (a server is ready
+    when its master's socket accepts, maybe before it has forked them)."""
+    assert server.get("/a.txt").body == A_TXT
+    last = set()
+
+    def same_twice():
+        nonlocal last
+        now = util.long_lived_processes(server)
+        settled = now if now and now == last else None
+        last = now
+        return settled
+    procs = util.wait_for(same_twice, util.scaled(5), interval=0.2)
+    assert procs, "no serving process found"
+    return procs
+
+
+def test_client_reset_mid_download_does_not_kill_server(server, docroot):
+    before = _settled_processes(server)
+    for _ in range(5):
+        c = server.connect(rcvbuf=8192)
+        c.send(util.build_request("GET", "/big.bin"))
+        c.read_head(time.monotonic() + util.scaled(5))
+        c.sock.recv(8192)
+        c.reset()  # RST while the server is still sending
+    time.sleep(0.2)
+    server.assert_alive("after clients reset mid-download ")
+    resp = server.get("/big.bin", timeout=30)
+    assert hashlib.sha256(resp.body).hexdigest() == docroot.sha256("big.bin")
+    assert util.long_lived_processes(server) == before, "a serving process or worker was replaced"
+
+
+def test_client_closes_before_response_does_not_kill_server(server):
+    before = _settled_processes(server)
+    for _ in range(5):
+        with server.connect() as c:
+            c.send(util.build_request("GET", "/big.bin"))
+    c2 = server.connect()
+    c2.send(util.build_request("GET", "/big.bin"))
+    c2.reset()
+    time.sleep(0.2)
+    server.assert_alive()
+    assert server.get("/a.txt").body == A_TXT
+    assert util.long_lived_processes(server) == before, "a serving process or worker was replaced"

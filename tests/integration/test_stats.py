@@ -318,7 +318,7 @@ def real_segment(tmp_path_factory, docroot) -> bytes:
         assert srv.get("/a.txt").status == 200
         data = shm_path(name).read_bytes()
     finally:
-        srv.stop()
+        assert srv.stop() == 0, srv.diagnostics()
     assert struct.unpack_from("<i", data, OFF_PORT)[0] == srv.port  # the offsets above are right
     assert struct.unpack_from("<Q", data, OFF_SLOTS)[0] == REAL_SLOTS_OFF
     return data
@@ -431,7 +431,7 @@ def test_precreated_doubtful_segment_is_reclaimed(model, fresh_server, real_segm
                            text=True, timeout=10)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["pid"] == srv.proc.pid
-        srv.stop()
+        assert srv.stop() == 0, srv.diagnostics()
         assert not p.exists(), "the reclaimed segment is ours now and goes with us"
     finally:
         p.unlink(missing_ok=True)

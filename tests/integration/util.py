@@ -113,6 +113,39 @@ SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")
 # Every Server started, until its final check (see Server.problems()).
 LIVE_SERVERS: list["Server"] = []
 
+# Where a sanitizer report goes from a process started outside Server (a
+# `--check` run, a master started by hand with an rlimit or under strace):
+# conftest.py points every sanitizer's log_path here for the whole session
+# and fails the test during which a report appears. Server gives each
+# instance its own log_path instead (sanitizer_env).
+STRAY_REPORTS_ENV = "SPINDLE_TEST_STRAY_REPORTS"
+_stray_scanned: dict[str, int] = {}  # report file -> bytes already checked
+
+
+def route_stray_reports(directory: Path) -> None:
+    """From now on, a sanitizer report of any process this one starts lands
+    in directory (inherited by every child through the environment)."""
+    os.environ[STRAY_REPORTS_ENV] = str(directory)
+    _set_log_path(os.environ, directory)
+
+
+def stray_reports() -> list[str]:
+    """Sanitizer reports written to the session's directory since the last call."""
+    directory = os.environ.get(STRAY_REPORTS_ENV)
+    if not directory:
+        return []
+    out = []
+    for p in sorted(Path(directory).glob(f"{SANITIZER_LOG_PREFIX}-*")):
+        done = _stray_scanned.get(str(p), 0)
+        with open(p, "rb") as f:
+            f.seek(done)
+            data = f.read()
+        _stray_scanned[str(p)] = done + len(data)
+        if data.strip():
+            out.append(f"sanitizer report in {p} (a spindle started outside util.Server):\n"
+                       f"{data.decode(errors='replace')[:6000]}")
+    return out
+
 
 def sanitizer_env(workdir: Path) -> dict:
     """The environment for a server: the sanitizer options the Makefile passes,
@@ -120,12 +153,17 @@ def sanitizer_env(workdir: Path) -> dict:
     any process of the instance (master, serving process, worker, fork child)
     lands in a file the suite reads, even when stderr is gone."""
     env = dict(os.environ)
+    _set_log_path(env, workdir)
+    return env
+
+
+def _set_log_path(env, directory: Path) -> None:
+    """Every sanitizer's options in env, with log_path=directory/sanitizer-KIND."""
     for var in SANITIZER_ENV:
         kind = var.split("_")[0].lower()
         opts = [o for o in env.get(var, "").split(":") if o and not o.startswith("log_path=")]
-        opts.append(f"log_path={workdir / f'{SANITIZER_LOG_PREFIX}-{kind}'}")
+        opts.append(f"log_path={directory / f'{SANITIZER_LOG_PREFIX}-{kind}'}")
         env[var] = ":".join(opts)
-    return env
 
 
 class Server:
@@ -149,6 +187,20 @@ class Server:
         self._stdout = None
         self._stderr = None
         self._scanned: dict[str, int] = {}  # file name -> bytes already checked
+
+    @classmethod
+    def adopt(cls, proc: subprocess.Popen, workdir: Path, error_log: Path, model: str = "(started by the test)",
+              root: Path | None = None) -> "Server":
+        """A spindle the test started itself (its own argv, an rlimit, strace in
+        front): put under the suite's net like one started here, so a restart,
+        crash or sanitizer report in its error log, workdir/stderr.txt or
+        workdir/sanitizer-* fails the test, and it is stopped if left running.
+        The caller still stops it and checks its exit status."""
+        srv = cls(model, root or workdir, workdir)
+        srv.error_log = Path(error_log)
+        srv.proc = proc
+        LIVE_SERVERS.append(srv)
+        return srv
 
     # -- lifecycle --------------------------------------------------------
 
