@@ -15,6 +15,7 @@ import pytest
 
 import util
 from conftest import A_TXT
+from test_tls import certs  # noqa: F401  (a fixture: the test CA and server certificate)
 from supervision import (GEN_RE, ConfigServer, ShortConnLoad, log_text, one_serving, run_wrk,
                          wait_log, wrk_result)
 
@@ -163,6 +164,86 @@ def test_reloads_with_new_settings_under_wrk_fail_nothing(model, started, docroo
     assert one_serving(srv.proc.pid, timeout=util.scaled(5)) == int(m.group(1))
     # e.g. a loop left without a listener of its own warns "accept: ..."
     # (the suite runs as root without `user`: that start-up warning is no complaint)
+    complaints = [ln for ln in log_text(srv).splitlines()
+                  if ("[warn]" in ln or "[error]" in ln) and "running as root without `user`" not in ln]
+    assert not complaints, "the reloads logged problems:\n" + "\n".join(complaints[:10])
+
+
+# Reloads where every listener comes from `listen` lines, one of them TLS:
+# the listener set must follow the worker count and the model (issue 9.1)
+# whatever wire a listener carries.
+TLS_RELOAD_STEPS = {
+    "workers": [("epoll", 4), ("epoll", 2), ("epoll", 4)],
+    "models": [("epoll", 4), ("pool", 4), ("uring", 2), ("epoll", 4)],
+}
+
+
+@pytest.mark.parametrize("steps", list(TLS_RELOAD_STEPS))
+def test_reloads_with_tls_listen_lines_under_wrk_fail_nothing(steps, started, docroot, certs, tmp_path):
+    """wrk over plain HTTP and over HTTPS, and fresh connections on both,
+    through reloads 4 -> 2 -> 4 workers and epoll -> pool -> uring, with both
+    addresses given as `listen` lines: 0 failed requests, every connection
+    answered."""
+    from test_tls import client_context, tls_conn
+
+    plan = TLS_RELOAD_STEPS[steps]
+    missing = {m for m, _ in plan} - set(util.list_models())
+    if missing:
+        pytest.skip(f"{', '.join(sorted(missing))} not built")
+    conf = tmp_path / "spindle.conf"
+    tls_port = util.free_port()
+
+    class ListenLines(ConfigServer):
+        def argv(self) -> list[str]:
+            a = super().argv()
+            for flag in ("--bind", "--port"):
+                i = a.index(flag)
+                del a[i:i + 2]
+            conf.write_text(text(*plan[0], port=self.port))
+            return a
+
+    def text(model: str, workers: int, port: int) -> str:
+        return (f"[server]\nmodel = {model}\nworkers = {workers}\n"
+                f"listen = 127.0.0.1:{port}\nlisten = 127.0.0.1:{tls_port} tls\n"
+                f"[http]\nkeepalive_timeout = 30\n"
+                f"[tls]\ntls_certificate = {certs.chain}\ntls_certificate_key = {certs.key}\n")
+
+    srv = started(ListenLines(conf, docroot.path, tmp_path / "srv"))
+    assert wait_log(srv, GEN_RE.format(n=1, model=plan[0][0]), util.scaled(3)), srv.diagnostics()
+    ctx = client_context(certs)
+
+    def tls_open(port: int, timeout: float) -> util.Conn:
+        return tls_conn(port, ctx, timeout=timeout)
+
+    hold = util.scaled(2.5) + 1  # longer than a connection may wait: a stranded one shows
+    seconds = (hold + 1) * len(plan) + 2
+    wrks = [run_wrk(srv.port, seconds, conns=WRK_CONNS), run_wrk(tls_port, seconds, conns=WRK_CONNS, scheme="https")]
+    with ShortConnLoad(srv.port, nthreads=1, max_seconds=util.scaled(60), timeout=util.scaled(2.5)) as plain, \
+         ShortConnLoad(tls_port, nthreads=1, max_seconds=util.scaled(60), timeout=util.scaled(2.5),
+                       opener=tls_open) as secure:
+        time.sleep(1.0)
+        for n, (model, workers) in enumerate(plan[1:], start=2):
+            conf.write_text(text(model, workers, srv.port))
+            srv.signal(signal.SIGHUP)
+            assert wait_log(srv, GEN_RE.format(n=n, model=model), util.scaled(5)), \
+                f"no generation {n} after SIGHUP\n{srv.diagnostics()}"
+            assert wait_log(srv, rf"generation {n - 1} \(pid \d+\) finished", util.scaled(15)), \
+                f"generation {n - 1} did not drain\n{srv.diagnostics()}"
+            time.sleep(hold)
+        results = [wrk_result(w, timeout=util.scaled(seconds + 40)) for w in wrks]
+        plain.stop()
+        secure.stop()
+    path = " -> ".join(f"{m}/{w}" for m, w in plan)
+    for scheme, res in zip(("http", "https"), results):
+        line = _figures(f"reloads {path} under wrk -c{WRK_CONNS} over {scheme}", res)
+        assert res["rc"] == 0 and res["requests"] > 0, res["out"]
+        assert res["failed"] == 0, f"{line}\n{res['out']}"
+    for scheme, load in (("http", plain), ("https", secure)):
+        unanswered = [(round(t, 2), e) for t, e in load.attempts if e is not None]
+        print(f"fresh {scheme} connections: {len(load.attempts)}, unanswered {len(unanswered)}")
+        assert len(load.attempts) > 20, f"too few fresh {scheme} connections ({len(load.attempts)})"
+        assert not unanswered, f"{len(unanswered)} of {len(load.attempts)} fresh {scheme} connections failed: " \
+                               f"{unanswered[:5]}"
     complaints = [ln for ln in log_text(srv).splitlines()
                   if ("[warn]" in ln or "[error]" in ln) and "running as root without `user`" not in ln]
     assert not complaints, "the reloads logged problems:\n" + "\n".join(complaints[:10])
