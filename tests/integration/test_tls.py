@@ -302,6 +302,77 @@ def test_slow_handshakes_do_not_delay_a_fresh_client(model, fresh_server, certs)
         f"a fresh HTTPS request beside {SLOW_HANDSHAKES} slow handshakes took {max(waits):.2f}s: {waits}"
 
 
+SLOW_TLS_CLIENTS = 40  # of each kind: more than pool's and prefork's default threads
+
+
+@pytest.mark.concurrent
+def test_slow_tls_readers_and_writers_do_not_delay_a_fresh_client(model, fresh_server, certs):
+    """After the handshake: slow readers (a 5 MiB download read one TLS record
+    per half second through a small receive buffer, so the server's writes
+    block mid-record) and slow writers (a request head sent a byte per record
+    per half second). A fresh HTTPS client is answered within 1 s: the
+    worker is given back whenever TLS must wait for the socket, either way."""
+    srv = fresh_server(**tls_settings(certs))
+    ctx = client_context(certs)
+    readers, writers = [], []
+    head = util.build_request("GET", "/a.txt")
+    try:
+        for _ in range(SLOW_TLS_CLIENTS):
+            raw = socket.create_connection((HOST, srv.port), timeout=util.scaled(5))
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c = ctx.wrap_socket(raw, server_hostname="localhost")
+            c.sendall(util.build_request("GET", "/big.bin"))
+            c.setblocking(False)
+            readers.append(c)
+            w = tls_conn(srv.port, ctx, timeout=util.scaled(5))
+            w.sock.setblocking(False)
+            writers.append(w.sock)
+        stop = threading.Event()
+        got = [0] * len(readers)
+        dropped = []
+
+        def trickle():  # bounded: the head's length in rounds, or stop
+            for i in range(len(head) - 1):  # never the last byte
+                for k, r in enumerate(readers):
+                    try:
+                        got[k] += len(r.recv(16384))
+                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                        pass
+                    except OSError:
+                        dropped.append(r)
+                for w in writers:
+                    try:
+                        w.send(head[i:i + 1])
+                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                        pass
+                    except OSError:
+                        dropped.append(w)
+                if stop.wait(0.5):
+                    return
+        t = threading.Thread(target=trickle, daemon=True)
+        t.start()
+        try:
+            time.sleep(1.5)  # every reader has response bytes, every writer sent some
+            waits = []
+            for _ in range(5):
+                t0 = time.monotonic()
+                with tls_conn(srv.port, ctx, timeout=util.scaled(5)) as c:
+                    c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
+                    assert c.read_response("GET").body == A_TXT
+                waits.append(time.monotonic() - t0)
+                time.sleep(0.2)
+        finally:
+            stop.set()
+            t.join(timeout=10)
+        assert not dropped, f"{len(dropped)} slow TLS clients were dropped before header_timeout"
+        assert all(got) and max(got) < BIG_SIZE, f"the slow readers' downloads: {got}"
+    finally:
+        for c in readers + writers:
+            c.close()
+    assert max(waits) < util.scaled(1.0), \
+        f"a fresh HTTPS request beside slow TLS readers and writers took {max(waits):.2f}s: {waits}"
+
+
 def test_expect_100_continue_over_tls(model, tls_server, certs):
     """Expect: 100-continue over TLS: the 100 arrives before the body is sent,
     and a request that will be refused gets its final status at once (RFC
