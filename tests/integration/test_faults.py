@@ -107,9 +107,13 @@ def test_kill9_serving_process_under_wrk(model, scheme, started, docroot, certs,
 
 
 @pytest.mark.expect_restart
-def test_kill9_prefork_worker_under_wrk(started, docroot, tmp_path):
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_kill9_prefork_worker_under_wrk(scheme, started, docroot, certs, tmp_path):
+    from test_tls import tls_settings
+
     nworkers = 3
-    srv = started(util.Server("prefork", docroot.path, tmp_path / "srv", {"workers": nworkers, "threads": 4}))
+    settings = {"workers": nworkers, "threads": 4, **(tls_settings(certs) if scheme == "https" else {})}
+    srv = started(util.Server("prefork", docroot.path, tmp_path / "srv", settings))
     serving = one_serving(srv.proc.pid)
 
     def workers():
@@ -118,14 +122,15 @@ def test_kill9_prefork_worker_under_wrk(started, docroot, tmp_path):
     before = util.wait_for(workers, util.scaled(3))
     assert before, f"expected {nworkers} workers, found {util.proc_children(serving)}"
     time.sleep(1.1)  # past prefork's per-worker restart backoff (1 s)
-    wrk = run_wrk(srv.port, WRK_SECONDS, conns=WRK_CONNS)
+    wrk = run_wrk(srv.port, WRK_SECONDS, conns=WRK_CONNS, scheme=scheme)
     time.sleep(2)
     victim = before[0]
     os.kill(victim, signal.SIGKILL)
     replaced = util.wait_for(lambda: (lambda w: w if w and victim not in w else None)(workers()), util.scaled(3))
     res = wrk_result(wrk, timeout=util.scaled(WRK_SECONDS + 30))
     assert replaced, f"worker {victim} not replaced: {util.proc_children(serving)}\n{srv.diagnostics()}"
-    _assert_few_failed(f"kill -9 of one of {nworkers} prefork workers under wrk -c{WRK_CONNS}", res, srv)
+    _assert_few_failed(f"kill -9 of one of {nworkers} prefork workers under wrk -c{WRK_CONNS} over {scheme}",
+                       res, srv)
     assert util.serving_pids(srv.proc.pid) == [serving], "the serving process itself changed"
 
 
@@ -175,6 +180,39 @@ def test_reloads_with_new_settings_under_wrk_fail_nothing(model, started, docroo
     assert not complaints, "the reloads logged problems:\n" + "\n".join(complaints[:10])
 
 
+class ListenLinesServer(ConfigServer):
+    """Addresses from the config file's `listen` lines alone: first(port)
+    gives the first configuration once the harness has chosen the plain
+    port (its readiness check connects there)."""
+
+    def __init__(self, conf, root, workdir, first):
+        super().__init__(conf, root, workdir)
+        self.conf, self.first = conf, first
+
+    def argv(self) -> list[str]:
+        a = super().argv()
+        for flag in ("--bind", "--port"):
+            i = a.index(flag)
+            del a[i:i + 2]
+        self.conf.write_text(self.first(self.port))
+        return a
+
+
+def _assert_nothing_failed(what: str, results: list[dict], plain: ShortConnLoad, secure: ShortConnLoad) -> None:
+    """wrk over http and https (results in that order) failed nothing, and
+    every fresh connection on either was answered."""
+    for scheme, res in zip(("http", "https"), results):
+        line = _figures(f"{what} under wrk -c{WRK_CONNS} over {scheme}", res)
+        assert res["rc"] == 0 and res["requests"] > 0, res["out"]
+        assert res["failed"] == 0, f"{line}\n{res['out']}"
+    for scheme, load in (("http", plain), ("https", secure)):
+        unanswered = [(round(t, 2), e) for t, e in load.attempts if e is not None]
+        print(f"fresh {scheme} connections: {len(load.attempts)}, unanswered {len(unanswered)}")
+        assert len(load.attempts) > 20, f"too few fresh {scheme} connections ({len(load.attempts)})"
+        assert not unanswered, f"{len(unanswered)} of {len(load.attempts)} fresh {scheme} connections failed: " \
+                               f"{unanswered[:5]}"
+
+
 # Reloads where every listener comes from `listen` lines, one of them TLS:
 # the listener set must follow the worker count and the model (issue 9.1)
 # whatever wire a listener carries.
@@ -199,22 +237,13 @@ def test_reloads_with_tls_listen_lines_under_wrk_fail_nothing(steps, started, do
     conf = tmp_path / "spindle.conf"
     tls_port = util.free_port()
 
-    class ListenLines(ConfigServer):
-        def argv(self) -> list[str]:
-            a = super().argv()
-            for flag in ("--bind", "--port"):
-                i = a.index(flag)
-                del a[i:i + 2]
-            conf.write_text(text(*plan[0], port=self.port))
-            return a
-
     def text(model: str, workers: int, port: int) -> str:
         return (f"[server]\nmodel = {model}\nworkers = {workers}\n"
                 f"listen = 127.0.0.1:{port}\nlisten = 127.0.0.1:{tls_port} tls\n"
                 f"[http]\nkeepalive_timeout = 30\n"
                 f"[tls]\ntls_certificate = {certs.chain}\ntls_certificate_key = {certs.key}\n")
 
-    srv = started(ListenLines(conf, docroot.path, tmp_path / "srv"))
+    srv = started(ListenLinesServer(conf, docroot.path, tmp_path / "srv", lambda port: text(*plan[0], port)))
     assert wait_log(srv, GEN_RE.format(n=1, model=plan[0][0]), util.scaled(3)), srv.diagnostics()
     ctx = client_context(certs)
 
@@ -239,17 +268,7 @@ def test_reloads_with_tls_listen_lines_under_wrk_fail_nothing(steps, started, do
         results = [wrk_result(w, timeout=util.scaled(seconds + 40)) for w in wrks]
         plain.stop()
         secure.stop()
-    path = " -> ".join(f"{m}/{w}" for m, w in plan)
-    for scheme, res in zip(("http", "https"), results):
-        line = _figures(f"reloads {path} under wrk -c{WRK_CONNS} over {scheme}", res)
-        assert res["rc"] == 0 and res["requests"] > 0, res["out"]
-        assert res["failed"] == 0, f"{line}\n{res['out']}"
-    for scheme, load in (("http", plain), ("https", secure)):
-        unanswered = [(round(t, 2), e) for t, e in load.attempts if e is not None]
-        print(f"fresh {scheme} connections: {len(load.attempts)}, unanswered {len(unanswered)}")
-        assert len(load.attempts) > 20, f"too few fresh {scheme} connections ({len(load.attempts)})"
-        assert not unanswered, f"{len(unanswered)} of {len(load.attempts)} fresh {scheme} connections failed: " \
-                               f"{unanswered[:5]}"
+    _assert_nothing_failed("reloads " + " -> ".join(f"{m}/{w}" for m, w in plan), results, plain, secure)
     complaints = [ln for ln in log_text(srv).splitlines()
                   if ("[warn]" in ln or "[error]" in ln) and "running as root without `user`" not in ln]
     assert not complaints, "the reloads logged problems:\n" + "\n".join(complaints[:10])
@@ -310,16 +329,8 @@ def test_reloads_changing_every_setting_under_wrk_fail_nothing(started, docroot,
                 f"[http]\n{step['http']}[cache]\n{step['cache']}[log]\n{step.get('log', '')}"
                 f"[tls]\ntls_certificate = {chain}\ntls_certificate_key = {key}\n{step['tls']}")
 
-    class ListenLines(ConfigServer):
-        def argv(self) -> list[str]:
-            a = super().argv()
-            for flag in ("--bind", "--port"):
-                i = a.index(flag)
-                del a[i:i + 2]
-            conf.write_text(text(EVERYTHING_STEPS[0], self.port))
-            return a
-
-    srv = started(ListenLines(conf, docroot.path, tmp_path / "srv"))
+    srv = started(ListenLinesServer(conf, docroot.path, tmp_path / "srv",
+                                    lambda port: text(EVERYTHING_STEPS[0], port)))
     assert wait_log(srv, GEN_RE.format(n=1, model="epoll"), util.scaled(3)), srv.diagnostics()
     ctx = client_context(certs)
     hold = 2.0
@@ -347,14 +358,6 @@ def test_reloads_changing_every_setting_under_wrk_fail_nothing(started, docroot,
         secure.stop()
         for c in stalled:
             c.close()
-    for scheme, res in zip(("http", "https"), results):
-        line = _figures(f"six reloads changing every setting under wrk -c{WRK_CONNS} over {scheme}", res)
-        assert res["rc"] == 0 and res["requests"] > 0, res["out"]
-        assert res["failed"] == 0, f"{line}\n{res['out']}"
-    for scheme, load in (("http", plain), ("https", secure)):
-        unanswered = [(round(t, 2), e) for t, e in load.attempts if e is not None]
-        assert len(load.attempts) > 20, f"too few fresh {scheme} connections ({len(load.attempts)})"
-        assert not unanswered, f"{len(unanswered)} of {len(load.attempts)} fresh {scheme} connections failed: " \
-                               f"{unanswered[:5]}"
+    _assert_nothing_failed("six reloads changing every setting", results, plain, secure)
     errors = [ln for ln in log_text(srv).splitlines() if "[error]" in ln or "[crit]" in ln]
     assert not errors, f"{len(errors)} error lines during the reloads:\n" + "\n".join(errors[:10])

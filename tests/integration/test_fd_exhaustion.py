@@ -100,6 +100,29 @@ def served(port: int) -> bool:
         return False
 
 
+def assert_held_without_spinning(srv: util.Server, model: str, who: str, churn_cpu: float,
+                                 churn_s: float) -> None:
+    """With the clients holding what descriptors there are: the limit bit
+    (for models that hold many connections per process), the server is up,
+    and it uses next to no CPU. Prints the closing note's figures."""
+    time.sleep(util.scaled(0.5))
+    log = srv.error_log.read_text(errors="replace")
+    exhausted = "out of file descriptors" in log or "Too many open files" in log
+    pids = instance(srv)
+    before, t0 = cpu_seconds(pids), time.monotonic()
+    time.sleep(MEASURE_S)
+    used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
+    print(f"\n{model}: {who} at RLIMIT_NOFILE={NOFILE} "
+          f"(descriptors ran out: {'yes' if exhausted else 'no'}): {churn_cpu:.2f} s CPU "
+          f"over {churn_s:.2f} s of churn, then {used:.2f} s CPU over {elapsed:.2f} s held")
+    if model in ("thread", "pool", "prefork", "epoll", "uring"):
+        # these hold many connections per process: the limit must bite
+        assert exhausted, f"{model}: never ran out of descriptors\n{srv.diagnostics()}"
+    srv.assert_alive("out of descriptors ")
+    assert used < MAX_CPU_SHARE * elapsed, \
+        f"{model}: {used:.2f} s CPU in {elapsed:.2f} s while out of descriptors: a busy loop"
+
+
 def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
     srv = LimitedServer(model, docroot.path, tmp_path,
                         {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
@@ -112,22 +135,7 @@ def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
         # Churn, bounded: requests on held connections (file opens that may
         # take the acceptor's spare number) while new clients keep coming.
         churn_cpu, churn_s = churn(srv, clients, CHURN_S)
-        time.sleep(util.scaled(0.5))
-        log = srv.error_log.read_text(errors="replace")
-        exhausted = "out of file descriptors" in log or "Too many open files" in log
-        pids = instance(srv)
-        before, t0 = cpu_seconds(pids), time.monotonic()
-        time.sleep(MEASURE_S)
-        used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
-        print(f"\n{model}: {len(clients)} clients at RLIMIT_NOFILE={NOFILE} "
-              f"(descriptors ran out: {'yes' if exhausted else 'no'}): {churn_cpu:.2f} s CPU "
-              f"over {churn_s:.2f} s of churn, then {used:.2f} s CPU over {elapsed:.2f} s held")
-        if model in ("thread", "pool", "prefork", "epoll", "uring"):
-            # these hold many connections per process: the limit must bite
-            assert exhausted, f"{model}: never ran out of descriptors\n{srv.diagnostics()}"
-        srv.assert_alive("out of descriptors ")
-        assert used < MAX_CPU_SHARE * elapsed, \
-            f"{model}: {used:.2f} s CPU in {elapsed:.2f} s while out of descriptors: a busy loop"
+        assert_held_without_spinning(srv, model, f"{len(clients)} clients", churn_cpu, churn_s)
     finally:
         for s in clients:
             s.close()
@@ -287,20 +295,7 @@ def test_descriptor_exhaustion_over_tls_no_spin_and_recovery(model, docroot, cer
             rounds += 1
             time.sleep(0.002)
         churn_cpu, churn_s = cpu_seconds(pids) - before, time.monotonic() - t0
-        time.sleep(util.scaled(0.5))
-        log = srv.error_log.read_text(errors="replace")
-        exhausted = "out of file descriptors" in log or "Too many open files" in log
-        before, t0 = cpu_seconds(pids), time.monotonic()
-        time.sleep(MEASURE_S)
-        used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
-        print(f"\n{model} over TLS: {len(held)} clients at RLIMIT_NOFILE={NOFILE} "
-              f"(descriptors ran out: {'yes' if exhausted else 'no'}): {churn_cpu:.2f} s CPU "
-              f"over {churn_s:.2f} s of churn, then {used:.2f} s CPU over {elapsed:.2f} s held")
-        if model in ("thread", "pool", "prefork", "epoll", "uring"):
-            assert exhausted, f"{model}: never ran out of descriptors\n{srv.diagnostics()}"
-        srv.assert_alive("out of descriptors ")
-        assert used < MAX_CPU_SHARE * elapsed, \
-            f"{model}: {used:.2f} s CPU in {elapsed:.2f} s while out of descriptors over TLS: a busy loop"
+        assert_held_without_spinning(srv, model, f"{len(held)} TLS clients", churn_cpu, churn_s)
     finally:
         for c in held:
             c.close()

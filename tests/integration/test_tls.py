@@ -253,6 +253,20 @@ def test_slow_handshake_cut_by_header_timeout(model, servers, certs):
         assert c.read_response("GET").body == A_TXT
 
 
+def _fresh_https_waits(port: int, ctx: ssl.SSLContext, count: int = 5) -> list[float]:
+    """`count` HTTPS requests, each on a new connection (handshake included):
+    their durations in seconds."""
+    waits = []
+    for _ in range(count):
+        t0 = time.monotonic()
+        with tls_conn(port, ctx, timeout=util.scaled(5)) as c:
+            c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
+            assert c.read_response("GET").body == A_TXT
+        waits.append(time.monotonic() - t0)
+        time.sleep(0.2)
+    return waits
+
+
 SLOW_HANDSHAKES = 50
 
 
@@ -283,15 +297,7 @@ def test_slow_handshakes_do_not_delay_a_fresh_client(model, fresh_server, certs)
     t.start()
     try:
         time.sleep(1.0)  # every slow client has begun its handshake
-        ctx = client_context(certs)
-        waits = []
-        for _ in range(5):
-            t0 = time.monotonic()
-            with tls_conn(srv.port, ctx, timeout=util.scaled(5)) as c:
-                c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
-                assert c.read_response("GET").body == A_TXT
-            waits.append(time.monotonic() - t0)
-            time.sleep(0.2)
+        waits = _fresh_https_waits(srv.port, client_context(certs))
         assert not closed, f"{len(closed)} slow handshakes were cut within seconds (header_timeout is 10 s)"
     finally:
         stop.set()
@@ -353,14 +359,7 @@ def test_slow_tls_readers_and_writers_do_not_delay_a_fresh_client(model, fresh_s
         t.start()
         try:
             time.sleep(1.5)  # every reader has response bytes, every writer sent some
-            waits = []
-            for _ in range(5):
-                t0 = time.monotonic()
-                with tls_conn(srv.port, ctx, timeout=util.scaled(5)) as c:
-                    c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
-                    assert c.read_response("GET").body == A_TXT
-                waits.append(time.monotonic() - t0)
-                time.sleep(0.2)
+            waits = _fresh_https_waits(srv.port, ctx)
         finally:
             stop.set()
             t.join(timeout=10)
