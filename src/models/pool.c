@@ -323,8 +323,9 @@ static void pool_wake(struct pool *p, struct pitem *it)
 static void requeue_locked(struct pool *p, struct pitem *it)
 {
 	/* its one-shot registration may still be armed: disarm it, so no later
-	 * event names an item a worker may free meanwhile */
-	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, it->fd, NULL) < 0)
+	 * event names an item a worker may free meanwhile (one never parked, or
+	 * already disarmed, is not in the set) */
+	if (it->armed && epoll_ctl(p->epfd, EPOLL_CTL_DEL, it->fd, NULL) < 0)
 		log_error("pool: epoll_ctl(DEL): %s", strerror(errno));
 	it->armed = false;
 	push_locked(p, it);

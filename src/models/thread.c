@@ -28,6 +28,7 @@
 #include "../log/log.h"
 #include "../server.h"
 #include "../stats/stats.h"
+#include "../tls/context.h"
 #include "blocking.h"
 #include "model.h"
 
@@ -85,6 +86,8 @@ static void *thread_main(void *arg)
 
 	stats_bind_slot(stats_next_id()); /* stats: threads take slots round-robin */
 	blocking_serve(tm->srv, job->fd, (struct sockaddr *)&job->peer, job->len);
+	/* once counted out, the process may leave before this thread has */
+	tls_thread_done();
 	pthread_mutex_lock(&tm->mu);
 	jobs_remove_locked(tm, job);
 	tm->live--;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -255,4 +256,9 @@ bool tls_context_ktls(const struct tls_context *t)
 void *tls_context_ssl_ctx(const struct tls_context *t)
 {
 	return t->ctx;
+}
+
+void tls_thread_done(void)
+{
+	OPENSSL_thread_stop();
 }

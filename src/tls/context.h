@@ -35,6 +35,12 @@ void *tls_context_ssl_ctx(const struct tls_context *t);
  * kernel has none). */
 bool tls_context_ktls(const struct tls_context *t);
 
+/* Frees the calling thread's OpenSSL state (error queue, random
+ * generators) now rather than in OpenSSL's thread-exit handler: a thread
+ * that says it is done before it has exited (thread's live count) may
+ * otherwise still own that state when the process leaves. */
+void tls_thread_done(void);
+
 /* Whether the kernel offers TLS offload ("tls" in tcp_available_ulp). */
 bool tls_kernel_available(void);
 

@@ -551,8 +551,10 @@ bool wire_awaits_request(struct wire *w)
 
 	if (t && (out_pending(t) || t->state == TLS_CLOSING || t->state == TLS_DEAD))
 		return false;
-	if (t && t->state == TLS_HANDSHAKE)
-		return true; /* waiting for the client's next handshake bytes */
+	/* Mid-handshake, the client's next bytes are awaited as a head's are,
+	 * so the core decides: not while draining, when the grace is watched
+	 * by whoever holds the connection (a pool that parked it again would
+	 * only be handed it back at once, round and round for the grace). */
 	return conn_awaits_request(w->core);
 }
 

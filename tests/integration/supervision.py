@@ -118,8 +118,10 @@ class ShortConnLoad:
     """Threads opening one connection per request (Connection: close); each
     attempt is recorded as (monotonic start time, error or None)."""
 
-    def __init__(self, port: int, nthreads: int = 3, max_seconds: float = 30, timeout: float = 5):
+    def __init__(self, port: int, nthreads: int = 3, max_seconds: float = 30, timeout: float = 5,
+                 opener=util.Conn.open):
         self.port = port
+        self.opener = opener  # (port, timeout=) -> util.Conn; e.g. a TLS client
         self.max_seconds = max_seconds
         self.timeout = timeout  # per connection: connect, send, whole response
         self.stop_ev = threading.Event()
@@ -133,7 +135,7 @@ class ShortConnLoad:
             t0 = time.monotonic()
             err = None
             try:
-                with util.Conn.open(self.port, timeout=self.timeout) as c:
+                with self.opener(self.port, timeout=self.timeout) as c:
                     c.send(util.build_request("GET", "/a.txt", {"Connection": "close"}))
                     r = c.read_response()
                 if r.status != 200 or r.body != A_TXT:
@@ -158,9 +160,9 @@ class ShortConnLoad:
 
 
 def run_wrk(port: int, seconds: float, conns: int = 20, threads: int = 1,
-            path: str = "/a.txt") -> subprocess.Popen:
+            path: str = "/a.txt", scheme: str = "http") -> subprocess.Popen:
     return subprocess.Popen([WRK, f"-t{threads}", f"-c{conns}", f"-d{max(1, round(seconds))}s",
-                             "--timeout", "5s", f"http://{util.HOST}:{port}{path}"],
+                             "--timeout", "5s", f"{scheme}://{util.HOST}:{port}{path}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

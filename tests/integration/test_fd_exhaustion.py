@@ -14,6 +14,7 @@ import time
 
 import util
 from conftest import A_TXT
+from test_tls import certs  # noqa: F401  (a fixture: the test CA and server certificate)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NOFILE = 40        # a serving process needs 8-15 at rest (see /proc/PID/fd)
@@ -99,6 +100,29 @@ def served(port: int) -> bool:
         return False
 
 
+def assert_held_without_spinning(srv: util.Server, model: str, who: str, churn_cpu: float,
+                                 churn_s: float) -> None:
+    """With the clients holding what descriptors there are: the limit bit
+    (for models that hold many connections per process), the server is up,
+    and it uses next to no CPU. Prints the closing note's figures."""
+    time.sleep(util.scaled(0.5))
+    log = srv.error_log.read_text(errors="replace")
+    exhausted = "out of file descriptors" in log or "Too many open files" in log
+    pids = instance(srv)
+    before, t0 = cpu_seconds(pids), time.monotonic()
+    time.sleep(MEASURE_S)
+    used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
+    print(f"\n{model}: {who} at RLIMIT_NOFILE={NOFILE} "
+          f"(descriptors ran out: {'yes' if exhausted else 'no'}): {churn_cpu:.2f} s CPU "
+          f"over {churn_s:.2f} s of churn, then {used:.2f} s CPU over {elapsed:.2f} s held")
+    if model in ("thread", "pool", "prefork", "epoll", "uring"):
+        # these hold many connections per process: the limit must bite
+        assert exhausted, f"{model}: never ran out of descriptors\n{srv.diagnostics()}"
+    srv.assert_alive("out of descriptors ")
+    assert used < MAX_CPU_SHARE * elapsed, \
+        f"{model}: {used:.2f} s CPU in {elapsed:.2f} s while out of descriptors: a busy loop"
+
+
 def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
     srv = LimitedServer(model, docroot.path, tmp_path,
                         {"keepalive_timeout": 60, "header_timeout": 60, "max_connections": 1000,
@@ -111,22 +135,7 @@ def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
         # Churn, bounded: requests on held connections (file opens that may
         # take the acceptor's spare number) while new clients keep coming.
         churn_cpu, churn_s = churn(srv, clients, CHURN_S)
-        time.sleep(util.scaled(0.5))
-        log = srv.error_log.read_text(errors="replace")
-        exhausted = "out of file descriptors" in log or "Too many open files" in log
-        pids = instance(srv)
-        before, t0 = cpu_seconds(pids), time.monotonic()
-        time.sleep(MEASURE_S)
-        used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
-        print(f"\n{model}: {len(clients)} clients at RLIMIT_NOFILE={NOFILE} "
-              f"(descriptors ran out: {'yes' if exhausted else 'no'}): {churn_cpu:.2f} s CPU "
-              f"over {churn_s:.2f} s of churn, then {used:.2f} s CPU over {elapsed:.2f} s held")
-        if model in ("thread", "pool", "prefork", "epoll", "uring"):
-            # these hold many connections per process: the limit must bite
-            assert exhausted, f"{model}: never ran out of descriptors\n{srv.diagnostics()}"
-        srv.assert_alive("out of descriptors ")
-        assert used < MAX_CPU_SHARE * elapsed, \
-            f"{model}: {used:.2f} s CPU in {elapsed:.2f} s while out of descriptors: a busy loop"
+        assert_held_without_spinning(srv, model, f"{len(clients)} clients", churn_cpu, churn_s)
     finally:
         for s in clients:
             s.close()
@@ -232,3 +241,65 @@ def test_pipelined_keepalive_while_out_of_descriptors_and_recovery_time(model, d
     assert recovery < util.scaled(2.0), f"{model}: {recovery:.2f} s to serve again"
     srv.assert_alive("out of descriptors ")
     assert srv.stop(timeout=util.scaled(15)) == 0, srv.diagnostics()
+
+
+def test_descriptor_exhaustion_over_tls_no_spin_and_recovery(model, docroot, certs, tmp_path):
+    """The same over HTTPS: clients that sent a ClientHello (the server has
+    answered and holds a TLS session for each) and keep-alive clients that
+    finished their handshake use up the descriptors while new handshakes keep
+    arriving. Nothing spins; once they leave, a new HTTPS client is served."""
+    from test_tls import _client_hello, client_context, tls_conn, tls_settings
+
+    srv = LimitedServer(model, docroot.path, tmp_path,
+                        tls_settings(certs, keepalive_timeout=60, header_timeout=60, max_connections=1000,
+                                     drain_timeout=int(util.scaled(2))))
+    srv.start()
+    ctx = client_context(certs)
+
+    def served_tls() -> bool:
+        try:
+            with tls_conn(srv.port, ctx, timeout=2) as c:
+                c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
+                return c.read_response("GET").body == A_TXT
+        except (OSError, AssertionError):
+            return False
+
+    hello = _client_hello(certs)
+    held: list = []
+    try:
+        assert served_tls()
+        for _ in range(10):  # finished handshakes, answered, then idle
+            try:
+                c = tls_conn(srv.port, ctx, timeout=2)
+                held.append(c)
+                c.send(util.build_request("GET", "/a.txt"))
+                c.read_response("GET")
+            except (OSError, AssertionError, TimeoutError):
+                break
+        for _ in range(CLIENTS):  # handshakes left half-way
+            try:
+                s = socket.create_connection((util.HOST, srv.port), timeout=2)
+                held.append(s)
+                s.sendall(hello)
+            except OSError:
+                break
+        pids = instance(srv)
+        before, t0 = cpu_seconds(pids), time.monotonic()
+        rounds = 0
+        while time.monotonic() - t0 < CHURN_S and rounds < 2000:  # new handshakes keep coming
+            try:
+                with socket.create_connection((util.HOST, srv.port), timeout=0.2) as s:
+                    s.sendall(hello)
+            except OSError:
+                pass
+            rounds += 1
+            time.sleep(0.002)
+        churn_cpu, churn_s = cpu_seconds(pids) - before, time.monotonic() - t0
+        assert_held_without_spinning(srv, model, f"{len(held)} TLS clients", churn_cpu, churn_s)
+    finally:
+        for c in held:
+            c.close()
+    assert util.wait_for(served_tls, util.scaled(10), interval=0.2), \
+        f"{model}: not serving HTTPS again after the clients left\n{srv.diagnostics()}"
+    rc = srv.stop(timeout=util.scaled(15))
+    assert rc == 0, srv.diagnostics()

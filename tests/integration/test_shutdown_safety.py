@@ -9,6 +9,7 @@ import time
 import pytest
 
 import util
+from test_tls import certs  # noqa: F401  (a fixture: the test CA and server certificate)
 from conftest import HUGE_SIZE
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -129,3 +130,34 @@ def test_drain_timeout_with_busy_connection_threads_exits_cleanly(model, fresh_s
     assert "killed by signal" not in err and "exited with status 0" in err, err[-3000:]
     assert rc == 0, srv.diagnostics()
     assert took < util.scaled(8), f"{took:.1f} s to stop with drain_timeout = 1 s"
+
+
+@pytest.mark.concurrent
+def test_drain_with_a_handshake_in_progress_costs_no_cpu(fresh_server, certs):
+    """A TLS client half-way through its handshake when the stop comes (a
+    slow ClientHello) gets the drain grace of an idle connection (1 s), then
+    is closed; meanwhile nothing spins. pool handed such a connection back to
+    its queue again and again for that second (a worker at 100% CPU and an
+    "epoll_ctl(DEL)" error line per turn, thousands of them)."""
+    from test_tls import _client_hello, tls_settings
+
+    srv = fresh_server(**tls_settings(certs, header_timeout="10s", drain_timeout=5))
+    hello = _client_hello(certs)
+    with util.Conn.open(srv.port, timeout=util.scaled(10)) as c:
+        c.send(hello[:40])
+        time.sleep(0.3)  # the server holds the connection mid-handshake
+        pids = instance_pids(srv)
+        srv.signal(signal.SIGTERM)
+        time.sleep(0.1)  # the stop has reached every process
+        before, t0 = cpu_seconds(pids), time.monotonic()
+        time.sleep(0.6)  # within the drain grace (1 s from the stop)
+        used, elapsed = cpu_seconds(pids) - before, time.monotonic() - t0
+        alive = srv.alive()
+        print(f"{srv.model}: {used:.2f} s CPU over {elapsed:.2f} s of drain with a handshake in progress")
+    rc = srv.proc.wait(util.scaled(15))
+    assert rc == 0, srv.diagnostics()
+    errors = [ln for ln in srv.error_log.read_text(errors="replace").splitlines() if "[error]" in ln]
+    assert not errors, f"{len(errors)} error lines while draining, e.g. {errors[:3]}"
+    if alive:  # else the processes' CPU is gone with them
+        assert used < 0.2 * elapsed, \
+            f"{used:.2f} s of CPU in {elapsed:.2f} s of a drain waiting for a handshake: a busy loop"

@@ -146,6 +146,9 @@ def _campaign(srv: util.Server, writers: int, readers: int):
         times = _fresh_requests(srv, 5, ROUND_SECONDS / 2)
         assert crowd.thread.is_alive(), "the slow clients stopped before the fresh requests ended"
     slowest = max(times)
+    # the closing note's figure (pytest -s)
+    print(f"\n{srv.model}: fresh request beside {writers} slow writers and {readers} slow readers: "
+          f"slowest {slowest * 1000:.0f} ms, median {sorted(times)[len(times) // 2] * 1000:.0f} ms")
     assert slowest < bound, (
         f"a fresh request took {slowest:.2f} s (all: {', '.join(f'{t:.2f}' for t in times)}) beside "
         f"{writers} slow writers and {readers} slow readers; bound {bound:.1f} s")

@@ -13,6 +13,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -250,6 +251,147 @@ def test_slow_handshake_cut_by_header_timeout(model, servers, certs):
     with tls_conn(srv.port, client_context(certs)) as c:
         c.send(util.build_request("GET", "/a.txt"))
         assert c.read_response("GET").body == A_TXT
+
+
+def _fresh_https_waits(port: int, ctx: ssl.SSLContext, count: int = 5) -> list[float]:
+    """`count` HTTPS requests, each on a new connection (handshake included):
+    their durations in seconds."""
+    waits = []
+    for _ in range(count):
+        t0 = time.monotonic()
+        with tls_conn(port, ctx, timeout=util.scaled(5)) as c:
+            c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
+            assert c.read_response("GET").body == A_TXT
+        waits.append(time.monotonic() - t0)
+        time.sleep(0.2)
+    return waits
+
+
+SLOW_HANDSHAKES = 50
+
+
+@pytest.mark.concurrent
+def test_slow_handshakes_do_not_delay_a_fresh_client(model, fresh_server, certs):
+    """50 clients trickling a ClientHello a byte at a time (TLS's slowloris)
+    beside a fresh HTTPS client: with default threads the fresh one is
+    answered within 1 s. A worker may hold a connection only while it has
+    bytes to process, in the handshake as in the request head (issue 9.14)."""
+    srv = fresh_server(**tls_settings(certs))
+    hello = _client_hello(certs)
+    crowd = [util.Conn.open(srv.port, timeout=util.scaled(5)) for _ in range(SLOW_HANDSHAKES)]
+    stop = threading.Event()
+    closed = []
+
+    def trickle():  # one byte per client per 0.3 s, bounded by the ClientHello and by stop
+        for i in range(len(hello) - 1):  # never the last byte: the handshake never completes
+            for c in crowd:
+                if c in closed:
+                    continue
+                try:
+                    c.send(hello[i:i + 1])
+                except OSError:
+                    closed.append(c)
+            if stop.wait(0.3):
+                return
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    try:
+        time.sleep(1.0)  # every slow client has begun its handshake
+        waits = _fresh_https_waits(srv.port, client_context(certs))
+        assert not closed, f"{len(closed)} slow handshakes were cut within seconds (header_timeout is 10 s)"
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        for c in crowd:
+            c.close()
+    assert max(waits) < util.scaled(1.0), \
+        f"a fresh HTTPS request beside {SLOW_HANDSHAKES} slow handshakes took {max(waits):.2f}s: {waits}"
+
+
+SLOW_TLS_CLIENTS = 40  # of each kind: more than pool's and prefork's default threads
+
+
+@pytest.mark.concurrent
+def test_slow_tls_readers_and_writers_do_not_delay_a_fresh_client(model, fresh_server, certs):
+    """After the handshake: slow readers (a 5 MiB download read one TLS record
+    per half second through a small receive buffer, so the server's writes
+    block mid-record) and slow writers (a request head sent a byte per record
+    per half second). A fresh HTTPS client is answered within 1 s: the
+    worker is given back whenever TLS must wait for the socket, either way."""
+    srv = fresh_server(**tls_settings(certs))
+    ctx = client_context(certs)
+    readers, writers = [], []
+    head = util.build_request("GET", "/a.txt")
+    try:
+        for _ in range(SLOW_TLS_CLIENTS):
+            raw = socket.create_connection((HOST, srv.port), timeout=util.scaled(5))
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c = ctx.wrap_socket(raw, server_hostname="localhost")
+            c.sendall(util.build_request("GET", "/big.bin"))
+            c.setblocking(False)
+            readers.append(c)
+            w = tls_conn(srv.port, ctx, timeout=util.scaled(5))
+            w.sock.setblocking(False)
+            writers.append(w.sock)
+        stop = threading.Event()
+        got = [0] * len(readers)
+        dropped = []
+
+        def trickle():  # bounded: the head's length in rounds, or stop
+            for i in range(len(head) - 1):  # never the last byte
+                for k, r in enumerate(readers):
+                    try:
+                        got[k] += len(r.recv(16384))
+                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                        pass
+                    except OSError:
+                        dropped.append(r)
+                for w in writers:
+                    try:
+                        w.send(head[i:i + 1])
+                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                        pass
+                    except OSError:
+                        dropped.append(w)
+                if stop.wait(0.5):
+                    return
+        t = threading.Thread(target=trickle, daemon=True)
+        t.start()
+        try:
+            time.sleep(1.5)  # every reader has response bytes, every writer sent some
+            waits = _fresh_https_waits(srv.port, ctx)
+        finally:
+            stop.set()
+            t.join(timeout=10)
+        assert not dropped, f"{len(dropped)} slow TLS clients were dropped before header_timeout"
+        assert all(got) and max(got) < BIG_SIZE, f"the slow readers' downloads: {got}"
+    finally:
+        for c in readers + writers:
+            c.close()
+    assert max(waits) < util.scaled(1.0), \
+        f"a fresh HTTPS request beside slow TLS readers and writers took {max(waits):.2f}s: {waits}"
+
+
+def test_expect_100_continue_over_tls(model, tls_server, certs):
+    """Expect: 100-continue over TLS: the 100 arrives before the body is sent,
+    and a request that will be refused gets its final status at once (RFC
+    9110 10.1.1, issue 9.12), as over plain TCP."""
+    ctx = client_context(certs)
+    with tls_conn(tls_server.port, ctx) as c:
+        c.send(util.build_request("GET", "/a.txt", [("Content-Length", "5"), ("Expect", "100-continue")]))
+        interim = c.read_response(timeout=util.scaled(3))
+        assert interim.status == 100, interim
+        c.send(b"hello" + util.build_request("GET", "/a.txt"))
+        assert c.read_response("GET").body == A_TXT
+        assert c.read_response("GET").body == A_TXT
+    with tls_conn(tls_server.port, ctx) as c:
+        c.send(util.build_request("DELETE", "/a.txt", [("Content-Length", "5"), ("Expect", "100-continue")]))
+        r = c.read_response(timeout=util.scaled(3))
+        assert r.status == 405 and r.header("Connection") == "close", r
+    with tls_conn(tls_server.port, ctx) as c:
+        c.send(util.build_request("GET", "/a.txt", [("Content-Length", "5"), ("Expect", "fast-please")]))
+        r = c.read_response(timeout=util.scaled(3))
+        assert r.status == 417, r
 
 
 def _resumed_count(port: int, ctx: ssl.SSLContext, n: int) -> tuple[int, int]:
