@@ -119,7 +119,9 @@ bool acceptor_pause_over(struct acceptor *a);
 void acceptor_wait(const struct acceptor *a, int wake_fd);
 /* Socket options set on a listener for every connection accepted from it to
  * inherit: TCP_NODELAY, so a response is never held back waiting for the
- * peer's delayed ACK (issue 10). The acceptor_init functions apply it. */
+ * peer's delayed ACK (issue 10); and TCP_DEFER_ACCEPT for the listener
+ * itself. listen_open() and listen_open_addr() apply it as they open a TCP
+ * listener, the acceptor_init functions again (inherited listeners). */
 void listen_tune_listener(int fd);
 
 #endif

@@ -2,8 +2,9 @@
  * (the seeds' reactor). Each loop has its own SO_REUSEPORT listener (plus a
  * share of any surplus ones), or all share one with EPOLLEXCLUSIVE
  * (reuseport = off). A socket is registered
- * once for both directions; the loop remembers which direction has readiness
- * left, so no epoll_ctl is needed per request.
+ * once for both directions, when it first has to wait (most of those a
+ * connection-per-request client opens never do); the loop remembers which
+ * direction has readiness left, so no epoll_ctl is needed per request.
  *
  * Fairness: a connection gets at most EPOLL_BUDGET system calls per turn. One
  * with readiness left after that (a client flooding bytes, or pipelining
@@ -40,6 +41,7 @@ struct econn {
 	bool can_read, can_write;
 	bool queued;           /* on the loop's ready list */
 	bool busy;             /* did I/O since the last deadline scan */
+	bool registered;       /* in the epoll set (only once it first had to wait) */
 	struct econn *prev, *next;
 	struct econn *ready_next;
 };
@@ -93,7 +95,7 @@ static void econn_close(struct loop *lp, struct econn *e)
 {
 	if (e->queued)
 		ready_remove(lp, e);
-	close(e->fd); /* also removes it from the epoll set */
+	close(e->fd); /* also removes it from the epoll set, if it was in it */
 	wire_free(e->c);
 	if (e->prev)
 		e->prev->next = e->next;
@@ -104,6 +106,24 @@ static void econn_close(struct loop *lp, struct econn *e)
 	free(e);
 	lp->nconns--;
 	slots_give(lp->slots);
+}
+
+/* Adds a connection to the epoll set when it first has to wait. Most
+ * connections of a connection-per-request client never do (the listener
+ * defers the accept until the request is there, the answer fits the socket
+ * buffer, then close): for them the epoll_ctl, and the removal from the set
+ * in close(), are saved.
+ * Registering after EAGAIN loses no edge: EPOLL_CTL_ADD reports readiness
+ * that is already there. */
+static bool econn_register(struct loop *lp, struct econn *e)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = e };
+	if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, e->fd, &ev) < 0) {
+		log_error("epoll_ctl: %m");
+		return false;
+	}
+	e->registered = true;
+	return true;
 }
 
 /* Runs the connection until it waits for readiness it does not have, or
@@ -118,8 +138,11 @@ static void econn_run(struct loop *lp, struct econn *e)
 			return;
 		}
 		bool *ready = want == CONN_WANT_WRITE ? &e->can_write : &e->can_read;
-		if (!*ready && want != CONN_WANT_SHUTDOWN)
+		if (!*ready && want != CONN_WANT_SHUTDOWN) {
+			if (!e->registered && !econn_register(lp, e))
+				econn_close(lp, e);
 			return;
+		}
 		if (steps == EPOLL_BUDGET) {
 			ready_push(lp, e);
 			return;
@@ -159,17 +182,8 @@ static void loop_accept_upto(struct loop *lp, int max)
 			return;
 		}
 		e->fd = fd;
-		e->can_read = true; /* the request often arrives with the handshake */
+		e->can_read = true; /* the listener defers accepting until bytes come */
 		e->can_write = true;
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = e };
-		if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			log_error("epoll_ctl: %m");
-			wire_free(e->c);
-			free(e);
-			close(fd);
-			slots_give(lp->slots);
-			continue;
-		}
 		e->next = lp->conns;
 		if (lp->conns)
 			lp->conns->prev = e;

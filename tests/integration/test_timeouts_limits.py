@@ -56,12 +56,15 @@ def test_header_deadline_for_trickled_request_line(quick):
 
 
 def test_silent_new_connection_closed(quick):
+    # The listener defers the accept (TCP_DEFER_ACCEPT) until bytes come or,
+    # for a silent client, the kernel's SYN-ACK retransmission about 1 s
+    # later; header_timeout (1 s) runs from the accept.
     with quick.connect() as c:
         t0 = time.monotonic()
-        assert c.readable_within(util.scaled(3)), "a connection that sent nothing was kept for 3 s"
+        assert c.readable_within(util.scaled(4)), "a connection that sent nothing was kept for 4 s"
         elapsed = time.monotonic() - t0
         data = c.read_all(timeout=2)
-    assert 0.8 <= elapsed <= util.scaled(2.5), elapsed
+    assert 0.8 <= elapsed <= util.scaled(3.5), elapsed
     # No byte of a request came, so there is nothing to answer: a silent close
     # (conn_timeout; nginx does the same), where a started head gets its 408.
     assert data == b"", f"a connection that sent nothing got an answer: {data[:100]!r}"
