@@ -126,7 +126,7 @@ tsan-test: tsan
 	clang $(CSTD) $(TSAN_CFLAGS) -pthread -o build/tsan/cache_stress tests/tsan/cache_stress.c \
 	  src/fs/cache.c src/http/date.c src/http/response.c src/http/parse.c
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
-	$(call suite,tsan,not campaign,-x -k "$(TSAN_MODELS)",TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
+	$(call suite,tsan,not campaign and not not_under_tsan,-x -k "$(TSAN_MODELS)",TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
 	  SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan)
 
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)

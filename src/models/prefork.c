@@ -119,13 +119,17 @@ static int reap(struct worker *ws, int n, bool stopping)
 	return live;
 }
 
-static void wait_events(const struct server *srv, int timeout_ms)
+/* watch_stop: the serving loop waits for the stop eventfd too; the drain
+ * must not (it stays readable once stopping, and the drain would spin).
+ * Deciding it from server_stopping() here instead lost a stop that came
+ * between the loop's check and this poll: no wake-up, workers never told. */
+static void wait_events(const struct server *srv, bool watch_stop, int timeout_ms)
 {
 	struct pollfd pfd[2] = {
 		{ .fd = sig_fd, .events = POLLIN },
-		{ .fd = srv->wake_fd, .events = POLLIN },
+		{ .fd = watch_stop ? srv->wake_fd : -1, .events = POLLIN }, /* poll() skips fd -1 */
 	};
-	int n = poll(pfd, server_stopping() ? 1 : 2, timeout_ms);
+	int n = poll(pfd, 2, timeout_ms);
 	if (n < 0 && errno != EINTR)
 		log_error("prefork: poll: %s", strerror(errno));
 }
@@ -142,7 +146,7 @@ static void drain_workers(const struct server *srv, struct worker *ws, int n)
 		if (left <= 0)
 			break;
 		/* a stop may still come while retiring: look again now and then */
-		wait_events(srv, told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left);
+		wait_events(srv, false, told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left);
 		if (told_retire && !server_retiring()) {
 			signal_all(ws, n, SIGTERM); /* the workers' checks turn 503 too */
 			told_retire = false;
@@ -203,7 +207,7 @@ static int prefork_run(struct server *srv)
 			if (ws[i].pid == 0 && (next < 0 || ws[i].restart_at < next))
 				next = ws[i].restart_at;
 		}
-		wait_events(srv, next < 0 ? -1 : (int)(next > now ? next - now : 0));
+		wait_events(srv, true, next < 0 ? -1 : (int)(next > now ? next - now : 0));
 	}
 	drain_workers(srv, ws, n);
 	child_signals_close();

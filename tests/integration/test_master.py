@@ -679,6 +679,7 @@ def test_reloads_on_a_shared_listener_leave_no_connection_unanswered(model, inst
     _reloads_leave_no_connection_unanswered(instances(model, root=docroot.path, workers=2, reuseport="off"))
 
 
+@pytest.mark.not_under_tsan  # see the marker's reason in conftest.py
 def test_sighup_then_sigterm_exits_promptly(model, docroot, tmp_path):
     """SIGHUP then SIGTERM back to back: the SIGTERM reaches the serving
     process the reload just forked while it is starting; it must not be
