@@ -108,6 +108,15 @@ RESTART_RE = re.compile(r"killed by signal|restarting it|exited with status [1-9
 SANITIZER_RE = re.compile(r"ERROR: (Address|Leak|Memory)Sanitizer|WARNING: ThreadSanitizer|"
                           r"runtime error:|SUMMARY: \w+Sanitizer")
 SANITIZER_LOG_PREFIX = "sanitizer"
+# LeakSanitizer's tracer, checking a process at exit, prints this alone when
+# the process is SIGKILLed under it (a fork child ended by the drain timeout
+# while it was already exiting): the check was cut short, nothing was found.
+LSAN_TRACER_LOST_RE = re.compile(r"^==\d+==Unable to get registers from thread \d+\.?\s*$")
+
+
+def report_findings(text: str) -> str:
+    """A sanitizer log's text without the lines that report no finding."""
+    return "\n".join(ln for ln in text.splitlines() if not LSAN_TRACER_LOST_RE.match(ln))
 SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")
 
 # Every Server started, until its final check (see Server.problems()).
@@ -141,7 +150,7 @@ def stray_reports() -> list[str]:
             f.seek(done)
             data = f.read()
         _stray_scanned[str(p)] = done + len(data)
-        if data.strip():
+        if report_findings(data.decode(errors="replace")).strip():
             out.append(f"sanitizer report in {p} (a spindle started outside util.Server):\n"
                        f"{data.decode(errors='replace')[:6000]}")
     return out
@@ -322,7 +331,7 @@ class Server:
         reports = sorted(self.workdir.glob(f"{SANITIZER_LOG_PREFIX}-*"))
         for p in reports:
             txt = self._new_text(p)
-            if txt.strip():
+            if report_findings(txt).strip():
                 out.append(f"sanitizer report in {p}:\n{txt[:6000]}")
         for p in (self.workdir / "stderr.txt", self.error_log):
             txt = self._new_text(p)
