@@ -22,9 +22,9 @@ from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, VEGETA, loadavg
 from .manifest import manifest
 
 # What the estimate charges, calibrated on the default runs of 2026-11-22
-# (seeds and openloop: 13.2 min, docs/bench/manifest.json; peers and tls: 11.9
-# min, docs/bench/partial), which this model puts at 25.7 min against 25.1
-# measured: a time-based cell ran 3.04-3.37 s for 3 s asked (ab and wrk stop
+# (seeds and openloop: 13.2 min, published then; peers and tls: 11.9 min,
+# docs/bench/partial), which this model puts at 25.7 min against 25.1
+# measured (the whole default run published since: 17.0 min against 18.0): a time-based cell ran 3.04-3.37 s for 3 s asked (ab and wrk stop
 # a little after their -t/-d), plus up to ~0.4 s of our bookkeeping (/proc
 # scans, totals) on a loaded machine; a warm-up cost its duration plus vegeta's
 # start-up; a server start with its curl pre-check 0.03-0.06 s, its stop 0.02 s.
