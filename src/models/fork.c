@@ -51,15 +51,12 @@ static void children_remove(struct children *ch, pid_t pid)
 	}
 }
 
-/* A SIGTERM passes on how this process stops: a reload's retirement stays
- * one, so a child's health check keeps answering 200. */
+/* child_kill: a SIGTERM passes a retirement on as one */
 static void signal_all(const struct children *ch, int sig)
 {
-	for (int i = 0; i < ch->n; i++) {
-		int rc = sig == SIGTERM ? server_send_stop(ch->pids[i], server_retiring()) : kill(ch->pids[i], sig);
-		if (rc < 0 && errno != ESRCH)
+	for (int i = 0; i < ch->n; i++)
+		if (child_kill(ch->pids[i], sig) < 0 && errno != ESRCH)
 			log_warn("fork: kill %d: %s", (int)ch->pids[i], strerror(errno));
-	}
 }
 
 /* Empties the self-pipe and reaps every child that has exited; passes a
@@ -128,7 +125,7 @@ static void drain_children(const struct server *srv, struct children *ch)
 		/* not the stop eventfd: it stays readable once stopping, and
 		 * watching it here made the whole drain a busy loop; so a stop
 		 * that may still come while retiring is looked for now and then */
-		wait_events(srv, -1, false, told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left);
+		wait_events(srv, -1, false, child_drain_wait_ms(told_retire, left));
 		if (told_retire && !server_retiring()) {
 			signal_all(ch, SIGTERM); /* the children's checks turn 503 too */
 			told_retire = false;

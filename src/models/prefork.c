@@ -70,15 +70,13 @@ static int find(const struct worker *ws, int n, pid_t pid)
 	return -1;
 }
 
-/* A SIGTERM passes on how this process stops: a reload's retirement stays
- * one, so the workers' health checks keep answering 200. */
+/* child_kill: a SIGTERM passes a retirement on as one */
 static void signal_all(const struct worker *ws, int n, int sig)
 {
 	for (int i = 0; i < n; i++) {
 		if (ws[i].pid <= 0)
 			continue;
-		int rc = sig == SIGTERM ? server_send_stop(ws[i].pid, server_retiring()) : kill(ws[i].pid, sig);
-		if (rc < 0 && errno != ESRCH)
+		if (child_kill(ws[i].pid, sig) < 0 && errno != ESRCH)
 			log_warn("prefork: kill %d: %s", (int)ws[i].pid, strerror(errno));
 	}
 }
@@ -146,7 +144,7 @@ static void drain_workers(const struct server *srv, struct worker *ws, int n)
 		if (left <= 0)
 			break;
 		/* a stop may still come while retiring: look again now and then */
-		wait_events(srv, false, told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left);
+		wait_events(srv, false, child_drain_wait_ms(told_retire, left));
 		if (told_retire && !server_retiring()) {
 			signal_all(ws, n, SIGTERM); /* the workers' checks turn 503 too */
 			told_retire = false;
