@@ -33,7 +33,9 @@ static enum io_result do_write(struct wire *c, int fd)
 		return IO_PROGRESS;
 	}
 	do {
-		if (out.iovcnt > 0) {
+		if (out.iovcnt == 1) { /* send() skips sendmsg's copy of the msghdr and iovec */
+			n = send(fd, out.iov[0].iov_base, out.iov[0].iov_len, MSG_NOSIGNAL | (out.more ? MSG_MORE : 0));
+		} else if (out.iovcnt > 0) {
 			struct msghdr msg = { .msg_iov = out.iov, .msg_iovlen = (size_t)out.iovcnt };
 			n = sendmsg(fd, &msg, MSG_NOSIGNAL | (out.more ? MSG_MORE : 0));
 		} else {
