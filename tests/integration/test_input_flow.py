@@ -8,8 +8,6 @@ Every load here is bounded in clients, bytes and seconds, and stops by itself.
 """
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 
@@ -17,8 +15,6 @@ import pytest
 
 import util
 from conftest import A_TXT, BIG_SIZE
-
-pytestmark = pytest.mark.concurrent  # iterative: one connection at a time, by design
 
 FLOOD_SECONDS = 3.0       # the most the flooder writes without reading
 SMALL_REQUESTS = 1500     # pipelined behind the big one
@@ -31,6 +27,7 @@ def small_request(i: int) -> bytes:
     return util.build_request("GET", f"/a.txt?i={i}", [("X-Pad", PAD.decode())])
 
 
+@pytest.mark.concurrent  # iterative: one connection at a time, by design
 def test_flooding_pipeliner_beside_fresh_clients(fresh_server, docroot):
     """A client asks for a 5 MB file, then pipelines 1500 small requests
     (~1 KB each) without reading a byte: its first response blocks the
@@ -93,6 +90,7 @@ def test_flooding_pipeliner_beside_fresh_clients(fresh_server, docroot):
     srv.assert_alive("after the flood ")
 
 
+@pytest.mark.concurrent
 def test_many_clients_at_once_with_a_tiny_receive_ring(fresh_server, monkeypatch):
     """uring with a 2-buffer receive ring (a test-only knob; other models
     ignore it): 40 clients each send 3 pipelined requests with 5 KB heads
