@@ -9,8 +9,10 @@
  * submit next. All SQEs prepared in an iteration go to the kernel in one
  * io_uring_enter, which also waits.
  *
- * Receiving: one multishot recv per connection, armed when the core first
- * wants to read and left armed across its responses, takes the client's
+ * Receiving: one multishot recv per connection, armed when the core wants
+ * to read after its first response and left armed across the next ones (a
+ * first request is read single-shot: a connection that closes after one
+ * response would pay a cancel to end the multishot), takes the client's
  * bytes into buffers from the loop's provided-buffer ring: no SQE per
  * request, no failed first attempt, no poll re-armed per request. Its bytes
  * go to a per-connection stash, are copied into wire_input_space() while the
@@ -117,6 +119,7 @@ struct uconn {
 	enum upending pending;
 	bool cancel_sent;
 	bool answered;         /* the last operation sent bytes: the client has yet to send more */
+	bool kept_alive;       /* answered once and reading again: worth a multishot receive */
 	/* The multishot receive (user_data: our address | 1), beside `op`. */
 	bool mrecv;            /* in flight */
 	bool mrecv_cancel_sent;
@@ -299,12 +302,16 @@ static bool uconn_feed(struct loop *lp, struct uconn *u)
 	return true;
 }
 
-/* Prepares the read the core wants: a multishot receive into the loop's
- * buffer ring, which stays armed across the responses; or, without a ring or
- * right after it ran dry, one recv into the core's own input space. */
+/* Prepares the read the core wants: on a kept-alive connection, a multishot
+ * receive into the loop's buffer ring, which stays armed across the
+ * responses; else one recv into the core's own input space: for a first
+ * request (a connection that closes after one response would pay a cancel
+ * to end the multishot), without a ring, or right after it ran dry. */
 static void uconn_prep_read(struct loop *lp, struct uconn *u, struct io_uring_sqe *sqe)
 {
-	if (lp->br && !u->mrecv_dry) {
+	if (u->answered)
+		u->kept_alive = true;
+	if (lp->br && u->kept_alive && !u->mrecv_dry) {
 		io_uring_prep_recv_multishot(sqe, u->fd, NULL, 0, 0);
 		sqe->flags |= IOSQE_BUFFER_SELECT;
 		sqe->buf_group = URING_BUF_GROUP;
