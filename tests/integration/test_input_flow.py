@@ -135,3 +135,18 @@ def test_flooder_of_garbage_after_a_response_is_closed(fresh_server):
         resp = c.read_response()
         assert resp.status in (400, 414, 431), resp
     assert srv.get("/a.txt").body == A_TXT
+
+
+def test_kept_alive_connection_closes_when_asked(fresh_server):
+    """A connection served a few requests (uring: reading by multishot, its
+    socket in the ring's file table) and then asked to close is closed at
+    once: its response, then EOF, and the server serves on."""
+    srv = fresh_server()
+    with srv.connect() as c:
+        for i in range(3):
+            c.send(util.build_request("GET", f"/a.txt?i={i}"))
+            assert c.read_response().body == A_TXT
+        c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
+        assert c.read_response().body == A_TXT
+        assert c.wait_closed(util.scaled(2)), "still open 2 s after answering Connection: close"
+    assert srv.get("/a.txt").body == A_TXT
