@@ -3,9 +3,11 @@
  * a loop that also owns surplus listeners left by a reload polls their set).
  *
  * Each connection has at most two operations in flight: the one the core
- * wants (a sendmsg of wire_output()'s iovecs, a poll for room to send a file
- * range, a shutdown, or a single-shot recv into wire_input_space()), and a
- * multishot receive. Completions feed the core, which then says what to
+ * wants (a send of wire_output()'s memory, IORING_OP_SEND for one iovec and
+ * SENDMSG for more; a poll for room to send a file range; a shutdown; or a
+ * single-shot recv into wire_input_space()), and a multishot receive. A read
+ * that follows our answer asks for IORING_RECVSEND_POLL_FIRST: the client
+ * has rarely sent its next request yet. Completions feed the core, which then says what to
  * submit next. All SQEs prepared in an iteration go to the kernel in one
  * io_uring_enter, which also waits.
  *
