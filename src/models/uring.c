@@ -2,14 +2,48 @@
  * and one ring each, with its own SO_REUSEPORT listener (or all sharing one;
  * a loop that also owns surplus listeners left by a reload polls their set).
  *
- * Each connection has at most one operation in flight, exactly the one the
- * core wants: recv into wire_input_space(), sendmsg of wire_output()'s iovecs,
- * a poll for room to send a file range, shutdown. Completions feed the
- * core, which then says what to submit next. All SQEs prepared in an
- * iteration go to the kernel in one io_uring_enter, which also waits. So a
- * connection gets one operation per turn of the loop: a client flooding bytes
- * or pipelining requests as fast as it reads cannot keep the loop to itself
- * (epoll.c needs an explicit budget for that; here it comes with the design).
+ * Each connection has at most two operations in flight: the one the core
+ * wants (a send of wire_output()'s memory, IORING_OP_SEND for one iovec and
+ * SENDMSG for more; a poll for room to send a file range; a shutdown; or a
+ * single-shot recv into wire_input_space()), and a multishot receive. A read
+ * that follows our answer asks for IORING_RECVSEND_POLL_FIRST: the client
+ * has rarely sent its next request yet. Completions feed the core, which then says what to
+ * submit next. All SQEs prepared in an iteration go to the kernel in one
+ * io_uring_enter, which also waits.
+ *
+ * Receiving: one multishot recv per connection, armed when the core wants
+ * to read after its first response and left armed across the next ones (a
+ * first request is read single-shot: a connection that closes after one
+ * response would pay a cancel to end the multishot), takes the client's
+ * bytes into buffers from the loop's provided-buffer ring: no SQE per
+ * request, no failed first attempt, no poll re-armed per request. Its bytes
+ * go to a per-connection stash, are copied into wire_input_space() while the
+ * core wants READ, and each buffer goes back to the ring as soon as it is
+ * copied. Flow control: when bytes wait in the stash while the core is busy
+ * with something else (a client pipelining, or flooding while we send a large
+ * file), the multishot receive is cancelled; what we hold is what had
+ * arrived by then, at most the ring's worth for the whole loop, and the rest
+ * waits in the kernel. The core's next read takes the stash, then arms a new
+ * one. A ring that runs dry (-ENOBUFS ends a multishot receive) is not
+ * retried at once: that connection's next read is a single-shot recv into
+ * its own input buffer, the one after tries the ring again. Without a ring
+ * (a kernel before 5.19) every read is single-shot. TLS connections use the
+ * same path: the ciphertext is copied into the TLS wire's input space, as a
+ * recv would put it there.
+ *
+ * A kept-alive connection's socket is also put in the ring's sparse file
+ * table (an IORING_OP_FILES_UPDATE submitted before its multishot receive),
+ * so its operations skip the file lookup and reference count each time
+ * (fget/fput: 1.4% of the keep-alive profile). The table holds a reference
+ * of its own: the socket closes when the entry's removal, submitted by
+ * uconn_close() beside its close(), runs. A connection that closes after one
+ * response never gets an entry.
+ *
+ * Fairness: the core takes input only when it wants READ, and a connection
+ * gets one core operation per turn of the loop; a multishot receive posts a
+ * bounded number of completions per wake-up, and a busy core stops it. So a
+ * client flooding bytes or pipelining requests as fast as it reads cannot
+ * keep the loop to itself (epoll.c needs an explicit budget for that).
  *
  * File ranges go out with sendfile() called by the loop itself, on the
  * socket made non-blocking, one chunk per turn; a poll for POLLOUT through the
@@ -25,8 +59,9 @@
  *
  * The kernel holds pointers into a connection (its input buffer, iovecs, file
  * buffer) while an operation is in flight, so a connection is freed, timed
- * out or force-closed only from its operation's completion: a deadline that
- * expires under an operation cancels it and acts when the CQE arrives. */
+ * out or force-closed only once none of its operations is in flight: a
+ * deadline that expires, or a drain that ends, cancels them all and acts when
+ * the last one's final CQE arrives. */
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
@@ -34,6 +69,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -51,6 +87,15 @@
 #define URING_SCAN_MS 200            /* how often deadlines are checked */
 #define URING_SQ_ENTRIES 1024
 #define URING_CANCEL_GRACE_MS 2000   /* after the drain deadline, for cancels to land */
+
+/* The provided-buffer ring of a loop's multishot receives (see the top):
+ * URING_BUFS buffers of URING_BUF_SIZE bytes, 1 MiB per loop. A request head
+ * fits one buffer; a bigger one spans several, copied out in order.
+ * SPINDLE_URING_BUFS (a power of two) makes it smaller, for tests only. */
+#define URING_BUF_SIZE 2048
+#define URING_BUFS 512
+#define URING_BUF_GROUP 0
+#define URING_NO_BUF UINT16_MAX /* an empty stash */
 
 /* max_connections is shared by the loops (slots.h). An accept in flight
  * cannot hold a slot while it waits (an idle loop would starve a busy one),
@@ -81,9 +126,23 @@ enum upending { PEND_NONE, PEND_TIMEOUT, PEND_CLOSE };
 struct uconn {
 	struct wire *c;
 	int fd;
+	int fixed;             /* its index in the ring's file table, or -1 */
 	enum uop op;           /* in flight, or OP_NONE */
 	enum upending pending;
 	bool cancel_sent;
+	bool answered;         /* the last operation sent bytes: the client has yet to send more */
+	bool kept_alive;       /* answered once and reading again: worth a multishot receive */
+	/* The multishot receive (user_data: our address | 1), beside `op`. */
+	bool mrecv;            /* in flight */
+	bool mrecv_cancel_sent;
+	bool mrecv_dry;        /* it ended on an empty buffer ring: read the next bytes single-shot */
+	bool mrecv_end_due;    /* it ended on EOF or an error, still to tell the core after the stash */
+	int mrecv_end;         /* ... that result (0 or -errno) */
+	/* Received bytes the core has not taken yet: a FIFO of ring buffers,
+	 * linked through loop.stash_next; the head's first stash_off bytes are
+	 * taken. Bounded by the ring, which the loop shares. */
+	uint16_t stash_head, stash_tail;
+	uint32_t stash_off;
 	struct conn_output out; /* the iovecs of an in-flight sendmsg */
 	struct msghdr msg;
 	struct uconn *prev, *next;
@@ -113,6 +172,15 @@ struct loop {
 	bool stopping;
 	int64_t drain_deadline;
 	int rc;
+	/* the provided-buffer ring (NULL: this kernel has none; single-shot recv only) */
+	struct io_uring_buf_ring *br;
+	char *bufs;            /* nbufs * URING_BUF_SIZE bytes, buffer id i at i * URING_BUF_SIZE */
+	uint16_t *stash_next;  /* per buffer id: the next in its connection's stash */
+	uint16_t *stash_len;   /* per buffer id: bytes received into it */
+	unsigned nbufs;
+	int *fixed_free;       /* free indexes of the ring's file table (none registered: NULL) */
+	int nfixed_free;
+	int *fixed_fds;        /* per index: the descriptor its update installs (read when submitted) */
 };
 
 static void uconn_step(struct loop *lp, struct uconn *u);
@@ -128,9 +196,99 @@ static struct io_uring_sqe *loop_sqe(struct loop *lp)
 	return sqe;
 }
 
+/* user_data of a connection's operations: its address, | 1 for its multishot receive */
+#define UD_MRECV_TAG 1u
+
+static uint64_t uconn_ud(const struct uconn *u)
+{
+	return (uint64_t)(uintptr_t)u;
+}
+
+static char *loop_buf(const struct loop *lp, uint16_t bid)
+{
+	return lp->bufs + (size_t)bid * URING_BUF_SIZE;
+}
+
+/* Gives a provided buffer back to the kernel as soon as its bytes are copied out. */
+static void loop_buf_give(struct loop *lp, uint16_t bid)
+{
+	io_uring_buf_ring_add(lp->br, loop_buf(lp, bid), URING_BUF_SIZE, bid, io_uring_buf_ring_mask(lp->nbufs), 0);
+	io_uring_buf_ring_advance(lp->br, 1);
+}
+
+static void uconn_stash_push(struct loop *lp, struct uconn *u, uint16_t bid, uint32_t len)
+{
+	lp->stash_len[bid] = (uint16_t)len;
+	lp->stash_next[bid] = URING_NO_BUF;
+	if (u->stash_head == URING_NO_BUF) {
+		u->stash_head = bid;
+		u->stash_off = 0;
+	} else {
+		lp->stash_next[u->stash_tail] = bid;
+	}
+	u->stash_tail = bid;
+}
+
+static void uconn_stash_pop(struct loop *lp, struct uconn *u)
+{
+	uint16_t bid = u->stash_head;
+	u->stash_head = lp->stash_next[bid];
+	u->stash_off = 0;
+	loop_buf_give(lp, bid);
+}
+
+/* Kept-alive connections use a registered file: their operations skip the
+ * file lookup and reference count (fget/fput) each time. The update runs
+ * when submitted, before the operations prepared after it. */
+static void uconn_fix_file(struct loop *lp, struct uconn *u)
+{
+	if (u->fixed >= 0 || lp->nfixed_free == 0)
+		return;
+	struct io_uring_sqe *sqe = loop_sqe(lp);
+	if (!sqe)
+		return;
+	int index = lp->fixed_free[--lp->nfixed_free];
+	/* not &u->fd: the kernel reads it at submission, and u may be gone by then */
+	lp->fixed_fds[index] = u->fd;
+	io_uring_prep_files_update(sqe, &lp->fixed_fds[index], 1, index);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, UD_IGNORE);
+	u->fixed = index;
+}
+
+/* The table holds a reference to the socket: it closes when this runs. */
+static void uconn_unfix_file(struct loop *lp, struct uconn *u)
+{
+	static int none = -1;
+	if (u->fixed < 0)
+		return;
+	struct io_uring_sqe *sqe = loop_sqe(lp);
+	if (sqe) {
+		io_uring_prep_files_update(sqe, &none, 1, u->fixed);
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, UD_IGNORE);
+	} else {
+		io_uring_register_files_update(&lp->ring, (unsigned)u->fixed, &none, 1);
+	}
+	lp->fixed_free[lp->nfixed_free++] = u->fixed;
+	u->fixed = -1;
+}
+
+/* Points a prepared operation at u's registered file, when it has one. */
+static void uconn_use_file(const struct uconn *u, struct io_uring_sqe *sqe)
+{
+	if (u->fixed >= 0) {
+		sqe->fd = u->fixed;
+		sqe->flags |= IOSQE_FIXED_FILE;
+	}
+}
+
 static void uconn_close(struct loop *lp, struct uconn *u)
 {
 	/* nothing is in flight: a plain close() cannot race the kernel */
+	while (u->stash_head != URING_NO_BUF)
+		uconn_stash_pop(lp, u);
+	uconn_unfix_file(lp, u);
 	close(u->fd);
 	wire_free(u->c);
 	if (u->prev)
@@ -144,19 +302,95 @@ static void uconn_close(struct loop *lp, struct uconn *u)
 	slots_give(lp->slots);
 }
 
-/* Asks the kernel to end u's operation early; uconn_complete acts on `why`. */
-static void uconn_cancel(struct loop *lp, struct uconn *u, enum upending why)
+static void loop_cancel_ud(struct loop *lp, uint64_t ud, bool *sent)
 {
-	if (why > u->pending)
-		u->pending = why;
-	if (u->cancel_sent)
+	if (*sent)
 		return;
 	struct io_uring_sqe *sqe = loop_sqe(lp);
 	if (!sqe)
 		return; /* retried by the next scan */
-	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)u, 0);
+	io_uring_prep_cancel64(sqe, ud, 0);
 	io_uring_sqe_set_data64(sqe, UD_IGNORE);
-	u->cancel_sent = true;
+	*sent = true;
+}
+
+/* Asks the kernel to end u's operations early; once none is left in
+ * flight, uconn_next acts on `why`. */
+static void uconn_cancel(struct loop *lp, struct uconn *u, enum upending why)
+{
+	if (why > u->pending)
+		u->pending = why;
+	if (u->op != OP_NONE)
+		loop_cancel_ud(lp, uconn_ud(u), &u->cancel_sent);
+	if (u->mrecv)
+		loop_cancel_ud(lp, uconn_ud(u) | UD_MRECV_TAG, &u->mrecv_cancel_sent);
+}
+
+/* Flow control: bytes wait in the stash while the core is busy with other
+ * work (a client pipelining, or flooding while we send): stop the multishot
+ * receive, so that what we hold stays what had arrived by now; the core's
+ * next read takes the stash and then arms a new one. */
+static void uconn_hold_input(struct loop *lp, struct uconn *u)
+{
+	if (u->mrecv && u->stash_head != URING_NO_BUF)
+		loop_cancel_ud(lp, uconn_ud(u) | UD_MRECV_TAG, &u->mrecv_cancel_sent);
+}
+
+/* Hands the core what the multishot receive left: its bytes in order, then
+ * how it ended. False: nothing is left. Only while the core wants READ. */
+static bool uconn_feed(struct loop *lp, struct uconn *u)
+{
+	if (u->stash_head == URING_NO_BUF) {
+		if (!u->mrecv_end_due)
+			return false;
+		u->mrecv_end_due = false;
+		wire_input_done(u->c, u->mrecv_end);
+		return true;
+	}
+	struct iovec space = wire_input_space(u->c);
+	uint16_t bid = u->stash_head;
+	size_t n = lp->stash_len[bid] - u->stash_off;
+	if (n > space.iov_len)
+		n = space.iov_len;
+	if (n == 0) { /* no input buffer (out of memory): end it, as a recv into nothing would */
+		wire_input_done(u->c, -ENOMEM);
+		return true;
+	}
+	memcpy(space.iov_base, loop_buf(lp, bid) + u->stash_off, n);
+	u->stash_off += (uint32_t)n;
+	if (u->stash_off == lp->stash_len[bid])
+		uconn_stash_pop(lp, u);
+	wire_input_done(u->c, (ssize_t)n);
+	return true;
+}
+
+/* Prepares the read the core wants: on a kept-alive connection, a multishot
+ * receive into the loop's buffer ring, which stays armed across the
+ * responses; else one recv into the core's own input space: for a first
+ * request (a connection that closes after one response would pay a cancel
+ * to end the multishot), without a ring, or right after it ran dry. */
+static void uconn_prep_read(struct loop *lp, struct uconn *u, struct io_uring_sqe *sqe)
+{
+	if (lp->br && u->kept_alive && !u->mrecv_dry) {
+		io_uring_prep_recv_multishot(sqe, u->fd, NULL, 0, 0);
+		sqe->flags |= IOSQE_BUFFER_SELECT;
+		sqe->buf_group = URING_BUF_GROUP;
+		io_uring_sqe_set_data64(sqe, uconn_ud(u) | UD_MRECV_TAG);
+		u->mrecv = true;
+		uconn_use_file(u, sqe);
+	} else {
+		u->mrecv_dry = false; /* the read after this one tries the ring again */
+		struct iovec space = wire_input_space(u->c);
+		io_uring_prep_recv(sqe, u->fd, space.iov_base, space.iov_len, 0);
+		uconn_use_file(u, sqe);
+		io_uring_sqe_set_data(sqe, u);
+		u->op = OP_RECV;
+	}
+	/* Right after our answer the client has rarely sent its next request
+	 * yet: wait for it by poll at once, rather than try a recv that fails
+	 * with EAGAIN and then arm the poll anyway. */
+	if (u->answered)
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
 }
 
 /* Sends one chunk of a file range from here (the socket is non-blocking).
@@ -189,8 +423,19 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 		int64_t deadline;
 		enum conn_want want = wire_wants(u->c, &deadline);
 		if (want == CONN_WANT_CLOSE) {
-			uconn_close(lp, u);
+			if (u->mrecv)
+				uconn_cancel(lp, u, PEND_CLOSE); /* closed when it ends */
+			else
+				uconn_close(lp, u);
 			return;
+		}
+		if (want == CONN_WANT_READ) {
+			if (uconn_feed(lp, u))
+				continue;
+			if (u->mrecv)
+				return; /* its next completion brings bytes */
+		} else {
+			uconn_hold_input(lp, u);
 		}
 		if (want == CONN_WANT_WRITE) {
 			wire_output(u->c, &u->out);
@@ -201,25 +446,34 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 			if (u->out.iovcnt == 0 && uconn_sendfile(u, &u->out, &sent_file))
 				continue;
 		}
+		if (want == CONN_WANT_READ && u->answered)
+			u->kept_alive = true;
+		if (want == CONN_WANT_READ && u->kept_alive)
+			uconn_fix_file(lp, u);
 		struct io_uring_sqe *sqe = loop_sqe(lp);
 		if (!sqe) {
 			log_error("io_uring: no submission entry: closing a connection");
-			uconn_close(lp, u);
+			if (u->mrecv)
+				uconn_cancel(lp, u, PEND_CLOSE);
+			else
+				uconn_close(lp, u);
 			return;
 		}
 		switch (want) {
-		case CONN_WANT_READ: {
-			struct iovec space = wire_input_space(u->c);
-			io_uring_prep_recv(sqe, u->fd, space.iov_base, space.iov_len, 0);
-			u->op = OP_RECV;
-			break;
-		}
+		case CONN_WANT_READ:
+			uconn_prep_read(lp, u, sqe);
+			return;
 		case CONN_WANT_WRITE:
 			if (u->out.iovcnt > 0) {
 				/* MSG_MORE: the head waits for the file bytes that follow */
-				u->msg = (struct msghdr){ .msg_iov = u->out.iov, .msg_iovlen = (size_t)u->out.iovcnt };
-				io_uring_prep_sendmsg(sqe, u->fd, &u->msg,
-						      MSG_NOSIGNAL | (u->out.more ? MSG_MORE : 0));
+				int flags = MSG_NOSIGNAL | (u->out.more ? MSG_MORE : 0);
+				if (u->out.iovcnt == 1) {
+					/* a plain send skips sendmsg's copy of the msghdr and iovec */
+					io_uring_prep_send(sqe, u->fd, u->out.iov[0].iov_base, u->out.iov[0].iov_len, flags);
+				} else {
+					u->msg = (struct msghdr){ .msg_iov = u->out.iov, .msg_iovlen = (size_t)u->out.iovcnt };
+					io_uring_prep_sendmsg(sqe, u->fd, &u->msg, flags);
+				}
 				u->op = OP_SENDMSG;
 			} else {
 				io_uring_prep_poll_add(sqe, u->fd, POLLOUT);
@@ -233,29 +487,53 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 		case CONN_WANT_CLOSE:
 			break;
 		}
+		uconn_use_file(u, sqe);
 		io_uring_sqe_set_data(sqe, u);
 		return;
 	}
 }
 
-/* Reports a finished operation to the core, then submits the next one. */
-static void uconn_complete(struct loop *lp, struct uconn *u, int res)
+/* After a completion. While the core's operation is in flight it waits for
+ * that; once nothing is in flight, a pending close or timeout acts; then the
+ * core says what comes next. */
+static void uconn_next(struct loop *lp, struct uconn *u)
 {
-	enum uop op = u->op;
+	if (u->op != OP_NONE) {
+		uconn_hold_input(lp, u);
+		return;
+	}
+	if (u->pending != PEND_NONE && u->mrecv)
+		return; /* the receive's cancel is on its way */
 	enum upending pending = u->pending;
-
-	u->op = OP_NONE;
 	u->pending = PEND_NONE;
-	u->cancel_sent = false;
 	if (pending == PEND_CLOSE) { /* drain time is up, or drained while idle */
 		uconn_close(lp, u);
 		return;
 	}
-	if (pending == PEND_TIMEOUT && res == -ECANCELED) {
-		wire_timeout(u->c);
-		uconn_step(lp, u);
-		return;
+	if (pending == PEND_TIMEOUT) {
+		/* time out only if the deadline still stands after what the
+		 * operations did before their cancel reached them */
+		int64_t deadline;
+		while (wire_wants(u->c, &deadline) == CONN_WANT_READ && uconn_feed(lp, u))
+			;
+		wire_wants(u->c, &deadline);
+		if (deadline >= 0 && conn_now_ms() >= deadline)
+			wire_timeout(u->c);
 	}
+	uconn_step(lp, u);
+}
+
+/* Reports the core's finished operation to it, then goes on. */
+static void uconn_complete(struct loop *lp, struct uconn *u, int res)
+{
+	enum uop op = u->op;
+
+	u->op = OP_NONE;
+	u->cancel_sent = false;
+	u->answered = op == OP_SENDMSG;
+	/* closing: no result matters; cancelled: there is none */
+	if (u->pending == PEND_CLOSE || (u->pending != PEND_NONE && res == -ECANCELED))
+		op = OP_NONE;
 	switch (op) {
 	case OP_RECV:
 		wire_input_done(u->c, res);
@@ -278,15 +556,32 @@ static void uconn_complete(struct loop *lp, struct uconn *u, int res)
 	case OP_NONE:
 		break;
 	}
-	if (pending == PEND_TIMEOUT) {
-		/* the operation finished before the cancel reached it: time out
-		 * only if the deadline still stands after that progress */
-		int64_t deadline;
-		wire_wants(u->c, &deadline);
-		if (deadline >= 0 && conn_now_ms() >= deadline)
-			wire_timeout(u->c);
+	uconn_next(lp, u);
+}
+
+/* A completion of the multishot receive: its bytes go to the stash (the core
+ * takes them when it wants READ); without IORING_CQE_F_MORE it has ended. */
+static void uconn_mrecv_complete(struct loop *lp, struct uconn *u, int res, unsigned flags)
+{
+	if (flags & IORING_CQE_F_BUFFER) {
+		uint16_t bid = (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT);
+		if (res > 0 && u->pending != PEND_CLOSE)
+			uconn_stash_push(lp, u, bid, (uint32_t)res);
+		else
+			loop_buf_give(lp, bid);
 	}
-	uconn_step(lp, u);
+	if (!(flags & IORING_CQE_F_MORE)) {
+		u->mrecv = false;
+		u->mrecv_cancel_sent = false;
+		if (res == -ENOBUFS) {
+			/* the ring is empty: re-arming now would fail at once */
+			u->mrecv_dry = true;
+		} else if (res <= 0 && res != -ECANCELED) {
+			u->mrecv_end_due = true; /* EOF or an error, told after the stash */
+			u->mrecv_end = res;
+		}
+	}
+	uconn_next(lp, u);
 }
 
 static void loop_arm_wake(struct loop *lp)
@@ -389,6 +684,8 @@ static void loop_new_conn(struct loop *lp, int fd)
 	if (lp->stopping)
 		wire_drain(u->c);
 	u->fd = fd;
+	u->stash_head = u->stash_tail = URING_NO_BUF;
+	u->fixed = -1;
 	u->next = lp->conns;
 	if (lp->conns)
 		lp->conns->prev = u;
@@ -507,7 +804,7 @@ static void loop_scan(struct loop *lp, int64_t now)
 	for (; u; u = next) {
 		next = u->next;
 		if (lp->stopping && now >= lp->drain_deadline) {
-			if (u->op == OP_NONE)
+			if (u->op == OP_NONE && !u->mrecv)
 				uconn_close(lp, u);
 			else
 				uconn_cancel(lp, u, PEND_CLOSE);
@@ -517,7 +814,7 @@ static void loop_scan(struct loop *lp, int64_t now)
 		wire_wants(u->c, &deadline);
 		if (deadline < 0 || now < deadline)
 			continue;
-		if (u->op != OP_NONE) {
+		if (u->op != OP_NONE || u->mrecv) {
 			uconn_cancel(lp, u, PEND_TIMEOUT);
 		} else {
 			wire_timeout(u->c);
@@ -548,8 +845,8 @@ static void loop_begin_stop(struct loop *lp)
 		int64_t deadline;
 		/* conn_drain only changes the core's state, never the buffers an
 		 * in-flight operation points into */
-		if (u->op == OP_NONE)
-			uconn_step(lp, u);
+		if (u->op == OP_NONE && u->pending == PEND_NONE)
+			uconn_step(lp, u); /* with only the multishot receive in flight, too */
 		else if (wire_wants(u->c, &deadline) == CONN_WANT_CLOSE)
 			uconn_cancel(lp, u, PEND_CLOSE); /* an idle keep-alive read */
 	}
@@ -581,7 +878,11 @@ static void loop_dispatch(struct loop *lp, const struct io_uring_cqe *cqe, bool 
 			loop_arm_wake(lp);
 		break;
 	default:
-		uconn_complete(lp, (struct uconn *)(uintptr_t)ud, cqe->res);
+		if (ud & UD_MRECV_TAG)
+			uconn_mrecv_complete(lp, (struct uconn *)(uintptr_t)(ud & ~(uint64_t)UD_MRECV_TAG), cqe->res,
+					     cqe->flags);
+		else
+			uconn_complete(lp, (struct uconn *)(uintptr_t)ud, cqe->res);
 		break;
 	}
 }
@@ -589,6 +890,72 @@ static void loop_dispatch(struct loop *lp, const struct io_uring_cqe *cqe, bool 
 static bool loop_done(const struct loop *lp)
 {
 	return lp->stopping && lp->nconns == 0 && !lp->accept_armed && !lp->wake_armed && !lp->slot_armed;
+}
+
+/* The multishot receives' buffer ring, registered by the loop's own thread
+ * (the ring's single issuer). Without one (a kernel before 5.19, or no
+ * memory) every receive is single-shot, as before. */
+static void loop_setup_bufs(struct loop *lp)
+{
+	unsigned n = URING_BUFS;
+	const char *knob = getenv("SPINDLE_URING_BUFS"); /* tests: a small ring runs dry */
+	if (knob) {
+		unsigned long v = strtoul(knob, NULL, 10);
+		if (v >= 1 && v <= 32768 && (v & (v - 1)) == 0)
+			n = (unsigned)v;
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	void *ring = NULL;
+	if (posix_memalign(&ring, page > 0 ? (size_t)page : 4096, n * sizeof(struct io_uring_buf)) != 0)
+		return;
+	lp->bufs = malloc((size_t)n * URING_BUF_SIZE);
+	lp->stash_next = calloc(n, sizeof(*lp->stash_next));
+	lp->stash_len = calloc(n, sizeof(*lp->stash_len));
+	if (!lp->bufs || !lp->stash_next || !lp->stash_len)
+		goto fail;
+	io_uring_buf_ring_init(ring);
+	struct io_uring_buf_reg reg = { .ring_addr = (uint64_t)(uintptr_t)ring, .ring_entries = n,
+					.bgid = URING_BUF_GROUP };
+	if (io_uring_register_buf_ring(&lp->ring, &reg, 0) < 0)
+		goto fail;
+	lp->br = ring;
+	lp->nbufs = n;
+	for (unsigned i = 0; i < n; i++)
+		io_uring_buf_ring_add(ring, loop_buf(lp, (uint16_t)i), URING_BUF_SIZE, (uint16_t)i,
+				      io_uring_buf_ring_mask(n), (int)i);
+	io_uring_buf_ring_advance(ring, (int)n);
+	return;
+fail:
+	free(ring);
+	free(lp->bufs);
+	free(lp->stash_next);
+	free(lp->stash_len);
+	lp->bufs = NULL;
+	lp->stash_next = lp->stash_len = NULL;
+}
+
+/* A sparse file table, one entry per connection this loop may hold (the
+ * cap is shared, so up to max_connections), within RLIMIT_NOFILE, which the
+ * kernel applies to it. Without one, operations name plain descriptors. */
+static void loop_setup_files(struct loop *lp)
+{
+	struct rlimit rl;
+	unsigned n = (unsigned)lp->srv->cfg->max_connections;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < n)
+		n = (unsigned)rl.rlim_cur;
+	if (n > 32768)
+		n = 32768;
+	lp->fixed_free = malloc(n * sizeof(*lp->fixed_free));
+	lp->fixed_fds = malloc(n * sizeof(*lp->fixed_fds));
+	if (!lp->fixed_free || !lp->fixed_fds || n == 0 || io_uring_register_files_sparse(&lp->ring, n) < 0) {
+		free(lp->fixed_free);
+		free(lp->fixed_fds);
+		lp->fixed_free = lp->fixed_fds = NULL;
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		lp->fixed_free[i] = (int)(n - 1 - i);
+	lp->nfixed_free = (int)n;
 }
 
 /* io_uring_enable_rings() is declared by liburing 2.3 but missing from its
@@ -615,6 +982,8 @@ static void *loop_main(void *arg)
 		}
 	}
 	stats_bind_slot(lp->id); /* stats */
+	loop_setup_bufs(lp);
+	loop_setup_files(lp);
 	loop_arm_wake(lp);
 	loop_arm_accept(lp);
 	while (!loop_done(lp)) {
@@ -663,9 +1032,9 @@ static void *loop_main(void *arg)
 
 static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops, struct conn_slots *slots)
 {
-	/* a completion per connection and one per cancel; the cap is shared,
+	/* two operations per connection and a cancel; the cap is shared,
 	 * so one loop may hold every connection (overflow is kept, not lost) */
-	unsigned cq = 2u * (unsigned)srv->cfg->max_connections + 64;
+	unsigned cq = 3u * (unsigned)srv->cfg->max_connections + 64;
 	/* Single issuer + deferred task work: completions are processed only
 	 * when this loop asks for them, with no interrupting task work (6.1+).
 	 * Created disabled so the loop's own thread becomes the issuer. */
@@ -713,8 +1082,17 @@ static void loop_fini(struct loop *lp)
 	lp->ring_ok = false;
 	while (lp->conns) {
 		lp->conns->op = OP_NONE;
+		lp->conns->mrecv = false;
+		lp->conns->fixed = -1; /* the table went with the ring */
 		uconn_close(lp, lp->conns);
 	}
+	free(lp->br); /* the ring that held them is gone */
+	free(lp->bufs);
+	free(lp->stash_next);
+	free(lp->stash_len);
+	free(lp->fixed_free);
+	free(lp->fixed_fds);
+	lp->br = NULL;
 	while (lp->nparked > 0)
 		close(lp->parked[--lp->nparked]);
 	acceptor_close(&lp->acc);
