@@ -39,6 +39,7 @@ struct econn {
 	struct wire *c;
 	int fd;
 	bool can_read, can_write;
+	bool peer_fin;         /* EPOLLRDHUP came: the client's FIN is in, maybe behind unread bytes */
 	bool queued;           /* on the loop's ready list */
 	bool busy;             /* did I/O since the last deadline scan */
 	bool registered;       /* in the epoll set (only once it first had to wait) */
@@ -149,7 +150,11 @@ static void econn_run(struct loop *lp, struct econn *e)
 		}
 		enum io_result r = io_step(e->c, e->fd, want);
 		e->busy = true;
-		if (r != IO_PROGRESS)
+		/* A read stops short at a FIN that came in with the bytes, and
+		 * its edge is spent: the socket is not empty, the next recv
+		 * returns the end of input at once (after which the core
+		 * closes), rather than at the keep-alive timeout. */
+		if (r == IO_AGAIN || (r == IO_DRAINED && !(want == CONN_WANT_READ && e->peer_fin)))
 			*ready = false;
 	}
 }
@@ -290,6 +295,8 @@ static void *loop_main(void *arg)
 				uint32_t ev = events[i].events;
 				if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 					e->can_read = true;
+				if (ev & (EPOLLRDHUP | EPOLLHUP))
+					e->peer_fin = true;
 				if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 					e->can_write = true;
 				econn_run(lp, e);

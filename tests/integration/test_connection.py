@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import socket
 import time
 
 import pytest
@@ -23,6 +24,24 @@ def test_keepalive_is_default_for_http11(server, docroot):
             assert resp.body == (A_TXT if i % 2 == 0 else INDEX_HTML)
             assert (resp.header("Connection") or "").lower() != "close"
         assert not c.wait_closed(0.2), "server closed a keep-alive connection"
+
+
+def test_last_request_sent_with_its_fin_is_answered_then_closed(server):
+    """A kept-alive client sends its last request and half-closes at once
+    (shutdown(SHUT_WR)), so the request's bytes and the FIN arrive together:
+    it gets its answer and then the close at once, not when the keep-alive
+    timeout (15 s here) comes (epoll: the read that takes the bytes stops short
+    of the FIN, whose readiness edge is spent already)."""
+    with server.connect(timeout=util.scaled(5)) as c:
+        c.send(req(target="/a.txt"))
+        assert c.read_response().body == A_TXT
+        time.sleep(0.1)  # idle: the server waits for the next request
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)  # bytes and FIN in one segment
+        c.send(req(target="/index.html"))
+        c.sock.shutdown(socket.SHUT_WR)
+        resp = c.read_response()
+        assert (resp.status, resp.body) == (200, INDEX_HTML)
+        assert c.wait_closed(util.scaled(3)), "a half-closed client's connection stays open after its answer"
 
 
 def test_connection_close_is_honoured(server):

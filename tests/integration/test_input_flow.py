@@ -8,6 +8,7 @@ Every load here is bounded in clients, bytes and seconds, and stops by itself.
 """
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -149,4 +150,41 @@ def test_kept_alive_connection_closes_when_asked(fresh_server):
         c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
         assert c.read_response().body == A_TXT
         assert c.wait_closed(util.scaled(2)), "still open 2 s after answering Connection: close"
+    assert srv.get("/a.txt").body == A_TXT
+
+
+@pytest.mark.parametrize("ring", ["default", "2"])
+def test_half_close_behind_a_pipelined_batch_answers_it_all(fresh_server, docroot, monkeypatch, ring):
+    """On a kept-alive connection (uring: its multishot receive armed), a
+    client asks for a 5 MB file, pipelines requests behind it (heads of
+    3-5 KB, spanning several 2 KiB receive buffers, some trickled in small
+    pieces) and half-closes at once, reading nothing until it has sent
+    everything: the requests and then the end of input arrive while the
+    server is busy sending, so the driver holds them. Every response comes
+    whole and in order, and only then the server closes: the end of input
+    reaches the core after the bytes before it, never instead of them. With
+    a 2-buffer ring (uring's test knob) receives also switch between the
+    multishot and single-shot recvs mid-head."""
+    if ring != "default":
+        monkeypatch.setenv("SPINDLE_URING_BUFS", ring)
+    srv = fresh_server()
+    big = (docroot.path / "big.bin").read_bytes()
+    with srv.connect(timeout=util.scaled(20)) as c:
+        c.send(util.build_request("GET", "/a.txt"))
+        assert c.read_response().body == A_TXT
+        heads = [util.build_request("GET", f"/a.txt?i={i}", [("X-Pad", "q" * (3000 + 100 * i))])
+                 for i in range(20)]
+        c.send(util.build_request("GET", "/big.bin") + b"".join(heads[:10]))
+        time.sleep(0.1)  # the server is inside the big response now
+        trickled = b"".join(heads[10:])
+        for i in range(0, len(trickled), 700):
+            c.send(trickled[i:i + 700])
+            time.sleep(0.002)
+        c.sock.shutdown(socket.SHUT_WR)
+        resp = c.read_response(timeout=util.scaled(20))
+        assert resp.status == 200 and resp.body == big, resp
+        for i in range(20):
+            resp = c.read_response()
+            assert (resp.status, resp.body) == (200, A_TXT), f"request {i}: {resp}"
+        assert c.wait_closed(util.scaled(5)), "still open after the half-closed batch was answered"
     assert srv.get("/a.txt").body == A_TXT
