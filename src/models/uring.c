@@ -26,7 +26,9 @@
  * waits in the kernel. The core's next read takes the stash, then arms a new
  * one. A ring that runs dry (-ENOBUFS ends a multishot receive) is not
  * retried at once: that connection's next read is a single-shot recv into
- * its own input buffer, the one after tries the ring again. Without a ring
+ * its own input buffer, the one after tries the ring again; and while half
+ * the ring sits in stashes (a few hostile clients can hold that much until
+ * their send timeout), reads are single-shot for everyone. Without a ring
  * (a kernel before 5.19) every read is single-shot. TLS connections use the
  * same path: the ciphertext is copied into the TLS wire's input space, as a
  * recv would put it there.
@@ -177,6 +179,7 @@ struct loop {
 	char *bufs;            /* nbufs * URING_BUF_SIZE bytes, buffer id i at i * URING_BUF_SIZE */
 	uint16_t *stash_next;  /* per buffer id: the next in its connection's stash */
 	uint16_t *stash_len;   /* per buffer id: bytes received into it */
+	unsigned stashed;      /* buffers held in connections' stashes, not in the ring */
 	unsigned nbufs;
 	int *fixed_free;       /* free indexes of the ring's file table (none registered: NULL) */
 	int nfixed_free;
@@ -220,6 +223,7 @@ static void uconn_stash_push(struct loop *lp, struct uconn *u, uint16_t bid, uin
 {
 	lp->stash_len[bid] = (uint16_t)len;
 	lp->stash_next[bid] = URING_NO_BUF;
+	lp->stashed++;
 	if (u->stash_head == URING_NO_BUF) {
 		u->stash_head = bid;
 		u->stash_off = 0;
@@ -234,6 +238,7 @@ static void uconn_stash_pop(struct loop *lp, struct uconn *u)
 	uint16_t bid = u->stash_head;
 	u->stash_head = lp->stash_next[bid];
 	u->stash_off = 0;
+	lp->stashed--;
 	loop_buf_give(lp, bid);
 }
 
@@ -371,7 +376,11 @@ static bool uconn_feed(struct loop *lp, struct uconn *u)
  * to end the multishot), without a ring, or right after it ran dry. */
 static void uconn_prep_read(struct loop *lp, struct uconn *u, struct io_uring_sqe *sqe)
 {
-	if (lp->br && u->kept_alive && !u->mrecv_dry) {
+	/* Half the ring held in stashes (clients that pipeline or flood while
+	 * we send them something big, until their send timeout): the others
+	 * read single-shot rather than arm receives that would find it empty. */
+	bool ring_has_room = lp->stashed < lp->nbufs / 2;
+	if (lp->br && u->kept_alive && !u->mrecv_dry && ring_has_room) {
 		io_uring_prep_recv_multishot(sqe, u->fd, NULL, 0, 0);
 		sqe->flags |= IOSQE_BUFFER_SELECT;
 		sqe->buf_group = URING_BUF_GROUP;
