@@ -10,6 +10,12 @@ requests (or megabytes) served. Every cell is repeated and the median printed.
     .venv/bin/python tools/peer_cpu.py [--repeats 3] [--seconds 5]
         [--servers epoll,uring,h2o,lighttpd] [--cells ka,conn,big]
         [--base OLD_SPINDLE --servers base:uring,uring,...]
+        [--servers floor-uring,floor-epoll,uring,h2o --cells ka]
+
+The floor servers (tools/floor/) do only what any keep-alive server must per
+request: receive, find where each request ends, send a constant response. Their
+CPU per request is the least any server can spend on this kernel's TCP (the
+keep-alive cell only; they are compiled into a scratch directory on use).
 
 A standalone tool, not a lab experiment (bench/experiments owns those): it
 reuses only the lab's /proc accounting. Servers are started and stopped by PID.
@@ -36,6 +42,9 @@ SERVER_CPU, CLIENT_CPU = "1", "0"
 SMALL = b"Hello, world\n"         # 13 bytes, as in the issue's table
 BIG_SIZE = 1 << 20
 MODELS = ("iterative", "fork", "thread", "pool", "prefork", "epoll", "uring")
+FLOORS = {"floor-uring": ("floor_uring.c", ["-luring"]), "floor-epoll": ("floor_epoll.c", [])}
+FLOOR_DIR = Path(__file__).resolve().parent / "floor"
+PEERS = ("h2o", "lighttpd")
 
 CELLS = {
     # name: (label, generator, path, concurrency)
@@ -110,6 +119,8 @@ def start(name: str, docroot: Path, tmp: Path, spindle: Path, base: Path | None)
         model = name.split(":")[-1]
         argv = [str(binary), "-m", model, "-w", "1", "-p", str(port), "-r", str(docroot),
                 "--set", "error_log=-", "--set", f"stats_name=perf{port}"]
+    elif name in FLOORS:
+        argv = [str(build_floor(name, tmp)), str(port)]
     elif name == "h2o":
         conf = tmp / "h2o.conf"
         conf.write_text(f"""num-threads: 1
@@ -140,6 +151,14 @@ mimetype.assign = (".txt" => "text/plain", ".bin" => "application/octet-stream")
     else:
         raise SystemExit(f"unknown server {name}")
     return Server(name, argv, port, tmp)
+
+
+def build_floor(name: str, tmp: Path) -> Path:
+    source, libs = FLOORS[name]
+    binary = tmp / name
+    if not binary.exists():
+        subprocess.run(["cc", "-O2", "-Wall", "-o", str(binary), str(FLOOR_DIR / source)] + libs, check=True)
+    return binary
 
 
 def run_gen(kind: str, port: int, path: str, conc: int, seconds: float) -> tuple[int, float]:
@@ -191,6 +210,9 @@ def main() -> int:
     ap.add_argument("--spindle", default=str(Path(__file__).resolve().parent.parent / "spindle"))
     a = ap.parse_args()
     servers, cells = a.servers.split(","), a.cells.split(",")
+    for name in servers:
+        if name in FLOORS and cells != ["ka"]:
+            raise SystemExit(f"{name} answers every request alike: measure it with --cells ka only")
 
     tmp = Path(tempfile.mkdtemp(prefix="peer_cpu-"))
     docroot = tmp / "www"
@@ -229,6 +251,13 @@ def main() -> int:
                 row.append(f"{med(name, cell, 'rps') / 1000:.1f}k · {med(name, cell, 'us_per_req'):.2f} µs"
                            f" ({spread(name, cell, 'us_per_req', '.1f')})")
         print(f"| {CELLS[cell][0]} | " + " | ".join(row) + " |")
+    peers = [p for p in servers if p in PEERS]
+    if peers:
+        for cell in (c for c in cells if c != "big"):
+            best = min(peers, key=lambda p: med(p, cell, "us_per_req"))
+            ratios = ", ".join(f"{n} {med(n, cell, 'us_per_req') / med(best, cell, 'us_per_req'):.2f}x"
+                               for n in servers if n not in PEERS)
+            print(f"{CELLS[cell][0]}: CPU per request against the best peer ({best}): {ratios}")
     print(f"(medians of {a.repeats}; server on CPU {SERVER_CPU}, generator on CPU {CLIENT_CPU}, "
           f"{a.seconds:g} s per run; µs = server CPU per request, (range over repeats))")
     return 0
