@@ -331,6 +331,17 @@ static void uconn_cancel(struct loop *lp, struct uconn *u, enum upending why)
 		loop_cancel_ud(lp, uconn_ud(u) | UD_MRECV_TAG, &u->mrecv_cancel_sent);
 }
 
+/* Ends a connection: at once if nothing of it is in flight, else cancels what
+ * is and closes when the last of it has ended (a plain close() would race the
+ * kernel over the descriptor). */
+static void uconn_end(struct loop *lp, struct uconn *u)
+{
+	if (u->op == OP_NONE && !u->mrecv)
+		uconn_close(lp, u);
+	else
+		uconn_cancel(lp, u, PEND_CLOSE);
+}
+
 /* Flow control: bytes wait in the stash while the core is busy with other
  * work (a client pipelining, or flooding while we send): stop the multishot
  * receive, so that what we hold stays what had arrived by now; the core's
@@ -432,10 +443,7 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 		int64_t deadline;
 		enum conn_want want = wire_wants(u->c, &deadline);
 		if (want == CONN_WANT_CLOSE) {
-			if (u->mrecv)
-				uconn_cancel(lp, u, PEND_CLOSE); /* closed when it ends */
-			else
-				uconn_close(lp, u);
+			uconn_end(lp, u);
 			return;
 		}
 		if (want == CONN_WANT_READ) {
@@ -462,10 +470,7 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 		struct io_uring_sqe *sqe = loop_sqe(lp);
 		if (!sqe) {
 			log_error("io_uring: no submission entry: closing a connection");
-			if (u->mrecv)
-				uconn_cancel(lp, u, PEND_CLOSE);
-			else
-				uconn_close(lp, u);
+			uconn_end(lp, u);
 			return;
 		}
 		switch (want) {
@@ -813,10 +818,7 @@ static void loop_scan(struct loop *lp, int64_t now)
 	for (; u; u = next) {
 		next = u->next;
 		if (lp->stopping && now >= lp->drain_deadline) {
-			if (u->op == OP_NONE && !u->mrecv)
-				uconn_close(lp, u);
-			else
-				uconn_cancel(lp, u, PEND_CLOSE);
+			uconn_end(lp, u);
 			continue;
 		}
 		int64_t deadline;
