@@ -38,6 +38,7 @@
 #include "http/range.h"
 #include "http/response.h"
 #include "log/log.h"
+#include "outbuf.h"
 #include "server.h"
 #include "stats/stats.h"
 
@@ -308,38 +309,6 @@ void conn_release_idle(struct conn *c)
 
 /* ---- building responses ---------------------------------------------- */
 
-struct hbuf {
-	char *p;
-	size_t len, cap;
-	bool overflow;
-};
-
-static void put(struct hbuf *b, const char *s, size_t n)
-{
-	if (b->len + n > b->cap) {
-		b->overflow = true;
-		return;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-static void puts_(struct hbuf *b, const char *s)
-{
-	put(b, s, strlen(s));
-}
-
-static void put_u64(struct hbuf *b, uint64_t v)
-{
-	char tmp[24];
-	size_t i = sizeof(tmp);
-	do {
-		tmp[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	put(b, tmp + i, sizeof(tmp) - i);
-}
-
 static void add_seg(struct conn *c, const char *p, off_t off, size_t len)
 {
 	if (len == 0 || c->nsegs == c->seg_max)
@@ -348,27 +317,27 @@ static void add_seg(struct conn *c, const char *p, off_t off, size_t len)
 }
 
 /* Status line, Server, Date; the caller adds the rest. */
-static void head_start(struct conn *c, struct hbuf *b, int status)
+static void head_start(struct conn *c, struct outbuf *b, int status)
 {
 	c->status = status;
-	puts_(b, "HTTP/1.1 ");
-	put_u64(b, (uint64_t)status);
-	put(b, " ", 1);
-	puts_(b, http_status_text(status));
-	puts_(b, "\r\n");
-	puts_(b, c->srv->server_header);
-	puts_(b, "Date: ");
-	put(b, http_date_now(), HTTP_DATE_LEN);
-	puts_(b, "\r\n");
+	outbuf_puts(b, "HTTP/1.1 ");
+	outbuf_u64(b, (uint64_t)status);
+	outbuf_put(b, " ", 1);
+	outbuf_puts(b, http_status_text(status));
+	outbuf_puts(b, "\r\n");
+	outbuf_puts(b, c->srv->server_header);
+	outbuf_puts(b, "Date: ");
+	outbuf_put(b, http_date_now(), HTTP_DATE_LEN);
+	outbuf_puts(b, "\r\n");
 }
 
-static void head_end(struct conn *c, struct hbuf *b)
+static void head_end(struct conn *c, struct outbuf *b)
 {
 	if (!c->keep_alive)
-		puts_(b, "Connection: close\r\n");
+		outbuf_puts(b, "Connection: close\r\n");
 	else if (c->have_req && c->req.version_minor == 0)
-		puts_(b, "Connection: keep-alive\r\n");
-	puts_(b, "\r\n");
+		outbuf_puts(b, "Connection: keep-alive\r\n");
+	outbuf_puts(b, "\r\n");
 	c->head_len = b->len;
 	add_seg(c, c->hdr, 0, b->len);
 }
@@ -386,7 +355,7 @@ static void respond_status(struct conn *c, int status, bool close_after, const c
 	size_t len;
 
 	response_release(c);
-	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 	if (close_after || c->draining) {
 		c->keep_alive = false;
 		c->linger = close_after;
@@ -399,11 +368,11 @@ static void respond_status(struct conn *c, int status, bool close_after, const c
 		body = c->errpage;
 	}
 	head_start(c, &b, status);
-	puts_(&b, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
-	put_u64(&b, len);
-	puts_(&b, "\r\n");
+	outbuf_puts(&b, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+	outbuf_u64(&b, len);
+	outbuf_puts(&b, "\r\n");
 	if (extra)
-		puts_(&b, extra);
+		outbuf_puts(&b, extra);
 	head_end(c, &b);
 	if (!is_head(c))
 		add_seg(c, body, 0, len);
@@ -588,7 +557,7 @@ static size_t multipart_part_head_len(size_t mime_len, size_t first_digits, size
 #define MULTIPART_HEAD_TAIL 160
 
 /* multipart/byteranges (RFC 9110 14.6): part headers live in hdr after the head. */
-static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, uint64_t size,
+static void respond_multipart(struct conn *c, struct outbuf *b, const char *mime, uint64_t size,
 			      const struct byte_range *ranges, size_t n)
 {
 	/* A random boundary: it must not occur in the parts, and should not
@@ -614,37 +583,37 @@ static void respond_multipart(struct conn *c, struct hbuf *b, const char *mime, 
 	}
 	b->p = c->hdr;
 	b->cap = head_reserve;
-	struct hbuf parts = { c->hdr + head_reserve, 0, parts_cap, false };
+	struct outbuf parts = { c->hdr + head_reserve, 0, parts_cap, false };
 	size_t part_start[n + 1], part_len[n + 1];
 	uint64_t total = 0;
 	for (size_t i = 0; i < n; i++) {
 		part_start[i] = parts.len;
-		puts_(&parts, "\r\n--");
-		puts_(&parts, boundary);
-		puts_(&parts, "\r\nContent-Type: ");
-		puts_(&parts, mime);
-		puts_(&parts, "\r\nContent-Range: bytes ");
-		put_u64(&parts, ranges[i].first);
-		put(&parts, "-", 1);
-		put_u64(&parts, ranges[i].last);
-		put(&parts, "/", 1);
-		put_u64(&parts, size);
-		puts_(&parts, "\r\n\r\n");
+		outbuf_puts(&parts, "\r\n--");
+		outbuf_puts(&parts, boundary);
+		outbuf_puts(&parts, "\r\nContent-Type: ");
+		outbuf_puts(&parts, mime);
+		outbuf_puts(&parts, "\r\nContent-Range: bytes ");
+		outbuf_u64(&parts, ranges[i].first);
+		outbuf_put(&parts, "-", 1);
+		outbuf_u64(&parts, ranges[i].last);
+		outbuf_put(&parts, "/", 1);
+		outbuf_u64(&parts, size);
+		outbuf_puts(&parts, "\r\n\r\n");
 		part_len[i] = parts.len - part_start[i];
 		total += part_len[i] + (ranges[i].last - ranges[i].first + 1);
 	}
 	part_start[n] = parts.len;
-	puts_(&parts, "\r\n--");
-	puts_(&parts, boundary);
-	puts_(&parts, "--\r\n");
+	outbuf_puts(&parts, "\r\n--");
+	outbuf_puts(&parts, boundary);
+	outbuf_puts(&parts, "--\r\n");
 	part_len[n] = parts.len - part_start[n];
 	total += part_len[n];
 
-	puts_(b, "Content-Type: multipart/byteranges; boundary=");
-	puts_(b, boundary);
-	puts_(b, "\r\nContent-Length: ");
-	put_u64(b, total);
-	puts_(b, "\r\n");
+	outbuf_puts(b, "Content-Type: multipart/byteranges; boundary=");
+	outbuf_puts(b, boundary);
+	outbuf_puts(b, "\r\nContent-Length: ");
+	outbuf_u64(b, total);
+	outbuf_puts(b, "\r\n");
 	head_end(c, b);
 	if (b->overflow || parts.overflow) {
 		respond_status(c, 500, true, NULL);
@@ -668,37 +637,37 @@ static void respond_dynamic(struct conn *c, struct dyn_response *d)
 		respond_status(c, 500, false, NULL);
 		return;
 	}
-	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 	c->body = d->body;
 	if (d->close)
 		c->keep_alive = false;
 	head_start(c, &b, d->status);
-	puts_(&b, "Content-Type: ");
-	puts_(&b, d->content_type);
-	puts_(&b, "\r\nContent-Length: ");
-	put_u64(&b, d->len);
-	puts_(&b, "\r\nCache-Control: no-store\r\n");
+	outbuf_puts(&b, "Content-Type: ");
+	outbuf_puts(&b, d->content_type);
+	outbuf_puts(&b, "\r\nContent-Length: ");
+	outbuf_u64(&b, d->len);
+	outbuf_puts(&b, "\r\nCache-Control: no-store\r\n");
 	if (d->extra)
-		puts_(&b, d->extra);
+		outbuf_puts(&b, d->extra);
 	head_end(c, &b);
 	if (!is_head(c))
 		add_seg(c, c->body, 0, d->len);
 	c->state = ST_SEND;
 }
 
-static void put_validators(struct hbuf *b, const char *last_modified, const char *etag, size_t etag_len)
+static void put_validators(struct outbuf *b, const char *last_modified, const char *etag, size_t etag_len)
 {
-	puts_(b, "Last-Modified: ");
-	puts_(b, last_modified);
-	puts_(b, "\r\nETag: ");
-	put(b, etag, etag_len);
-	puts_(b, "\r\n");
+	outbuf_puts(b, "Last-Modified: ");
+	outbuf_puts(b, last_modified);
+	outbuf_puts(b, "\r\nETag: ");
+	outbuf_put(b, etag, etag_len);
+	outbuf_puts(b, "\r\n");
 }
 
 /* 304 (RFC 9110 15.4.5): the validators, no body. */
 static void respond_not_modified(struct conn *c, const char *last_modified, const char *etag, size_t etag_len)
 {
-	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 	head_start(c, &b, 304);
 	put_validators(&b, last_modified, etag, etag_len);
 	head_end(c, &b);
@@ -749,13 +718,13 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 		return;
 	}
 	c->mem = c->body;
-	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 	head_start(c, &b, 200);
 	put_validators(&b, lastmod, etag, etag_len);
-	puts_(&b, cfg->autoindex == AUTOINDEX_JSON ? "Content-Type: application/json\r\nContent-Length: "
+	outbuf_puts(&b, cfg->autoindex == AUTOINDEX_JSON ? "Content-Type: application/json\r\nContent-Length: "
 						     : "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
-	put_u64(&b, len);
-	puts_(&b, "\r\n");
+	outbuf_u64(&b, len);
+	outbuf_puts(&b, "\r\n");
 	head_end(c, &b);
 	if (!is_head(c))
 		add_seg(c, c->body, 0, len);
@@ -790,20 +759,20 @@ struct target {
 
 /* Validators, Vary, Cache-Control and Expires: what a 200, 206 and 304 for
  * the file all carry (RFC 9110 15.4.5: a 304 sends the fields a 200 would). */
-static void put_file_fields(struct conn *c, struct hbuf *b, const struct file_view *f)
+static void put_file_fields(struct conn *c, struct outbuf *b, const struct file_view *f)
 {
-	puts_(b, "Last-Modified: ");
-	puts_(b, f->last_modified);
-	puts_(b, "\r\nETag: ");
-	put(b, f->etag, f->etag_len);
-	puts_(b, "\r\n");
+	outbuf_puts(b, "Last-Modified: ");
+	outbuf_puts(b, f->last_modified);
+	outbuf_puts(b, "\r\nETag: ");
+	outbuf_put(b, f->etag, f->etag_len);
+	outbuf_puts(b, "\r\n");
 	if (f->vary)
-		puts_(b, "Vary: Accept-Encoding\r\n");
+		outbuf_puts(b, "Vary: Accept-Encoding\r\n");
 	if (!f->cc)
 		return;
-	puts_(b, "Cache-Control: ");
-	puts_(b, f->cc->value);
-	puts_(b, "\r\n");
+	outbuf_puts(b, "Cache-Control: ");
+	outbuf_puts(b, f->cc->value);
+	outbuf_puts(b, "\r\n");
 	if (c->cfg->cache_expires && f->cc->max_age >= 0) {
 		/* for HTTP/1.0 caches, which know no max-age (RFC 9111 5.3);
 		 * formatted once a second per thread and rule, as the Date is */
@@ -818,9 +787,9 @@ static void put_file_fields(struct conn *c, struct hbuf *b, const struct file_vi
 			last.at = now;
 			last.max_age = f->cc->max_age;
 		}
-		puts_(b, "Expires: ");
-		put(b, last.date, HTTP_DATE_LEN);
-		puts_(b, "\r\n");
+		outbuf_puts(b, "Expires: ");
+		outbuf_put(b, last.date, HTTP_DATE_LEN);
+		outbuf_puts(b, "\r\n");
 	}
 }
 
@@ -828,7 +797,7 @@ static void put_file_fields(struct conn *c, struct hbuf *b, const struct file_vi
 static void respond_file(struct conn *c, struct file_view *f)
 {
 	const struct http_request *r = &c->req;
-	struct hbuf b = { c->hdr, 0, c->hdr_cap, false };
+	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 	uint64_t size = f->size;
 	int status = 200;
 
@@ -904,11 +873,11 @@ static void respond_file(struct conn *c, struct file_view *f)
 
 	head_start(c, &b, status);
 	put_file_fields(c, &b, f);
-	puts_(&b, "Accept-Ranges: bytes\r\n");
+	outbuf_puts(&b, "Accept-Ranges: bytes\r\n");
 	if (f->content_encoding) {
-		puts_(&b, "Content-Encoding: ");
-		puts_(&b, f->content_encoding);
-		puts_(&b, "\r\n");
+		outbuf_puts(&b, "Content-Encoding: ");
+		outbuf_puts(&b, f->content_encoding);
+		outbuf_puts(&b, "\r\n");
 	}
 	if (status == 206 && nranges > 1) {
 		respond_multipart(c, &b, f->mime, size, ranges, nranges);
@@ -920,19 +889,19 @@ static void respond_file(struct conn *c, struct file_view *f)
 		first = ranges[0].first;
 		last = ranges[0].last;
 		len = last - first + 1;
-		puts_(&b, "Content-Range: bytes ");
-		put_u64(&b, first);
-		put(&b, "-", 1);
-		put_u64(&b, last);
-		put(&b, "/", 1);
-		put_u64(&b, size);
-		puts_(&b, "\r\n");
+		outbuf_puts(&b, "Content-Range: bytes ");
+		outbuf_u64(&b, first);
+		outbuf_put(&b, "-", 1);
+		outbuf_u64(&b, last);
+		outbuf_put(&b, "/", 1);
+		outbuf_u64(&b, size);
+		outbuf_puts(&b, "\r\n");
 	}
-	puts_(&b, "Content-Type: ");
-	puts_(&b, f->mime);
-	puts_(&b, "\r\nContent-Length: ");
-	put_u64(&b, len);
-	puts_(&b, "\r\n");
+	outbuf_puts(&b, "Content-Type: ");
+	outbuf_puts(&b, f->mime);
+	outbuf_puts(&b, "\r\nContent-Length: ");
+	outbuf_u64(&b, len);
+	outbuf_puts(&b, "\r\n");
 	head_end(c, &b);
 	if (!is_head(c) && len > 0) {
 		/* A small body from memory goes right after the head, so the

@@ -1,7 +1,7 @@
 /* outbuf.h - appending text to a fixed buffer that refuses to overflow: what
  * does not fit is dropped whole and flagged, so a builder checks once at the
  * end (or per item, to cut at an item). Used by the listing and JSON log
- * builders; conn.c's hbuf is the same idea, older. */
+ * builders and the connection core's response heads. */
 #ifndef SPINDLE_OUTBUF_H
 #define SPINDLE_OUTBUF_H
 
