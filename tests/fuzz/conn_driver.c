@@ -89,7 +89,7 @@ void fz_set_range_file(uint64_t size)
 	FZ_CHECK(rename(from, to) == 0);
 }
 
-struct server *fz_server(struct config *cfg, bool cache)
+void fz_config(struct config *cfg, bool cache)
 {
 	config_defaults(cfg);
 	snprintf(cfg->root, sizeof(cfg->root), "%s", fz_docroot());
@@ -111,6 +111,11 @@ struct server *fz_server(struct config *cfg, bool cache)
 		cfg->autoindex = AUTOINDEX_HTML;
 		snprintf(cfg->fallback, sizeof(cfg->fallback), "/index.html");
 	}
+}
+
+struct server *fz_server(struct config *cfg, bool cache)
+{
+	fz_config(cfg, cache);
 	struct server *srv = calloc(1, sizeof(*srv));
 	FZ_CHECK(srv);
 	FZ_CHECK(server_init(srv, cfg, NULL) == 0);
@@ -213,8 +218,7 @@ struct fz_drv {
 	void *arg;
 };
 
-/* Bytes 1..4096 on a rough log scale; the last one means "all there is". */
-static const size_t fz_sizes[32] = {
+const size_t fz_sizes[32] = {
 	1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 28,
 	32, 40, 48, 64, 80, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096, SIZE_MAX,
 };

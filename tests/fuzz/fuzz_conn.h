@@ -38,8 +38,14 @@ static inline unsigned char fz_pattern(uint64_t i)
 	return (unsigned char)((i * 131u + (i >> 8) * 7u + 3u) & 0xff);
 }
 
-/* A server over the docroot; `cache` picks a file cache or none. */
+/* The fuzz servers' configuration over the docroot (small limits);
+ * `cache` picks a file cache or none. */
+void fz_config(struct config *cfg, bool cache);
+/* A server with that configuration. */
 struct server *fz_server(struct config *cfg, bool cache);
+/* A control byte's amount (its high 5 bits): bytes 1..4096 on a rough log
+ * scale; the last one means "all there is". */
+extern const size_t fz_sizes[32];
 /* The two servers every target drives (cache on, cache off), made once and
  * closed at exit. */
 void fz_servers_open(const struct server **cached, const struct server **plain);
