@@ -175,7 +175,6 @@ void fz_tls_servers_open(struct fz_tls_server out[2])
 
 /* ---- the driver ----------------------------------------------------- */
 
-#define FZ_TLS_STEPS_MAX 200000
 /* A handshake flight, plus WIRE_ENCRYPT_MAX of plaintext sealed into
  * records, plus the odd ticket or KeyUpdate: far below this. */
 #define FZ_TLS_OUT_MAX (256u * 1024)
@@ -186,6 +185,8 @@ struct fz_tls_drv {
 	size_t npayload, fed;
 	const struct fz_tls_peer *peer;
 	bool eof_sent;
+	bool verbose;
+	enum tls_state seen; /* for FUZZ_VERBOSE */
 };
 
 /* Invariants that hold whenever the driver asks what the wire wants. */
@@ -273,123 +274,118 @@ static void fz_tls_read_step(struct fz_tls_drv *d, size_t limit, bool eof_when_e
 	FZ_CHECK(space.iov_len > 0);
 	if (d->fed == d->npayload && d->peer && d->peer->more(d->peer->arg, &d->payload, &d->npayload))
 		d->fed = 0;
-	size_t n = d->npayload - d->fed;
-	if (n == 0) {
-		if (eof_when_empty) {
-			FZ_CHECK(!d->eof_sent); /* once the wire saw EOF it never wants to read again */
-			d->eof_sent = true;
-			wire_input_done(d->w, 0);
-		}
-		return;
+	size_t n = fz_recv(space, d->payload, d->npayload, &d->fed, limit);
+	if (n > 0) {
+		wire_input_done(d->w, (ssize_t)n);
+	} else if (eof_when_empty) {
+		FZ_CHECK(!d->eof_sent); /* once the wire saw EOF it never wants to read again */
+		d->eof_sent = true;
+		wire_input_done(d->w, 0);
 	}
-	if (n > limit)
-		n = limit;
-	if (n > space.iov_len)
-		n = space.iov_len;
-	memcpy(space.iov_base, d->payload + d->fed, n);
-	d->fed += n;
-	wire_input_done(d->w, (ssize_t)n);
 }
+
+/* ---- the wire's actions, for fz_run ------------------------------------ */
+
+static enum conn_want fz_tls_wants_op(void *drv, int64_t *deadline)
+{
+	struct fz_tls_drv *d = drv;
+	enum conn_want w = fz_tls_wants(d, deadline);
+
+	if (d->verbose && d->w->tls->state != d->seen) { /* when reproducing: how far the handshake got */
+		d->seen = d->w->tls->state;
+		fprintf(stderr, "fuzz: tls state %d (%s)\n", (int)d->seen, SSL_get_version(d->w->tls->ssl));
+	}
+	return w;
+}
+
+static void fz_tls_write(void *drv, size_t limit)
+{
+	fz_tls_write_step(drv, limit);
+}
+
+static void fz_tls_read(void *drv, size_t limit, bool eof_when_empty)
+{
+	fz_tls_read_step(drv, limit, eof_when_empty);
+}
+
+static void fz_tls_shutdown_done(void *drv)
+{
+	wire_shutdown_done(((struct fz_tls_drv *)drv)->w);
+}
+
+static void fz_tls_timeout(void *drv, enum conn_want was)
+{
+	struct fz_tls_drv *d = drv;
+	/* A send timeout with records unsent ends the connection. With none
+	 * unsent (the core's response not sealed yet: a driver only waits
+	 * after a short send, so only the fuzzer times out here), the core
+	 * gives up on its response and the wire may still try a close_notify. */
+	bool unsent = out_pending(d->w->tls);
+	int64_t deadline;
+
+	wire_timeout(d->w);
+	if (was == CONN_WANT_WRITE)
+		FZ_CHECK(wire_wants(d->w, &deadline) == CONN_WANT_CLOSE || (!unsent && d->w->tls->notify_sent));
+}
+
+static void fz_tls_drain(void *drv)
+{
+	wire_drain(((struct fz_tls_drv *)drv)->w);
+}
+
+static void fz_tls_output_failed(void *drv)
+{
+	struct fz_tls_drv *d = drv;
+	int64_t deadline;
+
+	wire_output_failed(d->w);
+	FZ_CHECK(wire_wants(d->w, &deadline) == CONN_WANT_CLOSE);
+}
+
+static void fz_tls_input_end(void *drv, ssize_t how)
+{
+	struct fz_tls_drv *d = drv;
+
+	if (d->eof_sent)
+		return;
+	wire_input_space(d->w);
+	wire_input_done(d->w, how);
+	/* the driver sends nothing after an EOF or a reset */
+	d->eof_sent = true;
+	d->fed = d->npayload;
+	d->peer = NULL;
+}
+
+static void fz_tls_release_idle(void *drv)
+{
+	wire_release_idle(((struct fz_tls_drv *)drv)->w);
+}
+
+static const struct fz_ops fz_tls_ops = {
+	.wants = fz_tls_wants_op,
+	.write = fz_tls_write,
+	.read = fz_tls_read,
+	.shutdown_done = fz_tls_shutdown_done,
+	.timeout = fz_tls_timeout,
+	.drain = fz_tls_drain,
+	.output_failed = fz_tls_output_failed,
+	.input_end = fz_tls_input_end,
+	.release_idle = fz_tls_release_idle,
+};
 
 void fz_tls_drive(const struct fz_tls_server *s, const uint8_t *ctl, size_t nctl, const uint8_t *payload,
 		  size_t npayload, const struct fz_tls_peer *peer)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct fz_tls_drv d = { .payload = payload, .npayload = npayload, .peer = peer };
-	size_t ci = 0;
-	bool verbose = getenv("FUZZ_VERBOSE") != NULL;
-	int64_t deadline;
+	struct fz_tls_drv d = { .payload = payload, .npayload = npayload, .peer = peer,
+				.verbose = getenv("FUZZ_VERBOSE") != NULL, .seen = TLS_HANDSHAKE };
 
-	int fd_probe = dup(0);
-	if (fd_probe >= 0)
-		close(fd_probe);
+	int fd_probe = fz_fd_probe();
 	fz_rand_restart();
 	d.w = wire_new(s->srv, s->tls, -1, (const struct sockaddr *)&addr, sizeof(addr));
 	FZ_CHECK(d.w && d.w->tls);
-	enum tls_state seen = TLS_HANDSHAKE;
-	for (int steps = 0;; steps++) {
-		FZ_CHECK(steps < FZ_TLS_STEPS_MAX); /* the natural loop always progresses: more is a livelock */
-		enum conn_want w = fz_tls_wants(&d, &deadline);
-		if (verbose && d.w->tls->state != seen) { /* when reproducing: how far the handshake got */
-			seen = d.w->tls->state;
-			fprintf(stderr, "fuzz: tls state %d (%s)\n", (int)seen, SSL_get_version(d.w->tls->ssl));
-		}
-		if (w == CONN_WANT_CLOSE)
-			break;
-		if (w == CONN_WANT_SHUTDOWN) {
-			wire_shutdown_done(d.w);
-			continue;
-		}
-		if (ci == nctl) {
-			/* out of controls: write everything, read everything, then EOF */
-			if (w == CONN_WANT_WRITE)
-				fz_tls_write_step(&d, SIZE_MAX);
-			else
-				fz_tls_read_step(&d, SIZE_MAX, true);
-			continue;
-		}
-		uint8_t op = ctl[ci++];
-		size_t amount = fz_sizes[op >> 3];
-		if (verbose)
-			fprintf(stderr, "fuzz: want %d, tls state %d, op %d, amount %zu\n", (int)w, (int)d.w->tls->state,
-				op & 7, amount);
-		switch (op & 7) {
-		case 0: case 1: case 2: case 3: case 4:
-			/* a short read or write, whichever the wire wants */
-			if (w == CONN_WANT_WRITE)
-				fz_tls_write_step(&d, amount);
-			else
-				fz_tls_read_step(&d, amount, false);
-			break;
-		case 5: {
-			/* A send timeout with records unsent ends the connection.
-			 * With none unsent (the core's response not sealed yet: a
-			 * driver only waits after a short send, so only the fuzzer
-			 * times out here), the core gives up on its response and
-			 * the wire may still try a close_notify. */
-			bool unsent = out_pending(d.w->tls);
-			wire_timeout(d.w);
-			if (w == CONN_WANT_WRITE && unsent)
-				FZ_CHECK(wire_wants(d.w, &deadline) == CONN_WANT_CLOSE);
-			else if (w == CONN_WANT_WRITE)
-				FZ_CHECK(wire_wants(d.w, &deadline) == CONN_WANT_CLOSE || d.w->tls->notify_sent);
-			break;
-		}
-		case 6:
-			wire_drain(d.w);
-			break;
-		case 7:
-			switch ((op >> 3) & 3) {
-			case 0:
-				if (w == CONN_WANT_WRITE) {
-					wire_output_failed(d.w);
-					FZ_CHECK(wire_wants(d.w, &deadline) == CONN_WANT_CLOSE);
-				}
-				break;
-			case 1:
-			case 2:
-				/* EOF or a reset; the driver sends nothing after either */
-				if (w == CONN_WANT_READ && !d.eof_sent) {
-					wire_input_space(d.w);
-					wire_input_done(d.w, (op >> 3) & 1 ? 0 : -ECONNRESET);
-					d.eof_sent = true;
-					d.fed = d.npayload;
-					d.peer = NULL;
-				}
-				break;
-			case 3:
-				if (w == CONN_WANT_READ)
-					wire_release_idle(d.w);
-				break;
-			}
-			break;
-		}
-	}
+	fz_run(&fz_tls_ops, &d, ctl, nctl);
 	wire_free(d.w);
 	ERR_clear_error();
-	/* every file the core opened is closed again */
-	int fd_after = dup(0);
-	if (fd_after >= 0)
-		close(fd_after);
-	FZ_CHECK(fd_after == fd_probe);
+	fz_check_no_fd_leak(fd_probe);
 }
