@@ -98,7 +98,8 @@ static void client_received(void *arg, const void *p, size_t n)
  * one goes out with it (bit 7), else the client waits for the server to
  * be idle again. Op byte, low 2 bits:
  *   0  a record of plaintext: the next byte is its length - 1, then the bytes
- *   1  a KeyUpdate (bit 2: requesting the server's)
+ *   1  a KeyUpdate (bit 2: requesting the server's); under TLS 1.2 a
+ *      renegotiation (a ClientHello on the open connection)
  *   2  close_notify
  *   3  raw bytes as they are (a torn or forged record): length, bytes */
 static bool client_step(struct client *c)
@@ -119,8 +120,11 @@ static bool client_step(struct client *c)
 			return false;
 		break;
 	case 1:
-		if (SSL_key_update(c->ssl, op & 4 ? SSL_KEY_UPDATE_REQUESTED : SSL_KEY_UPDATE_NOT_REQUESTED) == 1)
-			SSL_do_handshake(c->ssl);
+		if (SSL_version(c->ssl) == TLS1_2_VERSION) /* the server refuses it (no_renegotiation) */
+			SSL_renegotiate(c->ssl);
+		else
+			SSL_key_update(c->ssl, op & 4 ? SSL_KEY_UPDATE_REQUESTED : SSL_KEY_UPDATE_NOT_REQUESTED);
+		SSL_do_handshake(c->ssl);
 		break;
 	case 2:
 		SSL_shutdown(c->ssl);
@@ -220,6 +224,9 @@ static void client_run(struct client *c, SSL_CTX *ctx, const struct fz_tls_serve
 	struct fz_tls_peer peer = { client_received, client_more, c };
 	fz_tls_drive(srv, ctl, nctl, NULL, 0, &peer);
 	client_more(c, &(const uint8_t *){ NULL }, &(size_t){ 0 }); /* reads what came after its last move */
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "fuzz: the client sent %zu bytes, read %d responses (%zu bytes)\n", c->rec_len,
+			c->responses, c->plain);
 	SSL_free(c->ssl);
 	ERR_clear_error();
 }
