@@ -218,6 +218,10 @@ static enum conn_want fz_tls_wants(struct fz_tls_drv *d, int64_t *deadline)
 		FZ_CHECK(*deadline == -1);
 		break;
 	}
+	/* a pool parks a connection that awaits a request until its socket is
+	 * readable: one with something to send would never be woken */
+	if (wire_awaits_request(w))
+		FZ_CHECK(want == CONN_WANT_READ);
 	FZ_CHECK(t->out_off <= t->out_len && t->out_len <= t->out_cap);
 	FZ_CHECK(t->out_len <= FZ_TLS_OUT_MAX);
 	/* the driver reads only while the wire wants to, which it does only
