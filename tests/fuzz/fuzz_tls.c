@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fz_tls_server servers[2];
 
-/* ---- the in-process client ------------------------------------------- */
+/* ---- the in-process client and record mode's sessions ------------------ */
 
 #define STEP_KEY_UPDATE "\x01"  /* ask the server for a KeyUpdate */
 #define STEP_CLOSE_NOTIFY "\x02"
@@ -114,9 +114,11 @@ static bool client_step(struct client *c)
 		if (len > c->nscript - c->pos)
 			len = c->nscript - c->pos;
 	}
+	const uint8_t *data = c->script + c->pos;
+	c->pos += len;
 	switch (op & 3) {
 	case 0:
-		if (len > 0 && SSL_write(c->ssl, c->script + c->pos, (int)len) <= 0)
+		if (len > 0 && SSL_write(c->ssl, data, (int)len) <= 0)
 			return false;
 		break;
 	case 1:
@@ -130,10 +132,9 @@ static bool client_step(struct client *c)
 		SSL_shutdown(c->ssl);
 		break;
 	case 3:
-		FZ_CHECK(BIO_write(c->out, c->script + c->pos, (int)len) == (int)len || len == 0);
+		FZ_CHECK(BIO_write(c->out, data, (int)len) == (int)len || len == 0);
 		break;
 	}
-	c->pos += len;
 	return op & 0x80;
 }
 
