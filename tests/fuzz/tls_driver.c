@@ -1,6 +1,6 @@
 /* tls_driver.c - a fuzzing driver for the TLS wire (see fuzz_tls.h): the
- * repeatable random source, the TLS servers, and the loop that plays a
- * socket under a wire exactly as a model's io.c does.
+ * repeatable random source, the TLS servers, and the actions fz_run
+ * (conn_driver.c) takes on a wire, each as a model's io.c takes it.
  *
  * It includes src/tls/wire.c itself (the Makefile links every other source)
  * so it can check the wire's own state between calls: no plaintext left
