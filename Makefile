@@ -135,7 +135,7 @@ spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 # libFuzzer targets (tests/fuzz/): the parser and path code alone, and the
 # connection core, Range responses and the configuration over the whole core.
 # UB aborts like any crash (-fno-sanitize-recover=all); see tests/fuzz/run.sh.
-FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config
+FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) $(WARN) -O1 -g $(FUZZ_SAN) -DSPINDLE_VERSION='"$(VERSION)"'
 FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c
@@ -154,6 +154,12 @@ build/fuzz/fuzz_parse build/fuzz/fuzz_path: build/fuzz/%: tests/fuzz/%.c $(FUZZ_
 build/fuzz/fuzz_conn build/fuzz/fuzz_range: build/fuzz/%: tests/fuzz/%.c tests/fuzz/conn_driver.c \
 		tests/fuzz/fuzz_conn.h src/conn.c $(filter-out build/fuzz/obj/src/conn.o,$(FUZZ_OBJ))
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c,$^) $(LDLIBS)
+
+# The TLS wire's harness includes src/tls/wire.c as conn_driver.c does conn.c.
+build/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c tests/fuzz/tls_driver.c tests/fuzz/conn_driver.c tests/fuzz/fuzz_tls.h \
+		tests/fuzz/fuzz_conn.h src/conn.c src/tls/wire.c \
+		$(filter-out build/fuzz/obj/src/conn.o build/fuzz/obj/src/tls/wire.o,$(FUZZ_OBJ))
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c src/tls/wire.c,$^) $(LDLIBS)
 
 build/fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(LDLIBS)

@@ -89,7 +89,7 @@ void fz_set_range_file(uint64_t size)
 	FZ_CHECK(rename(from, to) == 0);
 }
 
-struct server *fz_server(struct config *cfg, bool cache)
+void fz_config(struct config *cfg, bool cache)
 {
 	config_defaults(cfg);
 	snprintf(cfg->root, sizeof(cfg->root), "%s", fz_docroot());
@@ -111,6 +111,11 @@ struct server *fz_server(struct config *cfg, bool cache)
 		cfg->autoindex = AUTOINDEX_HTML;
 		snprintf(cfg->fallback, sizeof(cfg->fallback), "/index.html");
 	}
+}
+
+struct server *fz_server(struct config *cfg, bool cache)
+{
+	fz_config(cfg, cache);
 	struct server *srv = calloc(1, sizeof(*srv));
 	FZ_CHECK(srv);
 	FZ_CHECK(server_init(srv, cfg, NULL) == 0);
@@ -213,8 +218,7 @@ struct fz_drv {
 	void *arg;
 };
 
-/* Bytes 1..4096 on a rough log scale; the last one means "all there is". */
-static const size_t fz_sizes[32] = {
+const size_t fz_sizes[32] = {
 	1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 28,
 	32, 40, 48, 64, 80, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096, SIZE_MAX,
 };
@@ -340,24 +344,29 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 	d->cur.len = 0;
 }
 
+size_t fz_recv(struct iovec space, const uint8_t *payload, size_t npayload, size_t *fed, size_t limit)
+{
+	size_t n = npayload - *fed;
+
+	if (n > limit)
+		n = limit;
+	if (n > space.iov_len)
+		n = space.iov_len;
+	memcpy(space.iov_base, payload + *fed, n);
+	*fed += n;
+	return n;
+}
+
 /* The driver read up to `limit` bytes of the payload; none left: EOF. */
 static void fz_read_step(struct fz_drv *d, size_t limit, bool eof_when_empty)
 {
 	struct iovec space = conn_input_space(d->c);
 	FZ_CHECK(space.iov_len > 0); /* conn.h: never empty while the core wants READ */
-	size_t n = d->npayload - d->fed;
-	if (n == 0) {
-		if (eof_when_empty)
-			conn_input_done(d->c, 0);
-		return;
-	}
-	if (n > limit)
-		n = limit;
-	if (n > space.iov_len)
-		n = space.iov_len;
-	memcpy(space.iov_base, d->payload + d->fed, n);
-	d->fed += n;
-	conn_input_done(d->c, (ssize_t)n);
+	size_t n = fz_recv(space, d->payload, d->npayload, &d->fed, limit);
+	if (n > 0)
+		conn_input_done(d->c, (ssize_t)n);
+	else if (eof_when_empty)
+		conn_input_done(d->c, 0);
 }
 
 /* Invariants that hold between any two calls. */
@@ -389,36 +398,29 @@ static enum conn_want fz_wants(struct fz_drv *d, int64_t *deadline)
 	return w;
 }
 
-void fz_drive(const struct server *srv, const uint8_t *ctl, size_t nctl, const uint8_t *payload,
-	      size_t npayload, fz_response_fn fn, void *arg)
+/* The loop every fuzz driver runs: each control byte is one action on the
+ * connection, then the natural end. */
+void fz_run(const struct fz_ops *ops, void *drv, const uint8_t *ctl, size_t nctl)
 {
-	struct sockaddr_in peer = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct fz_drv d = { .payload = payload, .npayload = npayload, .fn = fn, .arg = arg };
 	size_t ci = 0;
 	bool verbose = getenv("FUZZ_VERBOSE") != NULL;
 
-	int fd_probe = dup(0);
-	if (fd_probe >= 0)
-		close(fd_probe);
-	d.c = conn_new(srv, (const struct sockaddr *)&peer, sizeof(peer));
-	FZ_CHECK(d.c);
 	for (int steps = 0;; steps++) {
 		FZ_CHECK(steps < FZ_STEPS_MAX); /* the natural loop always progresses: more is a livelock */
 		int64_t deadline;
-		enum conn_want w = fz_wants(&d, &deadline);
+		enum conn_want w = ops->wants(drv, &deadline);
 		if (w == CONN_WANT_CLOSE)
 			break;
 		if (w == CONN_WANT_SHUTDOWN) {
-			conn_shutdown_done(d.c);
-			FZ_CHECK(conn_wants(d.c, &deadline) == CONN_WANT_READ);
+			ops->shutdown_done(drv);
 			continue;
 		}
 		if (ci == nctl) {
 			/* out of controls: read everything, write everything, then EOF */
 			if (w == CONN_WANT_WRITE)
-				fz_write_step(&d, SIZE_MAX);
+				ops->write(drv, SIZE_MAX);
 			else
-				fz_read_step(&d, SIZE_MAX, true);
+				ops->read(drv, SIZE_MAX, true);
 			continue;
 		}
 		uint8_t op = ctl[ci++];
@@ -427,53 +429,146 @@ void fz_drive(const struct server *srv, const uint8_t *ctl, size_t nctl, const u
 			fprintf(stderr, "fuzz: want %d, op %d, amount %zu\n", (int)w, op & 7, amount);
 		switch (op & 7) {
 		case 0: case 1: case 2: case 3: case 4:
-			/* a read or a write, whichever the core wants, of that size */
+			/* a read or a write, whichever is wanted, of that size */
 			if (w == CONN_WANT_WRITE)
-				fz_write_step(&d, amount);
+				ops->write(drv, amount);
 			else
-				fz_read_step(&d, amount, false);
+				ops->read(drv, amount, false);
 			break;
 		case 5:
-			conn_timeout(d.c);
-			if (w == CONN_WANT_WRITE) /* a send timeout abandons the response */
-				FZ_CHECK(conn_wants(d.c, &deadline) == CONN_WANT_CLOSE);
-			d.cur.len = 0;
+			ops->timeout(drv, w);
 			break;
 		case 6:
-			conn_drain(d.c);
+			ops->drain(drv);
 			break;
 		case 7:
 			switch ((op >> 3) & 3) {
 			case 0:
-				if (w == CONN_WANT_WRITE) {
-					conn_output_failed(d.c);
-					FZ_CHECK(conn_wants(d.c, &deadline) == CONN_WANT_CLOSE);
-					d.cur.len = 0;
-				}
+				if (w == CONN_WANT_WRITE)
+					ops->output_failed(drv);
 				break;
 			case 1:
 			case 2:
-				if (w == CONN_WANT_READ) {
-					conn_input_space(d.c);
-					conn_input_done(d.c, (op >> 3) & 1 ? 0 : -ECONNRESET);
-					FZ_CHECK(conn_wants(d.c, &deadline) == CONN_WANT_CLOSE);
-				}
+				if (w == CONN_WANT_READ)
+					ops->input_end(drv, (op >> 3) & 1 ? 0 : -ECONNRESET);
 				break;
 			case 3:
 				if (w == CONN_WANT_READ)
-					conn_release_idle(d.c);
+					ops->release_idle(drv);
 				break;
 			}
 			break;
 		}
 	}
+}
+
+/* ---- the core's actions, for fz_run ------------------------------------ */
+
+static enum conn_want fz_core_wants(void *drv, int64_t *deadline)
+{
+	return fz_wants(drv, deadline);
+}
+
+static void fz_core_write(void *drv, size_t limit)
+{
+	fz_write_step(drv, limit);
+}
+
+static void fz_core_read(void *drv, size_t limit, bool eof_when_empty)
+{
+	fz_read_step(drv, limit, eof_when_empty);
+}
+
+static void fz_core_shutdown_done(void *drv)
+{
+	struct fz_drv *d = drv;
+	int64_t deadline;
+
+	conn_shutdown_done(d->c);
+	FZ_CHECK(conn_wants(d->c, &deadline) == CONN_WANT_READ);
+}
+
+static void fz_core_timeout(void *drv, enum conn_want w)
+{
+	struct fz_drv *d = drv;
+	int64_t deadline;
+
+	conn_timeout(d->c);
+	if (w == CONN_WANT_WRITE) /* a send timeout abandons the response */
+		FZ_CHECK(conn_wants(d->c, &deadline) == CONN_WANT_CLOSE);
+	d->cur.len = 0;
+}
+
+static void fz_core_drain(void *drv)
+{
+	conn_drain(((struct fz_drv *)drv)->c);
+}
+
+static void fz_core_output_failed(void *drv)
+{
+	struct fz_drv *d = drv;
+	int64_t deadline;
+
+	conn_output_failed(d->c);
+	FZ_CHECK(conn_wants(d->c, &deadline) == CONN_WANT_CLOSE);
+	d->cur.len = 0;
+}
+
+static void fz_core_input_end(void *drv, ssize_t how)
+{
+	struct fz_drv *d = drv;
+	int64_t deadline;
+
+	conn_input_space(d->c);
+	conn_input_done(d->c, how);
+	FZ_CHECK(conn_wants(d->c, &deadline) == CONN_WANT_CLOSE);
+}
+
+static void fz_core_release_idle(void *drv)
+{
+	conn_release_idle(((struct fz_drv *)drv)->c);
+}
+
+static const struct fz_ops fz_core_ops = {
+	.wants = fz_core_wants,
+	.write = fz_core_write,
+	.read = fz_core_read,
+	.shutdown_done = fz_core_shutdown_done,
+	.timeout = fz_core_timeout,
+	.drain = fz_core_drain,
+	.output_failed = fz_core_output_failed,
+	.input_end = fz_core_input_end,
+	.release_idle = fz_core_release_idle,
+};
+
+void fz_drive(const struct server *srv, const uint8_t *ctl, size_t nctl, const uint8_t *payload,
+	      size_t npayload, fz_response_fn fn, void *arg)
+{
+	struct sockaddr_in peer = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct fz_drv d = { .payload = payload, .npayload = npayload, .fn = fn, .arg = arg };
+
+	int fd_probe = fz_fd_probe();
+	d.c = conn_new(srv, (const struct sockaddr *)&peer, sizeof(peer));
+	FZ_CHECK(d.c);
+	fz_run(&fz_core_ops, &d, ctl, nctl);
 	conn_free(d.c);
 	free(d.cur.bytes);
-	/* every file the core opened is closed again */
-	int fd_after = dup(0);
-	if (fd_after >= 0)
-		close(fd_after);
-	FZ_CHECK(fd_after == fd_probe);
+	fz_check_no_fd_leak(fd_probe);
+}
+
+int fz_fd_probe(void)
+{
+	int fd = dup(0);
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
+void fz_check_no_fd_leak(int probe)
+{
+	/* every file the connection opened is closed again: the lowest free
+	 * descriptor is the one it was before */
+	FZ_CHECK(fz_fd_probe() == probe);
 }
 
 /* The gap below which the core merges two ranges (conn.c's own rule). */

@@ -12,8 +12,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "../../src/config.h"
+#include "../../src/conn.h"
 #include "../../src/server.h"
 
 #define FZ_CHECK(cond) do { if (!(cond)) __builtin_trap(); } while (0)
@@ -38,8 +41,14 @@ static inline unsigned char fz_pattern(uint64_t i)
 	return (unsigned char)((i * 131u + (i >> 8) * 7u + 3u) & 0xff);
 }
 
-/* A server over the docroot; `cache` picks a file cache or none. */
+/* The fuzz servers' configuration over the docroot (small limits);
+ * `cache` picks a file cache or none. */
+void fz_config(struct config *cfg, bool cache);
+/* A server with that configuration. */
 struct server *fz_server(struct config *cfg, bool cache);
+/* A control byte's amount (its high 5 bits): bytes 1..4096 on a rough log
+ * scale; the last one means "all there is". */
+extern const size_t fz_sizes[32];
 /* The two servers every target drives (cache on, cache off), made once and
  * closed at exit. */
 void fz_servers_open(const struct server **cached, const struct server **plain);
@@ -64,5 +73,36 @@ typedef void (*fz_response_fn)(const struct fz_response *r, void *arg);
 uint64_t fz_multipart_gap(const char *mime, uint64_t size);
 void fz_drive(const struct server *srv, const uint8_t *ctl, size_t nctl, const uint8_t *payload,
 	      size_t npayload, fz_response_fn fn, void *arg);
+
+/* What a driver does to one connection, for fz_run: the core's own
+ * actions (fz_drive), or a TLS wire's over it (tls_driver.c). Each checks
+ * its invariants; output_failed is called only while WRITE is wanted,
+ * input_end (0: EOF, -ECONNRESET) and release_idle only while READ. */
+struct fz_ops {
+	enum conn_want (*wants)(void *drv, int64_t *deadline);
+	void (*write)(void *drv, size_t limit);
+	/* reads up to limit of the client's bytes; with none left, EOF if asked */
+	void (*read)(void *drv, size_t limit, bool eof_when_empty);
+	void (*shutdown_done)(void *drv);
+	void (*timeout)(void *drv, enum conn_want was);
+	void (*drain)(void *drv);
+	void (*output_failed)(void *drv);
+	void (*input_end)(void *drv, ssize_t how);
+	void (*release_idle)(void *drv);
+};
+
+/* Runs a connection to its end: each control byte one action (low 3 bits:
+ * what, high 5: how much), then the natural end (write all, read all, EOF).
+ * Traps on a livelock. */
+void fz_run(const struct fz_ops *ops, void *drv, const uint8_t *ctl, size_t nctl);
+
+/* A recv of the client's bytes: copies what is left of payload after *fed,
+ * at most limit and what space holds, and advances *fed; returns how many. */
+size_t fz_recv(struct iovec space, const uint8_t *payload, size_t npayload, size_t *fed, size_t limit);
+
+/* The lowest free descriptor now; fz_check_no_fd_leak traps unless it is
+ * the same again (a connection closed everything it opened). */
+int fz_fd_probe(void);
+void fz_check_no_fd_leak(int probe);
 
 #endif

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+import tlsutil
 import util
 
 CONCURRENCY_SKIP_REASON = ("the iterative model serves one connection at a time by design; "
@@ -281,6 +282,12 @@ def build_docroot(base: Path, with_error_pages: bool = True) -> DocRoot:
     os.symlink("a.txt", root / "link_in.txt")
     os.symlink(outside, root / "linkdir_out")
     return d
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory) -> tlsutil.Certs:
+    """The test CA and a server certificate it signed (tlsutil.make_certs)."""
+    return tlsutil.make_certs(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import pytest
 
 import util
 from conftest import A_TXT
-from test_tls import certs  # noqa: F401  (a fixture: the test CA and server certificate)
+from tlsutil import client_context, client_hello, openssl, tls_conn, tls_settings
 from supervision import (GEN_RE, ConfigServer, ShortConnLoad, log_text, one_serving, run_wrk,
                          wait_log, wrk_result)
 
@@ -88,7 +88,6 @@ def test_kill9_serving_process_under_wrk(model, scheme, started, docroot, certs,
     fail: the listeners stay with the master, so connections arriving while
     the replacement starts wait in the backlog (over TLS too: the new process
     has the certificate loaded before it serves)."""
-    from test_tls import tls_settings
 
     settings = {"workers": 2, **(tls_settings(certs) if scheme == "https" else {})}
     srv = started(util.Server(model, docroot.path, tmp_path / "srv", settings))
@@ -109,7 +108,6 @@ def test_kill9_serving_process_under_wrk(model, scheme, started, docroot, certs,
 @pytest.mark.expect_restart
 @pytest.mark.parametrize("scheme", ["http", "https"])
 def test_kill9_prefork_worker_under_wrk(scheme, started, docroot, certs, tmp_path):
-    from test_tls import tls_settings
 
     nworkers = 3
     settings = {"workers": nworkers, "threads": 4, **(tls_settings(certs) if scheme == "https" else {})}
@@ -228,7 +226,6 @@ def test_reloads_with_tls_listen_lines_under_wrk_fail_nothing(steps, started, do
     through reloads 4 -> 2 -> 4 workers and epoll -> pool -> uring, with both
     addresses given as `listen` lines: 0 failed requests, every connection
     answered."""
-    from test_tls import client_context, tls_conn
 
     plan = TLS_RELOAD_STEPS[steps]
     missing = {m for m, _ in plan} - set(util.list_models())
@@ -304,7 +301,6 @@ def test_reloads_changing_every_setting_under_wrk_fail_nothing(started, docroot,
     and HTTPS, fresh connections come on both and a stalled handshake waits
     at each reload: none fails, and nothing is logged as an error (a pool
     draining with a handshake in progress spun, an epoll_ctl error per turn)."""
-    from test_tls import _client_hello, _openssl, client_context, tls_conn
 
     models = {step["server"].split()[2] for step in EVERYTHING_STEPS}
     missing = models - set(util.list_models())
@@ -313,8 +309,8 @@ def test_reloads_changing_every_setting_under_wrk_fail_nothing(started, docroot,
     d = tmp_path / "cert2"
     d.mkdir()
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-new", *ec, "-keyout", "s2.key", "-out", "s2.csr", "-subj", "/CN=localhost", cwd=d)
-    _openssl("x509", "-req", "-in", "s2.csr", "-CA", str(certs.ca), "-CAkey", str(certs.dir / "ca.key"),
+    openssl("req", "-new", *ec, "-keyout", "s2.key", "-out", "s2.csr", "-subj", "/CN=localhost", cwd=d)
+    openssl("x509", "-req", "-in", "s2.csr", "-CA", str(certs.ca), "-CAkey", str(certs.dir / "ca.key"),
              "-CAcreateserial", "-out", "s2.pem", "-days", "2", "-extfile", str(certs.dir / "san.ext"), cwd=d)
     (d / "chain.pem").write_bytes((d / "s2.pem").read_bytes() + certs.ca.read_bytes())
     cert = {1: (certs.chain, certs.key), 2: (d / "chain.pem", d / "s2.key")}
@@ -340,7 +336,7 @@ def test_reloads_changing_every_setting_under_wrk_fail_nothing(started, docroot,
          ShortConnLoad(tls_port, nthreads=1, max_seconds=util.scaled(60), timeout=util.scaled(3),
                        opener=lambda port, timeout: tls_conn(port, ctx, timeout=timeout)) as secure:
         time.sleep(1.0)
-        hello, stalled = _client_hello(certs), []
+        hello, stalled = client_hello(certs), []
         for n, step in enumerate(EVERYTHING_STEPS[1:], start=2):
             # a handshake the client leaves half-way is in progress when the
             # old generation drains (cut at the end of its grace)

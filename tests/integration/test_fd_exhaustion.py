@@ -14,7 +14,7 @@ import time
 
 import util
 from conftest import A_TXT
-from test_tls import certs  # noqa: F401  (a fixture: the test CA and server certificate)
+from tlsutil import client_context, client_hello, tls_conn, tls_settings
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NOFILE = 40        # a serving process needs 8-15 at rest (see /proc/PID/fd)
@@ -248,7 +248,6 @@ def test_descriptor_exhaustion_over_tls_no_spin_and_recovery(model, docroot, cer
     answered and holds a TLS session for each) and keep-alive clients that
     finished their handshake use up the descriptors while new handshakes keep
     arriving. Nothing spins; once they leave, a new HTTPS client is served."""
-    from test_tls import _client_hello, client_context, tls_conn, tls_settings
 
     srv = LimitedServer(model, docroot.path, tmp_path,
                         tls_settings(certs, keepalive_timeout=60, header_timeout=60, max_connections=1000,
@@ -264,7 +263,7 @@ def test_descriptor_exhaustion_over_tls_no_spin_and_recovery(model, docroot, cer
         except (OSError, AssertionError):
             return False
 
-    hello = _client_hello(certs)
+    hello = client_hello(certs)
     held: list = []
     try:
         assert served_tls()

@@ -9,8 +9,8 @@ import time
 import pytest
 
 import util
-from test_tls import certs  # noqa: F401  (a fixture: the test CA and server certificate)
 from conftest import HUGE_SIZE
+from tlsutil import client_hello, tls_settings
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -139,10 +139,9 @@ def test_drain_with_a_handshake_in_progress_costs_no_cpu(fresh_server, certs):
     is closed; meanwhile nothing spins. pool handed such a connection back to
     its queue again and again for that second (a worker at 100% CPU and an
     "epoll_ctl(DEL)" error line per turn, thousands of them)."""
-    from test_tls import _client_hello, tls_settings
 
     srv = fresh_server(**tls_settings(certs, header_timeout="10s", drain_timeout=5))
-    hello = _client_hello(certs)
+    hello = client_hello(certs)
     with util.Conn.open(srv.port, timeout=util.scaled(10)) as c:
         c.send(hello[:40])
         time.sleep(0.3)  # the server holds the connection mid-handshake

@@ -21,63 +21,9 @@ import pytest
 
 import util
 from conftest import A_TXT, BIG_SIZE, RANGE_DATA
+from tlsutil import Certs, client_context, client_hello, send_to_each, tls_conn, tls_settings
 
 HOST = util.HOST
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr}"
-
-
-class Certs:
-    """A CA, a server certificate it signed (for localhost and 127.0.0.1,
-    written with its chain), the server's key, and a key of another pair."""
-
-    def __init__(self, d: Path):
-        self.dir = d
-        self.ca = d / "ca.pem"
-        self.chain = d / "chain.pem"
-        self.key = d / "server.key"
-        self.other_key = d / "other.key"
-
-
-@pytest.fixture(scope="session")
-def certs(tmp_path_factory) -> Certs:
-    d = tmp_path_factory.mktemp("tls")
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-             "-subj", "/CN=spindle test CA", cwd=d)
-    _openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.pem", "-days", "2", "-extfile", "san.ext", cwd=d)
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", "other.key",
-             cwd=d)
-    c = Certs(d)
-    c.chain.write_bytes((d / "server.pem").read_bytes() + c.ca.read_bytes())
-    return c
-
-
-def tls_settings(certs: Certs, **more) -> dict:
-    return {"tls": "on", "tls_certificate": str(certs.chain), "tls_certificate_key": str(certs.key), **more}
-
-
-def client_context(certs: Certs) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(certs.ca))
-    ctx.set_alpn_protocols(["http/1.1"])
-    return ctx
-
-
-def tls_conn(port: int, ctx: ssl.SSLContext, session=None, timeout: float = 5.0) -> util.Conn:
-    raw = socket.create_connection((HOST, port), timeout=timeout)
-    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        s = ctx.wrap_socket(raw, server_hostname="localhost", session=session)
-    except BaseException:
-        raw.close()
-        raise
-    return util.Conn(s, timeout)
 
 
 @pytest.fixture
@@ -171,16 +117,6 @@ def test_redirect_https(model, servers):
     assert r.status == 400
 
 
-def _client_hello(certs: Certs) -> bytes:
-    """The first flight of a real handshake, taken from a memory-BIO client."""
-    ctx = client_context(certs)
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
-    with pytest.raises(ssl.SSLWantReadError):
-        obj.do_handshake()
-    return out.read()
-
-
 def test_bad_clients_do_not_hurt(model, tls_server, certs):
     """Clients that leave mid-handshake (a half ClientHello, then EOF; a whole
     one, then a reset, also one so quick that the server's reply meets it), and some that send garbage instead of a ClientHello
@@ -188,7 +124,7 @@ def test_bad_clients_do_not_hurt(model, tls_server, certs):
     failed handshake, and the server goes on serving."""
     port = tls_server.port
     before = util.stat_json(port)["tls"]["handshake_failures"]
-    hello = _client_hello(certs)
+    hello = client_hello(certs)
     with util.Conn.open(port) as c:
         c.send(hello[: len(hello) // 2])
     for pause in (0.05, 0):  # after the server's reply, or (likely) before it is written
@@ -239,7 +175,7 @@ def test_slow_handshake_cut_by_header_timeout(model, servers, certs):
     """A client that sends half a ClientHello and waits is closed once
     header_timeout passes, like a slow request head."""
     srv = servers(**tls_settings(certs, header_timeout="1s"))
-    hello = _client_hello(certs)
+    hello = client_hello(certs)
     with util.Conn.open(srv.port, timeout=util.scaled(10)) as c:
         c.send(hello[:40])
         t0 = time.monotonic()
@@ -277,20 +213,14 @@ def test_slow_handshakes_do_not_delay_a_fresh_client(model, fresh_server, certs)
     answered within 1 s. A worker may hold a connection only while it has
     bytes to process, in the handshake as in the request head (issue 9.14)."""
     srv = fresh_server(**tls_settings(certs))
-    hello = _client_hello(certs)
+    hello = client_hello(certs)
     crowd = [util.Conn.open(srv.port, timeout=util.scaled(5)) for _ in range(SLOW_HANDSHAKES)]
     stop = threading.Event()
     closed = []
 
     def trickle():  # one byte per client per 0.3 s, bounded by the ClientHello and by stop
         for i in range(len(hello) - 1):  # never the last byte: the handshake never completes
-            for c in crowd:
-                if c in closed:
-                    continue
-                try:
-                    c.send(hello[i:i + 1])
-                except OSError:
-                    closed.append(c)
+            send_to_each(crowd, hello[i:i + 1], closed)
             if stop.wait(0.3):
                 return
     t = threading.Thread(target=trickle, daemon=True)
@@ -346,13 +276,7 @@ def test_slow_tls_readers_and_writers_do_not_delay_a_fresh_client(model, fresh_s
                         pass
                     except OSError:
                         dropped.append(r)
-                for w in writers:
-                    try:
-                        w.send(head[i:i + 1])
-                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                        pass
-                    except OSError:
-                        dropped.append(w)
+                send_to_each(writers, head[i:i + 1], dropped)
                 if stop.wait(0.5):
                     return
         t = threading.Thread(target=trickle, daemon=True)
