@@ -316,6 +316,8 @@ static void add_seg(struct conn *c, const char *p, off_t off, size_t len)
 	c->segs[c->nsegs++] = (struct seg){ p, off, len };
 }
 
+static void respond_status(struct conn *c, int status, bool close_after, const char *extra);
+
 /* Status line, Server, Date; the caller adds the rest. */
 static void head_start(struct conn *c, struct outbuf *b, int status)
 {
@@ -331,15 +333,27 @@ static void head_start(struct conn *c, struct outbuf *b, int status)
 	outbuf_puts(b, "\r\n");
 }
 
-static void head_end(struct conn *c, struct outbuf *b)
+/* Ends the head and queues it; false if it did not fit, and then a 500 that
+ * closes has replaced the response (a head cut short would lack the blank
+ * line that ends it, and the client would read the body as fields). The
+ * caller adds no body then. respond_status's own head, under 512 bytes with
+ * no extra, always fits hdr's 1024, so the 500 is not itself refused. */
+static bool head_end(struct conn *c, struct outbuf *b)
 {
 	if (!c->keep_alive)
 		outbuf_puts(b, "Connection: close\r\n");
 	else if (c->have_req && c->req.version_minor == 0)
 		outbuf_puts(b, "Connection: keep-alive\r\n");
 	outbuf_puts(b, "\r\n");
+	if (b->overflow) {
+		log_error("a %d response's head is over its %zu-byte buffer: answering 500", c->status, b->cap);
+		if (c->status != 500 || c->keep_alive)
+			respond_status(c, 500, true, NULL);
+		return false;
+	}
 	c->head_len = b->len;
 	add_seg(c, c->hdr, 0, b->len);
+	return true;
 }
 
 static bool is_head(const struct conn *c)
@@ -373,8 +387,7 @@ static void respond_status(struct conn *c, int status, bool close_after, const c
 	outbuf_puts(&b, "\r\n");
 	if (extra)
 		outbuf_puts(&b, extra);
-	head_end(c, &b);
-	if (!is_head(c))
+	if (head_end(c, &b) && !is_head(c))
 		add_seg(c, body, 0, len);
 	c->state = ST_SEND;
 	c->last_progress = conn_now_ms();
@@ -614,8 +627,9 @@ static void respond_multipart(struct conn *c, struct outbuf *b, const char *mime
 	outbuf_puts(b, "\r\nContent-Length: ");
 	outbuf_u64(b, total);
 	outbuf_puts(b, "\r\n");
-	head_end(c, b);
-	if (b->overflow || parts.overflow) {
+	if (!head_end(c, b))
+		return;
+	if (parts.overflow) {
 		respond_status(c, 500, true, NULL);
 		return;
 	}
@@ -649,8 +663,7 @@ static void respond_dynamic(struct conn *c, struct dyn_response *d)
 	outbuf_puts(&b, "\r\nCache-Control: no-store\r\n");
 	if (d->extra)
 		outbuf_puts(&b, d->extra);
-	head_end(c, &b);
-	if (!is_head(c))
+	if (head_end(c, &b) && !is_head(c))
 		add_seg(c, c->body, 0, d->len);
 	c->state = ST_SEND;
 }
@@ -725,8 +738,7 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 						     : "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
 	outbuf_u64(&b, len);
 	outbuf_puts(&b, "\r\n");
-	head_end(c, &b);
-	if (!is_head(c))
+	if (head_end(c, &b) && !is_head(c))
 		add_seg(c, c->body, 0, len);
 	c->state = ST_SEND;
 }
@@ -793,16 +805,35 @@ static void put_file_fields(struct conn *c, struct outbuf *b, const struct file_
 	}
 }
 
+/* What a file's head takes besides the server header, ETag, type,
+ * Cache-Control value and coding: the longest status line (40), Date (37),
+ * the names and ends of Last-Modified (46), ETag (8), Cache-Control (17) and
+ * Content-Encoding (20), Vary (23), Expires (40), Accept-Ranges (22),
+ * Content-Range with three 20-digit numbers (85), Content-Type and
+ * Content-Length (54), Connection (24), the blank line (2): 418, rounded up. */
+#define FILE_HEAD_FIXED 512
+
 /* Takes over the view's fd or entry reference. */
 static void respond_file(struct conn *c, struct file_view *f)
 {
 	const struct http_request *r = &c->req;
-	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 	uint64_t size = f->size;
 	int status = 200;
 
 	c->entry = f->entry;
 	c->mem = f->entry ? f->entry->data : NULL;
+	/* The configured and per-file fields can add up to more than hdr's
+	 * first 1024 bytes (a long HSTS, Cache-Control and type together). */
+	size_t head_need = FILE_HEAD_FIXED + strlen(c->srv->server_header) + f->etag_len + strlen(f->mime) +
+			   (f->cc ? strlen(f->cc->value) : 0) +
+			   (f->content_encoding ? strlen(f->content_encoding) : 0);
+	if (!ensure_hdr_cap(c, head_need)) {
+		if (f->fd >= 0)
+			close(f->fd);
+		respond_status(c, 500, false, NULL); /* releases the entry */
+		return;
+	}
+	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 
 	/* RFC 9110 13.2.2: If-Match, If-Unmodified-Since, If-None-Match,
 	 * If-Modified-Since in that order (response.c), then If-Range. */
@@ -902,7 +933,8 @@ static void respond_file(struct conn *c, struct file_view *f)
 	outbuf_puts(&b, "\r\nContent-Length: ");
 	outbuf_u64(&b, len);
 	outbuf_puts(&b, "\r\n");
-	head_end(c, &b);
+	if (!head_end(c, &b))
+		return;
 	if (!is_head(c) && len > 0) {
 		/* A small body from memory goes right after the head, so the
 		 * response is one buffer: one send(), which TCP copies in one

@@ -284,3 +284,47 @@ def test_reload_with_broken_types_file_is_refused(site, tmp_path):
     # at start-up the same file is an error naming it, and a non-zero exit
     r = util.run_spindle("--config", str(myconf), "--root", str(root), "--check")
     assert r.returncode != 0 and f"{types}:2:" in r.stderr, r.stderr
+
+
+def test_longest_file_head_is_whole(model, tmp_path, certs):
+    """Every field a file's 206 can carry, each as long as configuration
+    allows (a 255-byte Strict-Transport-Security over TLS, a 159-byte
+    Cache-Control with Expires, a 199-byte type from the types file plus its
+    charset, a gzip sidecar's Content-Encoding and Vary, a range of a
+    terabyte-sized file, HTTP/1.0 keep-alive), adds up
+    to more than the 1024 bytes a connection's head buffer starts with: the
+    head must still go out whole, every field and the blank line after them."""
+    from tlsutil import client_context, tls_conn, tls_settings
+
+    root = tmp_path / "www"
+    root.mkdir()
+    for name in ("huge.zzlong", "huge.zzlong.gz"):
+        with open(root / name, "wb") as f:
+            f.truncate(10**12)  # sparse: nothing is written
+    mime = "text/x-" + "l" * (199 - len("text/x-"))
+    types = tmp_path / "mime.types"
+    types.write_text(f"{mime} zzlong\n")
+    cache_control = "public, max-age=600, " + "x" * (159 - len("public, max-age=600, "))
+    hsts = "max-age=63072000; " + "i" * (255 - len("max-age=63072000; "))
+    conf = tmp_path / "spindle.conf"
+    conf.write_text(f"[content]\nprecompressed = gzip\ntypes_file = {types}\ncache_expires = on\n\n"
+                    f"[cache_control]\n*.zzlong = {cache_control}\n")
+    s = util.Server(model, root, tmp_path / "srv", tls_settings(certs, hsts=hsts),
+                    extra_args=["--config", str(conf)]).start()
+    try:
+        with tls_conn(s.port, client_context(certs)) as c:
+            for _ in range(2):  # the connection is kept and serves again
+                c.send(util.build_request("GET", "/huge.zzlong", {"Range": "bytes=-1", "Accept-Encoding": "gzip",
+                                                                           "Connection": "keep-alive"},
+                                          version="HTTP/1.0"))
+                r = c.read_response("GET")
+                assert len(r.raw_head) > 1024, "the case this test is for"
+                assert r.status == 206 and r.body == b"\0", r
+                assert r.header("Content-Range") == f"bytes {10**12 - 1}-{10**12 - 1}/{10**12}", r
+                assert r.header("Content-Type") == mime + "; charset=utf-8", r
+                assert r.header("Cache-Control") == cache_control and r.has("Expires"), r
+                assert r.header("Content-Encoding") == "gzip" and r.header("Vary") == "Accept-Encoding", r
+                assert r.header("Strict-Transport-Security") == hsts, r
+                assert r.header("Connection") == "keep-alive", r
+    finally:
+        assert s.stop() == 0, s.diagnostics()
