@@ -76,3 +76,25 @@ def test_floors_measure_the_keep_alive_cell_only():
     out = subprocess.run([sys.executable, str(REPO / "tools" / "peer_cpu.py"), "--servers", "floor-uring",
                           "--cells", "ka,conn", "--repeats", "1"], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "--cells ka only" in out.stderr
+
+
+@pytest.mark.parametrize("rcvbuf,count", [(0, 2000), (4096, 20000)])
+def test_a_floor_answers_what_was_asked_before_the_client_half_closed(floor, rcvbuf, count):
+    # a client may send its requests and then its FIN (shutdown(SHUT_WR)):
+    # every request that arrived still gets its response before the close,
+    # also when the client's small receive buffer makes the floor wait for
+    # room to send (5 MB of responses) while the FIN is already there
+    with socket.socket() as s:
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(5)
+        s.connect(("127.0.0.1", floor))
+        s.sendall(REQUEST * count)
+        s.shutdown(socket.SHUT_WR)
+        data, end = b"", time.monotonic() + 20
+        while time.monotonic() < end:
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        assert data.count(b"HTTP/1.1 200 OK\r\n") == count and data.endswith(peer_cpu.SMALL)

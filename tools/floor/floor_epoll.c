@@ -21,6 +21,7 @@ struct conn {
 	int state;   /* partial "\r\n\r\n" seen */
 	size_t owed; /* response bytes not yet sent */
 	size_t sent; /* response bytes sent so far */
+	bool eof;    /* the peer sent its FIN: answer what it asked, then close */
 };
 
 static struct conn conns[FLOOR_MAX_FDS];
@@ -58,6 +59,12 @@ static void on_readable(int fd)
 {
 	char buf[4096];
 	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+	if (n == 0 && conns[fd].owed) { /* wait for room to send the rest, no longer to read */
+		conns[fd].eof = true;
+		struct epoll_event ev = { .events = EPOLLOUT, .data.fd = fd };
+		epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
+		return;
+	}
 	if (n == 0 || (n < 0 && errno != EAGAIN)) {
 		drop(fd);
 		return;
@@ -73,7 +80,9 @@ static void on_readable(int fd)
 static void on_writable(int fd)
 {
 	send_owed(fd);
-	if (conns[fd].owed == 0) {
+	if (conns[fd].owed == 0 && conns[fd].eof) {
+		drop(fd);
+	} else if (conns[fd].owed == 0) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
 		epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev); /* fails harmlessly if send_owed dropped it */
 	}

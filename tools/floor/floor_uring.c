@@ -29,6 +29,7 @@ struct conn {
 	size_t sent;    /* response bytes sent so far: where the next send starts */
 	bool sending;   /* one send in flight: sends on one socket must not overlap */
 	bool receiving; /* the multishot receive is armed */
+	bool eof;       /* the peer sent its FIN: answer what it asked, then close */
 	bool done;      /* the peer left or a send failed: close when nothing is in flight */
 };
 
@@ -106,8 +107,10 @@ static void on_recv(int fd, const struct io_uring_cqe *cqe)
 		io_uring_buf_ring_add(bufring, buf, RING_BUF_SIZE, (unsigned short)bid,
 				      io_uring_buf_ring_mask(RING_BUFS), 0);
 		io_uring_buf_ring_advance(bufring, 1);
+	} else if (cqe->res == 0) {
+		c->eof = true; /* the multishot receive has ended with it */
 	} else {
-		c->done = true; /* the peer closed, or the receive failed */
+		c->done = true; /* the receive failed */
 	}
 	if (c->done) {
 		if (c->receiving) /* bytes after a failed send: let the receive end */
@@ -117,7 +120,9 @@ static void on_recv(int fd, const struct io_uring_cqe *cqe)
 	}
 	if (c->owed && !c->sending)
 		send_owed(fd);
-	if (!c->receiving)
+	if (c->eof)
+		maybe_close(fd); /* once the last response is out, if one is going */
+	else if (!c->receiving)
 		arm_recv(fd);
 }
 
