@@ -2,7 +2,8 @@
  * spindle's uring model takes on a kept-alive connection, with none of its HTTP
  * work. One thread; a multishot accept; per connection a multishot receive
  * into a provided-buffer ring and one IORING_OP_SEND at a time; the ring set up
- * as spindle's is (single issuer, deferred task work).
+ * as spindle's is (single issuer, deferred task work). Unlike spindle it does
+ * not register its sockets as fixed files, so each operation pays fget/fput.
  *
  *     floor_uring PORT      (listens on 127.0.0.1; stop it with SIGTERM) */
 #include <errno.h>
