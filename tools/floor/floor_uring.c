@@ -2,8 +2,9 @@
  * spindle's uring model takes on a kept-alive connection, with none of its HTTP
  * work. One thread; a multishot accept; per connection a multishot receive
  * into a provided-buffer ring and one IORING_OP_SEND at a time; the ring set up
- * as spindle's is (single issuer, deferred task work). Unlike spindle it does
- * not register its sockets as fixed files, so each operation pays fget/fput.
+ * as spindle's is (single issuer, deferred task work); as spindle does for a
+ * kept-alive connection, each socket sits in a registered file table, so its
+ * operations skip fget/fput.
  *
  *     floor_uring PORT      (listens on 127.0.0.1; stop it with SIGTERM) */
 #include <errno.h>
@@ -21,6 +22,7 @@
 #define RING_BUFS 512
 #define RING_BUF_SIZE 2048
 #define BUF_GROUP 1
+#define FIXED_FILES 4096 /* registered slot = descriptor number; sockets past it go unregistered */
 
 enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND };
 
@@ -59,10 +61,20 @@ static void arm_accept(void)
 	io_uring_sqe_set_data64(sqe, tag(OP_ACCEPT, listen_fd));
 }
 
+/* the socket's registered slot where it has one */
+static void prep_target(struct io_uring_sqe *sqe, int fd)
+{
+	if (fd < FIXED_FILES) {
+		sqe->fd = fd;
+		sqe->flags |= IOSQE_FIXED_FILE;
+	}
+}
+
 static void arm_recv(int fd)
 {
 	struct io_uring_sqe *sqe = get_sqe();
 	io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
+	prep_target(sqe, fd);
 	sqe->flags |= IOSQE_BUFFER_SELECT;
 	sqe->buf_group = BUF_GROUP;
 	io_uring_sqe_set_data64(sqe, tag(OP_RECV, fd));
@@ -76,6 +88,7 @@ static void send_owed(int fd)
 	size_t len = floor_chunk(c->sent, c->owed, &at);
 	struct io_uring_sqe *sqe = get_sqe();
 	io_uring_prep_send(sqe, fd, at, len, MSG_NOSIGNAL);
+	prep_target(sqe, fd);
 	io_uring_sqe_set_data64(sqe, tag(OP_SEND, fd));
 	c->sending = true;
 }
@@ -85,6 +98,10 @@ static void send_owed(int fd)
 static void maybe_close(int fd)
 {
 	if (!conns[fd].receiving && !conns[fd].sending) {
+		if (fd < FIXED_FILES) { /* the table holds the socket open until its slot is cleared */
+			int none = -1;
+			io_uring_register_files_update(&ring, (unsigned)fd, &none, 1);
+		}
 		close(fd);
 		conns[fd] = (struct conn){ 0 };
 	}
@@ -152,7 +169,10 @@ static void on_accept(const struct io_uring_cqe *cqe)
 		close(fd);
 	} else if (fd >= 0) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* as spindle */
-		arm_recv(fd);
+		if (fd < FIXED_FILES && io_uring_register_files_update(&ring, (unsigned)fd, &fd, 1) != 1)
+			close(fd);
+		else
+			arm_recv(fd);
 	}
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		arm_accept();
@@ -177,6 +197,11 @@ static int setup(int port)
 	int err = io_uring_queue_init_params(256, &ring, &p);
 	if (err < 0) {
 		fprintf(stderr, "floor_uring: io_uring_queue_init: %s\n", strerror(-err));
+		return -1;
+	}
+	err = io_uring_register_files_sparse(&ring, FIXED_FILES);
+	if (err < 0) {
+		fprintf(stderr, "floor_uring: io_uring_register_files_sparse: %s\n", strerror(-err));
 		return -1;
 	}
 	bufs = malloc((size_t)RING_BUFS * RING_BUF_SIZE);
