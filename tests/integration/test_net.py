@@ -24,12 +24,12 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture
 def session(pytester, monkeypatch):
-    """A pytester directory holding the suite's conftest.py and util.py, so
-    the inner tests run under the same net as this suite's (and the same
-    binary: util.py finds it from its own place otherwise)."""
+    """A pytester directory holding the suite's conftest.py and the helper
+    modules it imports, so the inner tests run under the same net as this
+    suite's (and the same binary: util.py finds it from its own place otherwise)."""
     monkeypatch.setenv("SPINDLE_BIN", str(util.spindle_bin()))
     monkeypatch.setenv("TMPDIR", str(pytester.path))  # its stray-report directory, kept with it
-    for name in ("conftest.py", "util.py"):
+    for name in ("conftest.py", "util.py", "tlsutil.py"):
         shutil.copy(HERE / name, pytester.path / name)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\ntimeout = 60\n")
     return pytester
