@@ -15,8 +15,8 @@ requests (or megabytes) served. Every cell is repeated and the median printed.
 The floor servers (tools/floor/) do only what any keep-alive server must per
 request: receive, find where each request ends, send a constant response. Their
 CPU per request is what these kernel calls cost with no HTTP work: a reference
-for how far down doing less could go, not a proven minimum (a registered file
-or fewer wake-ups would go lower). The keep-alive cell only; they are compiled
+for how far down doing less could go, not a proven minimum (fewer wake-ups per
+request would go lower). The keep-alive cell only; they are compiled
 into a scratch directory on use.
 
 A standalone tool, not a lab experiment (bench/experiments owns those): it

@@ -2,9 +2,8 @@
  * the scan that counts requests. A floor server does only what every HTTP/1.1
  * keep-alive server must do per request (receive the bytes, find where each
  * request ends, send a response), so its CPU per request is what those kernel
- * calls cost with no HTTP work (not a proven minimum: floor_uring.c skips the
- * registered file spindle uses); tools/peer_cpu.py measures it beside spindle
- * and its peers. It is a measuring instrument, not a server: every
+ * calls cost with no HTTP work (not a proven minimum: a server could take
+ * cheaper paths); tools/peer_cpu.py measures it beside spindle and its peers. It is a measuring instrument, not a server: every
  * request, whatever it asks, gets the same 200 with spindle's head for the
  * 13-byte /hello.txt. */
 #ifndef FLOOR_H
