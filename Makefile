@@ -30,7 +30,7 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 
 .PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench bench-smoke clean \
-	man install uninstall
+	man man-deps install uninstall
 
 TSAN_MODELS ?= epoll or pool
 
@@ -201,7 +201,7 @@ bench-smoke: spindle
 clean:
 	rm -rf build spindle spindle-asan spindle-tsan spindle-stat
 
-# ---- man pages and installation (issue 12) ------------------------------
+# ---- man pages and installation -----------------------------------------
 # Layout as Debian's packaging of daemons, under PREFIX: the server in sbin
 # (a section-8 daemon), the viewer in bin, pages in share/man, the sample
 # configuration in $(SYSCONFDIR)/spindle (/usr/local/etc for /usr/local, /etc
@@ -214,14 +214,21 @@ MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DOCROOT    ?= /var/www/html
-MAN_PAGES  := build/man/spindle.8 build/man/spindle.conf.5
+MAN_PAGES  := build/man/spindle.8 build/man/spindle.conf.5 build/man/spindle-stat.1
 
-man: $(MAN_PAGES)
+# scdoc renders the pages: installed first on a fresh machine, as `make run`
+# installs the compiler (a no-op when present).
+man: man-deps $(MAN_PAGES)
+
+man-deps:
+	@./scripts/install-deps.sh man
+
+$(MAN_PAGES): | man-deps
 
 # The sources (pages, units) name the default paths; install writes the real ones.
 PATHS_SED = sed -e 's|/usr/local/sbin|$(SBINDIR)|g' -e 's|/usr/local/etc|$(SYSCONFDIR)|g'
 
-build/man/spindle.8: docs/man/spindle.8.scd
+build/man/spindle.8 build/man/spindle-stat.1: build/man/%: docs/man/%.scd
 	@mkdir -p $(dir $@)
 	scdoc < $< > $@
 
@@ -238,6 +245,7 @@ build/man/spindle.conf.5: docs/man/spindle.conf.5.scd server.conf scripts/conf-k
 # an existing one is the operator's and is left alone.
 install: all man
 	install -d "$(DESTDIR)$(SBINDIR)" "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man8" "$(DESTDIR)$(MANDIR)/man5" \
+	  "$(DESTDIR)$(MANDIR)/man1" \
 	  "$(DESTDIR)$(SYSCONFDIR)/spindle" "$(DESTDIR)$(UNITDIR)"
 	install -m 755 spindle "$(DESTDIR)$(SBINDIR)/spindle"
 	install -m 755 spindle-stat "$(DESTDIR)$(BINDIR)/spindle-stat"
@@ -245,6 +253,7 @@ install: all man
 	$(PATHS_SED) build/man/spindle.conf.5 > build/man/spindle.conf.5.installed
 	install -m 644 build/man/spindle.8.installed "$(DESTDIR)$(MANDIR)/man8/spindle.8"
 	install -m 644 build/man/spindle.conf.5.installed "$(DESTDIR)$(MANDIR)/man5/spindle.conf.5"
+	install -m 644 build/man/spindle-stat.1 "$(DESTDIR)$(MANDIR)/man1/spindle-stat.1"
 	sed 's|^root = www$$|root = $(DOCROOT)|' server.conf > build/spindle.conf.sample
 	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf" ]; then \
 	  echo "keeping $(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf (the sample is build/spindle.conf.sample)"; \
@@ -258,6 +267,7 @@ install: all man
 uninstall:
 	rm -f "$(DESTDIR)$(SBINDIR)/spindle" "$(DESTDIR)$(BINDIR)/spindle-stat" \
 	  "$(DESTDIR)$(MANDIR)/man8/spindle.8" "$(DESTDIR)$(MANDIR)/man5/spindle.conf.5" \
+	  "$(DESTDIR)$(MANDIR)/man1/spindle-stat.1" \
 	  "$(DESTDIR)$(UNITDIR)/spindle.service" "$(DESTDIR)$(UNITDIR)/spindle.socket"
 	@conf="$(DESTDIR)$(SYSCONFDIR)/spindle/spindle.conf"; \
 	if [ -e "$$conf" ]; then \

@@ -489,7 +489,7 @@ def peers(lab: Lab, models: list[str]) -> None:
             skipped.get(name, cells).append(cell)
     for name, mine in skipped.items():
         skip_cells(lab, "peers", mine, missing[name])
-    lab.note("peers", f"Issue 10's side-by-side: every server with one worker on CPU {SERVER_CPUS}, every "
+    lab.note("peers", f"Side by side: every server with one worker on CPU {SERVER_CPUS}, every "
                       f"generator on CPU {LOAD_CPUS}, the same docroot. Cells: `wrk -t1 -c200 -d{dur:g}s` "
                       f"keep-alive on the 13-byte file; `wrk -t1 -c50` with {PIPELINE_DEPTH} requests pipelined "
                       f"per write (bench/lua/pipeline.lua); `ab -c200` with a new connection per request; "

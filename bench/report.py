@@ -605,7 +605,7 @@ class Report:
         # issue 10's column order, whatever order the records came in (a shared cell's come first)
         titles = list(PEER_CELL_TITLES)
         cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
-        self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle (issue 10)")
+        self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle")
         self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
                        "it used are in the table below). "
                        "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
@@ -660,7 +660,7 @@ class Report:
         if laid_out is None:
             return
         cells, servers, grid = laid_out
-        self.head("tls", "TLS — handshakes per second and server CPU per handshake (issue 13)")
+        self.head("tls", "TLS — handshakes per second and server CPU per handshake")
         self.md.append("Median (min–max over repeats) connections or requests per second · server CPU per "
                        "request (in the handshake cells: per handshake). **CB** = client-bound.\n")
         self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Cost of issue 11's site features on the hot path (README, "Directory
-# listings, SPA fallback, JSON access log"): wrk on a cached 13-byte file,
+# Cost of the site features on the hot path (docs/lab.md, "Site features on
+# the hot path"; the features: docs/configuration.md): wrk on a cached 13-byte file,
 # features off (autoindex off, no fallback, combined access log) against on
 # (autoindex = html, fallback = /index.html, JSON access log), alternated in
 # the same run, server pinned to CPU 1 and wrk to CPU 0.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The hot-path cost of issue 11's content features (precompressed sidecars,
+"""The hot-path cost of the content features (precompressed sidecars,
 Cache-Control rules, a types file): wrk on a cached 13-byte file with the
 features off, on (the file has no sidecar) and on with its gzip sidecar sent,
 the three interleaved in one run. The server (epoll, one worker) is pinned to

@@ -2,6 +2,7 @@
 # Install the Debian packages spindle's build and tests need, only when missing.
 #   scripts/install-deps.sh         build + test dependencies
 #   scripts/install-deps.sh build   only what building spindle needs (make run)
+#   scripts/install-deps.sh man     only what building the man pages needs (make man)
 #   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk is a test dependency)
 #                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
 # Idempotent; prints one line when everything is already installed.
@@ -11,7 +12,8 @@ build_packages=(build-essential libinih-dev liburing-dev libssl-dev pkg-config)
 packages=(
   "${build_packages[@]}" clang libcriterion-dev openssl
   libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk
-  # issue 12: man pages (scdoc builds, man/groff check), unit verification, scale-out test
+  # man pages (scdoc builds them, man and groff check them), unit verification
+  # (systemd-analyze), the scale-out test (haproxy)
   scdoc man-db groff-base systemd haproxy
   strace  # holds the master in a syscall so a test can race it (test_listen.py)
 )
@@ -19,9 +21,10 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     build) packages=("${build_packages[@]}") ;;
+    man) packages=(scdoc) ;;
     bench) packages+=(apache2-utils nginx-light lighttpd h2o) ;;
-    -h|--help) echo "usage: $0 [build|bench]"; exit 0 ;;
-    *) echo "install-deps: unknown argument: $arg (expected: build or bench)" >&2; exit 2 ;;
+    -h|--help) echo "usage: $0 [build|man|bench]"; exit 0 ;;
+    *) echo "install-deps: unknown argument: $arg (expected: build, man or bench)" >&2; exit 2 ;;
   esac
 done
 

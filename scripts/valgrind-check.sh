@@ -13,7 +13,7 @@ trap 'rm -rf "$root"' EXIT
 printf 'Hello, world!' > "$root/a.txt"
 head -c 200000 /dev/urandom > "$root/big.bin"
 mkdir -p "$root/sub" && echo '<p>sub</p>' > "$root/sub/index.html"
-mkdir -p "$root/list/d" && echo 'x' > "$root/list/f.txt"   # no index: listed (issue 11)
+mkdir -p "$root/list/d" && echo 'x' > "$root/list/f.txt"   # no index: listed (autoindex)
 
 # A port nobody listens on now (the kernel picks it; a race with another
 # process taking it in between shows up as a start-up failure below).
@@ -43,7 +43,7 @@ check_logs() {
 	return $bad
 }
 
-# A short TLS session too (issue 13): a self-signed certificate made here,
+# A short TLS session too: a self-signed certificate made here,
 # and the same requests over HTTPS for the models in VALGRIND_TLS_MODELS.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost \
 	-keyout "$root/tls.key" -out "$root/tls.pem" 2>/dev/null

@@ -29,6 +29,20 @@ def test_help_exits_zero_and_lists_options():
         assert opt in text, f"--help does not mention {opt}"
 
 
+def test_no_file_is_read_without_config(tmp_path):
+    """./server.conf is read only when named: without --config spindle runs
+    with the built-in defaults, whatever lies in its working directory, and
+    --help says so."""
+    (tmp_path / "www").mkdir()  # the default root
+    (tmp_path / "server.conf").write_text("[server]\nport = 18129\nmodel = pool\n")
+    r = util.run_spindle("--check", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^port = 8080$", r.stdout, re.M) and "18129" not in r.stdout, r.stdout
+    assert re.search(r"^model = epoll$", r.stdout, re.M), r.stdout
+    text = " ".join(util.run_spindle("--help").stdout.split())
+    assert "without --config no file is read" in text, text
+
+
 def test_list_models_format():
     r = util.run_spindle("--list-models")
     assert r.returncode == 0, r.stderr

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.xdist_group("make-in-repository")
 SERVER_CONF = util.REPO_ROOT / "server.conf"
 MAN_DIR = util.REPO_ROOT / "build" / "man"
 KEY_RE = re.compile(r"^([a-z_]+)\s*=\s*(.*?)\s*$")
+PAGES = ("spindle.8", "spindle.conf.5", "spindle-stat.1")
 
 
 def conf_keys(text: str) -> dict[str, tuple[str, str]]:
@@ -45,12 +46,12 @@ def man_pages():
     r = subprocess.run(["make", "-s", "--no-print-directory", "man"], cwd=util.REPO_ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    return {p: MAN_DIR / p for p in ("spindle.8", "spindle.conf.5")}
+    return {p: MAN_DIR / p for p in PAGES}
 
 
-def render(path) -> str:
+def render(path, width: int = 200) -> str:
     r = subprocess.run(["man", "--warnings", "-l", str(path)], capture_output=True, text=True, timeout=30,
-                       env=dict(os.environ, MANWIDTH="200"))
+                       env=dict(os.environ, MANWIDTH=str(width)))
     assert r.returncode == 0 and r.stderr == "", f"{path.name}: man warns: {r.stderr}"
     return re.sub(".\b", "", r.stdout)  # overstrike bold and underline
 
@@ -115,8 +116,68 @@ def test_spindle_8_covers_options_models_and_signals(man_pages):
         assert sig in text
 
 
-@pytest.mark.parametrize("page", ["spindle.8", "spindle.conf.5"])
+@pytest.mark.parametrize("page", PAGES)
 def test_man_pages_render_without_groff_warnings(man_pages, page):
     r = subprocess.run(["groff", "-ww", "-man", "-z", str(man_pages[page])], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_no_section_of_spindle_conf_5_is_empty(man_pages):
+    """Every [section] of the key reference has something under it: a
+    section whose comments have no key line after them ([cache_control])
+    still shows them."""
+    text = render(man_pages["spindle.conf.5"])
+    body = text[text.index("\nKEYS\n"):text.index("\nRELOADING\n")]
+    parts = re.split(r"^\s+(\[[a-z_]+\])\s*$", body, flags=re.M)
+    for name, content in zip(parts[1::2], parts[2::2]):
+        assert content.strip(), f"spindle.conf(5): {name} is empty"
+    rules = parts[parts.index("[cache_control]") + 1]
+    assert "first match wins" in rules and re.search(r"^\s+/assets/\* = public, max-age=31536000, immutable$",
+                                                     rules, re.M), rules
+
+
+def test_spindle_conf_5_keeps_examples_and_backslashes(man_pages):
+    """server.conf's indented examples stay one per line, and `\\ufffd`
+    keeps its backslash (scdoc eats a single one)."""
+    text = render(man_pages["spindle.conf.5"], width=80)
+    for line in ("listen = 127.0.0.1:8080", "listen = [::1]:8080",
+                 "listen = unix:/run/spindle/spindle.sock mode=0660 group=www-data"):
+        assert re.search(rf"^\s+{re.escape(line)}$", text, re.M), f"spindle.conf(5) merges '{line}' into prose"
+    assert "\\ufffd" in text
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_man_pages_name_no_internal_issue_or_seed(man_pages, page):
+    """A reader of an installed page has neither the issue tracker nor the
+    lab's seeds: no "issue 13" or "Seed 002" in it."""
+    text = render(man_pages[page])
+    found = re.findall(r"\b(?:issues?|seeds?)\s+#?\d+", text, re.I)
+    assert not found, f"{page} mentions {found}"
+
+
+@pytest.mark.parametrize("page", ["spindle.8", "spindle.conf.5"])
+def test_man_pages_say_only_what_a_reload_cannot_change(man_pages, page):
+    """A reload moves bind and port (test_listen.py: test_reload_moves_the_port);
+    what a page says needs a restart is reuseport and a kept address's options,
+    never bind or port."""
+    r = subprocess.run(["man", "--nh", "-l", str(man_pages[page])], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, MANWIDTH="1000"))
+    text = " ".join(re.sub(".\b", "", r.stdout).split())
+    claims = [s for s in re.split(r"(?<=[.;:])\s", text) if "restart" in s and "need" in s]
+    assert claims, f"{page} no longer says what needs a restart"
+    for sentence in claims:
+        assert not re.search(r"\b(bind|port)\b", sentence), f"{page}: {sentence}"
+
+
+def test_spindle_stat_1_documents_every_option(man_pages):
+    text = render(man_pages["spindle-stat.1"])
+    for section in ("SYNOPSIS", "OPTIONS", "EXIT STATUS", "EXAMPLES"):
+        assert re.search(rf"^{section}$", text, re.M), f"spindle-stat(1) has no {section} section"
+    r = subprocess.run([str(util.REPO_ROOT / "spindle-stat"), "--help"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 0, r.stderr
+    options = re.findall(r"^\s+(-\w), (--[a-z-]+)", r.stdout, re.M)
+    assert len(options) >= 6, r.stdout
+    for short, long in options:
+        assert re.search(rf"^\s+{short}, {long}\b", text, re.M), f"spindle-stat(1) does not document {long}"

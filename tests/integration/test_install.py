@@ -20,6 +20,7 @@ pytestmark = pytest.mark.xdist_group("make-in-repository")
 PREFIX = "/usr/local"
 INSTALLED = [
     "sbin/spindle", "bin/spindle-stat", "share/man/man8/spindle.8", "share/man/man5/spindle.conf.5",
+    "share/man/man1/spindle-stat.1",
     "etc/spindle/spindle.conf", "lib/systemd/system/spindle.service", "lib/systemd/system/spindle.socket",
 ]
 
@@ -76,7 +77,7 @@ def test_installed_binary_runs_and_serves(destdir, docroot, tmp_path):
 
 
 def test_installed_man_pages_render_without_warnings(destdir):
-    for page in ("share/man/man8/spindle.8", "share/man/man5/spindle.conf.5"):
+    for page in ("share/man/man8/spindle.8", "share/man/man5/spindle.conf.5", "share/man/man1/spindle-stat.1"):
         path = destdir / PREFIX.lstrip("/") / page
         r = subprocess.run(["man", "--warnings", "-l", str(path)], capture_output=True, text=True,
                            timeout=30, env=dict(os.environ, MANWIDTH="80"))

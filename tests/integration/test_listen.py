@@ -291,6 +291,47 @@ def test_reload_adds_and_removes_addresses_under_load(model, docroot, tmp_path):
     assert not sock.exists()
 
 
+
+class PortConfig(ConfigServer):
+    """bind and port from a config file (no listen lines), so that a reload
+    can move them."""
+
+    def __init__(self, conf: Path, root: Path, workdir: Path):
+        super().__init__(conf, root, workdir)
+        self.conf = conf
+
+    def argv(self) -> list[str]:
+        a = super().argv()
+        for flag in ("--bind", "--port"):
+            i = a.index(flag)
+            del a[i:i + 2]
+        self.write(self.port)
+        return a
+
+    def write(self, port: int) -> None:
+        self.conf.write_text(f"[server]\nmodel = epoll\nworkers = 1\nbind = {util.HOST}\nport = {port}\n")
+
+
+def test_reload_moves_the_port(docroot, tmp_path):
+    """spindle(8) and spindle.conf(5) say a reload moves `port` (no restart):
+    after SIGHUP with a new port in the file, the new port serves, and the
+    old one refuses once the old generation has drained."""
+    srv = PortConfig(tmp_path / "spindle.conf", docroot.path, tmp_path / "srv")
+    srv.start()
+    try:
+        old, new = srv.port, util.free_port()
+        assert wait_log(srv, GEN_RE.format(n=1, model="epoll"), 3), srv.diagnostics()
+        srv.write(new)
+        srv.signal(signal.SIGHUP)
+        assert wait_log(srv, GEN_RE.format(n=2, model="epoll"), 5), srv.diagnostics()
+        assert v4_get(new).body == A_TXT
+        assert wait_log(srv, rf"no longer listening on {re.escape(util.HOST)}:{old}\b", 15), srv.diagnostics()
+        with pytest.raises(ConnectionRefusedError):
+            v4_get(old)
+    finally:
+        rc = srv.stop()
+    assert rc == 0, srv.diagnostics()
+
 def test_two_instances_by_listen_lines_alone(docroot, tmp_path):
     """stats_name = auto names the segment after the first listen address's
     port, not the unused `port` (8080 for both, so the second would refuse

@@ -11,6 +11,7 @@ other instance (`option redispatch 1`). And a reload never refuses a
 connection, so HAProxy needs nothing to ride it out."""
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -96,3 +97,27 @@ def test_deploy_md_haproxy_configuration_is_valid(tmp_path):
     r = subprocess.run([HAPROXY, "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True, text=True,
                        timeout=10)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def deploy_md_haproxy_config(tmp_path) -> str:
+    """docs/deploy.md's HAProxy configuration, bound to a free loopback port,
+    its runtime socket under tmp_path."""
+    text = (util.REPO_ROOT / "docs/deploy.md").read_text()
+    start = text.index("    global\n")
+    end = text.index("\n\n", text.index("server web2"))
+    cfg = "\n".join(ln[4:] for ln in text[start:end].splitlines()) + "\n"
+    return (cfg.replace("bind :80", f"bind {util.HOST}:{util.free_port()}")
+            .replace("/run/haproxy/admin.sock", str(tmp_path / "admin.sock")))
+
+
+def test_deploy_md_descriptor_figure(tmp_path):
+    """docs/deploy.md: `maxconn 20000` needs about 40,000 descriptors, and
+    HAProxy refuses to start below what it computes (the figure it quotes)."""
+    text = " ".join((util.REPO_ROOT / "docs/deploy.md").read_text().split())
+    need = int(re.search(r"configuration HAProxy 2\.6 computes ([\d,]+)", text).group(1).replace(",", ""))
+    assert "maxconn 20000" in text and 38000 <= need <= 42000, need
+    (tmp_path / "haproxy.cfg").write_text(deploy_md_haproxy_config(tmp_path))
+    r = subprocess.run(["prlimit", "--nofile=20000:20000", HAPROXY, "-db", "-f", str(tmp_path / "haproxy.cfg")],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert f"Cannot raise FD limit to {need}, limit is 20000" in r.stderr, r.stderr
