@@ -8,26 +8,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The enums of the keys that name a choice live with the module that acts on them. */
+#include "fs/file.h"
+#include "http/autoindex.h"
 #include "http/cache_control.h"
 #include "http/encoding.h"
-
-enum symlink_policy {
-	SYMLINKS_INSIDE, /* follow only symlinks that resolve inside the root (default) */
-	SYMLINKS_ALL,    /* follow any symlink */
-	SYMLINKS_OFF,    /* refuse every symlink */
-};
-
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
-
-/* issue 11: directory listings and the access log's line format */
-enum autoindex_mode { AUTOINDEX_OFF, AUTOINDEX_HTML, AUTOINDEX_JSON };
-enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
-
-/* What one unit of seed 002's delay is: CPU time burnt by the serving thread
- * (cannot overlap with other work on the same core), wall-clock time spent
- * spinning (the seed's loop: a preempted thread still finishes on time), or
- * an I/O-like sleep. */
-enum delay_kind { DELAY_CPU, DELAY_WALL, DELAY_SLEEP };
+#include "log/log.h"
+#include "workload/workload.h"
 
 /* One `listen` line (issue 12): an address to serve on, with its options,
  * like nginx's `listen` directive:

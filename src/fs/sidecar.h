@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../config.h"
+#include "file.h"
 #include "../http/encoding.h"
 
 #define SIDECAR_SUFFIX_MAX 8
