@@ -741,7 +741,7 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 	return 0;
 }
 
-/* ---- listen (issue 12) ------------------------------------------------ */
+/* ---- listen ------------------------------------------------------------ */
 
 /* "8080" -> 8080; false unless a whole number in 1..65535. */
 static bool parse_port(const char *s, int *port)

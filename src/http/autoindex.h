@@ -1,4 +1,4 @@
-/* autoindex.h - directory listings (issue 11.3): the query that orders them,
+/* autoindex.h - directory listings: the query that orders them,
  * the sort, and the HTML and JSON bodies. Pure: entries in, bytes out; the
  * directory is read by fs/dirlist.c and the response built by conn.c. */
 #ifndef SPINDLE_HTTP_AUTOINDEX_H

@@ -239,7 +239,7 @@ Test(config, file_reports_the_line)
 	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
 }
 
-/* health_path (issue 12): off by default, "off" turns it off again, a path
+/* health_path: off by default, "off" turns it off again, a path
  * must be absolute (checked with the other cross-field rules). */
 Test(config, health_path_off_or_absolute)
 {
@@ -256,7 +256,7 @@ Test(config, health_path_off_or_absolute)
 	cr_assert(strstr(last_msg, "health_path") && strstr(last_msg, "start with '/'"), "%s", last_msg);
 }
 
-/* issue 11 (site-b): autoindex, fallback, access_log_format */
+/* autoindex, fallback, access_log_format: values and file lines */
 Test(config, site_keys_values_and_file_lines)
 {
 	struct config cfg;
@@ -295,7 +295,7 @@ Test(config, site_keys_values_and_file_lines)
 	cr_expect_eq(cfg.autoindex, AUTOINDEX_HTML);
 }
 
-/* [content] and [cache_control] (issue 11): rules keep their order, a bad
+/* [content] and [cache_control]: rules keep their order, a bad
  * rule or coding names its line, a bad types file is refused by
  * config_validate (so a reload with one keeps the old configuration). */
 Test(config, content_and_cache_control_sections)
