@@ -1,7 +1,10 @@
 /* config.c - server.conf and command-line overrides into one validated struct config.
  *
- * Every key is one row of config_keys[]: its section, its type and its bounds,
- * so the parser, the error messages, --check and the sample file agree. */
+ * Every key is one row of config_keys[], in the order server.conf presents
+ * them: its section, its kind (how a value is parsed and printed back), its
+ * bounds, its default and, for the few keys that need one, a check of its
+ * own. The parser, the defaults, the error messages and --check all walk
+ * the same rows, so they cannot disagree. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -19,150 +22,148 @@
 #include "models/model.h"
 #include "stats/cidr.h"
 
-enum key_type {
-	KEY_INT, KEY_SIZE, KEY_DURATION, KEY_DURATION_US, KEY_BOOL, KEY_STRING, KEY_LOGPATH, KEY_SYMLINKS,
-	KEY_LEVEL, KEY_LOCK, KEY_DELAY_KIND,
-	KEY_AUTOINDEX, KEY_LOG_FORMAT, /* issue 11 (site-b) */
-	KEY_LISTEN, KEY_NAME, /* issue 12: a repeated `listen` line; a name that may be empty */
-	KEY_CODINGS,
+struct config_key;
+
+/* How values of one kind are parsed into a field and printed back. */
+struct key_kind {
+	/* Parses value into the key's field of cfg; on failure writes why. */
+	int (*set)(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen);
+	/* Prints the key's "name = value" line(s) as server.conf would hold them. */
+	void (*print)(const struct config *cfg, const struct config_key *k, FILE *out);
+	/* Numbers: the parser, what the refusal calls a good value, the bounds' unit. */
+	bool (*parse)(const char *s, long long *v);
+	const char *what;
+	const char *unit;
+};
+
+/* One value of a choice (symlinks = inside | all | off) and what it stores. */
+struct name_value {
+	const char *name;
+	int value;
 };
 
 struct config_key {
 	const char *section;
 	const char *name;
-	enum key_type type;
+	const struct key_kind *kind;
 	size_t offset;
-	size_t size;         /* for strings: buffer size */
-	long long min, max;  /* for numbers */
+	size_t size;                    /* of the field: strings' buffer, how a number or choice is stored */
+	long long min, max;             /* numbers */
+	const struct name_value *names; /* choices, ended by a NULL name */
+	const char *def;                /* the default, as server.conf writes it; NULL: none */
+	/* A check of the value beyond its kind's (strings). */
+	int (*check)(const char *value, char *why, size_t whylen);
 };
 
-#define K(sec, key, type, field, lo, hi) \
-	{ sec, key, type, offsetof(struct config, field), sizeof(((struct config *)0)->field), lo, hi }
+static const struct key_kind key_int, key_size, key_duration, key_duration_us, key_bool, key_string,
+	key_string_off, key_name, key_choice, key_listen, key_codings;
+
+static int check_model(const char *value, char *why, size_t whylen);
+static int check_fallback(const char *value, char *why, size_t whylen);
+
+static const struct name_value symlinks_names[] = {
+	{ "inside", SYMLINKS_INSIDE }, { "all", SYMLINKS_ALL }, { "off", SYMLINKS_OFF }, { NULL, 0 },
+};
+static const struct name_value autoindex_names[] = {
+	{ "off", AUTOINDEX_OFF }, { "html", AUTOINDEX_HTML }, { "json", AUTOINDEX_JSON }, { NULL, 0 },
+};
+static const struct name_value delay_kind_names[] = {
+	{ "cpu", DELAY_CPU }, { "wall", DELAY_WALL }, { "sleep", DELAY_SLEEP }, { NULL, 0 },
+};
+/* stored in a bool: global = one lock for all buckets (the baseline) */
+static const struct name_value bucket_lock_names[] = {
+	{ "bucket", false }, { "global", true }, { NULL, 0 },
+};
+static const struct name_value access_log_format_names[] = {
+	{ "combined", ACCESS_LOG_COMBINED }, { "json", ACCESS_LOG_JSON }, { NULL, 0 },
+};
+static const struct name_value log_level_names[] = {
+	{ "debug", LOG_DEBUG }, { "info", LOG_INFO }, { "warn", LOG_WARN }, { "error", LOG_ERROR }, { NULL, 0 },
+};
+
+#define FIELD(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
+/* A key of a kind with no bounds, names or check of its own. */
+#define K(sec, key, kind, field, def) { sec, key, &kind, FIELD(field), 0, 0, NULL, def, NULL }
+/* A number between lo and hi. */
+#define N(sec, key, kind, field, lo, hi, def) { sec, key, &kind, FIELD(field), lo, hi, NULL, def, NULL }
+/* One of the names in table. */
+#define C(sec, key, field, table, def) { sec, key, &key_choice, FIELD(field), 0, 0, table, def, NULL }
+/* A string checked by fn. */
+#define S(sec, key, kind, field, def, fn) { sec, key, &kind, FIELD(field), 0, 0, NULL, def, fn }
 
 static const struct config_key config_keys[] = {
-	K("server", "bind", KEY_STRING, bind, 0, 0),
-	K("server", "port", KEY_INT, port, 0, 65535),
-	K("server", "root", KEY_STRING, root, 0, 0),
-	K("server", "model", KEY_STRING, model, 0, 0),
-	K("server", "workers", KEY_INT, workers, 0, 1024),
-	K("server", "threads", KEY_INT, threads, 1, 4096),
-	K("server", "max_connections", KEY_INT, max_connections, 1, 1000000),
-	K("server", "reuseport", KEY_BOOL, reuseport, 0, 0),
-	/* issue 12: where to listen, and whom the serving processes run as */
-	K("server", "listen", KEY_LISTEN, listen, 0, 0),
-	K("server", "user", KEY_NAME, user, 0, 0),
-	K("server", "group", KEY_NAME, group, 0, 0),
-	K("server", "landlock", KEY_BOOL, landlock, 0, 0),
-	K("http", "keepalive_timeout", KEY_DURATION, keepalive_timeout_ms, 1, 3600000),
-	K("http", "header_timeout", KEY_DURATION, header_timeout_ms, 1, 3600000),
-	K("http", "send_timeout", KEY_DURATION, send_timeout_ms, 1, 3600000),
-	K("http", "drain_timeout", KEY_DURATION, drain_timeout_ms, 0, 3600000),
-	K("http", "max_request_line", KEY_SIZE, max_request_line, 64, 1 << 20),
-	K("http", "max_head", KEY_SIZE, max_head, 256, 1 << 22),
-	K("http", "max_headers", KEY_SIZE, max_headers, 1, 10000),
-	K("http", "max_body", KEY_SIZE, max_body, 0, (long long)1 << 40),
-	K("http", "max_ranges", KEY_SIZE, max_ranges, 1, 1000),
-	K("http", "index", KEY_STRING, index, 0, 0),
-	K("http", "dotfiles", KEY_BOOL, dotfiles, 0, 0),
-	K("http", "symlinks", KEY_SYMLINKS, symlinks, 0, 0),
-	K("http", "server_tokens", KEY_BOOL, server_tokens, 0, 0),
-	K("http", "sendfile_min", KEY_SIZE, sendfile_min, 0, 1 << 30),
-	K("cache", "cache_size", KEY_SIZE, cache_size, 0, (long long)1 << 40),
-	K("cache", "cache_max_file", KEY_SIZE, cache_max_file, 0, (long long)1 << 32),
-	K("cache", "cache_revalidate", KEY_DURATION, cache_revalidate_ms, 0, 3600000),
-	K("stats", "stats", KEY_BOOL, stats, 0, 0),
-	K("stats", "stats_name", KEY_STRING, stats_name, 0, 0),
-	K("stats", "metrics", KEY_BOOL, metrics, 0, 0),
-	K("stats", "metrics_path", KEY_STRING, metrics_path, 0, 0),
-	K("stats", "status_path", KEY_STRING, status_path, 0, 0),
-	K("stats", "stats_allow", KEY_STRING, stats_allow, 0, 0),
-	K("workload", "workload", KEY_BOOL, workload, 0, 0),
-	K("workload", "workload_path", KEY_STRING, workload_path, 0, 0),
-	K("workload", "work_unit", KEY_DURATION_US, work_unit_us, 1, 10000000),
-	K("workload", "delay_kind", KEY_DELAY_KIND, delay_kind, 0, 0),
-	K("workload", "buckets", KEY_INT, buckets, 1, 65536),
-	K("workload", "bucket_lock", KEY_LOCK, bucket_global_lock, 0, 0),
-	K("log", "access_log", KEY_LOGPATH, access_log, 0, 0),
-	K("log", "error_log", KEY_STRING, error_log, 0, 0),
-	K("log", "log_level", KEY_LEVEL, log_level, 0, 0),
-	/* health check (issue 12): a path, or off like a log path */
-	K("http", "health_path", KEY_LOGPATH, health_path, 0, 0),
-	/* issue 11 (site-b): listings, SPA fallback, JSON access log */
-	K("http", "autoindex", KEY_AUTOINDEX, autoindex, 0, 0),
-	K("http", "fallback", KEY_LOGPATH, fallback, 0, 0), /* a path, or off */
-	K("log", "access_log_format", KEY_LOG_FORMAT, access_log_format, 0, 0),
-	/* [tls] (issue 13); "off" empties the strings, like a log path */
-	K("tls", "tls", KEY_BOOL, tls, 0, 0),
-	K("tls", "tls_certificate", KEY_LOGPATH, tls_certificate, 0, 0),
-	K("tls", "tls_certificate_key", KEY_LOGPATH, tls_certificate_key, 0, 0),
-	K("tls", "hsts", KEY_LOGPATH, hsts, 0, 0),
-	K("tls", "redirect_https", KEY_BOOL, redirect_https, 0, 0),
-	K("tls", "redirect_https_port", KEY_INT, redirect_https_port, 1, 65535),
-	/* [content] (issue 11) */
-	K("content", "precompressed", KEY_CODINGS, precompressed, 0, 0),
-	K("content", "types_file", KEY_LOGPATH, types_file, 0, 0),
-	K("content", "default_type", KEY_STRING, default_type, 0, 0),
-	K("content", "cache_expires", KEY_BOOL, cache_expires, 0, 0),
+	K("server", "bind", key_string, bind, "127.0.0.1"),
+	N("server", "port", key_int, port, 0, 65535, "8080"),
+	K("server", "root", key_string, root, "www"),
+	S("server", "model", key_string, model, "epoll", check_model),
+	N("server", "workers", key_int, workers, 0, 1024, "0"),
+	N("server", "threads", key_int, threads, 1, 4096, "16"),
+	N("server", "max_connections", key_int, max_connections, 1, 1000000, "10240"),
+	K("server", "reuseport", key_bool, reuseport, "on"),
+	K("server", "listen", key_listen, listen, NULL), /* repeated: each line adds one */
+	K("server", "user", key_name, user, "off"),
+	K("server", "group", key_name, group, "off"),
+	K("server", "landlock", key_bool, landlock, "on"),
+
+	N("http", "keepalive_timeout", key_duration, keepalive_timeout_ms, 1, 3600000, "15s"),
+	N("http", "header_timeout", key_duration, header_timeout_ms, 1, 3600000, "10s"),
+	N("http", "send_timeout", key_duration, send_timeout_ms, 1, 3600000, "30s"),
+	N("http", "drain_timeout", key_duration, drain_timeout_ms, 0, 3600000, "10s"),
+	N("http", "max_request_line", key_size, max_request_line, 64, 1 << 20, "8192"),
+	N("http", "max_head", key_size, max_head, 256, 1 << 22, "16k"),
+	N("http", "max_headers", key_size, max_headers, 1, 10000, "100"),
+	N("http", "max_body", key_size, max_body, 0, (long long)1 << 40, "1m"),
+	N("http", "max_ranges", key_size, max_ranges, 1, 1000, "16"),
+	K("http", "index", key_string, index, "index.html"),
+	K("http", "dotfiles", key_bool, dotfiles, "off"),
+	C("http", "symlinks", symlinks, symlinks_names, "inside"),
+	K("http", "server_tokens", key_bool, server_tokens, "on"),
+	N("http", "sendfile_min", key_size, sendfile_min, 0, 1 << 30, "16k"),
+	K("http", "health_path", key_string_off, health_path, "off"),
+	C("http", "autoindex", autoindex, autoindex_names, "off"),
+	S("http", "fallback", key_string_off, fallback, "off", check_fallback),
+
+	N("cache", "cache_size", key_size, cache_size, 0, (long long)1 << 40, "64m"),
+	N("cache", "cache_max_file", key_size, cache_max_file, 0, (long long)1 << 32, "256k"),
+	N("cache", "cache_revalidate", key_duration, cache_revalidate_ms, 0, 3600000, "1s"),
+
+	K("stats", "stats", key_bool, stats, "on"),
+	K("stats", "stats_name", key_string, stats_name, "auto"),
+	K("stats", "metrics", key_bool, metrics, "off"),
+	K("stats", "metrics_path", key_string, metrics_path, "/metrics"),
+	K("stats", "status_path", key_string, status_path, "/status"),
+	K("stats", "stats_allow", key_string, stats_allow, "127.0.0.0/8 ::1/128"),
+
+	K("workload", "workload", key_bool, workload, "off"),
+	K("workload", "workload_path", key_string, workload_path, "/work"),
+	N("workload", "work_unit", key_duration_us, work_unit_us, 1, 10000000, "1ms"),
+	C("workload", "delay_kind", delay_kind, delay_kind_names, "cpu"),
+	N("workload", "buckets", key_int, buckets, 1, 65536, "128"),
+	C("workload", "bucket_lock", bucket_global_lock, bucket_lock_names, "bucket"),
+
+	K("log", "access_log", key_string_off, access_log, "off"),
+	K("log", "error_log", key_string, error_log, "-"),
+	C("log", "log_level", log_level, log_level_names, "info"),
+	C("log", "access_log_format", access_log_format, access_log_format_names, "combined"),
+
+	K("tls", "tls", key_bool, tls, "off"),
+	K("tls", "tls_certificate", key_string_off, tls_certificate, "off"),
+	K("tls", "tls_certificate_key", key_string_off, tls_certificate_key, "off"),
+	K("tls", "hsts", key_string_off, hsts, "off"),
+	K("tls", "redirect_https", key_bool, redirect_https, "off"),
+	N("tls", "redirect_https_port", key_int, redirect_https_port, 1, 65535, "443"),
+
+	K("content", "precompressed", key_codings, precompressed, "off"),
+	K("content", "types_file", key_string_off, types_file, "off"),
+	K("content", "default_type", key_string, default_type, "application/octet-stream"),
+	K("content", "cache_expires", key_bool, cache_expires, "off"),
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
-void config_defaults(struct config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	strcpy(cfg->bind, "127.0.0.1");
-	cfg->port = 8080;
-	strcpy(cfg->root, "www");
-	strcpy(cfg->model, "epoll");
-	cfg->workers = 0;
-	cfg->threads = 16;
-	cfg->max_connections = 10240;
-	cfg->reuseport = true;
-	cfg->keepalive_timeout_ms = 15000;
-	cfg->header_timeout_ms = 10000;
-	cfg->send_timeout_ms = 30000;
-	cfg->drain_timeout_ms = 10000;
-	cfg->max_request_line = 8192;
-	cfg->max_head = 16384;
-	cfg->max_headers = 100;
-	cfg->max_body = 1048576;
-	cfg->max_ranges = 16;
-	strcpy(cfg->index, "index.html");
-	cfg->dotfiles = false;
-	cfg->symlinks = SYMLINKS_INSIDE;
-	cfg->server_tokens = true;
-	cfg->sendfile_min = 16384;
-	cfg->cache_size = 64u << 20;
-	cfg->cache_max_file = 256u << 10;
-	cfg->cache_revalidate_ms = 1000;
-	cfg->access_log[0] = '\0';
-	strcpy(cfg->error_log, "-");
-	cfg->log_level = LOG_INFO;
-	cfg->stats = true;
-	strcpy(cfg->stats_name, "auto");
-	cfg->metrics = false;
-	strcpy(cfg->metrics_path, "/metrics");
-	strcpy(cfg->status_path, "/status");
-	strcpy(cfg->stats_allow, "127.0.0.0/8 ::1/128");
-	cfg->workload = false;
-	strcpy(cfg->workload_path, "/work");
-	cfg->work_unit_us = 1000;
-	cfg->delay_kind = DELAY_CPU;
-	cfg->buckets = 128;
-	cfg->bucket_global_lock = false;
-	cfg->health_path[0] = '\0';
-	/* issue 11 (site-b) */
-	cfg->autoindex = AUTOINDEX_OFF;
-	cfg->fallback[0] = '\0';
-	cfg->access_log_format = ACCESS_LOG_COMBINED;
-	cfg->redirect_https_port = 443; /* tls: the rest of [tls] is off / empty */
-	cfg->landlock = true; /* issue 12 */
-	/* [content]: sidecars off, as nginx's gzip_static; no rules */
-	cfg->precompressed.n = 0;
-	cfg->types_file[0] = '\0';
-	strcpy(cfg->default_type, "application/octet-stream");
-	cfg->cache_expires = false;
-	strcpy(cfg->source, "(defaults and command line)");
-}
+#undef K
+#undef N
+#undef C
+#undef S
 
 static const struct config_key *key_find(const char *name)
 {
@@ -171,6 +172,46 @@ static const struct config_key *key_find(const char *name)
 			return &config_keys[i];
 	return NULL;
 }
+
+/* Whether some key lives in [section]. */
+static bool section_known(const char *section)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strcmp(config_keys[i].section, section) == 0)
+			return true;
+	return false;
+}
+
+/* ---- choices ------------------------------------------------------------ */
+
+static bool name_parse(const struct name_value *t, const char *s, int *out)
+{
+	for (; t->name; t++)
+		if (strcmp(t->name, s) == 0) {
+			*out = t->value;
+			return true;
+		}
+	return false;
+}
+
+static const char *name_of(const struct name_value *t, int v)
+{
+	for (; t->name; t++)
+		if (t->value == v)
+			return t->name;
+	return "?";
+}
+
+/* "inside, all or off": the names a refusal offers. */
+static void names_list(const struct name_value *t, char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; t[i].name && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i == 0 ? "" : t[i + 1].name ? ", " : " or ",
+				      t[i].name);
+}
+
 
 /* Parses a whole decimal number; false on junk, sign or overflow. */
 static bool parse_number(const char *s, long long *out)
@@ -278,7 +319,6 @@ static bool parse_bool(const char *s, bool *out)
 	return true;
 }
 
-/* Sets one key; on failure writes the reason into why and returns -1. */
 /* Whether a request for the fallback path could name a file: it resolves
  * (as a request's path would) to something other than the root or a
  * directory. */
@@ -292,183 +332,286 @@ static bool fallback_resolves(const char *value)
 	       !pr.trailing_slash;
 }
 
-static int key_apply(struct config *cfg, const struct config_key *k, const char *value, char *why,
-		     size_t whylen)
+static bool parse_duration_us(const char *s, long long *us)
 {
-	char *field = (char *)cfg + k->offset;
-	long long v = 0;
+	return parse_duration_unit(s, us, true);
+}
 
-	switch (k->type) {
-	case KEY_INT:
-	case KEY_SIZE:
-	case KEY_DURATION:
-	case KEY_DURATION_US: {
-		bool ok = k->type == KEY_INT ? parse_number(value, &v)
-			: k->type == KEY_SIZE ? parse_size(value, &v)
-			: k->type == KEY_DURATION ? parse_duration(value, &v)
-			: parse_duration_unit(value, &v, true);
-		if (!ok) {
-			snprintf(why, whylen, "%s: '%s' is not a %s", k->name, value,
-				 k->type == KEY_INT ? "whole number"
-				 : k->type == KEY_SIZE ? "size (like 4096, 16k, 1m)"
-				 : k->type == KEY_DURATION ? "duration (like 10, 10s, 500ms, 2m)"
-				 : "duration (like 1ms, 250us, 2s)");
-			return -1;
-		}
-		if (v < k->min || v > k->max) {
-			snprintf(why, whylen, "%s: %s is out of range (%lld..%lld%s)", k->name, value, k->min,
-				 k->max, k->type == KEY_DURATION ? " ms" : k->type == KEY_DURATION_US ? " us" : "");
-			return -1;
-		}
-		if (k->type == KEY_INT || k->type == KEY_DURATION || k->type == KEY_DURATION_US)
-			*(int *)field = (int)v;
-		else if (k->size == sizeof(uint64_t) && k->offset == offsetof(struct config, max_body))
-			*(uint64_t *)field = (uint64_t)v;
-		else
-			*(size_t *)field = (size_t)v;
+static int check_fallback(const char *value, char *why, size_t whylen)
+{
+	/* the fallback is a URL path, resolved like a request's; one that
+	 * resolves to no file name ("/../x", "/app/") would answer every
+	 * route 404, so it is refused here */
+	if (!fallback_resolves(value)) {
+		snprintf(why, whylen, "fallback: '%s' must be a path starting with '/' (no query) that "
+			 "names a file beneath the root, or off", value);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_model(const char *value, char *why, size_t whylen)
+{
+	if (!model_find(value)) {
+		snprintf(why, whylen, "model: unknown model '%s' (try --list-models)", value);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *duration_str(long long ms, char *buf, size_t len)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%llds", ms / 1000);
+	else
+		snprintf(buf, len, "%lldms", ms);
+	return buf;
+}
+
+/* ---- kinds of value ------------------------------------------------------ */
+
+/* Numbers are stored as an int, or as a size_t or uint64_t (the same width
+ * here), whichever the field is. */
+static void number_store(void *field, size_t size, long long v)
+{
+	if (size == sizeof(uint64_t)) {
+		uint64_t u = (uint64_t)v;
+		memcpy(field, &u, sizeof(u));
+	} else {
+		int i = (int)v;
+		memcpy(field, &i, sizeof(i));
+	}
+}
+
+static long long number_load(const void *field, size_t size)
+{
+	if (size == sizeof(uint64_t)) {
+		uint64_t u;
+		memcpy(&u, field, sizeof(u));
+		return (long long)u;
+	}
+	int i;
+	memcpy(&i, field, sizeof(i));
+	return i;
+}
+
+static int set_number(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+{
+	long long v;
+	if (!k->kind->parse(value, &v)) {
+		snprintf(why, whylen, "%s: '%s' is not a %s", k->name, value, k->kind->what);
+		return -1;
+	}
+	if (v < k->min || v > k->max) {
+		snprintf(why, whylen, "%s: %s is out of range (%lld..%lld%s)", k->name, value, k->min, k->max,
+			 k->kind->unit);
+		return -1;
+	}
+	number_store((char *)cfg + k->offset, k->size, v);
+	return 0;
+}
+
+static void print_number(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	fprintf(out, "%s = %lld\n", k->name, number_load((const char *)cfg + k->offset, k->size));
+}
+
+static void print_duration(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	char buf[32];
+	long long ms = number_load((const char *)cfg + k->offset, k->size);
+	fprintf(out, "%s = %s\n", k->name, duration_str(ms, buf, sizeof(buf)));
+}
+
+static void print_duration_us(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	char buf[32];
+	long long us = number_load((const char *)cfg + k->offset, k->size);
+	if (us % 1000)
+		fprintf(out, "%s = %lldus\n", k->name, us);
+	else
+		fprintf(out, "%s = %s\n", k->name, duration_str(us / 1000, buf, sizeof(buf)));
+}
+
+static int set_bool(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+{
+	if (!parse_bool(value, (bool *)((char *)cfg + k->offset))) {
+		snprintf(why, whylen, "%s: '%s' is not on or off", k->name, value);
+		return -1;
+	}
+	return 0;
+}
+
+static void print_bool(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	fprintf(out, "%s = %s\n", k->name, *(const bool *)((const char *)cfg + k->offset) ? "on" : "off");
+}
+
+/* A string that --check can write back: not empty, fits, and reads back. */
+static int set_string(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+{
+	if (value[0] == '\0') {
+		snprintf(why, whylen, "%s: empty value", k->name);
+		return -1;
+	}
+	if (!value_reads_back(value)) {
+		snprintf(why, whylen, "%s: '%s' cannot be written in server.conf (it starts or ends "
+			 "with whitespace or ';', or has a ';' after whitespace, or a control character)",
+			 k->name, value);
+		return -1;
+	}
+	if (strlen(value) >= k->size) {
+		snprintf(why, whylen, "%s: value longer than %zu bytes", k->name, k->size - 1);
+		return -1;
+	}
+	if (k->check && k->check(value, why, whylen) < 0)
+		return -1;
+	strcpy((char *)cfg + k->offset, value);
+	return 0;
+}
+
+static void print_string(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	fprintf(out, "%s = %s\n", k->name, (const char *)cfg + k->offset);
+}
+
+/* A string, or off: stored empty. */
+static int set_string_off(struct config *cfg, const struct config_key *k, const char *value, char *why,
+			  size_t whylen)
+{
+	if (strcmp(value, "off") == 0) {
+		((char *)cfg + k->offset)[0] = '\0';
 		return 0;
 	}
-	case KEY_BOOL:
-		if (!parse_bool(value, (bool *)field)) {
-			snprintf(why, whylen, "%s: '%s' is not on or off", k->name, value);
-			return -1;
-		}
-		return 0;
-	case KEY_LOGPATH:
-		if (!strcmp(value, "off")) {
-			field[0] = '\0';
-			return 0;
-		}
-		/* fall through */
-	case KEY_STRING:
-		if (value[0] == '\0') {
-			snprintf(why, whylen, "%s: empty value", k->name);
-			return -1;
-		}
-		if (!value_reads_back(value)) {
-			snprintf(why, whylen, "%s: '%s' cannot be written in server.conf (it starts or ends "
-				 "with whitespace or ';', or has a ';' after whitespace, or a control character)",
-				 k->name, value);
-			return -1;
-		}
-		if (strlen(value) >= k->size) {
-			snprintf(why, whylen, "%s: value longer than %zu bytes", k->name, k->size - 1);
-			return -1;
-		}
-		/* issue 11: the fallback is a URL path, resolved like a request's;
-		 * one that resolves to no file name ("/../x", "/app/") would
-		 * answer every route 404, so it is refused here */
-		if (k->offset == offsetof(struct config, fallback) && !fallback_resolves(value)) {
-			snprintf(why, whylen, "fallback: '%s' must be a path starting with '/' (no query) that "
-				 "names a file beneath the root, or off", value);
-			return -1;
-		}
-		if (k->offset == offsetof(struct config, model) && !model_find(value)) {
-			snprintf(why, whylen, "model: unknown model '%s' (try --list-models)", value);
-			return -1;
-		}
-		strcpy(field, value);
-		return 0;
-	case KEY_SYMLINKS:
-		if (!strcmp(value, "inside"))
-			cfg->symlinks = SYMLINKS_INSIDE;
-		else if (!strcmp(value, "all"))
-			cfg->symlinks = SYMLINKS_ALL;
-		else if (!strcmp(value, "off"))
-			cfg->symlinks = SYMLINKS_OFF;
-		else {
-			snprintf(why, whylen, "symlinks: '%s' is not inside, all or off", value);
-			return -1;
-		}
-		return 0;
-	case KEY_LOCK:
-		if (!strcmp(value, "bucket"))
-			cfg->bucket_global_lock = false;
-		else if (!strcmp(value, "global"))
-			cfg->bucket_global_lock = true;
-		else {
-			snprintf(why, whylen, "bucket_lock: '%s' is not bucket or global", value);
-			return -1;
-		}
-		return 0;
-	case KEY_DELAY_KIND:
-		if (!strcmp(value, "cpu"))
-			cfg->delay_kind = DELAY_CPU;
-		else if (!strcmp(value, "wall"))
-			cfg->delay_kind = DELAY_WALL;
-		else if (!strcmp(value, "sleep"))
-			cfg->delay_kind = DELAY_SLEEP;
-		else {
-			snprintf(why, whylen, "delay_kind: '%s' is not cpu, wall or sleep", value);
-			return -1;
-		}
-		return 0;
-	case KEY_AUTOINDEX:
-		if (!strcmp(value, "off"))
-			cfg->autoindex = AUTOINDEX_OFF;
-		else if (!strcmp(value, "html"))
-			cfg->autoindex = AUTOINDEX_HTML;
-		else if (!strcmp(value, "json"))
-			cfg->autoindex = AUTOINDEX_JSON;
-		else {
-			snprintf(why, whylen, "autoindex: '%s' is not off, html or json", value);
-			return -1;
-		}
-		return 0;
-	case KEY_LOG_FORMAT:
-		if (!strcmp(value, "combined"))
-			cfg->access_log_format = ACCESS_LOG_COMBINED;
-		else if (!strcmp(value, "json"))
-			cfg->access_log_format = ACCESS_LOG_JSON;
-		else {
-			snprintf(why, whylen, "access_log_format: '%s' is not combined or json", value);
-			return -1;
-		}
-		return 0;
-	case KEY_LISTEN:
-		if (cfg->nlisten >= CONFIG_MAX_LISTEN) {
-			snprintf(why, whylen, "listen: more than %d addresses", CONFIG_MAX_LISTEN);
-			return -1;
-		}
-		if (listen_addr_parse(value, &cfg->listen[cfg->nlisten], why, whylen) < 0)
-			return -1;
-		cfg->nlisten++; /* each line adds one */
-		return 0;
-	case KEY_NAME:
-		/* a user or group name; off (or empty): none */
-		if (!strcmp(value, "off"))
-			value = "";
-		if (strlen(value) >= k->size || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-							     "0123456789-_.$") != strlen(value)) {
-			snprintf(why, whylen, "%s: '%s' is not a user or group name", k->name, value);
-			return -1;
-		}
-		strcpy(field, value);
-		return 0;
-	case KEY_CODINGS: {
-		char inner[256];
-		if (encoding_prefs_parse(value, &cfg->precompressed, inner, sizeof(inner)) < 0) {
-			snprintf(why, whylen, "%s: %s", k->name, inner);
-			return -1;
-		}
-		return 0;
+	return set_string(cfg, k, value, why, whylen);
+}
+
+static void print_string_off(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	const char *field = (const char *)cfg + k->offset;
+	fprintf(out, "%s = %s\n", k->name, field[0] ? field : "off");
+}
+
+/* A user or group name; off (or empty): none. */
+static int set_name(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+{
+	if (strcmp(value, "off") == 0)
+		value = "";
+	if (strlen(value) >= k->size || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						     "0123456789-_.$") != strlen(value)) {
+		snprintf(why, whylen, "%s: '%s' is not a user or group name", k->name, value);
+		return -1;
 	}
-	case KEY_LEVEL:
-		if (!strcmp(value, "debug"))
-			cfg->log_level = LOG_DEBUG;
-		else if (!strcmp(value, "info"))
-			cfg->log_level = LOG_INFO;
-		else if (!strcmp(value, "warn"))
-			cfg->log_level = LOG_WARN;
-		else if (!strcmp(value, "error"))
-			cfg->log_level = LOG_ERROR;
-		else {
-			snprintf(why, whylen, "log_level: '%s' is not debug, info, warn or error", value);
-			return -1;
-		}
-		return 0;
+	strcpy((char *)cfg + k->offset, value);
+	return 0;
+}
+
+/* A choice is stored in an enum (int-sized) or a bool field. */
+static int set_choice(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+{
+	void *field = (char *)cfg + k->offset;
+	int v;
+	if (!name_parse(k->names, value, &v)) {
+		char names[128];
+		names_list(k->names, names, sizeof(names));
+		snprintf(why, whylen, "%s: '%s' is not %s", k->name, value, names);
+		return -1;
 	}
-	return -1;
+	if (k->size == sizeof(bool)) {
+		bool b = v != 0;
+		memcpy(field, &b, sizeof(b));
+	} else {
+		memcpy(field, &v, sizeof(v));
+	}
+	return 0;
+}
+
+static void print_choice(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	const void *field = (const char *)cfg + k->offset;
+	int v;
+	if (k->size == sizeof(bool)) {
+		bool b;
+		memcpy(&b, field, sizeof(b));
+		v = b;
+	} else {
+		memcpy(&v, field, sizeof(v));
+	}
+	fprintf(out, "%s = %s\n", k->name, name_of(k->names, v));
+}
+
+/* Each `listen` line adds one address. */
+static int set_listen(struct config *cfg, const struct config_key *k, const char *value, char *why,
+		      size_t whylen)
+{
+	(void)k;
+	if (cfg->nlisten >= CONFIG_MAX_LISTEN) {
+		snprintf(why, whylen, "listen: more than %d addresses", CONFIG_MAX_LISTEN);
+		return -1;
+	}
+	if (listen_addr_parse(value, &cfg->listen[cfg->nlisten], why, whylen) < 0)
+		return -1;
+	cfg->nlisten++;
+	return 0;
+}
+
+static void print_listen(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	char buf[256];
+	for (int j = 0; j < cfg->nlisten; j++) {
+		listen_addr_format(&cfg->listen[j], buf, sizeof(buf));
+		fprintf(out, "%s = %s\n", k->name, buf);
+	}
+}
+
+static int set_codings(struct config *cfg, const struct config_key *k, const char *value, char *why,
+		       size_t whylen)
+{
+	char inner[256];
+	if (encoding_prefs_parse(value, (struct encoding_prefs *)((char *)cfg + k->offset), inner,
+				 sizeof(inner)) < 0) {
+		snprintf(why, whylen, "%s: %s", k->name, inner);
+		return -1;
+	}
+	return 0;
+}
+
+static void print_codings(const struct config *cfg, const struct config_key *k, FILE *out)
+{
+	char buf[256];
+	encoding_prefs_format((const struct encoding_prefs *)((const char *)cfg + k->offset), buf, sizeof(buf));
+	fprintf(out, "%s = %s\n", k->name, buf[0] ? buf : "off");
+}
+
+static const struct key_kind key_int = { set_number, print_number, parse_number, "whole number", "" };
+static const struct key_kind key_size = { set_number, print_number, parse_size, "size (like 4096, 16k, 1m)", "" };
+static const struct key_kind key_duration = { set_number, print_duration, parse_duration,
+					      "duration (like 10, 10s, 500ms, 2m)", " ms" };
+static const struct key_kind key_duration_us = { set_number, print_duration_us, parse_duration_us,
+						 "duration (like 1ms, 250us, 2s)", " us" };
+static const struct key_kind key_bool = { set_bool, print_bool, NULL, NULL, NULL };
+static const struct key_kind key_string = { set_string, print_string, NULL, NULL, NULL };
+static const struct key_kind key_string_off = { set_string_off, print_string_off, NULL, NULL, NULL };
+static const struct key_kind key_name = { set_name, print_string_off, NULL, NULL, NULL };
+static const struct key_kind key_choice = { set_choice, print_choice, NULL, NULL, NULL };
+static const struct key_kind key_listen = { set_listen, print_listen, NULL, NULL, NULL };
+static const struct key_kind key_codings = { set_codings, print_codings, NULL, NULL, NULL };
+
+void config_defaults(struct config *cfg)
+{
+	char why[512];
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct config_key *k = &config_keys[i];
+		/* a default the key refuses is a bug in the table above, caught by
+		 * the first run of any test */
+		if (k->def && k->kind->set(cfg, k, k->def, why, sizeof(why)) < 0) {
+			fprintf(stderr, "spindle: config: bad default: %s\n", why);
+			abort();
+		}
+	}
+	strcpy(cfg->source, "(defaults and command line)");
 }
 
 static void report_stderr(const char *msg)
@@ -530,16 +673,14 @@ static int ini_on_pair(void *user, const char *section, const char *name, const 
 		return 0;
 	}
 	if (section[0] && strcmp(section, k->section) != 0) {
-		if (strcmp(section, "server") && strcmp(section, "http") && strcmp(section, "cache") &&
-		    strcmp(section, "stats") && strcmp(section, "workload") && strcmp(section, "log") &&
-		    strcmp(section, "content"))
+		if (!section_known(section))
 			snprintf(st->why, sizeof(st->why), "unknown section [%s]", section);
 		else
 			snprintf(st->why, sizeof(st->why), "key '%s' belongs in [%s], not [%s]", name,
 				 k->section, section);
 		return 0;
 	}
-	return key_apply(st->cfg, k, value, st->why, sizeof(st->why)) == 0;
+	return k->kind->set(st->cfg, k, value, st->why, sizeof(st->why)) == 0;
 }
 
 int config_load_file(struct config *cfg, const char *path)
@@ -593,14 +734,14 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 		report("%s: unknown key '%s'", origin, key);
 		return -1;
 	}
-	if (key_apply(cfg, k, value, why, sizeof(why)) < 0) {
+	if (k->kind->set(cfg, k, value, why, sizeof(why)) < 0) {
 		report("%s: %s", origin, why);
 		return -1;
 	}
 	return 0;
 }
 
-/* ---- listen (issue 12) ------------------------------------------------ */
+/* ---- listen ------------------------------------------------------------ */
 
 /* "8080" -> 8080; false unless a whole number in 1..65535. */
 static bool parse_port(const char *s, int *port)
@@ -912,86 +1053,14 @@ int config_validate(struct config *cfg)
 	return 0;
 }
 
-static const char *duration_str(int ms, char *buf, size_t len)
-{
-	if (ms % 1000 == 0)
-		snprintf(buf, len, "%ds", ms / 1000);
-	else
-		snprintf(buf, len, "%dms", ms);
-	return buf;
-}
-
-static void config_print_section(const struct config *cfg, const char *section, bool first, FILE *out)
-{
-	static const char *const symlinks[] = { "inside", "all", "off" };
-	static const char *const levels[] = { "debug", "info", "warn", "error" };
-	static const char *const delay_kinds[] = { "cpu", "wall", "sleep" };
-	static const char *const autoindex_modes[] = { "off", "html", "json" };
-	static const char *const log_formats[] = { "combined", "json" };
-	char buf[256];
-
-	fprintf(out, "%s[%s]\n", first ? "" : "\n", section);
-	for (size_t i = 0; i < NKEYS; i++) {
-		const struct config_key *k = &config_keys[i];
-		const char *field = (const char *)cfg + k->offset;
-		if (strcmp(section, k->section))
-			continue;
-		if (k->type == KEY_LISTEN) {
-			for (int j = 0; j < cfg->nlisten; j++) {
-				listen_addr_format(&cfg->listen[j], buf, sizeof(buf));
-				fprintf(out, "listen = %s\n", buf);
-			}
-			continue;
-		}
-		fprintf(out, "%s = ", k->name);
-		switch (k->type) {
-		case KEY_INT: fprintf(out, "%d\n", *(const int *)field); break;
-		case KEY_DURATION: fprintf(out, "%s\n", duration_str(*(const int *)field, buf, sizeof(buf))); break;
-		case KEY_SIZE:
-			if (k->offset == offsetof(struct config, max_body))
-				fprintf(out, "%llu\n", (unsigned long long)cfg->max_body);
-			else
-				fprintf(out, "%zu\n", *(const size_t *)field);
-			break;
-		case KEY_BOOL: fprintf(out, "%s\n", *(const bool *)field ? "on" : "off"); break;
-		case KEY_LOGPATH: fprintf(out, "%s\n", field[0] ? field : "off"); break;
-		case KEY_STRING: fprintf(out, "%s\n", field); break;
-		case KEY_NAME: fprintf(out, "%s\n", field[0] ? field : "off"); break;
-		case KEY_LISTEN: break; /* above */
-		case KEY_SYMLINKS: fprintf(out, "%s\n", symlinks[cfg->symlinks]); break;
-		case KEY_LEVEL: fprintf(out, "%s\n", levels[cfg->log_level]); break;
-		case KEY_LOCK: fprintf(out, "%s\n", cfg->bucket_global_lock ? "global" : "bucket"); break;
-		case KEY_DELAY_KIND: fprintf(out, "%s\n", delay_kinds[cfg->delay_kind]); break;
-		case KEY_AUTOINDEX: fprintf(out, "%s\n", autoindex_modes[cfg->autoindex]); break;
-		case KEY_LOG_FORMAT: fprintf(out, "%s\n", log_formats[cfg->access_log_format]); break;
-		case KEY_CODINGS:
-			encoding_prefs_format(&cfg->precompressed, buf, sizeof(buf));
-			fprintf(out, "%s\n", buf[0] ? buf : "off");
-			break;
-		case KEY_DURATION_US: {
-			int us = *(const int *)field;
-			if (us % 1000)
-				fprintf(out, "%dus\n", us);
-			else
-				fprintf(out, "%s\n", duration_str(us / 1000, buf, sizeof(buf)));
-			break;
-		}
-		}
-	}
-}
-
 void config_print(const struct config *cfg, FILE *out)
 {
 	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
-	/* Section by section, in the order they first appear: keys added in a
-	 * block of their own further down the table still print under their
-	 * section's one header. */
-	for (size_t s = 0; s < NKEYS; s++) {
-		bool seen = false;
-		for (size_t j = 0; j < s && !seen; j++)
-			seen = strcmp(config_keys[j].section, config_keys[s].section) == 0;
-		if (!seen)
-			config_print_section(cfg, config_keys[s].section, s == 0, out);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct config_key *k = &config_keys[i];
+		if (i == 0 || strcmp(k->section, config_keys[i - 1].section) != 0)
+			fprintf(out, "%s[%s]\n", i == 0 ? "" : "\n", k->section);
+		k->kind->print(cfg, k, out);
 	}
 	fprintf(out, "\n[cache_control]\n");
 	for (size_t i = 0; i < cfg->cache_control.n; i++)

@@ -8,28 +8,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The enums of the keys that name a choice live with the module that acts on them. */
+#include "fs/file.h"
+#include "http/autoindex.h"
 #include "http/cache_control.h"
 #include "http/encoding.h"
+#include "log/log.h"
+#include "workload/workload.h"
 
-enum symlink_policy {
-	SYMLINKS_INSIDE, /* follow only symlinks that resolve inside the root (default) */
-	SYMLINKS_ALL,    /* follow any symlink */
-	SYMLINKS_OFF,    /* refuse every symlink */
-};
-
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
-
-/* issue 11: directory listings and the access log's line format */
-enum autoindex_mode { AUTOINDEX_OFF, AUTOINDEX_HTML, AUTOINDEX_JSON };
-enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
-
-/* What one unit of seed 002's delay is: CPU time burnt by the serving thread
- * (cannot overlap with other work on the same core), wall-clock time spent
- * spinning (the seed's loop: a preempted thread still finishes on time), or
- * an I/O-like sleep. */
-enum delay_kind { DELAY_CPU, DELAY_WALL, DELAY_SLEEP };
-
-/* One `listen` line (issue 12): an address to serve on, with its options,
+/* One `listen` line: an address to serve on, with its options,
  * like nginx's `listen` directive:
  *   listen = 127.0.0.1:8080 | [::]:8080 ipv6only=on | *:8080 | 8080
  *   listen = unix:/run/spindle.sock mode=0660 owner=www-data group=www-data
@@ -47,7 +34,7 @@ struct listen_addr {
 	int mode;             /* UNIX: permissions of the socket file, -1: as the umask leaves them */
 	char owner[64];       /* UNIX: chown the socket file to this user/group ("": leave it) */
 	char group[64];
-	bool tls;             /* serve HTTPS here (issue 13 wires it) */
+	bool tls;             /* serve HTTPS here */
 };
 
 /* Parses one `listen` value into *out; on error writes why and returns -1.
@@ -103,7 +90,7 @@ struct config {
 	bool workload;
 	char workload_path[128];
 	int work_unit_us;     /* one unit of work */
-	enum delay_kind delay_kind; /* what a unit of work is (issue 8) */
+	enum delay_kind delay_kind; /* what a unit of work is */
 	int buckets;
 	bool bucket_global_lock; /* one lock for all buckets (the baseline) */
 
@@ -112,27 +99,27 @@ struct config {
 	char error_log[4096];  /* "-" for stderr */
 	enum log_level log_level;
 
-	/* [http] health check for load balancers (issue 12) */
+	/* [http] health check for load balancers */
 	char health_path[128]; /* "" when off */
-	/* issue 11 (site-b): listings, SPA fallback, JSON access log */
+	/* [http] listings and SPA fallback; [log] the access log's format */
 	enum autoindex_mode autoindex; /* a directory without an index file: 403, or a listing */
 	char fallback[4096];  /* "" when off; else a root-relative URL path ("/index.html") */
 	enum access_log_format access_log_format;
-	/* [server] listen, user, group, landlock (issue 12) */
+	/* [server] listen, user, group, landlock */
 	struct listen_addr listen[CONFIG_MAX_LISTEN]; /* none: bind and port apply */
 	int nlisten;
 	char user[64];        /* serving processes run as this user ("": as started) */
 	char group[64];       /* ... and group ("": the user's login group) */
 	bool landlock;        /* restrict serving processes' file access where the kernel can */
 
-	/* [tls] (issue 13): tls = on makes `port` an HTTPS port */
+	/* [tls]: tls = on makes `port` an HTTPS port */
 	bool tls;
 	char tls_certificate[4096];     /* PEM: the certificate, then its chain */
 	char tls_certificate_key[4096]; /* PEM private key */
 	char hsts[256];                 /* Strict-Transport-Security value on HTTPS responses; "" = none */
 	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
 	int redirect_https_port;        /* ... on this port */
-	/* [content] (issue 11: precompressed sidecars, MIME types, cache rules) */
+	/* [content]: precompressed sidecars, MIME types, Expires */
 	struct encoding_prefs precompressed; /* sidecar codings by preference; n == 0: off */
 	char types_file[4096];   /* mime.types-format file over the built-in table; "" = none */
 	char default_type[128];  /* Content-Type when no table knows the extension */

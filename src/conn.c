@@ -5,7 +5,7 @@
  * the buffer is compacted only then. Before writing, every complete request
  * already buffered is answered too: the earlier responses wait, parked, in a
  * small queue, and conn_output() hands them all out as one gathered write
- * (issue 10: one small write per pipelined response meets the client's delayed
+ * (one small write per pipelined response would meet the client's delayed
  * ACK). Responses go out in request order and no received byte is dropped. */
 #include "conn.h"
 
@@ -58,7 +58,7 @@ struct seg {
 	size_t len;
 };
 
-/* Gathering pipelined responses (issue 10), as h2o and lighttpd do. A
+/* Gathering pipelined responses, as h2o and lighttpd do. A
  * response is parked only when it is in memory (a file range goes out by
  * sendfile, so a gathered write stops there anyway), keeps the connection open
  * and is small; parking stops once the queue would fill a write. */
@@ -557,7 +557,7 @@ static size_t decimal_digits(uint64_t v)
 
 /* Bytes of one multipart part head ("\r\n--B\r\nContent-Type: T\r\n
  * Content-Range: bytes F-L/S\r\n\r\n") with offsets of the given widths:
- * sized from the real type, so a long one (.pptx) fits (issue 9.8). */
+ * sized from the real type, so a long one (.pptx) fits. */
 static size_t multipart_part_head_len(size_t mime_len, size_t first_digits, size_t last_digits,
 				      uint64_t size)
 {
@@ -687,7 +687,7 @@ static void respond_not_modified(struct conn *c, const char *last_modified, cons
 	c->state = ST_SEND;
 }
 
-/* A listing of the directory rel (issue 11.3), whose index file is missing:
+/* A listing of the directory rel, whose index file is missing:
  * an ordinary 200 whose validators come from the directory, so a conditional
  * request is answered before the directory is read. Built whole in memory,
  * within AUTOINDEX_MAX_BODY. */
@@ -753,7 +753,7 @@ struct file_view {
 	const char *mime;
 	struct cache_entry *entry;
 	int fd;
-	/* issue 11: set only when the features are configured */
+	/* set only when the features are configured */
 	const char *content_encoding;          /* a sidecar's coding, or NULL */
 	char lm_buf[HTTP_DATE_LEN + 1];        /* last_modified's storage for an opened file */
 	bool vary;                             /* the file has sidecars: Vary: Accept-Encoding */
@@ -862,7 +862,7 @@ static void respond_file(struct conn *c, struct file_view *f)
 	if (http_range_applies(r, &v, time(NULL)))
 		rr = range_parse(r->range, size, ranges, c->cfg->max_ranges, &nranges);
 	if (rr == RANGE_OK && nranges > 1) {
-		/* Bound the cost (issue 9.3): merge what overlaps or lies closer
+		/* Bound the cost (CVE-2011-3192): merge what overlaps or lies closer
 		 * than one part head, and send the file once when the ranges add
 		 * up to more than it. */
 		uint64_t gap = multipart_part_head_len(strlen(f->mime), 1, 1, size);
@@ -939,7 +939,7 @@ static void respond_file(struct conn *c, struct file_view *f)
 		/* A small body from memory goes right after the head, so the
 		 * response is one buffer: one send(), which TCP copies in one
 		 * piece (a sendmsg of two iovecs costs measurably more per
-		 * request on the keep-alive path, issue 10). */
+		 * request on the keep-alive path). */
 		if (c->mem && len <= c->hdr_cap - c->head_len) {
 			memcpy(c->hdr + c->head_len, c->mem + first, (size_t)len);
 			c->segs[c->nsegs - 1].len += (size_t)len;
@@ -1049,8 +1049,8 @@ static bool sidecar_view(struct conn *c, const struct target *t, const struct fi
 	return true;
 }
 
-/* Sends the file f, or the sidecar Accept-Encoding picks for it (issue
- * 11.1); applies the Cache-Control rules. Takes over f's fd or entry. */
+/* Sends the file f, or the sidecar Accept-Encoding picks for it;
+ * applies the Cache-Control rules. Takes over f's fd or entry. */
 static void respond_target(struct conn *c, struct file_view *f, const struct target *t)
 {
 	const struct config *cfg = c->cfg;
@@ -1127,7 +1127,7 @@ static int request_refusal(const struct http_request *r)
 }
 
 /* "app.js" has one, "settings" and "v1/" none: only a path without one
- * takes the SPA fallback (issue 11.4), so a missing asset stays a 404. */
+ * takes the SPA fallback, so a missing asset stays a 404. */
 static bool last_segment_has_extension(const char *rel, size_t len)
 {
 	size_t start = len;
@@ -1137,7 +1137,7 @@ static bool last_segment_has_extension(const char *rel, size_t len)
 	return dot && dot > rel + start; /* a leading dot names a dotfile, not a type */
 }
 
-/* The SPA fallback file (issue 11.4), for a GET/HEAD whose path does not
+/* The SPA fallback file, for a GET/HEAD whose path does not
  * exist: as nginx's `try_files $uri /index.html`. Tried once: when it is
  * missing too, the answer is 404, never another fallback. */
 static void respond_fallback(struct conn *c)

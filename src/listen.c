@@ -91,7 +91,7 @@ int listen_port_free(const char *bind_addr, int port)
 	return 0;
 }
 
-/* ---- addresses of `listen` lines (issue 12) ------------------------------- */
+/* ---- addresses of `listen` lines ------------------------------------------ */
 
 int listen_addr_from_bind(const char *bind_addr, int port, struct listen_addr *a)
 {
@@ -406,7 +406,7 @@ void listen_tune_listener(int fd)
 	/* TCP_DEFER_ACCEPT (h2o's default, nginx's `deferred`): the listener
 	 * wakes us when a connection's first bytes arrive, not at its
 	 * handshake, so accept, the first read and the answer take one wake-up
-	 * and no read comes back empty (issue 10: about a third less server
+	 * and no read comes back empty (measured: about a third less server
 	 * CPU per new connection). A client that connects and stays silent is
 	 * accepted anyway once the kernel's SYN-ACK retransmission after 1 s
 	 * is answered; header_timeout then runs as before. TLS clients speak

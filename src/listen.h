@@ -41,7 +41,7 @@ struct listen_set {
 	int n;
 	bool reuseport;
 	int steered;   /* new connections go to fds[0..steered) (0: kernel's hash over all) */
-	/* issue 12: the address, and for a UNIX socket the file we made (it is
+	/* the address, and for a UNIX socket the file we made (it is
 	 * unlinked at close only if it is still that file) */
 	struct listen_addr addr;
 	dev_t unix_dev;
@@ -87,7 +87,7 @@ int acceptor_init_set(struct acceptor *a, const int *fds, int n);
  * with fewer, every loop takes all. Returns 1 when the listeners are shared
  * by all loops, 0 when they are this loop's alone, -1 on error. */
 int acceptor_init_share(struct acceptor *a, const int *fds, int n, int id, int nloops);
-/* The same over several addresses (issue 12): fds holds ngroups groups one
+/* The same over several addresses (`listen` lines): fds holds ngroups groups one
  * after another, group g being lens[g] sockets of one address; each group is
  * shared out as above, so every loop serves every address. Returns 1 when
  * some group is shared by all loops, 0 when none is, -1 on error. */
@@ -119,7 +119,7 @@ bool acceptor_pause_over(struct acceptor *a);
 void acceptor_wait(const struct acceptor *a, int wake_fd);
 /* Socket options set on a listener for every connection accepted from it to
  * inherit: TCP_NODELAY, so a response is never held back waiting for the
- * peer's delayed ACK (issue 10); and TCP_DEFER_ACCEPT for the listener
+ * peer's delayed ACK; and TCP_DEFER_ACCEPT for the listener
  * itself. listen_open() and listen_open_addr() apply it as they open a TCP
  * listener, the acceptor_init functions again (inherited listeners). */
 void listen_tune_listener(int fd);

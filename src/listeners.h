@@ -1,4 +1,4 @@
-/* listeners.h - the master's listening addresses (issue 12): one listen_set
+/* listeners.h - the master's listening addresses: one listen_set
  * per address, which generation serves on which, and the sockets a service
  * manager passes in (socket activation, sd_listen_fds(3)'s protocol).
  *

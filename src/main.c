@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 		if (check_tls(&cfg) < 0)
 			return 2;
 		config_print(&cfg, stdout);
-		if (cfg.nlisten > 0) { /* issue 12: the listen lines, not bind and port */
+		if (cfg.nlisten > 0) { /* listen lines replace bind and port */
 			char where[1024];
 			listeners_describe(cfg.listen, cfg.nlisten, where, sizeof(where));
 			printf("\n# would serve %s on %s with the %s model\n", cfg.root, where, cfg.model);

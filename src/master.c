@@ -55,7 +55,7 @@ struct generation {
 	int64_t kill_at_ms;  /* draining: SIGKILL after this */
 	int serial;
 	bool promoted;       /* has served past its start-up grace (and retired the older ones) */
-	struct privs privs;  /* whom its serving process runs as (issue 12) */
+	struct privs privs;  /* whom its serving process runs as */
 };
 
 struct master {

@@ -1,4 +1,4 @@
-/* privs.h - least privilege for the serving processes (issue 12).
+/* privs.h - least privilege for the serving processes.
  *
  * The master keeps the rights it was started with: it binds (also the
  * addresses a reload adds), opens the logs and the statistics segment, and

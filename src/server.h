@@ -28,12 +28,12 @@ struct server {
 	int root_fd;                 /* O_PATH handle all files are opened beneath */
 	int listen_fds[SERVER_MAX_LISTENERS];
 	int nlisten;
-	/* issue 12: listen_fds holds one group of sockets per address, one after
+	/* listen_fds holds one group of sockets per address, one after
 	 * another (acceptor_init_groups); an inherited one (socket activation)
 	 * is never shut down by us */
 	int listen_group_len[SERVER_MAX_ADDRESSES];
 	bool listen_group_inherited[SERVER_MAX_ADDRESSES];
-	/* issue 13: which groups serve TLS (a `listen ... tls` address, or every
+	/* which groups serve TLS (a `listen ... tls` address, or every
 	 * one with tls = on), and each group's bound address, to tell an accepted
 	 * socket's listener by its local address (server_tls_for) */
 	bool listen_group_tls[SERVER_MAX_ADDRESSES];
@@ -47,7 +47,7 @@ struct server {
 	struct stats *stats;         /* the statistics segment (stats/stats.h), or NULL */
 	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */
 	struct tls_context *tls;     /* cfg->tls: shared by every connection (tls/context.h); else NULL */
-	struct mime_overrides *mime; /* the types_file, or NULL (issue 11.6) */
+	struct mime_overrides *mime; /* the types_file, or NULL */
 	struct error_page *pages;
 	size_t npages;
 };

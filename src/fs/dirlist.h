@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "../config.h"
+#include "file.h"
 
 struct dir_entry {
 	const char *name;     /* NUL-terminated, in the list's name arena */

@@ -2,7 +2,12 @@
 #ifndef SPINDLE_FS_FILE_H
 #define SPINDLE_FS_FILE_H
 
-#include "../config.h"
+/* Which symlinks a path may follow beneath the root (server.conf's symlinks). */
+enum symlink_policy {
+	SYMLINKS_INSIDE, /* follow only symlinks that resolve inside the root (default) */
+	SYMLINKS_ALL,    /* follow any symlink */
+	SYMLINKS_OFF,    /* refuse every symlink */
+};
 
 /* Opens rel ("" = the root itself) read-only beneath root_fd, never leaving
  * it: openat2(RESOLVE_BENEATH) refuses ".." and absolute or escaping

@@ -1,4 +1,4 @@
-/* sidecar.c - finding precompressed sidecars beneath the root (issue 11.1).
+/* sidecar.c - finding precompressed sidecars beneath the root.
  * Confined exactly like the file they stand in for (file_open_beneath): a
  * sidecar that is a symlink out of the root is refused as the file would be. */
 #include "sidecar.h"

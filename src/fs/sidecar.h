@@ -1,4 +1,4 @@
-/* sidecar.h - precompressed sidecars on disk (issue 11.1): the "<name>.br",
+/* sidecar.h - precompressed sidecars on disk: the "<name>.br",
  * "<name>.zst" or "<name>.gz" that may be sent for <name>. */
 #ifndef SPINDLE_FS_SIDECAR_H
 #define SPINDLE_FS_SIDECAR_H
@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../config.h"
+#include "file.h"
 #include "../http/encoding.h"
 
 #define SIDECAR_SUFFIX_MAX 8

@@ -1,4 +1,4 @@
-/* autoindex.h - directory listings (issue 11.3): the query that orders them,
+/* autoindex.h - directory listings: the query that orders them,
  * the sort, and the HTML and JSON bodies. Pure: entries in, bytes out; the
  * directory is read by fs/dirlist.c and the response built by conn.c. */
 #ifndef SPINDLE_HTTP_AUTOINDEX_H
@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "../config.h"
 #include "../fs/dirlist.h"
 #include "../span.h"
 #include "response.h"
@@ -17,6 +16,9 @@
  * is cut (at an entry, with a note saying so) before it passes this size. */
 #define AUTOINDEX_MAX_ENTRIES 50000
 #define AUTOINDEX_MAX_BODY (4u << 20)
+
+/* What a directory without its index file answers: 403, or a listing as HTML or JSON. */
+enum autoindex_mode { AUTOINDEX_OFF, AUTOINDEX_HTML, AUTOINDEX_JSON };
 
 enum autoindex_key { AUTOINDEX_BY_NAME, AUTOINDEX_BY_MTIME, AUTOINDEX_BY_SIZE };
 

@@ -1,4 +1,4 @@
-/* cache_control.h - Cache-Control rules (issue 11.2): which Cache-Control a
+/* cache_control.h - Cache-Control rules: which Cache-Control a
  * response gets, by URL path (prefix or glob) or by MIME type, first match
  * wins, in the order the configuration lists them. Pure. */
 #ifndef SPINDLE_HTTP_CACHE_CONTROL_H

@@ -1,4 +1,4 @@
-/* encoding.h - content codings of precompressed sidecars (issue 11.1) and the
+/* encoding.h - content codings of precompressed sidecars and the
  * choice among them from a request's Accept-Encoding (RFC 9110 12.5.3). Pure. */
 #ifndef SPINDLE_HTTP_ENCODING_H
 #define SPINDLE_HTTP_ENCODING_H

@@ -1,4 +1,4 @@
-/* mime_file.c - the types file (issue 11.6): /etc/mime.types or a file of
+/* mime_file.c - the types file: /etc/mime.types or a file of
  * the same format, parsed once at start-up into a sorted table that is
  * searched before the built-in one (mime.c).
  *

@@ -1,4 +1,4 @@
-/* mime_file.h - a types file in /etc/mime.types format (issue 11.6) that
+/* mime_file.h - a types file in /etc/mime.types format that
  * extends or overrides the built-in MIME table, and the lookup through both. */
 #ifndef SPINDLE_HTTP_MIME_FILE_H
 #define SPINDLE_HTTP_MIME_FILE_H

@@ -57,7 +57,7 @@ struct http_request {
 	unsigned if_none_match_lines;
 	struct span expect;
 	unsigned expect_lines;
-	struct span accept_encoding; /* issue 11.1: which precompressed sidecar */
+	struct span accept_encoding; /* picks the precompressed sidecar */
 	unsigned accept_encoding_lines;
 
 	struct span user_agent;

@@ -61,7 +61,7 @@ static bool is_ows(char ch)
 
 /* Whether an entity-tag list contains etag (RFC 9110 8.8.3.2). The weak
  * comparison ignores a W/ prefix; the strong one never matches a weak tag,
- * theirs or ours (files have strong tags, listings weak ones: issue 11.3).
+ * theirs or ours (files have strong tags, listings weak ones).
  * "*" matches any current representation. */
 static bool etag_list_matches(struct span field, const char *etag, size_t etag_len, bool strong)
 {

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../config.h"
 #include "json.h"
 
 /* Descriptor numbers stay fixed for the process's life: a reopen dup2()s the

@@ -10,8 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../config.h"
 #include "../span.h"
+
+struct config;
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+/* The access log's line format: Combined Log Format, or one JSON object a line. */
+enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
 
 /* Opens both logs; returns -1 after printing why. */
 int log_open(const struct config *cfg);

@@ -51,7 +51,7 @@
  * socket made non-blocking, one chunk per turn; a poll for POLLOUT through the
  * ring waits for room and gives the other connections their turn. io_uring
  * has no sendfile: a read into a buffer + send copies every byte twice more
- * (issue 10 measured half epoll's throughput), and IORING_OP_SPLICE runs in an
+ * (measured: half epoll's throughput), and IORING_OP_SPLICE runs in an
  * io-wq worker thread (it cannot be issued non-blocking), so each slow client
  * would pin a kernel thread, and its pipe costs two descriptors. Non-blocking
  * sockets change nothing for the ring's own recv/sendmsg: io_uring tries them

@@ -22,7 +22,7 @@ struct cidr {
 struct cidr_list {
 	size_t n;
 	struct cidr v[CIDR_MAX];
-	bool unix_ok;     /* "unix:": clients of UNIX sockets (issue 12), as nginx's allow unix: */
+	bool unix_ok;     /* "unix:": clients of UNIX sockets, as nginx's allow unix: */
 };
 
 /* Parses prefixes separated by spaces, tabs or commas; an address without

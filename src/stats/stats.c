@@ -377,7 +377,7 @@ static void segment_repair(struct stats_header *h, int fd, size_t len)
 
 /* stats_name = auto: the port, which tells instances on one machine apart;
  * with `listen` lines that of the first TCP address, or for UNIX sockets
- * alone "unix-" and the socket's file name (issue 12). */
+ * alone "unix-" and the socket's file name. */
 static void auto_name(const struct config *cfg, char *inst, size_t len)
 {
 	for (int i = 0; i < cfg->nlisten; i++)

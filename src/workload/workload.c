@@ -123,8 +123,8 @@ static uint64_t clock_us(clockid_t clock)
 
 /* Spins until `clock` has advanced by us. With CLOCK_THREAD_CPUTIME_ID only
  * the time this thread is actually on a CPU counts, so N threads sharing one
- * core take N times as long (issue 8: the seed's wall-clock loop let every
- * preempted thread finish its "CPU work" on time). */
+ * core take N times as long (a wall-clock loop would let every preempted
+ * thread finish its "CPU work" on time). */
 static void spin_on(clockid_t clock, uint64_t us)
 {
 	uint64_t end = clock_us(clock) + us;

@@ -17,9 +17,15 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "../config.h"
 #include "../endpoints.h"
 
+/* What one unit of delay is: CPU time burnt by the serving thread (cannot
+ * overlap with other work on the same core), wall-clock time spent spinning
+ * (the seed's loop: a preempted thread still finishes on time), or an
+ * I/O-like sleep. */
+enum delay_kind { DELAY_CPU, DELAY_WALL, DELAY_SLEEP };
+
+struct config;
 struct workload;
 struct server;
 

@@ -67,6 +67,14 @@ def test_server_conf_documents_exactly_the_keys_config_c_accepts():
         assert accepted[key][0] == section, f"{key}: in [{section}] in server.conf, [{accepted[key][0]}] in config.c"
 
 
+def test_check_prints_the_keys_in_server_conf_order():
+    """config.c's rows follow server.conf, section by section, so --check
+    reads as the sample file does."""
+    documented = list(conf_keys(SERVER_CONF.read_text()).items())
+    accepted = [(k, s) for k, (s, _) in conf_keys(check()).items()]
+    assert [(k, s) for k, (s, _) in documented] == accepted
+
+
 def test_check_prints_each_section_once():
     """Keys added in a block of their own at the end of config.c's table
     still print under their section's single header (a valid, tidy file)."""

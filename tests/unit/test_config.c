@@ -239,7 +239,7 @@ Test(config, file_reports_the_line)
 	cr_assert_eq(cfg.header_timeout_ms, 5000, "lines before the bad one were applied");
 }
 
-/* health_path (issue 12): off by default, "off" turns it off again, a path
+/* health_path: off by default, "off" turns it off again, a path
  * must be absolute (checked with the other cross-field rules). */
 Test(config, health_path_off_or_absolute)
 {
@@ -256,7 +256,7 @@ Test(config, health_path_off_or_absolute)
 	cr_assert(strstr(last_msg, "health_path") && strstr(last_msg, "start with '/'"), "%s", last_msg);
 }
 
-/* issue 11 (site-b): autoindex, fallback, access_log_format */
+/* autoindex, fallback, access_log_format: values and file lines */
 Test(config, site_keys_values_and_file_lines)
 {
 	struct config cfg;
@@ -295,7 +295,7 @@ Test(config, site_keys_values_and_file_lines)
 	cr_expect_eq(cfg.autoindex, AUTOINDEX_HTML);
 }
 
-/* [content] and [cache_control] (issue 11): rules keep their order, a bad
+/* [content] and [cache_control]: rules keep their order, a bad
  * rule or coding names its line, a bad types file is refused by
  * config_validate (so a reload with one keeps the old configuration). */
 Test(config, content_and_cache_control_sections)
@@ -356,4 +356,112 @@ Test(config, cache_control_pattern_must_read_back)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		cr_expect_eq(config_set(&cfg, "cache_control", bad[i], "--set"), -1, "%s accepted", bad[i]);
 	cr_assert_eq(cfg.cache_control.n, 0);
+}
+
+/* What config_print writes for cfg, in a buffer the caller frees. */
+static char *printed(const struct config *cfg)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	cr_assert(f);
+	config_print(cfg, f);
+	cr_assert_eq(fclose(f), 0);
+	return buf;
+}
+
+/* Every value of every named choice is accepted, stored, printed back under
+ * its own name, and a value outside the choice is refused with the list. */
+Test(config, choices_parse_and_print_by_the_same_names)
+{
+	static const struct {
+		const char *key;
+		const char *names[5];
+		const char *refusal;
+	} choices[] = {
+		{ "symlinks", { "inside", "all", "off" }, "symlinks: 'x' is not inside, all or off" },
+		{ "autoindex", { "off", "html", "json" }, "autoindex: 'x' is not off, html or json" },
+		{ "delay_kind", { "cpu", "wall", "sleep" }, "delay_kind: 'x' is not cpu, wall or sleep" },
+		{ "bucket_lock", { "bucket", "global" }, "bucket_lock: 'x' is not bucket or global" },
+		{ "log_level", { "debug", "info", "warn", "error" }, "log_level: 'x' is not debug, info, warn or error" },
+		{ "access_log_format", { "combined", "json" }, "access_log_format: 'x' is not combined or json" },
+	};
+	for (size_t i = 0; i < sizeof(choices) / sizeof(choices[0]); i++) {
+		for (size_t j = 0; choices[i].names[j]; j++) {
+			struct config cfg;
+			char want[64];
+			config_defaults(&cfg);
+			cr_assert_eq(config_set(&cfg, choices[i].key, choices[i].names[j], "--set"), 0, "%s", last_msg);
+			char *out = printed(&cfg);
+			snprintf(want, sizeof(want), "\n%s = %s\n", choices[i].key, choices[i].names[j]);
+			cr_expect(strstr(out, want), "%s = %s printed back as:\n%s", choices[i].key, choices[i].names[j],
+				  out);
+			free(out);
+		}
+		struct config cfg;
+		config_defaults(&cfg);
+		cr_expect_eq(config_set(&cfg, choices[i].key, "x", "--set"), -1);
+		cr_expect(strstr(last_msg, choices[i].refusal), "%s", last_msg);
+	}
+	struct config cfg;
+	config_defaults(&cfg);
+	cr_assert_eq(config_set(&cfg, "symlinks", "off", "--set"), 0);
+	cr_expect_eq(cfg.symlinks, SYMLINKS_OFF);
+	cr_assert_eq(config_set(&cfg, "bucket_lock", "global", "--set"), 0);
+	cr_expect(cfg.bucket_global_lock);
+	cr_assert_eq(config_set(&cfg, "log_level", "warn", "--set"), 0);
+	cr_expect_eq(cfg.log_level, LOG_WARN);
+	cr_assert_eq(config_set(&cfg, "delay_kind", "sleep", "--set"), 0);
+	cr_expect_eq(cfg.delay_kind, DELAY_SLEEP);
+	cr_assert_eq(config_set(&cfg, "autoindex", "json", "--set"), 0);
+	cr_expect_eq(cfg.autoindex, AUTOINDEX_JSON);
+	cr_assert_eq(config_set(&cfg, "access_log_format", "json", "--set"), 0);
+	cr_expect_eq(cfg.access_log_format, ACCESS_LOG_JSON);
+}
+
+/* The defaults are the values the key table shows: what config_defaults
+ * fills in prints as server.conf's defaults, and reading that output back
+ * changes nothing. */
+Test(config, defaults_print_and_read_back)
+{
+	struct config cfg, back;
+	char path[64];
+	config_defaults(&cfg);
+	cr_expect_eq(cfg.port, 8080);
+	cr_expect_eq(cfg.max_head, 16384);
+	cr_expect_eq(cfg.max_body, 1048576);
+	cr_expect_eq(cfg.cache_size, 64u << 20);
+	cr_expect_eq(cfg.work_unit_us, 1000);
+	cr_expect_eq(cfg.symlinks, SYMLINKS_INSIDE);
+	cr_expect_eq(cfg.log_level, LOG_INFO);
+	cr_expect(cfg.reuseport && cfg.landlock && cfg.stats && !cfg.metrics);
+	cr_expect_str_eq(cfg.stats_allow, "127.0.0.0/8 ::1/128");
+	cr_expect_str_empty(cfg.access_log);
+	cr_expect_str_empty(cfg.user);
+	cr_expect_eq(cfg.precompressed.n, 0);
+	cr_expect_eq(cfg.nlisten, 0);
+	cr_expect_str_eq(cfg.source, "(defaults and command line)");
+	char *out = printed(&cfg);
+	temp_file_with("defaults", out, path, sizeof(path));
+	config_defaults(&back);
+	cr_assert_eq(config_load_file(&back, path), 0, "%s", last_msg);
+	unlink(path);
+	char *again = printed(&back);
+	cr_expect_str_eq(strchr(again, '\n'), strchr(out, '\n'));
+	free(out);
+	free(again);
+}
+
+/* Every section a key lives in is known: a key put in the wrong one of them
+ * is named as misplaced, [tls] included. */
+Test(config, misplaced_key_names_its_section)
+{
+	char path[32];
+	struct config cfg;
+	cr_assert_eq(load_text("[tls]\nport = 8443\n", &cfg, path), -1);
+	cr_expect(strstr(last_msg, ":2: key 'port' belongs in [server], not [tls]"), "%s", last_msg);
+	cr_assert_eq(load_text("[content]\ntls = on\n", &cfg, path), -1);
+	cr_expect(strstr(last_msg, ":2: key 'tls' belongs in [tls], not [content]"), "%s", last_msg);
+	cr_assert_eq(load_text("[nope]\nport = 1\n", &cfg, path), -1);
+	cr_expect(strstr(last_msg, ":2: unknown section [nope]"), "%s", last_msg);
 }
