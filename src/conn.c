@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "endpoints.h"
 #include "fs/cache.h"
 #include "fs/dirlist.h"
@@ -189,31 +190,23 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 
 /* Listings are built whole in memory (up to AUTOINDEX_MAX_BODY each) and held
  * until sent: without a bound, clients that ask for big listings and never
- * read them hold max_connections x 4 MiB. Their bodies share one budget per
- * process; beyond it a listing is answered 503 (Retry-After), as a server out
- * of a resource should. */
-#define LISTING_BUDGET (64u << 20)
-static _Atomic size_t listing_bytes;
-
-static bool listing_reserve(size_t n)
+ * read them hold max_connections x 4 MiB. Their bodies hold bytes of the
+ * process's budget (budget.h), which also bounds each client's share; beyond
+ * it a listing is answered 503 (Retry-After), as a server out of a resource
+ * should. A listing holds what its body takes, and less as it is sent
+ * (listing_shrink). */
+static void listing_give(struct conn *c, size_t n)
 {
-	size_t now = atomic_load_explicit(&listing_bytes, memory_order_relaxed);
-	do
-		if (now + n > LISTING_BUDGET)
-			return false;
-	while (!atomic_compare_exchange_weak_explicit(&listing_bytes, &now, now + n, memory_order_relaxed,
-						      memory_order_relaxed));
-	return true;
+	budget_give(budget_client(&c->peer_addr), n);
+	c->listing_reserved -= n;
 }
 
 static void response_release(struct conn *c)
 {
 	free(c->body);
 	c->body = NULL;
-	if (c->listing_reserved) {
-		atomic_fetch_sub_explicit(&listing_bytes, c->listing_reserved, memory_order_relaxed);
-		c->listing_reserved = 0;
-	}
+	if (c->listing_reserved)
+		listing_give(c, c->listing_reserved);
 	cache_release(c->entry);
 	c->entry = NULL;
 	c->mem = NULL;
@@ -716,8 +709,9 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 		return;
 	}
 	autoindex_sort(dl.entries, dl.n, order);
+	/* the worst case while it is built, then what the body really takes */
 	size_t cap = autoindex_body_bound(rel, &dl);
-	if (!listing_reserve(cap)) {
+	if (!budget_take(budget_client(&c->peer_addr), cap)) {
 		dirlist_free(&dl);
 		respond_status(c, 503, false, "Retry-After: 1\r\n");
 		return;
@@ -730,6 +724,10 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 		respond_status(c, c->body ? 414 : 503, false, NULL); /* a path too long to list, or no memory */
 		return;
 	}
+	char *fit = realloc(c->body, len);
+	if (fit)
+		c->body = fit;
+	listing_give(c, cap - len);
 	c->mem = c->body;
 	struct outbuf b = { c->hdr, 0, c->hdr_cap, false };
 	head_start(c, &b, 200);
@@ -1769,6 +1767,32 @@ static void finish_interim(struct conn *c)
 	c->body_started = c->last_progress = conn_now_ms();
 }
 
+/* Once half of a listing's body is sent, the unsent rest moves to the front
+ * and the memory behind it goes back, with its bytes in the budget: a client
+ * that reads slowly holds less and less (each byte moves about once). Drivers
+ * take conn_output() afresh after each conn_output_done(), so moving the
+ * body under the segment is safe. */
+#define LISTING_SHRINK_MIN (64 * 1024)
+
+static void listing_shrink(struct conn *c)
+{
+	if (!c->listing_reserved || c->seg_cur >= c->nsegs || c->segs[c->seg_cur].p != c->body)
+		return;
+	struct seg *s = &c->segs[c->seg_cur];
+	size_t left = s->len - c->seg_off;
+	if (c->seg_off < LISTING_SHRINK_MIN || c->seg_off < left)
+		return;
+	memmove(c->body, c->body + c->seg_off, left);
+	char *fit = realloc(c->body, left);
+	if (fit)
+		c->body = fit;
+	c->mem = c->body;
+	s->p = c->body;
+	s->len = left;
+	c->seg_off = 0;
+	listing_give(c, c->listing_reserved > left ? c->listing_reserved - left : 0);
+}
+
 /* Moves a segment cursor over up to n sent bytes, counting them in *sent;
  * returns what is left of n after the last segment. */
 static size_t segs_advance(const struct seg *segs, size_t nsegs, size_t *cur, size_t *off, uint64_t *sent,
@@ -1806,6 +1830,7 @@ void conn_output_done(struct conn *c, size_t n)
 	if (c->state != ST_SEND)
 		return; /* only parked responses were out: now the core reads */
 	segs_advance(c->segs, c->nsegs, &c->seg_cur, &c->seg_off, &c->sent, n);
+	listing_shrink(c);
 	if (c->seg_cur == c->nsegs) {
 		if (c->interim)
 			finish_interim(c);

@@ -53,6 +53,8 @@ struct iovec conn_input_space(struct conn *c);
 /* n > 0: that many bytes arrived; n == 0: the peer closed; n < 0: -errno. */
 void conn_input_done(struct conn *c, ssize_t n);
 
+/* out's memory stays valid until the next conn_output_done() or
+ * conn_output_failed(), which may move or free it: ask again after each. */
 void conn_output(struct conn *c, struct conn_output *out);
 void conn_output_done(struct conn *c, size_t n);
 void conn_output_failed(struct conn *c);  /* the peer is gone (EPIPE, ECONNRESET...) */

@@ -8,6 +8,7 @@
 
 #include "../log/json.h"
 #include "../outbuf.h"
+#include "../utf8.h"
 
 struct autoindex_order autoindex_parse_query(struct span query)
 {
@@ -83,18 +84,38 @@ size_t autoindex_etag(char out[HTTP_ETAG_MAX], struct timespec mtime, enum autoi
 
 /* ---- output ------------------------------------------------------------- */
 
-/* Text and attribute values alike (HTML 13.1.2 / OWASP: the five). */
+/* Text and attribute values alike (HTML 13.1.2 / OWASP: the five). A name is
+ * bytes and the page says UTF-8, where controls have no place (HTML 13.2.3.5):
+ * a C0 control or DEL shows as its Control Picture (U+2400 + byte: ESC as
+ * U+241B, DEL as U+2421), a C1 control and every byte that is not part of
+ * well-formed UTF-8 as U+FFFD, as in the JSON listing. The link beside it
+ * keeps the exact bytes (percent-encoded). */
 static void put_html(struct outbuf *o, const char *s, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		switch (s[i]) {
-		case '&': outbuf_puts(o, "&amp;"); break;
-		case '<': outbuf_puts(o, "&lt;"); break;
-		case '>': outbuf_puts(o, "&gt;"); break;
-		case '"': outbuf_puts(o, "&quot;"); break;
-		case '\'': outbuf_puts(o, "&#39;"); break;
-		default: outbuf_put(o, s + i, 1);
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		size_t len = utf8_decode(s + i, n - i, &cp);
+		if (len == 0 || (cp >= 0x80 && cp < 0xa0)) {
+			outbuf_puts(o, "\xef\xbf\xbd"); /* U+FFFD */
+			i += len ? len : 1;
+			continue;
 		}
+		if (cp < 0x20 || cp == 0x7f) {
+			uint32_t pic = cp == 0x7f ? 0x2421 : 0x2400 + cp;
+			char e[3] = { (char)(0xe0 | pic >> 12), (char)(0x80 | (pic >> 6 & 0x3f)),
+				      (char)(0x80 | (pic & 0x3f)) };
+			outbuf_put(o, e, 3);
+		} else {
+			switch (cp) {
+			case '&': outbuf_puts(o, "&amp;"); break;
+			case '<': outbuf_puts(o, "&lt;"); break;
+			case '>': outbuf_puts(o, "&gt;"); break;
+			case '"': outbuf_puts(o, "&quot;"); break;
+			case '\'': outbuf_puts(o, "&#39;"); break;
+			default: outbuf_put(o, s + i, len);
+			}
+		}
+		i += len;
 	}
 }
 

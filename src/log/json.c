@@ -2,42 +2,9 @@
 #include "json.h"
 
 #include "../outbuf.h"
+#include "../utf8.h"
 
 #include <string.h>
-
-/* Length of the well-formed UTF-8 sequence at s[0..len) (RFC 3629 4), or 0
- * when the bytes there do not start one. */
-static size_t utf8_sequence_len(const unsigned char *s, size_t len)
-{
-	unsigned char b = s[0];
-	unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-	size_t n;
-
-	if (b < 0x80)
-		return 1;
-	if (b >= 0xc2 && b <= 0xdf)
-		n = 2;
-	else if (b >= 0xe0 && b <= 0xef)
-		n = 3;
-	else if (b >= 0xf0 && b <= 0xf4)
-		n = 4;
-	else
-		return 0; /* a continuation byte, or C0/C1/F5..FF: never a first byte */
-	if (b == 0xe0)
-		lo = 0xa0; /* overlong */
-	else if (b == 0xed)
-		hi = 0x9f; /* UTF-16 surrogates */
-	else if (b == 0xf0)
-		lo = 0x90; /* overlong */
-	else if (b == 0xf4)
-		hi = 0x8f; /* above U+10FFFF */
-	if (len < n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return n;
-}
 
 size_t json_escape(char *out, size_t cap, const char *s, size_t len)
 {
@@ -62,6 +29,7 @@ size_t json_escape(char *out, size_t cap, const char *s, size_t len)
 		char esc[8];
 		const char *piece = esc;
 		size_t n, used;
+		uint32_t cp;
 		unsigned char ch = u[i];
 
 		if (ch == '"' || ch == '\\') {
@@ -75,7 +43,7 @@ size_t json_escape(char *out, size_t cap, const char *s, size_t len)
 			esc[5] = hex[ch & 15];
 			n = 6;
 			used = 1;
-		} else if ((used = utf8_sequence_len(u + i, len - i)) > 0) {
+		} else if ((used = utf8_decode(s + i, len - i, &cp)) > 0) {
 			piece = s + i;
 			n = used;
 		} else {

@@ -66,9 +66,13 @@ static enum blocking_end serve(const struct server *srv, int fd, struct wire *c,
 		}
 		/* Waiting for the client to send, or to read what we sent: hand
 		 * the connection back rather than sleep on it, so a slow or idle
-		 * client holds no thread. (While draining, the few that are left
-		 * finish here, within the drain deadline.) */
-		if (until_idle && want == CONN_WANT_READ && wire_awaits_request(c))
+		 * client holds no thread. That includes a linger (after an error
+		 * response, up to 2 s of reading and dropping what the client
+		 * still sends): a worker that slept through it let a burst of
+		 * slow heads cut at once by header_timeout hold every thread for
+		 * seconds. (While draining, the few that are left finish here,
+		 * within the drain deadline.) */
+		if (until_idle && want == CONN_WANT_READ && drain_deadline < 0)
 			return BLOCKING_IDLE;
 		if (until_idle && want == CONN_WANT_WRITE && drain_deadline < 0) {
 			/* A client that reads at full speed empties the buffer

@@ -13,8 +13,8 @@ void blocking_serve(const struct server *srv, int fd, const struct sockaddr *pee
 
 enum blocking_end {
 	BLOCKING_CLOSED, /* the socket is closed and the conn freed */
-	BLOCKING_IDLE,   /* waiting for request bytes (conn_awaits_request), none readable
-			    now: fd and c go back to the caller */
+	BLOCKING_IDLE,   /* waiting for the client's bytes (a request's, or those a linger
+			    drops), none readable now: fd and c go back to the caller */
 	BLOCKING_WAIT_WRITE, /* a response is pending and the socket's send buffer
 				is full: fd and c go back to the caller */
 	BLOCKING_YIELD,  /* had its turn and still has work: the caller queues it behind

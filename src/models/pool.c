@@ -6,9 +6,10 @@
  * occupy N workers, and with N >= threads a new client waits in the queue
  * until one of them times out (seconds). So a worker serves a connection only
  * while it has work: blocking_serve_until_idle() returns as soon as the
- * connection waits for request bytes with none readable (its next request,
- * or the rest of a slowly sent head or body: wire_awaits_request()), or for
- * room in a full send buffer (a client slowly reading a response); the worker
+ * connection waits for the client's bytes with none readable (its next
+ * request, the rest of a slowly sent head or body, or what it still sends
+ * while the connection lingers after an error), or for room in a full send
+ * buffer (a client slowly reading a response); the worker
  * then parks (fd, conn) in the pool's epoll set (EPOLLONESHOT, for reading or
  * writing) and takes the next item. The calling thread of pool_serve()
  * is both the listener and the poller: it waits on one epoll set holding the
@@ -171,7 +172,8 @@ static void close_locked(struct pool *p, struct pitem *it)
 
 static void requeue_locked(struct pool *p, struct pitem *it);
 
-/* A worker gives back a connection that waits for its next request. */
+/* A worker gives back a connection that waits for the client (to send, or
+ * to read). */
 static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
 {
 	bool for_write = why == BLOCKING_WAIT_WRITE;

@@ -16,6 +16,7 @@ SITE_INDEX = b"<!doctype html><title>spa</title><div id=app></div>\n"
 ODD_NAME = "a&b <i>\"q\"'.txt"        # HTML-special characters
 SPACE_NAME = "caf\u00e9 menu?#.txt"   # non-ASCII, and characters that end a URL path
 MANY = 10_000
+CTL_NAME = b"\x1b[2Jesc\rcr\xffbad.txt"  # ESC, CR and a byte that is not UTF-8
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +45,8 @@ def site_root(tmp_path_factory):
     os.mkfifo(root / "links" / "fifo")
     for i in range(MANY):
         (root / "many" / f"file-{i:05d}.txt").write_bytes(b"")
+    (root / "ctl").mkdir()
+    (root / "ctl" / os.fsdecode(CTL_NAME)).write_bytes(b"ctl")
     return root
 
 
@@ -78,6 +81,20 @@ def test_autoindex_html_listing(model, servers, site_root):
     for href in names[1:]:
         target = "/list/" + href
         assert srv.get(target).status == 200, target
+
+
+def test_autoindex_html_names_with_control_bytes(model, servers, site_root):
+    """A page that says UTF-8 carries no raw control byte and no ill-formed
+    UTF-8 from a file name; its link still fetches the file."""
+    srv = listing_server(servers, site_root)
+    r = srv.get("/ctl/")
+    assert r.status == 200, r
+    body = r.body.decode("utf-8")  # strict: ill-formed UTF-8 raises
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", body), "a raw control character"
+    assert "\u241b[2Jesc\u240dcr\ufffdbad.txt</a>" in body, body
+    href = re.search(r'<a href="([^"]+)">\u241b', body).group(1)
+    assert href == urllib.parse.quote(CTL_NAME, safe="")
+    assert srv.get("/ctl/" + href).body == b"ctl"
 
 
 def test_autoindex_sort_and_order(model, servers, site_root):

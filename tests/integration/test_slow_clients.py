@@ -11,6 +11,7 @@ Every load here is bounded in clients, bytes and seconds, and stops by itself.
 from __future__ import annotations
 
 import errno
+import select
 import socket
 import threading
 import time
@@ -287,3 +288,91 @@ def test_fresh_client_beside_fast_pipeliner(model, fresh_server):
     answered = [0]
     _beside(fresh_server(**ONE_WORKER), _pipeline_fast, answered)
     assert answered[0] > 0, "the pipelining client got no response bytes"
+
+
+# --------------------------------------------------------------------------
+# Many slow heads cut at once by header_timeout
+# --------------------------------------------------------------------------
+
+CUT_CLIENTS = 50
+CUT_ROUND = 0.2  # seconds between two bytes of each slow head
+# A small pool (2 processes for prefork), so that the slow clients outnumber
+# the threads whatever the machine: what they cost then shows.
+CUT_SETTINGS = {"header_timeout": 1, "threads": 4, "workers": 2,
+                "max_connections": 4 * CUT_CLIENTS}
+CUT_HEAD = b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"s" * 200
+
+
+@pytest.fixture(params=["pool", "prefork", "epoll"])  # epoll: the reactor, as a control
+def cut_server(request, docroot, tmp_path):
+    srv = util.Server(request.param, docroot.path, tmp_path / "server", CUT_SETTINGS).start()
+    try:
+        yield srv
+    finally:
+        rc = srv.stop()
+    assert rc == 0, f"exit status {rc} after SIGTERM\n{srv.diagnostics()}"
+
+
+def _trickle(slow: list[socket.socket], stop: threading.Event):
+    """A byte of each head per round, whatever the server did with it (one
+    that was answered and half-closed still gets bytes: its linger is what
+    is under test); at most as long as the head lasts."""
+    for i in range(len(CUT_HEAD)):
+        for s in slow:
+            try:
+                s.send(CUT_HEAD[i:i + 1])
+            except OSError:
+                pass  # reset by the server after its linger: that one is over
+        if stop.wait(CUT_ROUND):
+            return
+
+
+def test_fresh_client_while_slow_heads_are_cut(cut_server):
+    """CUT_CLIENTS clients trickle a head; header_timeout cuts them all in the
+    same scan (408, half-close, then the server reads and drops what they
+    still send). A request sent the moment the first 408 arrives must be
+    answered at once: timing many connections out may not hold the threads
+    that serve requests."""
+    srv = cut_server
+    slow = [_open(srv.port) for _ in range(CUT_CLIENTS)]
+    stop = threading.Event()
+    trickler = threading.Thread(target=_trickle, args=(slow, stop), daemon=True)
+    trickler.start()
+    try:
+        # wait for the cut: the first 408 makes a slow socket readable
+        readable, _, _ = select.select(slow, [], [], util.scaled(5))
+        assert readable, "header_timeout = 1s cut none of the slow heads within 5 s"
+        t0 = time.monotonic()
+        try:
+            resp = srv.get("/a.txt", timeout=15)
+        except OSError as e:
+            pytest.fail(f"a fresh request sent when the slow heads were cut got no answer in "
+                        f"{time.monotonic() - t0:.1f} s: {e!r}")
+        waited = time.monotonic() - t0
+        assert resp.status == 200 and resp.body == A_TXT
+        # the closing note's figure (pytest -s)
+        print(f"\n{srv.model}: fresh request while {CUT_CLIENTS} slow heads are cut: {waited * 1000:.0f} ms")
+        bound = util.scaled(FRESH_BOUND)
+        assert waited < bound, (
+            f"a fresh request sent as {CUT_CLIENTS} slow heads were cut took {waited:.2f} s; "
+            f"bound {bound:.1f} s")
+        # and they were all cut, with a 408 each, in that one go
+        end = time.monotonic() + util.scaled(2)
+        pending = {s: b"" for s in slow}
+        while pending and time.monotonic() < end:
+            readable, _, _ = select.select(list(pending), [], [], 0.1)
+            for s in readable:
+                try:
+                    got = s.recv(4096)
+                except OSError:
+                    got = b""
+                pending[s] += got
+                if not got or pending[s].startswith(b"HTTP/1.1 408 "):
+                    heads = pending.pop(s)
+                    assert heads.startswith(b"HTTP/1.1 408 "), f"a slow head got {heads[:60]!r}, not a 408"
+        assert not pending, f"{len(pending)} of {CUT_CLIENTS} slow heads had no 408 2 s after the first"
+    finally:
+        stop.set()
+        trickler.join(timeout=5)
+        for s in slow:
+            s.close()

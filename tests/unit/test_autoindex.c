@@ -90,6 +90,33 @@ Test(autoindex, html_escapes_text_and_encodes_links)
 	free(b);
 }
 
+/* The page is declared UTF-8: no raw control byte or ill-formed UTF-8 from a
+ * name may reach it; the link keeps the exact bytes. */
+Test(autoindex, html_shows_controls_and_bad_utf8_as_characters)
+{
+	struct dir_entry e[] = {
+		E("\x1b[31mred\r.txt", false, 1, 0),   /* ESC, CR */
+		E("bad\xff\xc3(.txt", false, 1, 0),     /* not UTF-8, a sequence cut short */
+		E("del\x7f c1\xc2\x9b nul", false, 1, 0), /* DEL, a C1 control (CSI) */
+		E("caf\xc3\xa9 \xe2\x82\xac", false, 1, 0), /* well-formed: kept */
+	};
+	struct dirlist dl = list_of(e, 4);
+	size_t len;
+	char *b = render(AUTOINDEX_HTML, "d\x1b", &dl, (struct autoindex_order){ 0 }, &len);
+	cr_expect(strstr(b, "<a href=\"%1B%5B31mred%0D.txt\">\xe2\x90\x9b[31mred\xe2\x90\x8d.txt</a>"), "%s", b);
+	cr_expect(strstr(b, "<a href=\"bad%FF%C3%28.txt\">bad\xef\xbf\xbd\xef\xbf\xbd(.txt</a>"), "%s", b);
+	cr_expect(strstr(b, ">del\xe2\x90\xa1 c1\xef\xbf\xbd nul</a>"), "%s", b);
+	cr_expect(strstr(b, ">caf\xc3\xa9 \xe2\x82\xac</a>"), "%s", b);
+	cr_expect(strstr(b, "<title>Index of /d\xe2\x90\x9b/</title>"), "the path too: %s", b);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)b[i];
+		cr_expect(ch >= 0x20 || ch == '\n', "a raw control byte 0x%02x at %zu", ch, i);
+		cr_expect(ch != 0x7f, "a raw DEL at %zu", i);
+		cr_expect(ch != 0xff, "a raw 0xff at %zu", i);
+	}
+	free(b);
+}
+
 Test(autoindex, html_header_links_reverse_the_current_column)
 {
 	struct dir_entry e[] = { E("a", false, 1, 0) };
