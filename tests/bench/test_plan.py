@@ -57,8 +57,10 @@ def test_the_default_run_keeps_every_asked_for_cell():
     assert {f"{m} {r}/s" for m in MODELS + ["nginx"] if m not in ("iterative", "fork")
             for r in experiments.OPEN_RATES} == names["openloop"]
     # the seeds' departures: matched offered load, the seed-004 mechanism
-    assert {f"{m} matched 5000/s close" for m in ("pool-5", "iterative", "thread", "pool-15")} <= names["seed000"]
-    assert {"epoll 13B matched 5000/s close", "nginx 13B matched 5000/s close"} <= names["seed003"]
+    rate = experiments.MATCHED_RATE
+    assert {f"{m} matched {rate}/s close" for m in ("pool-5", "iterative", "thread", "pool-15", "epoll", "nginx")} \
+        <= names["seed000"]
+    assert {f"epoll 13B matched {rate}/s close", f"nginx 13B matched {rate}/s close"} <= names["seed003"]
     assert {f"thread-max40 ab {k} c={c}" for k in ("-k", "close") for c in (10, 100)} <= names["seed004"]
     # issue 10: the four cells for the three peers and spindle's epoll and uring
     for _, label, _, _, _ in experiments.PEER_CELLS:
