@@ -54,12 +54,14 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def rerender(out: Path) -> int:
+def rerender(out: Path, reference: Path | None = None) -> int:
     data = json.loads((out / "results.json").read_text())
     lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}),
                           server_memory=data.get("server_memory", []))
     from . import report
-    report.write(lab, out, data["manifest"])
+    # the reference this run was first compared with, so a re-render prints the same replication
+    ref = data["reference_verdicts"] if "reference_verdicts" in data else report.load_reference(reference)
+    report.write(lab, out, data["manifest"], ref)
     print(f"re-rendered {out / 'report.md'}")
     return 0
 
@@ -156,12 +158,14 @@ def main() -> int:
     ap.add_argument("--out", default="", help="results directory (default bench/results/<timestamp>)")
     ap.add_argument("--models", default="", help="comma-separated spindle models (default: all)")
     ap.add_argument("--spindle", default=str(REPO / "spindle"), help="the spindle binary")
+    ap.add_argument("--reference", default="", help="the published verdicts to replicate (default "
+                                                     "docs/bench/verdicts.json)")
     ap.add_argument("--report-only", metavar="DIR", help="re-render report.md and plots from DIR/results.json")
     ap.add_argument("--publish", metavar="DIR", default="", help="after a complete run, replace DIR's report, "
                                                                  "data and plots with this run's (make bench: docs/bench)")
     args = ap.parse_args()
     if args.report_only:
-        rc = rerender(Path(args.report_only))
+        rc = rerender(Path(args.report_only), Path(args.reference) if args.reference else None)
         if args.publish and not rc:
             publish(Path(args.report_only), Path(args.publish))
         return rc
@@ -237,7 +241,7 @@ def main() -> int:
     man["experiment_estimate_s"] = {p["exp"]: round(estimate_s([p], cell_s, warmup_s), 1) for p in plan}
     (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     from . import report   # matplotlib: only needed once there is something to plot
-    report.write(lab, out, man)
+    report.write(lab, out, man, report.load_reference(Path(args.reference) if args.reference else report.REFERENCE))
     print(f"done in {elapsed / 60:.1f} min: {out / 'report.md'}", flush=True)
     failed_cells = sum(1 for r in lab.records if "failed_run" in r)
     failed_exps = [n for n, notes in lab.notes.items() if any(t.startswith("EXPERIMENT FAILED") for t in notes)]
@@ -250,7 +254,7 @@ def main() -> int:
     return 130 if interrupted else 0
 
 
-PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json")
+PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json", "verdicts.json")
 
 
 def publish(out: Path, dest: Path) -> None:

@@ -36,6 +36,18 @@ def test_median_and_its_interval_with_five_repeats_is_the_range():
     assert stats.median_ci([5.0]) is None
 
 
+def test_the_exact_bootstrap_of_a_median_matches_the_binomial_and_resampling():
+    """n = 5: the resampled median is the minimum when 3 or more of 5 draws
+    are, 10(1/5)^3(4/5)^2 + 5(1/5)^4(4/5) + (1/5)^5 = 0.05792."""
+    dist = stats.median_distribution([3.0, 1.0, 2.0, 5.0, 4.0])
+    assert [v for v, _ in dist] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert dist[0][1] == pytest.approx(0.05792, abs=1e-5) and dist[4][1] == pytest.approx(0.05792, abs=1e-5)
+    assert sum(p for _, p in dist) == pytest.approx(1.0)
+    mc = stats.boot_medians([3.0, 1.0, 2.0, 5.0, 4.0], 20000, random.Random(1))
+    assert mc.count(1.0) / 20000 == pytest.approx(0.05792, abs=0.006)
+    assert stats.median_distribution([1.0, 2.0]) is None       # even counts are resampled
+
+
 def test_median_interval_covers_the_true_median_at_about_the_nominal_rate():
     rng = random.Random(7)
     for n, lo_ok, hi_ok in ((5, 0.90, 0.98), (15, 0.87, 0.99)):
