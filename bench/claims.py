@@ -179,13 +179,15 @@ def _steps_why(steps) -> str:
 
 def _deciding(steps, verdict):
     """The comparison a multi-step claim's verdict rests on (for its ratio):
-    the weakest step of a claim that holds, the first step against it."""
+    the weakest step of a claim that holds, the first step against it, the
+    first step left unsettled."""
     if not steps:
         return None
     if verdict == FAILS:
         return next(j for _, j, _ in steps if j.verdict in (BEHIND, AHEAD))
-    with_r = [j for _, j, _ in steps if j.r]
-    return max(with_r, key=lambda j: j.r.p_differs()) if with_r else steps[0][1]
+    if verdict == UNSETTLED:
+        return next(j for _, j, _ in steps if j.verdict == UNSETTLED)
+    return max((j for _, j, _ in steps), key=lambda j: j.r.p_differs())
 
 
 # --------------------------------------------------------------------------

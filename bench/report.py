@@ -255,6 +255,7 @@ class Report:
         self.claims: list[dict] = []
         self.verdicts: list[dict] = []
         self.replication: list[dict] = []
+        self.winners: dict[str, str] = {}     # peers: verdict id -> winner (or "unsettled")
         self.plots: list[str] = []
 
     def head(self, exp, title):
@@ -276,22 +277,61 @@ class Report:
             save(fig, self.out, name)
         self.img(name, alt)
 
+    def headline_pairs(self, exp: str) -> list[tuple]:
+        """The headline's comparisons of one experiment: (label, metric, epoll's
+        row, nginx's row, key, higher_better, digits)."""
+        out = []
+        if exp == "seed000":
+            ep = select(self.rows, "seed000", server="epoll", part="main")
+            out.append(("Seed 000", "req/s, ab -c 30, 4537 B", ep[0] if ep else None,
+                        self.nginx_row("seed000", part="main"), "rps", True, 0))
+        elif exp == "seed003":
+            rows = [r for r in select(self.rows, "seed003") if r.get("part") != "matched"]
+            for ka in (True, False):
+                ep = next((r for r in rows if r["server"] == "epoll" and r["keepalive"] == ka), None)
+                ng = next((r for r in rows if r["server"] == "nginx-seed003" and r["keepalive"] == ka), None)
+                out.append(("Seed 003", f"req/s, ab {'-k ' if ka else ''}-c 200, 13 B", ep, ng, "rps", True, 0))
+        elif exp == "openloop":
+            rows = select(self.rows, "openloop")
+            for rate in sorted({r["rate"] for r in rows}):
+                ep = next((r for r in rows if r["server"] == "epoll" and r["rate"] == rate), None)
+                ng = next((r for r in rows if r["server"] == "nginx" and r["rate"] == rate), None)
+                out.append(("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
+                            False, 2))
+        return [p for p in out if p[2] is not None or p[3] is not None]
+
+    def compare_pairs(self, exp: str) -> None:
+        for label, metric, ep, ng, key, hb, digits in self.headline_pairs(exp):
+            self.compare(label, metric, ep, ng, key, hb, digits)
+
+    def preregister(self) -> None:
+        """Every comparison the report will print, registered before any is
+        printed, so Holm's correction sees the whole family at once."""
+        claims.check_all(self.rows, self.fam)
+        for exp in ("seed000", "seed003", "openloop"):
+            for label, metric, ep, ng, key, hb, digits in self.headline_pairs(exp):
+                self.headline_judgement(label, metric, ep, ng, key, hb)
+        for cell, by_srv in self.peer_cells():
+            self.peer_judgements(cell, by_srv)
+        self.fam.resolve()
+
+    def headline_judgement(self, label, metric, ep, ng, key, higher_better):
+        jid = f"headline/{slug(label)}/{slug(metric)}"
+        if ep is not None and ng is not None and key in claims.RATE_KEYS:
+            m = lambda r: claims.find(self.rows, r["exp"], server=r["server"], part="matched")
+            return self.judge.rate(jid, ep, ng, key, higher_better, matched=(m(ep), m(ng)))
+        why = claims.why_unusable(ep, ng, key)
+        if not why and (ep.get("client_bound") or ng.get("client_bound") or ep.get("fell_behind")
+                        or ng.get("fell_behind")):
+            why = "a cell was client-bound or its generator fell behind its rate"
+        return self.fam.difference(jid, claims.vals(ep, key), claims.vals(ng, key), higher_better, why_not=why), key
+
     def compare(self, label, metric, ep, ng, key, higher_better=True, digits=0):
         """A headline row: epoll (chosen in advance) against nginx, registered in
         the report's family now and printed once every comparison is in
         (headline_rows). A client-bound loser is settled on CPU per request at
         matched offered load, as in the claims."""
-        jid = f"headline/{label}/{metric}".replace(" ", "_")
-        if ep is not None and ng is not None and key in claims.RATE_KEYS:
-            m = lambda r: claims.find(self.rows, r["exp"], server=r["server"], part="matched")
-            j, basis = self.judge.rate(jid, ep, ng, key, higher_better, matched=(m(ep), m(ng)))
-        else:
-            why = claims.why_unusable(ep, ng, key)
-            if not why and (ep.get("client_bound") or ng.get("client_bound") or ep.get("fell_behind")
-                            or ng.get("fell_behind")):
-                why = "a cell was client-bound or its generator fell behind its rate"
-            j = self.fam.difference(jid, claims.vals(ep, key), claims.vals(ng, key), higher_better, why_not=why)
-            basis = key
+        j, basis = self.headline_judgement(label, metric, ep, ng, key, higher_better)
         self.pending.append((label, metric, ep, ng, key, digits, j, basis))
 
     def headline_rows(self) -> list[list]:
@@ -354,9 +394,7 @@ class Report:
                        label="seed 000's own result (its machine)")
         self.save_fig(fig, "seed000_throughput.png", "seed 000 throughput", [ax])
         self.matched_table("seed000")
-        self.compare("Seed 000", "req/s, ab -c 30, 4537 B", select(self.rows, "seed000", server="epoll", part="main")[0]
-                     if select(self.rows, "seed000", server="epoll", part="main") else None,
-                     self.nginx_row("seed000", part="main"), "rps")
+        self.compare_pairs("seed000")
 
     def nginx_row(self, exp, **match):
         r = select(self.rows, exp, server="nginx", **match)
@@ -523,10 +561,7 @@ class Report:
         ax.scatter([i for i, _ in sv], [v for _, v in sv], marker="D", color="red", zorder=4,
                    label="seed 003's own result (its machine)")
         self.save_fig(fig, "seed003_smallbodies.png", "seed 003", [ax])
-        for ka in (True, False):
-            ep = next((r for r in rows if r["server"] == "epoll" and r["keepalive"] == ka), None)
-            ng = next((r for r in rows if r["server"] == "nginx-seed003" and r["keepalive"] == ka), None)
-            self.compare("Seed 003", f"req/s, ab {'-k ' if ka else ''}-c 200, 13 B", ep, ng, "rps")
+        self.compare_pairs("seed003")
         self.matched_table("seed003")
 
     # -- seed 004 -------------------------------------------------------------
@@ -646,11 +681,7 @@ class Report:
             bars(ax, low, "server_us_per_req", f"server CPU per request at {rates[0]:,} requests/s (open loop, "
                  f"keep-alive, 13 B)", "server CPU per request, µs")
             self.save_fig(fig, "cpu_per_request.png", "server CPU per request", [ax])
-        for rate in rates:
-            ep = next((r for r in rows if r["server"] == "epoll" and r["rate"] == rate), None)
-            ng = next((r for r in rows if r["server"] == "nginx" and r["rate"] == rate), None)
-            self.compare("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
-                         higher_better=False, digits=2)
+        self.compare_pairs("openloop")
 
     # -- peers (issue 10) ---------------------------------------------------------
 
@@ -700,27 +731,95 @@ class Report:
                                spread(r, "server_cores", 2)] + cpu_cols(r)[1:] + [errs(r)])
         self.md.append(table(["cell", "server", "rate", "p99 ms", "server CPU µs/req (1 MB: µs/MB)", "server cores",
                               "generator core", "other load (cores)", "errors"], detail))
-        self.md.append("Which server wins each cell (only where its min–max range clears every other "
-                       "server's; a rate lost by a client-bound cell does not count):\n")
-        for c in cells:
+        self.md.append("Which server wins each cell (only where its median is ahead of every other server's "
+                       "after Holm's correction; a rate lost by a client-bound cell does not count, and CPU per "
+                       "request compares only between cells that were not client-bound, i.e. servers at their "
+                       "own saturation):\n")
+        for c, by_srv in self.peer_cells():
+            res = self.peer_judgements(c, by_srv)
             if c == PEER_LATENCY_CELL:
-                by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid}
-                self.md.append(f"- **{PEER_CELL_TITLES[c]}**: lowest p99: "
-                               f"{checks.winner(by_srv, 'p99_ms', higher_better=False)[1]}.")
+                self.md.append(f"- **{PEER_CELL_TITLES[c]}**: lowest p99: {res['p99_ms'][1]}.")
                 continue
-            by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid and not grid[(c, srv)].get("skipped")}
             rate_key = "mbps" if c == PEER_BYTES_CELL else "rps"
             cpu_key = "server_us_per_mb" if c == PEER_BYTES_CELL else "server_us_per_req"
-            _, rate_why = checks.winner(by_srv, rate_key)
-            _, cpu_why = checks.winner(by_srv, cpu_key, higher_better=False)
             self.md.append(f"- **{PEER_CELL_TITLES.get(c, c)}**: {'GB/s' if rate_key == 'mbps' else 'req/s'}: "
-                           f"{rate_why}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
-                           f"{cpu_why}.")
-            unit = "µs/MB" if c == PEER_BYTES_CELL else "µs"
+                           f"{res[rate_key][1]}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
+                           f"{res[cpu_key][1]}.")
             for m in ("epoll", "uring"):
-                if m in by_srv:
-                    self.md.append(f"  - {m} against the best peer: {against_best_peer(by_srv, m, cpu_key, unit)}")
+                if m in res["against"]:
+                    self.md.append(f"  - {m} against the best peer: {res['against'][m]}")
         self.md.append("")
+
+    def peer_cells(self):
+        """(cell, {server: row}) of the peers experiment, skipped rows left out."""
+        laid_out = self.server_grid("peers", "peer_cell", PEER_ROW_ORDER)
+        if laid_out is None:
+            return []
+        cells, servers, grid = laid_out
+        titles = list(PEER_CELL_TITLES)
+        cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
+        return [(c, {srv: grid[(c, srv)] for srv in servers
+                     if (c, srv) in grid and not grid[(c, srv)].get("skipped")}) for c in cells]
+
+    def peer_judgements(self, cell: str, by_srv: dict) -> dict:
+        """The peers' verdicts of one cell: the winner on each metric and
+        spindle against the best peer on CPU, each from the report's family."""
+        if cell == PEER_LATENCY_CELL:
+            return {"p99_ms": self.peer_winner(cell, by_srv, "p99_ms", False, rate=False)}
+        rate_key = "mbps" if cell == PEER_BYTES_CELL else "rps"
+        cpu_key = "server_us_per_mb" if cell == PEER_BYTES_CELL else "server_us_per_req"
+        unit = "µs/MB" if cell == PEER_BYTES_CELL else "µs"
+        out = {rate_key: self.peer_winner(cell, by_srv, rate_key, True, rate=True),
+               cpu_key: self.peer_winner(cell, by_srv, cpu_key, False, rate=False), "against": {}}
+        peers = {n: r for n, r in by_srv.items() if n in PEERS and r.get(cpu_key) is not None and not r.get("invalid")}
+        for m in ("epoll", "uring"):
+            mine = by_srv.get(m)
+            if mine is None:
+                continue
+            if not peers or mine.get(cpu_key) is None or mine.get("invalid"):
+                out["against"][m] = "not measured"
+                continue
+            best = min(peers, key=lambda n: peers[n][cpu_key])
+            b = peers[best]
+            why = claims.why_unusable(mine, b, cpu_key) or (
+                "a cell was client-bound (CPU per request at different loads)"
+                if mine.get("client_bound") or b.get("client_bound") else "")
+            j = self.fam.difference(f"peers/{cell}/{cpu_key}/{m}-vs-best-peer", claims.vals(mine, cpu_key),
+                                    claims.vals(b, cpu_key), higher_better=False, why_not=why)
+            text = f"{num(mine[cpu_key], 1)} vs {best}'s {num(b[cpu_key], 1)} {unit} ({mine[cpu_key] / b[cpu_key]:.2f}x"
+            text += f" [{j.ci95[0]:.2f}–{j.ci95[1]:.2f}])" if j.r else ")"
+            out["against"][m] = text + {"ahead": ", less CPU (after correction)",
+                                        "behind": ", **more CPU** (after correction)"}.get(
+                j.verdict, f", unsettled ({j.why_not})" if not j.r else ", unsettled")
+        return out
+
+    def peer_winner(self, cell: str, by_srv: dict, key: str, higher_better: bool, rate: bool) -> tuple:
+        """(winner or None, why): the best median, and a verdict only where it is
+        ahead of every other server after the correction. Pairs are registered
+        in alphabetical order, so their ids do not depend on who won."""
+        usable = {n: r for n, r in by_srv.items() if not r.get("invalid") and r.get(key) is not None}
+        if len(usable) < 2:
+            return None, "fewer than two servers measured"
+        best = (max if higher_better else min)(usable, key=lambda n: usable[n][key])
+        for n in sorted(usable, key=lambda n: usable[n][key], reverse=higher_better):
+            if n == best:
+                continue
+            a, b = sorted((best, n))
+            why = claims.why_unusable(usable[a], usable[b], key)
+            if not why and rate and usable[n].get("client_bound"):
+                why = f"{n} was client-bound"
+            if not why and not rate and key != "p99_ms" and (usable[a].get("client_bound")
+                                                             or usable[b].get("client_bound")):
+                why = "a cell was client-bound (CPU per request at different loads)"
+            j = self.fam.difference(f"peers/{cell}/{key}/{a}-vs-{b}", claims.vals(usable[a], key),
+                                    claims.vals(usable[b], key), higher_better, why_not=why)
+            want = stats.AHEAD if a == best else stats.BEHIND
+            if j.verdict != want:
+                detail = j.why_not if not j.r else f"{best} ÷ {n} {j.text() if a == best else _inverse(j)}"
+                self.winners[f"peers/{cell}/{key}/winner"] = stats.UNSETTLED
+                return None, f"unsettled ({best} vs {n}: {detail})"
+        self.winners[f"peers/{cell}/{key}/winner"] = best
+        return best, f"{best} (ahead of every other server after correction)"
 
     # -- tls (issue 13) -----------------------------------------------------------
 
@@ -764,16 +863,15 @@ class Report:
     # -- claims, load, failures -------------------------------------------------------
 
     def judge_all(self) -> None:
-        """Registers the claims' comparisons beside the headline's, corrects the
-        whole family (Holm), then reads the verdicts."""
-        claims.check_all(self.rows, self.fam)
-        self.fam.resolve()
+        """Reads the claims' verdicts from the corrected family (preregister),
+        and the run's verdicts against the reference."""
         self.claims = claims.check_all(self.rows, self.fam)
         self.verdicts = [j.as_json() for j in self.fam.items.values()] + [
             {"id": c["id"], "verdict": c["verdict"],
              "ratio": None if c["ratio"] is None else round(c["ratio"], 4),
              "ci95": None if c["ci95"] is None else [round(x, 4) for x in c["ci95"]], "kind": "claim"}
-            for c in self.claims]
+            for c in self.claims] + [
+            {"id": wid, "verdict": w, "ratio": None, "ci95": None, "kind": "winner"} for wid, w in self.winners.items()]
         if self.reference is not None:
             self.replication = stats.replication(self.reference, self.verdicts)
 
@@ -915,7 +1013,7 @@ class Report:
                 "row is “not comparable”, and the thread model capped at 40 connections reproduces the mechanism. "
                 "“~32k req/s” is judged on the server's ceiling (1 core ÷ CPU per request): ab limited the rates."),
         ("all", "The headline compares epoll, chosen in advance, with nginx, and prints a verdict only where the "
-                "repeats' ranges do not overlap; an open-loop sweep (vegeta) measures latency against offered "
+                "ratio's interval survives Holm's correction over the report's comparisons; an open-loop sweep (vegeta) measures latency against offered "
                 "load; every cell records the server's and the generator's CPU and what else ran, and flags a "
                 "client-bound generator."),
     ]
@@ -968,6 +1066,7 @@ class Report:
                                "; ".join(r["problems"] + r["failed_runs"]).replace("|", "/")[:300]] for r in bad]))
 
     def render(self) -> str:
+        self.preregister()
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
                   self.peers, self.tls, self.beyond):
             f()
@@ -1058,6 +1157,25 @@ class Report:
         return "\n".join(top + claims_md + body_sections + tail_md + setup) + "\n"
 
 
+def _inverse(j) -> str:
+    lo, hi = j.ci95
+    return f"{1 / j.ratio:.2f} [{1 / hi:.2f}–{1 / lo:.2f}]"
+
+
+def slug(text: str) -> str:
+    """A verdict id's part: lower case, runs of anything but letters and
+    digits as one '-'."""
+    out, dash = [], False
+    for ch in text.lower():
+        if ch.isalnum():
+            out.append(ch)
+            dash = False
+        elif not dash:
+            out.append("-")
+            dash = True
+    return "".join(out).strip("-")
+
+
 PEER_CELL_TITLES = {"keepalive": "wrk -c200 keep-alive, 13 B", "pipelined": "wrk -c50, 16 pipelined per write",
                     "pipelined_latency": "16 pipelined: batch p99 (Python client, c50)",
                     "close": "ab -c200, new connection per request", "file1m": "wrk -c50, 1 MB file"}
@@ -1092,25 +1210,6 @@ def rate_and_cpu(r, per_byte: bool = False, latency: bool = False) -> str:
 
 
 PEERS = ("nginx", "lighttpd", "h2o")
-
-
-def against_best_peer(cells: dict[str, dict], model: str, key: str, unit: str) -> str:
-    """Issue 10's targets compare spindle's CPU per request (or per MB) with the
-    best peer's: the ratio of medians, and a verdict only where ranges do not
-    overlap."""
-    peers = {n: c for n, c in cells.items() if n in PEERS and c.get(key) is not None and not c.get("invalid")}
-    mine = cells.get(model)
-    if not peers or mine is None or mine.get(key) is None or mine.get("invalid"):
-        return "not measured"
-    best = min(peers, key=lambda n: peers[n][key])
-    b = peers[best]
-    text = f"{num(mine[key], 1)} vs {best}'s {num(b[key], 1)} {unit} ({mine[key] / b[key]:.2f}x)"
-    if min(mine.get("reps_ok", 0), b.get("reps_ok", 0)) < 2:
-        return text + ", one run"
-    v = range_verdict((mine[key + "_min"], mine[key + "_max"]), (b[key + "_min"], b[key + "_max"]),
-                      higher_better=False)
-    return text + {"ahead": ", less CPU (ranges clear)", "behind": ", **more CPU** (ranges clear)"}.get(
-        v, ", ranges overlap")
 
 
 TLS_CELL_TITLES = {"full": "https, new connection (full handshake)", "resumed": "https, resumed session",

@@ -372,8 +372,12 @@ class Family:
             if kind == "equivalence":
                 j.p_eq = j.r.p_equivalent(self.margin)
         self.items[jid] = j
-        if self.resolved:        # registered late: judged alone against the same threshold
-            self.resolve()
+        if self.resolved:
+            # registered after the correction: judged alone at Bonferroni's level
+            # for the family it joins (the strictest step of Holm's), leaving the
+            # verdicts already read unchanged
+            self._judge(j, {k: p <= self.alpha / max(1, self.m) for k, p in
+                            (("diff", j.p), ("eq", j.p_eq)) if p is not None})
         return j
 
     def difference(self, jid: str, a, b, higher_better: bool = True, why_not: str = "") -> Judgement:
@@ -394,18 +398,22 @@ class Family:
     def resolve(self) -> None:
         rej = holm(self.pvalues(), self.alpha)
         for j in self.items.values():
-            j.rejected = {"diff": rej.get((j.id, "diff"), False), "eq": rej.get((j.id, "eq"), False)}
-            if not j.r:
-                j.verdict = UNSETTLED
-            elif j.kind == "difference":
-                if j.rejected["diff"]:
-                    up = j.r.ratio > 1
-                    j.verdict = AHEAD if up == j.higher_better else BEHIND
-                else:
-                    j.verdict = UNSETTLED
-            else:
-                j.verdict = EQUIVALENT if j.rejected["eq"] else DIFFERENT if j.rejected["diff"] else UNSETTLED
+            self._judge(j, {"diff": rej.get((j.id, "diff"), False), "eq": rej.get((j.id, "eq"), False)})
         self.resolved = True
+
+    @staticmethod
+    def _judge(j: Judgement, rejected: dict) -> None:
+        j.rejected = {"diff": rejected.get("diff", False), "eq": rejected.get("eq", False)}
+        if not j.r:
+            j.verdict = UNSETTLED
+        elif j.kind == "difference":
+            if j.rejected["diff"]:
+                up = j.r.ratio > 1
+                j.verdict = AHEAD if up == j.higher_better else BEHIND
+            else:
+                j.verdict = UNSETTLED
+        else:
+            j.verdict = EQUIVALENT if j.rejected["eq"] else DIFFERENT if j.rejected["diff"] else UNSETTLED
 
     @property
     def m(self) -> int:
@@ -431,7 +439,7 @@ def replication(published: list[dict], new: list[dict]) -> list[dict]:
         ov, nv = old.get("verdict"), cur.get("verdict") if cur else None
         if cur is None:
             status = MISSING
-        elif ov not in SETTLED:
+        elif not is_settled(ov):
             status = WAS_UNSETTLED
         elif nv == ov:
             status = HELD
@@ -455,5 +463,11 @@ def replication_summary(rows: list[dict]) -> dict:
             "held_share": held / len(settled) if settled else None}
 
 
+def is_settled(verdict: str | None) -> bool:
+    """A verdict that says something: not unsettled, not "not comparable" (a
+    peers cell's winner, a server's name, is settled too)."""
+    return verdict is not None and verdict not in (UNSETTLED, "not comparable")
+
+
 def settled_by_both(verdict: str, published: str | None) -> bool:
-    return verdict in SETTLED and verdict == published
+    return is_settled(verdict) and verdict == published

@@ -187,3 +187,15 @@ def test_verdicts_serialise_to_the_published_schema():
         assert v["ratio"] is None or isinstance(v["ratio"], float)
         assert v["ci95"] is None or (len(v["ci95"]) == 2 and v["ci95"][0] <= v["ratio"] <= v["ci95"][1])
     assert out[0]["verdict"] == "ahead"
+
+
+def test_a_comparison_registered_after_the_correction_changes_no_verdict_already_read():
+    fam = stats.Family()
+    a = fam.difference("a", [110.0, 111.0, 112.0, 110.5, 111.5], [100.0, 101.0, 102.0, 100.5, 101.5])
+    fam.resolve()
+    assert a.verdict == stats.AHEAD
+    for i in range(50):   # strong effects joining late: judged at alpha / m, the others untouched
+        fam.difference(f"late{i}", [1.0, 1.01, 0.99, 1.0, 1.0], [1.0, 1.01, 0.99, 1.0, 1.0])
+    late = fam.difference("late-strong", [200.0, 201.0, 202.0, 200.5, 201.5], [100.0, 101.0, 102.0, 100.5, 101.5])
+    assert a.verdict == stats.AHEAD and late.verdict == stats.AHEAD
+    assert fam.items["late0"].verdict == stats.UNSETTLED
