@@ -10,7 +10,8 @@ gets a verdict only where its ratio's interval excludes 1 after that
 correction; a claim of no difference holds only inside the ±5% margin.
 
 Client-bound cells: where the load generator used over 90% of its core, a
-closed-loop rate is the generator's, not the server's. Such a cell may still
+closed-loop rate is the generator's, not the server's (unless the server too
+used 90% of its cores: then it was at its own limit). Such a cell may still
 win a comparison of rates (its server did at least that much); where it is
 the slower one, the claim is settled on server CPU per request at matched
 offered load instead: the `matched` cells, in which vegeta offers every
@@ -19,7 +20,7 @@ per request falls several-fold from light load to saturation, so it compares
 only between servers at the same load, which those cells guarantee."""
 from __future__ import annotations
 
-from . import stats
+from . import checks, stats
 from .stats import AHEAD, BEHIND, DIFFERENT, EQUIVALENT, UNSETTLED
 
 HOLDS, FAILS = "holds", "does not hold"
@@ -90,8 +91,35 @@ def matched_ok(r: dict | None) -> str:
     return ""
 
 
-def _median(r, key):
-    return r.get(key) if r else None
+SATURATED = 0.90            # a server that used 90% of its pinned cores in every repeat set its own pace
+MATCHED_RATES = 0.10        # two closed-loop cells within 10% of each other's rate ran at about the same load
+
+
+def saturated(r: dict | None) -> bool:
+    """The server used at least 90% of its cores in every repeat: its rate is
+    its own limit even when the generator was busy too."""
+    if r is None:
+        return False
+    cores = checks._ncpus(r.get("cpus")) or 1
+    used = r.get("server_cores_min", r.get("server_cores"))
+    return used is not None and used >= SATURATED * cores
+
+
+def cpu_comparable(a: dict, b: dict, rate_key: str = "rps") -> str:
+    """Why two cells' CPU per request cannot be compared ('' when they can):
+    it falls several-fold from light load to saturation, so only cells at
+    about the same load compare: both servers at their own limit (neither
+    generator client-bound, or both servers saturated), or both at about the
+    same rate."""
+    if not (a.get("client_bound") or b.get("client_bound")):
+        return ""
+    if saturated(a) and saturated(b):
+        return ""
+    ra, rb = a.get(rate_key), b.get(rate_key)
+    if ra and rb and abs(ra / rb - 1) <= MATCHED_RATES:
+        return ""
+    return "a client-bound cell ran below its server's limit, at another load than the other (CPU per request " \
+           "compares only at the same load)"
 
 
 class Judge:
@@ -110,7 +138,7 @@ class Judge:
             return self.fam.difference(jid, [], [], higher_better, why_not=why), key
         if key in RATE_KEYS:
             slower = a if a[key] < b[key] else b
-            if slower.get("client_bound"):
+            if slower.get("client_bound") and not saturated(slower):
                 ma, mb = matched or (None, None)
                 why = matched_ok(ma) or matched_ok(mb)
                 if why:
@@ -131,7 +159,8 @@ class Judge:
         why = why_unusable(a, b, key)
         if why:
             return self.fam.equivalence(jid, [], [], why_not=why), key
-        if key in RATE_KEYS and (a.get("client_bound") or b.get("client_bound")):
+        if key in RATE_KEYS and (a.get("client_bound") or b.get("client_bound")) and \
+                not (saturated(a) and saturated(b)):
             ma, mb = matched or (None, None)
             why = matched_ok(ma) or matched_ok(mb)
             if why:

@@ -732,9 +732,10 @@ class Report:
         self.md.append(table(["cell", "server", "rate", "p99 ms", "server CPU µs/req (1 MB: µs/MB)", "server cores",
                               "generator core", "other load (cores)", "errors"], detail))
         self.md.append("Which server wins each cell (only where its median is ahead of every other server's "
-                       "after Holm's correction; a rate lost by a client-bound cell does not count, and CPU per "
-                       "request compares only between cells that were not client-bound, i.e. servers at their "
-                       "own saturation):\n")
+                       "after Holm's correction; a rate lost by a client-bound cell whose server used under 90% of "
+                       "its core does not count; CPU per request compares only between cells at about the same "
+                       "load: both servers at their own limit (not client-bound, or using 90% of their core), or "
+                       "rates within 10%):\n")
         for c, by_srv in self.peer_cells():
             res = self.peer_judgements(c, by_srv)
             if c == PEER_LATENCY_CELL:
@@ -781,9 +782,7 @@ class Report:
                 continue
             best = min(peers, key=lambda n: peers[n][cpu_key])
             b = peers[best]
-            why = claims.why_unusable(mine, b, cpu_key) or (
-                "a cell was client-bound (CPU per request at different loads)"
-                if mine.get("client_bound") or b.get("client_bound") else "")
+            why = claims.why_unusable(mine, b, cpu_key) or claims.cpu_comparable(mine, b, cpu_rate(cell))
             j = self.fam.difference(f"peers/{cell}/{cpu_key}/{m}-vs-best-peer", claims.vals(mine, cpu_key),
                                     claims.vals(b, cpu_key), higher_better=False, why_not=why)
             text = f"{num(mine[cpu_key], 1)} vs {best}'s {num(b[cpu_key], 1)} {unit} ({mine[cpu_key] / b[cpu_key]:.2f}x"
@@ -806,11 +805,10 @@ class Report:
                 continue
             a, b = sorted((best, n))
             why = claims.why_unusable(usable[a], usable[b], key)
-            if not why and rate and usable[n].get("client_bound"):
-                why = f"{n} was client-bound"
-            if not why and not rate and key != "p99_ms" and (usable[a].get("client_bound")
-                                                             or usable[b].get("client_bound")):
-                why = "a cell was client-bound (CPU per request at different loads)"
+            if not why and rate and usable[n].get("client_bound") and not claims.saturated(usable[n]):
+                why = f"{n} was client-bound below its server's limit"
+            if not why and not rate and key != "p99_ms":
+                why = claims.cpu_comparable(usable[a], usable[b], cpu_rate(cell))
             j = self.fam.difference(f"peers/{cell}/{key}/{a}-vs-{b}", claims.vals(usable[a], key),
                                     claims.vals(usable[b], key), higher_better, why_not=why)
             want = stats.AHEAD if a == best else stats.BEHIND
@@ -1155,6 +1153,10 @@ class Report:
                      "experiment's settings. Exact commands are in results.csv (`cmd`); machine, versions and "
                      "sysctls in manifest.json.\n")
         return "\n".join(top + claims_md + body_sections + tail_md + setup) + "\n"
+
+
+def cpu_rate(cell: str) -> str:
+    return "mbps" if cell == PEER_BYTES_CELL else "rps"
 
 
 def _inverse(j) -> str:

@@ -232,3 +232,23 @@ def test_the_claims_share_one_correction():
     j = crowded.items["seed002/a/pool/2c>1c"]
     assert j.p < 0.05 and j.verdict == "unsettled"      # p ~ 0.007 > 0.05 / 201
     assert crowded.m == 201
+
+
+def test_a_client_bound_loser_whose_server_was_saturated_still_loses():
+    """The generator at 95% and the server at 98% of its core: the server set
+    its own pace, so its lower rate counts without a matched-load cell."""
+    ep = row("seed003", "epoll", "rps", 20500, keepalive=False)
+    ng = row("seed003", "nginx-seed003", "rps", 17500, keepalive=False, client_bound=True, cpus="0",
+             server_cores=0.98, server_cores_min=0.97)
+    assert verdicts([ep, ng])["claim/003/close-ahead"] == "holds"
+    ng["server_cores_min"] = 0.6                       # one repeat below the limit: the generator's pace
+    assert verdicts([ep, ng])["claim/003/close-ahead"] == "unsettled"
+
+
+def test_cpu_per_request_compares_only_at_about_the_same_load():
+    a = {"rps": 150000, "client_bound": True, "cpus": "0", "server_cores": 0.6, "server_cores_min": 0.55}
+    b = {"rps": 100000, "client_bound": False, "cpus": "0", "server_cores": 1.0, "server_cores_min": 0.99}
+    assert "another load" in claims.cpu_comparable(a, b)
+    assert claims.cpu_comparable(dict(a, server_cores_min=0.95), b) == ""     # both at their limit
+    assert claims.cpu_comparable(dict(a, rps=105000), b) == ""                # within 10%: the same load
+    assert claims.cpu_comparable(dict(a, client_bound=False), b) == ""
