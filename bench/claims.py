@@ -146,9 +146,12 @@ class Judge:
                                                why_not=f"the slower cell ({slower.get('server')}) was client-bound "
                                                        f"and {why}"), "server CPU/req at matched load"
                 # lower CPU per request at the same offered load = the faster server
-                return (self.fam.difference(jid + "@cpu", vals(ma, "server_us_per_req"),
-                                            vals(mb, "server_us_per_req"), higher_better=False),
-                        f"server CPU/req at {ma.get('rate'):,}/s offered")
+                # (the same id: a verdict means "a is the faster", whatever it rests on)
+                basis = f"server CPU/req at {ma.get('rate'):,}/s offered"
+                j = self.fam.difference(jid, vals(ma, "server_us_per_req"), vals(mb, "server_us_per_req"),
+                                        higher_better=False)
+                j.basis = basis
+                return j, basis
         return self.fam.difference(jid, vals(a, key), vals(b, key), higher_better), key
 
     def same(self, jid: str, a: dict | None, b: dict | None, key: str = "rps",
@@ -166,8 +169,10 @@ class Judge:
             if why:
                 return self.fam.equivalence(jid, [], [], why_not=f"a cell was client-bound (the generator may "
                                                                   f"have set both rates) and {why}"), key
-            return (self.fam.equivalence(jid + "@cpu", vals(ma, "server_us_per_req"), vals(mb, "server_us_per_req")),
-                    f"server CPU/req at {ma.get('rate'):,}/s offered")
+            basis = f"server CPU/req at {ma.get('rate'):,}/s offered"
+            j = self.fam.equivalence(jid, vals(ma, "server_us_per_req"), vals(mb, "server_us_per_req"))
+            j.basis = basis
+            return j, basis
         return self.fam.equivalence(jid, vals(a, key), vals(b, key)), key
 
 

@@ -316,6 +316,7 @@ class Judgement:
     p_eq: float | None = None
     margin: float = MARGIN
     rejected: dict = field(default_factory=dict)
+    basis: str = ""                # what the ratio is of, when not the metric named by the id
 
     @property
     def ratio(self) -> float | None:
@@ -344,7 +345,8 @@ class Judgement:
                 "ci95": [round(x, 4) for x in self.ci95] if self.r else None, "kind": self.kind,
                 "p": None if self.p is None else float(f"{self.p:.3g}"),
                 **({"p_equivalent": float(f"{self.p_eq:.3g}")} if self.p_eq is not None else {}),
-                **({"why": self.why_not} if self.why_not else {})}
+                **({"why": self.why_not} if self.why_not else {}),
+                **({"basis": self.basis} if self.basis else {})}
 
 
 class Family:
