@@ -16,7 +16,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import checks, claims, stats
-from .checks import verdict as range_verdict
 
 MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "thread-max40", "pool", "pool-5", "pool-15", "prefork",
                "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003", "lighttpd", "h2o"]
@@ -929,11 +928,10 @@ class Report:
             f"row's main metric's interval (`ci95_low`, `ci95_high`, `ci95_metric`) and `repeats`.\n"
             f"- **Comparisons.** A ratio of two medians, its 95% interval from the bootstrap standard error of "
             f"each log-median with Student's t on Welch's degrees of freedom. All {self.fam.m} tests of this "
-            f"report (headline, claims) form one family under Holm–Bonferroni at 5%: a verdict (ahead, behind, "
+            f"report (headline, claims, peers' winners) form one family under Holm–Bonferroni at 5%: a verdict (ahead, behind, "
             f"holds, does not hold) only where a test survives it. A claim of no difference needs both one-sided "
             f"tests against ±{stats.MARGIN:.0%} to survive (TOST); otherwise it is unsettled and the table gives "
-            f"the interval reached. The peers' per-cell winners below still use the min–max rule of the lab "
-            f"before (ranges of the repeats do not overlap); they are not part of verdicts.json.\n"
+            f"the interval reached. The peers' per-cell winners are in the same family.\n"
             f"- **Client-bound cells.** A closed-loop rate measured while the generator used over 90% of its core "
             f"is the generator's. It may win a comparison; where it is the slower cell, the claim is settled on "
             f"server CPU per request at **matched offered load**: the `matched` cells offer every compared server "
