@@ -141,7 +141,8 @@ def delay_kind(rows) -> str:
 
 
 def spread(r, key, digits=0):
-    """'median (min–max)' or a dash, and 'FAILED' when no repeat produced it."""
+    """'median (95% interval)' (the bootstrap interval of the median; min–max for
+    rows aggregated without one) or a dash, and 'FAILED' when no repeat produced it."""
     if r is None:
         return "not run"
     if r.get("skipped"):
@@ -371,7 +372,7 @@ class Report:
         if not rows and not fork:
             return
         self.head("seed000", "Seed 000 — ab -c 30 on the 4537-byte page: the seed's models")
-        self.md.append(table(["server", "req/s median (min–max)", "mean ms", "p50 ms", "p99 ms", "failed",
+        self.md.append(table(["server", "req/s median (95% CI)", "mean ms", "p50 ms", "p99 ms", "failed",
                               "seed's req/s"] + CPU_HEAD,
                              [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), shown(r, r.get("p50_ms")),
                                shown(r, r.get("p99_ms")), errs(r),
@@ -705,7 +706,7 @@ class Report:
         titles = list(PEER_CELL_TITLES)
         cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
         self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle (issue 10)")
-        self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
+        self.md.append("Median (95% interval over the repeats) · server CPU per request (1 MB file: per MB; the cores "
                        "it used are in the table below). "
                        "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
                        "the rate there is the generator's, CPU per request still compares the servers.\n")
@@ -826,7 +827,7 @@ class Report:
             return
         cells, servers, grid = laid_out
         self.head("tls", "TLS — handshakes per second and server CPU per handshake (issue 13)")
-        self.md.append("Median (min–max over repeats) connections or requests per second · server CPU per "
+        self.md.append("Median (95% interval over the repeats) connections or requests per second · server CPU per "
                        "request (in the handshake cells: per handshake). **CB** = client-bound.\n")
         self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
                              [[srv] + [rate_and_cpu(grid.get((c, srv))) for c in cells] for srv in servers]))
@@ -1188,7 +1189,8 @@ def spread_scaled(r, key, scale, digits, unit=""):
     """spread() of key x scale (e.g. MB/s as GB/s), with a unit after the median."""
     if r is None or r.get("skipped") or r.get("invalid") or key not in r:
         return spread(r, key, digits)
-    med, lo, hi = (num(r[k] * scale, digits) for k in (key, key + "_min", key + "_max"))
+    lo_v, hi_v = r.get(key + "_ci95") or (r[key + "_min"], r[key + "_max"])
+    med, lo, hi = (num(v * scale, digits) for v in (r[key], lo_v, hi_v))
     return f"{med}{unit}" if r["reps_ok"] <= 1 else f"{med}{unit} ({lo}–{hi}{unit})"
 
 
