@@ -905,8 +905,9 @@ class Report:
         share = f"{s['held_share']:.0%}" if s["held_share"] is not None else "—"
         self.md.append(f"Of the published run's {s['published_settled']} settled verdicts, **{s['held']} held "
                        f"({share})**, {s['reversed']} reversed (settled to the opposite), {s['not_held']} not "
-                       f"held (unsettled now, or missing). Verdicts the published run left unsettled are listed "
-                       f"too, for what this run found.\n")
+                       f"held (unsettled now, or another verdict), {s['missing']} not in this run (a cell it did "
+                       f"not measure). Verdicts the published run left unsettled are listed too, for what this "
+                       f"run found.\n")
         fmt = lambda r, c: (f"{r:.2f} [{c[0]:.2f}–{c[1]:.2f}]" if r is not None and c else "—")
         self.md.append(table(["id", "published", "ratio [95% CI]", "this run", "ratio [95% CI]", "held?"],
                              [[r["id"], r["published"], fmt(r["published_ratio"], r["published_ci95"]),

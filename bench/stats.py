@@ -439,10 +439,10 @@ def replication(published: list[dict], new: list[dict]) -> list[dict]:
     for old in published:
         cur = now.get(old["id"])
         ov, nv = old.get("verdict"), cur.get("verdict") if cur else None
-        if cur is None:
-            status = MISSING
-        elif not is_settled(ov):
+        if not is_settled(ov):
             status = WAS_UNSETTLED
+        elif cur is None:
+            status = MISSING
         elif nv == ov:
             status = HELD
         elif OPPOSITE.get(ov) == nv:
@@ -461,7 +461,8 @@ def replication_summary(rows: list[dict]) -> dict:
     held = sum(1 for r in settled if r["status"] == HELD)
     return {"published_settled": len(settled), "held": held,
             "reversed": sum(1 for r in settled if r["status"] == REVERSED),
-            "not_held": sum(1 for r in settled if r["status"] in (NOT_HELD, MISSING)),
+            "not_held": sum(1 for r in settled if r["status"] == NOT_HELD),
+            "missing": sum(1 for r in settled if r["status"] == MISSING),
             "held_share": held / len(settled) if settled else None}
 
 

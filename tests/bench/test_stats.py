@@ -170,7 +170,9 @@ def test_replication_held_not_held_reversed():
     assert rows == {"a": stats.HELD, "b": stats.REVERSED, "c": stats.NOT_HELD, "d": stats.WAS_UNSETTLED,
                     "e": stats.MISSING}
     s = stats.replication_summary(stats.replication(published, new))
-    assert s == {"published_settled": 4, "held": 1, "reversed": 1, "not_held": 2, "held_share": 0.25}
+    assert s == {"published_settled": 4, "held": 1, "reversed": 1, "not_held": 1, "missing": 1, "held_share": 0.25}
+    # a verdict the published run left unsettled is not "missing" when this run lacks it
+    assert stats.replication([{"id": "x", "verdict": "unsettled"}], [])[0]["status"] == stats.WAS_UNSETTLED
     assert stats.settled_by_both("ahead", "ahead") and not stats.settled_by_both("unsettled", "unsettled")
     assert not stats.settled_by_both("ahead", "behind")
 
