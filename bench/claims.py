@@ -277,8 +277,8 @@ def seed001(rows, J: Judge):
             find(rows, "seed001", server=m) if cores == 1 and not any("cores" in r for r in rows
                                                                       if r.get("exp") == "seed001") else None)
         thread, pool, it = get("thread"), get("pool"), get("iterative")
-        where = "one core (threads cannot run the work in parallel: the claim fails by construction)" if cores == 1 \
-            else f"{cores} cores"
+        where = ("one core (the seed's set-up: threads cannot run the work in parallel there, so no model "
+                 "can be fastest by threading)" if cores == 1 else f"{cores} cores")
         tag = f"{cores}c"
         measured = ", ".join(f"{m} {val(r, 'avg_ms', 2)}" for m, r in (("thread", thread), ("pool", pool),
                                                                        ("iterative", it))) + " ms avg"
