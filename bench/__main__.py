@@ -1,10 +1,11 @@
 """python -m bench [--smoke|--full] [--only EXP,...] [--repeats N] [--cores 1,2,4] [--plan] [--out DIR]
 
 Runs the lab (see bench/README.md) and writes bench/results/<timestamp>/.
-The default run is what `make bench` does (about 18 minutes on 2 cores; --plan
-prints the estimate without running anything); --full adds the cells the
-default leaves out to stay under 20 minutes; --smoke runs every cell once
-with tiny durations, to check the whole pipeline end to end."""
+The default run is what `make bench` does (5 repeats of 2 s cells, in a
+shuffled order with a recorded seed, between two calibration cells; under 30
+minutes on 2 cores: --plan prints the estimate without running anything);
+--full adds the cells the default leaves out to stay in budget; --smoke runs
+every cell once with tiny durations, to check the whole pipeline end to end."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,8 @@ from types import SimpleNamespace
 from . import experiments
 from .lab import Lab, REPO, LOAD_CPUS, SERVER_CPUS, VEGETA, loadavg
 from .manifest import manifest
+from . import procstat
+from .lab import ORDER_SEED
 
 # What the estimate charges, calibrated on the default runs of 2026-11-22
 # (seeds and openloop: 13.2 min, published then; peers and tls: 11.9 min,
@@ -33,19 +36,32 @@ WARMUP_OVERHEAD_S = 0.1
 SERVER_START_S = 0.3
 COUNT_BASED_CELL_S = 1.2      # seed 001's 500-request runs (1.15 s measured)
 OPEN_LOOP_DRAIN_S = 0.2       # vegeta waits for requests still in flight, then decodes its results
-DEFAULT_BUDGET_S = 20 * 60    # issue 8: make bench in at most 20 minutes on 2 cores
+DEFAULT_BUDGET_S = 30 * 60    # make bench in at most 30 minutes on 2 cores, with 5 repeats
+DEFAULT_REPEATS = 5           # the fewest that give a median an interval and Holm a chance (bench/stats.py)
+DEFAULT_CELL_S = 2.0          # 5 x 2 s beats 3 x 3 s: drift between repeats, not noise within one, dominates
+
+
+def host_steal(before: dict, after: dict) -> dict:
+    """The host's steal time over the run (/proc/stat, all CPUs): time a
+    hypervisor ran something else while this machine wanted its CPUs."""
+    b, a = before.get("cpu", {}), after.get("cpu", {})
+    total = sum(a.values()) - sum(b.values())
+    st = a.get("steal", 0) - b.get("steal", 0)
+    return {"steal_s": st / procstat.CLK_TCK, "share": st / total if total > 0 else 0.0}
 
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def rerender(out: Path) -> int:
+def rerender(out: Path, reference: Path | None = None) -> int:
     data = json.loads((out / "results.json").read_text())
     lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}),
                           server_memory=data.get("server_memory", []))
     from . import report
-    report.write(lab, out, data["manifest"])
+    # the reference this run was first compared with, so a re-render prints the same replication
+    ref = data["reference_verdicts"] if "reference_verdicts" in data else report.load_reference(reference)
+    report.write(lab, out, data["manifest"], ref)
     print(f"re-rendered {out / 'report.md'}")
     return 0
 
@@ -63,9 +79,10 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
     return t
 
 
-def make_plan(names: list[str], models: list[str], smoke: bool = False, full: bool = False, repeats: int = 3,
-              cell_s: float = 3.0, warmup_s: float = 0.25, cores: list[int] | None = None,
-              spindle: Path = REPO / "spindle") -> list[dict]:
+def make_plan(names: list[str], models: list[str], smoke: bool = False, full: bool = False,
+              repeats: int = DEFAULT_REPEATS, cell_s: float = DEFAULT_CELL_S, warmup_s: float = 0.25,
+              cores: list[int] | None = None, spindle: Path = REPO / "spindle",
+              seed: int | None = None) -> list[dict]:
     """The cells each experiment would run, counted, nothing started."""
     import tempfile
     import shutil
@@ -73,6 +90,8 @@ def make_plan(names: list[str], models: list[str], smoke: bool = False, full: bo
     lab = Lab(plan_dir, smoke, repeats, spindle, cell_s, warmup_s, cores or [1, 2, 4])
     lab.plan = []
     lab.full = full
+    if seed is not None:
+        lab.seed = seed
     try:
         for n in names:
             experiments.EXPERIMENTS[n](lab, models)
@@ -126,26 +145,33 @@ def main() -> int:
                                                         "under 20 minutes (bench/README.md says which)")
     ap.add_argument("--only", default="", help="comma-separated experiments: " + ",".join(experiments.EXPERIMENTS)
                     + f" (default: {','.join(experiments.DEFAULT)})")
-    ap.add_argument("--repeats", type=int, default=0, help="repeats per cell (default 3; smoke 1)")
-    ap.add_argument("--cell-seconds", type=float, default=0, help="seconds per time-based cell (default 3; smoke 1)")
+    ap.add_argument("--repeats", type=int, default=0, help=f"repeats per cell (default {DEFAULT_REPEATS}; smoke 1)")
+    ap.add_argument("--cell-seconds", type=float, default=0,
+                    help=f"seconds per time-based cell (default {DEFAULT_CELL_S:g}; smoke 1)")
+    ap.add_argument("--seed", type=int, default=None, help="the measurement order's shuffle (default: "
+                                                           "bench/lab.py ORDER_SEED; recorded in the manifest)")
+    ap.add_argument("--no-calibration", action="store_true", help="skip the calibration cell at the start "
+                                                                  "and end of the run")
     ap.add_argument("--cores", default="1,2,4", help="core counts for seed 002 (a); those above the machine's "
                                                      "are reported as not run")
     ap.add_argument("--plan", action="store_true", help="print the cells and the time estimate, run nothing")
     ap.add_argument("--out", default="", help="results directory (default bench/results/<timestamp>)")
     ap.add_argument("--models", default="", help="comma-separated spindle models (default: all)")
     ap.add_argument("--spindle", default=str(REPO / "spindle"), help="the spindle binary")
+    ap.add_argument("--reference", default="", help="the published verdicts to replicate (default "
+                                                     "docs/bench/verdicts.json)")
     ap.add_argument("--report-only", metavar="DIR", help="re-render report.md and plots from DIR/results.json")
     ap.add_argument("--publish", metavar="DIR", default="", help="after a complete run, replace DIR's report, "
                                                                  "data and plots with this run's (make bench: docs/bench)")
     args = ap.parse_args()
     if args.report_only:
-        rc = rerender(Path(args.report_only))
+        rc = rerender(Path(args.report_only), Path(args.reference) if args.reference else None)
         if args.publish and not rc:
             publish(Path(args.report_only), Path(args.publish))
         return rc
 
-    repeats = args.repeats or (1 if args.smoke else 3)
-    cell_s = args.cell_seconds or (1.0 if args.smoke else 3.0)
+    repeats = args.repeats or (1 if args.smoke else DEFAULT_REPEATS)
+    cell_s = args.cell_seconds or (1.0 if args.smoke else DEFAULT_CELL_S)
     warmup_s = 0.2 if args.smoke else 0.25
     cores = [int(x) for x in args.cores.split(",") if x]
     spindle = Path(args.spindle)
@@ -156,9 +182,12 @@ def main() -> int:
     for n in names:
         if n not in experiments.EXPERIMENTS:
             ap.error(f"unknown experiment {n!r}")
+    if not args.no_calibration:
+        names = experiments.with_calibration(names)
+    seed = args.seed if args.seed is not None else ORDER_SEED
 
     if args.plan:
-        plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle)
+        plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle, seed)
         total = 0
         for p in plan:
             t = estimate_s([p], cell_s, warmup_s)
@@ -181,7 +210,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     lab = Lab(out, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
     lab.full = args.full
-    plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle)
+    lab.seed = seed
+    plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle, seed)
+    stat0 = procstat.machine()
     lab.load_at_start = loadavg()
     # SIGTERM/SIGINT: stop our servers (finally below), then exit.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -200,14 +231,17 @@ def main() -> int:
     finally:
         lab.cleanup()
     elapsed = time.monotonic() - t0
+    steal = host_steal(stat0, procstat.machine())
     man = manifest(lab, models, mode, repeats, started, elapsed, names)
+    man["order_seed"] = seed
+    man["steal"] = steal
     man["interrupted"] = interrupted
     man["cell_s"], man["warmup_s"], man["cores_asked"] = cell_s, warmup_s, cores
     man["experiment_elapsed_s"] = {n: round(t, 1) for n, t in lab.exp_elapsed.items()}
     man["experiment_estimate_s"] = {p["exp"]: round(estimate_s([p], cell_s, warmup_s), 1) for p in plan}
     (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     from . import report   # matplotlib: only needed once there is something to plot
-    report.write(lab, out, man)
+    report.write(lab, out, man, report.load_reference(Path(args.reference) if args.reference else report.REFERENCE))
     print(f"done in {elapsed / 60:.1f} min: {out / 'report.md'}", flush=True)
     failed_cells = sum(1 for r in lab.records if "failed_run" in r)
     failed_exps = [n for n, notes in lab.notes.items() if any(t.startswith("EXPERIMENT FAILED") for t in notes)]
@@ -220,7 +254,7 @@ def main() -> int:
     return 130 if interrupted else 0
 
 
-PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json")
+PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json", "verdicts.json")
 
 
 def publish(out: Path, dest: Path) -> None:

@@ -15,12 +15,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import checks, claims
-from .checks import client_bound_loser, verdict as range_verdict
+from . import checks, claims, stats
 
-MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "pool", "pool-5", "pool-15", "prefork",
+MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "thread-max40", "pool", "pool-5", "pool-15", "prefork",
                "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003", "lighttpd", "h2o"]
-COLORS = {"iterative": "#8c564b", "fork": "#d62728", "fork-nofile1024": "#d62728", "thread": "#ff7f0e",
+COLORS = {"iterative": "#8c564b", "fork": "#d62728", "fork-nofile1024": "#d62728", "thread": "#ff7f0e", "thread-max40": "#ffbb78",
           "pool": "#2ca02c", "pool-5": "#2ca02c", "pool-15": "#98df8a", "prefork": "#17becf",
           "prefork-4x10": "#17becf", "epoll": "#1f77b4", "uring": "#9467bd", "nginx": "#000000",
           "nginx-seed003": "#000000", "lighttpd": "#bcbd22", "h2o": "#e377c2"}
@@ -32,6 +31,24 @@ SKIP = {"exp", "cell", "server", "kind", "model", "cpus", "workers", "rep", "cmd
 # --------------------------------------------------------------------------
 # Aggregation
 # --------------------------------------------------------------------------
+
+# Metrics that get their repeats' values and a bootstrap 95% interval of the median
+STAT_KEYS = ("rps", "mbps", "avg_ms", "mean_ms", "p50_ms", "p99_ms", "p999_ms", "server_us_per_req",
+             "server_us_per_mb")
+
+
+def main_metric(row: dict) -> str:
+    """The figure a row is about (results.csv's ci95_low/ci95_high are its
+    interval): latency where the experiment asks about latency, else the rate."""
+    if row.get("exp") == "seed001":
+        return "avg_ms"
+    if row.get("exp") == "openloop":
+        return "p99_ms"
+    if row.get("peer_cell") == "file1m":
+        return "mbps"
+    if row.get("peer_cell") == "pipelined_latency":
+        return "p99_ms"
+    return "rps" if "rps" in row else next((k for k in STAT_KEYS if k in row), "rps")
 
 def aggregate(records: list[dict]) -> list[dict]:
     """One row per (exp, cell): params from the first repeat; for each numeric
@@ -59,6 +76,12 @@ def aggregate(records: list[dict]) -> list[dict]:
                 row[k] = statistics.median(vals)
                 row[k + "_min"] = min(vals)
                 row[k + "_max"] = max(vals)
+                if k in STAT_KEYS:
+                    # the repeats themselves (for the comparisons' bootstrap) and the median's interval
+                    row[k + "_vals"] = vals
+                    ci = stats.median_ci(vals, key=f"{exp}/{cell}/{k}")
+                    if ci:
+                        row[k + "_ci95"] = list(ci)
         row["errors_total"] = sum(r.get("errors", 0) or 0 for r in ok)
         inv = sorted({r["invalid"] for r in ok if r.get("invalid")})
         if inv:
@@ -118,7 +141,8 @@ def delay_kind(rows) -> str:
 
 
 def spread(r, key, digits=0):
-    """'median (min–max)' or a dash, and 'FAILED' when no repeat produced it."""
+    """'median (95% interval)' (the bootstrap interval of the median; min–max for
+    rows aggregated without one) or a dash, and 'FAILED' when no repeat produced it."""
     if r is None:
         return "not run"
     if r.get("skipped"):
@@ -129,7 +153,8 @@ def spread(r, key, digits=0):
         return "FAILED" if r.get("failed_runs") else "—"
     if r["reps_ok"] <= 1:
         return num(r[key], digits)
-    return f"{num(r[key], digits)} ({num(r[key + '_min'], digits)}–{num(r[key + '_max'], digits)})"
+    lo, hi = r.get(key + "_ci95") or (r[key + "_min"], r[key + "_max"])
+    return f"{num(r[key], digits)} ({num(lo, digits)}–{num(hi, digits)})"
 
 
 def errs(r):
@@ -218,11 +243,19 @@ def one_legend(fig, axes):
 # --------------------------------------------------------------------------
 
 class Report:
-    def __init__(self, lab, out: Path, man: dict):
+    def __init__(self, lab, out: Path, man: dict, reference: list[dict] | None = None):
         self.lab, self.out, self.man = lab, out, man
         self.rows = aggregate(lab.records)
         self.md: list[str] = []
         self.headline: list[list] = []
+        self.pending: list[tuple] = []        # headline comparisons, judged once the family is complete
+        self.fam = stats.Family()             # every comparison of the report, corrected together (Holm)
+        self.judge = claims.Judge(self.fam)
+        self.reference = reference            # the published run's verdicts (docs/bench/verdicts.json) or None
+        self.claims: list[dict] = []
+        self.verdicts: list[dict] = []
+        self.replication: list[dict] = []
+        self.winners: dict[str, str] = {}     # peers: verdict id -> winner (or "unsettled")
         self.plots: list[str] = []
 
     def head(self, exp, title):
@@ -244,34 +277,90 @@ class Report:
             save(fig, self.out, name)
         self.img(name, alt)
 
+    def headline_pairs(self, exp: str) -> list[tuple]:
+        """The headline's comparisons of one experiment: (label, metric, epoll's
+        row, nginx's row, key, higher_better, digits)."""
+        out = []
+        if exp == "seed000":
+            ep = select(self.rows, "seed000", server="epoll", part="main")
+            out.append(("Seed 000", "req/s, ab -c 30, 4537 B", ep[0] if ep else None,
+                        self.nginx_row("seed000", part="main"), "rps", True, 0))
+        elif exp == "seed003":
+            rows = [r for r in select(self.rows, "seed003") if r.get("part") != "matched"]
+            for ka in (True, False):
+                ep = next((r for r in rows if r["server"] == "epoll" and r["keepalive"] == ka), None)
+                ng = next((r for r in rows if r["server"] == "nginx-seed003" and r["keepalive"] == ka), None)
+                out.append(("Seed 003", f"req/s, ab {'-k ' if ka else ''}-c 200, 13 B", ep, ng, "rps", True, 0))
+        elif exp == "openloop":
+            rows = select(self.rows, "openloop")
+            for rate in sorted({r["rate"] for r in rows}):
+                ep = next((r for r in rows if r["server"] == "epoll" and r["rate"] == rate), None)
+                ng = next((r for r in rows if r["server"] == "nginx" and r["rate"] == rate), None)
+                out.append(("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
+                            False, 2))
+        return [p for p in out if p[2] is not None or p[3] is not None]
+
+    def compare_pairs(self, exp: str) -> None:
+        for label, metric, ep, ng, key, hb, digits in self.headline_pairs(exp):
+            self.compare(label, metric, ep, ng, key, hb, digits)
+
+    def preregister(self) -> None:
+        """Every comparison the report will print, registered before any is
+        printed, so Holm's correction sees the whole family at once."""
+        claims.check_all(self.rows, self.fam)
+        for exp in ("seed000", "seed003", "openloop"):
+            for label, metric, ep, ng, key, hb, digits in self.headline_pairs(exp):
+                self.headline_judgement(label, metric, ep, ng, key, hb)
+        for cell, by_srv in self.peer_cells():
+            self.peer_judgements(cell, by_srv)
+        self.fam.resolve()
+
+    def headline_judgement(self, label, metric, ep, ng, key, higher_better):
+        jid = f"headline/{slug(label)}/{slug(metric)}"
+        if ep is not None and ng is not None and key in claims.RATE_KEYS:
+            m = lambda r: claims.find(self.rows, r["exp"], server=r["server"], part="matched")
+            return self.judge.rate(jid, ep, ng, key, higher_better, matched=(m(ep), m(ng)))
+        why = claims.why_unusable(ep, ng, key)
+        if not why and (ep.get("client_bound") or ng.get("client_bound") or ep.get("fell_behind")
+                        or ng.get("fell_behind")):
+            why = "a cell was client-bound or its generator fell behind its rate"
+        return self.fam.difference(jid, claims.vals(ep, key), claims.vals(ng, key), higher_better, why_not=why), key
+
     def compare(self, label, metric, ep, ng, key, higher_better=True, digits=0):
-        """A headline row: epoll (chosen in advance) against nginx. A verdict only
-        where the repeats' ranges do not overlap."""
-        if ep is None or ng is None:
-            self.headline.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), "—", "not run"])
-            return
-        if ep.get("invalid") or ng.get("invalid") or key not in ep or key not in ng:
-            self.headline.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), "—",
-                                  "no verdict (invalid or failed cell)"])
-            return
-        ratio = ep[key] / ng[key] if ng[key] else float("inf")
-        if ep["reps_ok"] < 2 or ng["reps_ok"] < 2:
-            v = "unsettled (one run)"
-        else:
-            v = range_verdict((ep[key + "_min"], ep[key + "_max"]), (ng[key + "_min"], ng[key + "_max"]),
-                              higher_better)
-            # a client-bound cell measured the generator: it may win, never lose
-            if v == "ahead" and client_bound_loser(ep, ng, key) or v == "behind" and client_bound_loser(ng, ep, key):
-                v = "unsettled (the slower cell was client-bound)"
-            v = {"ahead": "epoll ahead", "behind": "**epoll behind**"}.get(v, v if v.startswith("unsettled (")
-                                                                         else "unsettled (ranges overlap)")
-        if ep.get("client_bound") or ng.get("client_bound"):
-            v += "; client-bound cell"
-        if ep.get("fell_behind") or ng.get("fell_behind"):
-            v += "; generator fell behind its rate"
-        if ep.get("errors_total") or ng.get("errors_total"):
-            v += "; errors, see section"
-        self.headline.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), f"{ratio:.2f}", v])
+        """A headline row: epoll (chosen in advance) against nginx, registered in
+        the report's family now and printed once every comparison is in
+        (headline_rows). A client-bound loser is settled on CPU per request at
+        matched offered load, as in the claims."""
+        j, basis = self.headline_judgement(label, metric, ep, ng, key, higher_better)
+        self.pending.append((label, metric, ep, ng, key, digits, j, basis))
+
+    def headline_rows(self) -> list[list]:
+        out = []
+        for label, metric, ep, ng, key, digits, j, basis in self.pending:
+            v = {"ahead": "epoll ahead", "behind": "**epoll behind**"}.get(j.verdict, "unsettled")
+            if j.verdict == "unsettled":
+                v += f" ({j.why_not})" if not j.r else f" (interval ±{j.width():.0%} after correction)"
+            elif basis != key:
+                v += f" (on {basis})"
+            extra = []
+            if ep and ng and (ep.get("client_bound") or ng.get("client_bound")):
+                extra.append("client-bound cell")
+            if ep and ng and (ep.get("errors_total") or ng.get("errors_total")):
+                extra.append("errors, see section")
+            if extra:
+                v += "; " + "; ".join(extra)
+            out.append([label, metric, spread(ep, key, digits), spread(ng, key, digits), j.text() if j.r else "—",
+                        v] + self.replicated(j.id, j.verdict))
+        return out
+
+    def replicated(self, jid: str, verdict: str) -> list[str]:
+        """[the published run's verdict, settled?] for a table row."""
+        if self.reference is None:
+            return ["—", "no"]
+        old = next((v for v in self.reference if v["id"] == jid), None)
+        if old is None:
+            return ["not in it", "no"]
+        return [old["verdict"], "**yes**" if stats.settled_by_both(verdict, old["verdict"]) else "no"]
 
     # -- seed 000 -------------------------------------------------------------
 
@@ -283,7 +372,7 @@ class Report:
         if not rows and not fork:
             return
         self.head("seed000", "Seed 000 — ab -c 30 on the 4537-byte page: the seed's models")
-        self.md.append(table(["server", "req/s median (min–max)", "mean ms", "p50 ms", "p99 ms", "failed",
+        self.md.append(table(["server", "req/s median (95% CI)", "mean ms", "p50 ms", "p99 ms", "failed",
                               "seed's req/s"] + CPU_HEAD,
                              [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), shown(r, r.get("p50_ms")),
                                shown(r, r.get("p99_ms")), errs(r),
@@ -304,9 +393,8 @@ class Report:
             ax.scatter([i for i, _ in seeds], [v for _, v in seeds], marker="D", color="red", zorder=4,
                        label="seed 000's own result (its machine)")
         self.save_fig(fig, "seed000_throughput.png", "seed 000 throughput", [ax])
-        self.compare("Seed 000", "req/s, ab -c 30, 4537 B", select(self.rows, "seed000", server="epoll", part="main")[0]
-                     if select(self.rows, "seed000", server="epoll", part="main") else None,
-                     self.nginx_row("seed000", part="main"), "rps")
+        self.matched_table("seed000")
+        self.compare_pairs("seed000")
 
     def nginx_row(self, exp, **match):
         r = select(self.rows, exp, server="nginx", **match)
@@ -322,7 +410,8 @@ class Report:
         self.head("seed001", f"Seed 001 — 500 requests, 50 in parallel, each doing 1–3 ms of CPU work ({kind})")
         self.md.append(table(["server", "avg ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "std-dev ms", "failed",
                               "seed's avg (s)"] + CPU_HEAD,
-                             [[r["server"], spread(r, "avg_ms", 1), shown(r, pct(r, 0.5), 1), shown(r, pct(r, 0.9), 1),
+                             [[r["server"] + (f" ({r['cores']} cores)" if r.get("cores", 1) > 1 else ""),
+                               spread(r, "avg_ms", 1), shown(r, pct(r, 0.5), 1), shown(r, pct(r, 0.9), 1),
                                shown(r, pct(r, 0.99), 1), spread(r, "max_ms", 1), spread(r, "std_ms", 1), errs(r),
                                claims.SEED001_AVG_S.get(r["server"], "—")] + cpu_cols(r) for r in rows]))
         self.md.append("\nPercentiles are over every request of every repeat. The seed's times are seconds of "
@@ -331,8 +420,10 @@ class Report:
         for r in rows:
             lat = r.get("lat_ms") or []
             if lat and not r.get("invalid"):
+                two = r.get("cores", 1) > 1
                 ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], color=COLORS.get(r["server"]),
-                        label=r["server"], linewidth=1.6)
+                        label=r["server"] + (f" ({r['cores']} cores)" if two else ""), linewidth=1.6,
+                        linestyle="--" if two else "-")
         # The seed's averages: seconds of its 1-3 s work units, drawn at the same
         # number of ms (our unit is 1 ms): the order of the models compares, the values do not
         first = True
@@ -434,8 +525,23 @@ class Report:
 
     # -- seed 003 -------------------------------------------------------------
 
+    def matched_table(self, exp: str) -> None:
+        """The matched-load cells of an experiment: every server at the same
+        offered rate, so their CPU per request compares."""
+        rows = by_model([r for r in select(self.rows, exp, part="matched")])
+        if not rows:
+            return
+        self.md.append(f"\n**Matched offered load** ({self._matched_rate()} requests/s open loop, a new connection "
+                       f"per request): server CPU per request at the same load, which settles a claim where the "
+                       f"closed-loop cell was client-bound.\n")
+        self.md.append(table(["server", "answered/s", "p99 ms", "server CPU µs/req (95% CI)", "errors",
+                              "generator core", "fell behind"],
+                             [[r["server"], spread(r, "rps"), shown(r, r.get("p99_ms"), 2),
+                               spread(r, "server_us_per_req", 1), errs(r), f"{r.get('gen_share', 0):.0%}",
+                               "yes" if r.get("fell_behind") else "no"] for r in rows]))
+
     def seed003(self):
-        rows = select(self.rows, "seed003")
+        rows = [r for r in select(self.rows, "seed003") if r.get("part") != "matched"]
         if not rows:
             return
         self.head("seed003", "Seed 003 — ab -c 200 with and without keep-alive: epoll vs the seed's nginx")
@@ -455,10 +561,8 @@ class Report:
         ax.scatter([i for i, _ in sv], [v for _, v in sv], marker="D", color="red", zorder=4,
                    label="seed 003's own result (its machine)")
         self.save_fig(fig, "seed003_smallbodies.png", "seed 003", [ax])
-        for ka in (True, False):
-            ep = next((r for r in rows if r["server"] == "epoll" and r["keepalive"] == ka), None)
-            ng = next((r for r in rows if r["server"] == "nginx-seed003" and r["keepalive"] == ka), None)
-            self.compare("Seed 003", f"req/s, ab {'-k ' if ka else ''}-c 200, 13 B", ep, ng, "rps")
+        self.compare_pairs("seed003")
+        self.matched_table("seed003")
 
     # -- seed 004 -------------------------------------------------------------
 
@@ -577,11 +681,7 @@ class Report:
             bars(ax, low, "server_us_per_req", f"server CPU per request at {rates[0]:,} requests/s (open loop, "
                  f"keep-alive, 13 B)", "server CPU per request, µs")
             self.save_fig(fig, "cpu_per_request.png", "server CPU per request", [ax])
-        for rate in rates:
-            ep = next((r for r in rows if r["server"] == "epoll" and r["rate"] == rate), None)
-            ng = next((r for r in rows if r["server"] == "nginx" and r["rate"] == rate), None)
-            self.compare("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
-                         higher_better=False, digits=2)
+        self.compare_pairs("openloop")
 
     # -- peers (issue 10) ---------------------------------------------------------
 
@@ -606,7 +706,7 @@ class Report:
         titles = list(PEER_CELL_TITLES)
         cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
         self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle")
-        self.md.append("Median (min–max over repeats) · server CPU per request (1 MB file: per MB; the cores "
+        self.md.append("Median (95% interval over the repeats) · server CPU per request (1 MB file: per MB; the cores "
                        "it used are in the table below). "
                        "**CB** = client-bound in at least one repeat (the generator used over 90% of its core): "
                        "the rate there is the generator's, CPU per request still compares the servers.\n")
@@ -631,27 +731,93 @@ class Report:
                                spread(r, "server_cores", 2)] + cpu_cols(r)[1:] + [errs(r)])
         self.md.append(table(["cell", "server", "rate", "p99 ms", "server CPU µs/req (1 MB: µs/MB)", "server cores",
                               "generator core", "other load (cores)", "errors"], detail))
-        self.md.append("Which server wins each cell (only where its min–max range clears every other "
-                       "server's; a rate lost by a client-bound cell does not count):\n")
-        for c in cells:
+        self.md.append("Which server wins each cell (only where its median is ahead of every other server's "
+                       "after Holm's correction; a rate lost by a client-bound cell whose server used under 90% of "
+                       "its core does not count; CPU per request compares only between cells at about the same "
+                       "load: both servers at their own limit (not client-bound, or using 90% of their core), or "
+                       "rates within 10%):\n")
+        for c, by_srv in self.peer_cells():
+            res = self.peer_judgements(c, by_srv)
             if c == PEER_LATENCY_CELL:
-                by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid}
-                self.md.append(f"- **{PEER_CELL_TITLES[c]}**: lowest p99: "
-                               f"{checks.winner(by_srv, 'p99_ms', higher_better=False)[1]}.")
+                self.md.append(f"- **{PEER_CELL_TITLES[c]}**: lowest p99: {res['p99_ms'][1]}.")
                 continue
-            by_srv = {srv: grid[(c, srv)] for srv in servers if (c, srv) in grid and not grid[(c, srv)].get("skipped")}
             rate_key = "mbps" if c == PEER_BYTES_CELL else "rps"
             cpu_key = "server_us_per_mb" if c == PEER_BYTES_CELL else "server_us_per_req"
-            _, rate_why = checks.winner(by_srv, rate_key)
-            _, cpu_why = checks.winner(by_srv, cpu_key, higher_better=False)
             self.md.append(f"- **{PEER_CELL_TITLES.get(c, c)}**: {'GB/s' if rate_key == 'mbps' else 'req/s'}: "
-                           f"{rate_why}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
-                           f"{cpu_why}.")
-            unit = "µs/MB" if c == PEER_BYTES_CELL else "µs"
+                           f"{res[rate_key][1]}; least server CPU per {'byte' if rate_key == 'mbps' else 'request'}: "
+                           f"{res[cpu_key][1]}.")
             for m in ("epoll", "uring"):
-                if m in by_srv:
-                    self.md.append(f"  - {m} against the best peer: {against_best_peer(by_srv, m, cpu_key, unit)}")
+                if m in res["against"]:
+                    self.md.append(f"  - {m} against the best peer: {res['against'][m]}")
         self.md.append("")
+
+    def peer_cells(self):
+        """(cell, {server: row}) of the peers experiment, skipped rows left out."""
+        laid_out = self.server_grid("peers", "peer_cell", PEER_ROW_ORDER)
+        if laid_out is None:
+            return []
+        cells, servers, grid = laid_out
+        titles = list(PEER_CELL_TITLES)
+        cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
+        return [(c, {srv: grid[(c, srv)] for srv in servers
+                     if (c, srv) in grid and not grid[(c, srv)].get("skipped")}) for c in cells]
+
+    def peer_judgements(self, cell: str, by_srv: dict) -> dict:
+        """The peers' verdicts of one cell: the winner on each metric and
+        spindle against the best peer on CPU, each from the report's family."""
+        if cell == PEER_LATENCY_CELL:
+            return {"p99_ms": self.peer_winner(cell, by_srv, "p99_ms", False, rate=False)}
+        rate_key = "mbps" if cell == PEER_BYTES_CELL else "rps"
+        cpu_key = "server_us_per_mb" if cell == PEER_BYTES_CELL else "server_us_per_req"
+        unit = "µs/MB" if cell == PEER_BYTES_CELL else "µs"
+        out = {rate_key: self.peer_winner(cell, by_srv, rate_key, True, rate=True),
+               cpu_key: self.peer_winner(cell, by_srv, cpu_key, False, rate=False), "against": {}}
+        peers = {n: r for n, r in by_srv.items() if n in PEERS and r.get(cpu_key) is not None and not r.get("invalid")}
+        for m in ("epoll", "uring"):
+            mine = by_srv.get(m)
+            if mine is None:
+                continue
+            if not peers or mine.get(cpu_key) is None or mine.get("invalid"):
+                out["against"][m] = "not measured"
+                continue
+            best = min(peers, key=lambda n: peers[n][cpu_key])
+            b = peers[best]
+            why = claims.why_unusable(mine, b, cpu_key) or claims.cpu_comparable(mine, b, cpu_rate(cell))
+            j = self.fam.difference(f"peers/{cell}/{cpu_key}/{m}-vs-best-peer", claims.vals(mine, cpu_key),
+                                    claims.vals(b, cpu_key), higher_better=False, why_not=why)
+            text = f"{num(mine[cpu_key], 1)} vs {best}'s {num(b[cpu_key], 1)} {unit} ({mine[cpu_key] / b[cpu_key]:.2f}x"
+            text += f" [{j.ci95[0]:.2f}–{j.ci95[1]:.2f}])" if j.r else ")"
+            out["against"][m] = text + {"ahead": ", less CPU (after correction)",
+                                        "behind": ", **more CPU** (after correction)"}.get(
+                j.verdict, f", unsettled ({j.why_not})" if not j.r else ", unsettled")
+        return out
+
+    def peer_winner(self, cell: str, by_srv: dict, key: str, higher_better: bool, rate: bool) -> tuple:
+        """(winner or None, why): the best median, and a verdict only where it is
+        ahead of every other server after the correction. Pairs are registered
+        in alphabetical order, so their ids do not depend on who won."""
+        usable = {n: r for n, r in by_srv.items() if not r.get("invalid") and r.get(key) is not None}
+        if len(usable) < 2:
+            return None, "fewer than two servers measured"
+        best = (max if higher_better else min)(usable, key=lambda n: usable[n][key])
+        for n in sorted(usable, key=lambda n: usable[n][key], reverse=higher_better):
+            if n == best:
+                continue
+            a, b = sorted((best, n))
+            why = claims.why_unusable(usable[a], usable[b], key)
+            if not why and rate and usable[n].get("client_bound") and not claims.saturated(usable[n]):
+                why = f"{n} was client-bound below its server's limit"
+            if not why and not rate and key != "p99_ms":
+                why = claims.cpu_comparable(usable[a], usable[b], cpu_rate(cell))
+            j = self.fam.difference(f"peers/{cell}/{key}/{a}-vs-{b}", claims.vals(usable[a], key),
+                                    claims.vals(usable[b], key), higher_better, why_not=why)
+            want = stats.AHEAD if a == best else stats.BEHIND
+            if j.verdict != want:
+                detail = j.why_not if not j.r else f"{best} ÷ {n} {j.text() if a == best else _inverse(j)}"
+                self.winners[f"peers/{cell}/{key}/winner"] = stats.UNSETTLED
+                return None, f"unsettled ({best} vs {n}: {detail})"
+        self.winners[f"peers/{cell}/{key}/winner"] = best
+        return best, f"{best} (ahead of every other server after correction)"
 
     # -- tls (issue 13) -----------------------------------------------------------
 
@@ -661,7 +827,7 @@ class Report:
             return
         cells, servers, grid = laid_out
         self.head("tls", "TLS — handshakes per second and server CPU per handshake")
-        self.md.append("Median (min–max over repeats) connections or requests per second · server CPU per "
+        self.md.append("Median (95% interval over the repeats) connections or requests per second · server CPU per "
                        "request (in the handshake cells: per handshake). **CB** = client-bound.\n")
         self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
                              [[srv] + [rate_and_cpu(grid.get((c, srv))) for c in cells] for srv in servers]))
@@ -694,40 +860,158 @@ class Report:
 
     # -- claims, load, failures -------------------------------------------------------
 
+    def judge_all(self) -> None:
+        """Reads the claims' verdicts from the corrected family (preregister),
+        and the run's verdicts against the reference."""
+        self.claims = claims.check_all(self.rows, self.fam)
+        self.verdicts = [j.as_json() for j in self.fam.items.values()] + [
+            {"id": c["id"], "verdict": c["verdict"],
+             "ratio": None if c["ratio"] is None else round(c["ratio"], 4),
+             "ci95": None if c["ci95"] is None else [round(x, 4) for x in c["ci95"]], "kind": "claim"}
+            for c in self.claims] + [
+            {"id": wid, "verdict": w, "ratio": None, "ci95": None, "kind": "winner"} for wid, w in self.winners.items()]
+        if self.reference is not None:
+            self.replication = stats.replication(self.reference, self.verdicts)
+
     def claims_section(self):
-        rows = claims.check_all(self.rows)
-        self.claims = rows
+        rows = self.claims
         if not rows:
             return
         self.md.append("\n## The seeds' claims, checked\n")
-        self.md.append("A comparison counts only when both cells are valid, ran at least twice and their "
-                       "min–max ranges over repeats do not overlap; otherwise the claim is “unsettled”.\n")
-        self.md.append(table(["seed", "claim", "this run measured", "verdict", "why"],
-                             [[c["seed"], c["claim"], c["measured"], f"**{c['verdict']}**", c["why"]] for c in rows]))
+        self.md.append(f"Each claim rests on ratios of medians over the repeats, with a 95% interval (bench/stats.py). "
+                       f"A verdict only where the ratio's interval excludes 1 after Holm's correction over all "
+                       f"{self.fam.m} tests of this report; a claim of no difference holds only where the ratio is "
+                       f"shown within ±{stats.MARGIN:.0%}; otherwise “unsettled”, with the width reached. Where the "
+                       f"slower cell was client-bound, the comparison is server CPU per request at matched offered "
+                       f"load (the `matched` cells; see “How verdicts are reached”). “Settled” = this run's verdict "
+                       f"and the published run's (docs/bench/verdicts.json) agree.\n")
+        self.md.append(table(["seed", "claim", "this run measured", "ratio [95% CI]", "verdict", "published run",
+                              "settled", "why"],
+                             [[c["seed"], c["claim"], c["measured"],
+                               (f"{c['ratio']:.2f} [{c['ci95'][0]:.2f}–{c['ci95'][1]:.2f}]"
+                                + (f" ({c['basis']})" if c.get("basis") and c["basis"] != "rps" else ""))
+                               if c["ratio"] is not None else "—",
+                               f"**{c['verdict']}**", *self.replicated(c["id"], c["verdict"]),
+                               c["why"].replace("|", "/")] for c in rows]))
+
+    def replication_section(self):
+        self.md.append("\n## Replication: the published run's verdicts, again\n")
+        if self.reference is None:
+            self.md.append("No published verdicts to compare with (docs/bench/verdicts.json is missing): this run's "
+                           "verdicts are written to verdicts.json, and become the reference once published. Until "
+                           "a second run agrees, no verdict of this report is settled.\n")
+            return
+        s = stats.replication_summary(self.replication)
+        share = f"{s['held_share']:.0%}" if s["held_share"] is not None else "—"
+        self.md.append(f"Of the published run's {s['published_settled']} settled verdicts, **{s['held']} held "
+                       f"({share})**, {s['reversed']} reversed (settled to the opposite), {s['not_held']} not "
+                       f"held (unsettled now, or another verdict), {s['missing']} not in this run (a cell it did "
+                       f"not measure). Verdicts the published run left unsettled are listed too, for what this "
+                       f"run found.\n")
+        fmt = lambda r, c: (f"{r:.2f} [{c[0]:.2f}–{c[1]:.2f}]" if r is not None and c else "—")
+        self.md.append(table(["id", "published", "ratio [95% CI]", "this run", "ratio [95% CI]", "held?"],
+                             [[r["id"], r["published"], fmt(r["published_ratio"], r["published_ci95"]),
+                               r["now"] or "—", fmt(r["now_ratio"], r["now_ci95"]),
+                               f"**{r['status']}**" if r["status"] in (stats.REVERSED,) else r["status"]]
+                              for r in self.replication]))
+
+    def method_section(self):
+        """How verdicts are reached, and the choices a reader should know."""
+        man = self.man
+        self.md.append("\n## How verdicts are reached\n")
+        self.md.append(
+            f"- **Repeats and order.** {man.get('repeats', '?')} repeats per cell, in rounds (every cell once per "
+            f"round), the servers' order and each server's cells shuffled every round with `random.Random` "
+            f"seeded by {man.get('order_seed', '—')}/experiment (recorded in manifest.json as `order_seed`; "
+            f"`python -m bench --seed N` changes it), so a drift of the host lands on every server alike.\n"
+            f"- **Figures.** Every figure is the median of its repeats; the interval beside it is the percentile-"
+            f"bootstrap 95% interval of that median (with 5 repeats it is their range, whose coverage is 94% "
+            f"whatever the distribution: the nominal 95% is not reachable with 5 values). results.csv gives each "
+            f"row's main metric's interval (`ci95_low`, `ci95_high`, `ci95_metric`) and `repeats`.\n"
+            f"- **Comparisons.** A ratio of two medians, its 95% interval from the bootstrap standard error of "
+            f"each log-median with Student's t on Welch's degrees of freedom. All {self.fam.m} tests of this "
+            f"report (headline, claims, peers' winners) form one family under Holm–Bonferroni at 5%: a verdict (ahead, behind, "
+            f"holds, does not hold) only where a test survives it. A claim of no difference needs both one-sided "
+            f"tests against ±{stats.MARGIN:.0%} to survive (TOST); otherwise it is unsettled and the table gives "
+            f"the interval reached. The peers' per-cell winners are in the same family.\n"
+            f"- **Client-bound cells.** A closed-loop rate measured while the generator used over 90% of its core "
+            f"is the generator's. It may win a comparison; where it is the slower cell, the claim is settled on "
+            f"server CPU per request at **matched offered load**: the `matched` cells offer every compared server "
+            f"the same {self._matched_rate()} requests/s open loop (vegeta, a new connection per request, at most "
+            f"500 outstanding), a rate each sustains and the generator keeps with room to spare. CPU per request "
+            f"falls several-fold from light load to saturation, so it compares only at the same load; a matched "
+            f"cell that fell behind its rate, failed requests or was client-bound leaves the claim unsettled. "
+            f"The rate is below the ab cells' operating point (15–20k/s), where vegeta cannot open connections "
+            f"fast enough: the comparison is the servers' cost per request at a moderate load, not at "
+            f"saturation, and says so.\n"
+            f"- **Claims about the seeds' own code** (Boost.asio's locking, the fork server's descriptors, a pool "
+            f"holding a thread per idle connection) are “not comparable” unless the lab reproduces the mechanism "
+            f"(seed 004: the thread model capped at 40 connections).\n")
+
+    def _matched_rate(self) -> str:
+        r = next((r.get("rate") for r in self.rows if r.get("part") == "matched"), None)
+        return f"{r:,}" if r else "4,000"
+
+    def calibration_lines(self) -> list[str]:
+        """The run's drift (calibration cell, end against start) and the host's
+        steal time: for the top of the report."""
+        out = []
+        st = next((r for r in self.rows if r["exp"] == "calibration_start"), None)
+        en = next((r for r in self.rows if r["exp"] == "calibration_end"), None)
+        if st and en:
+            j = stats.Family().difference("calibration", claims.vals(en, "rps"), claims.vals(st, "rps"))
+            if j.r:
+                drift = j.ratio - 1
+                lo, hi = j.ci95
+                flag = abs(drift) > stats.MARGIN
+                out.append(("**CALIBRATION DRIFTED: " if flag else "Calibration: ")
+                           + f"the floor server's rate at the end of the run ÷ at the start = {j.ratio:.3f} "
+                           f"[{lo:.3f}–{hi:.3f}] ({drift:+.1%}; margin ±{stats.MARGIN:.0%})"
+                           + (": the host changed during the run by more than the margin the verdicts are held to; "
+                              "treat its verdicts with that much suspicion.**" if flag else ".")
+                           + (" The calibration cell was client-bound: its drift is the host's as a whole "
+                              "(server and generator)." if st.get("client_bound") or en.get("client_bound") else ""))
+            else:
+                out.append(f"Calibration: no drift figure ({j.why_not}).")
+        else:
+            out.append("Calibration: not run (`--no-calibration`, or the run was interrupted).")
+        steal = self.man.get("steal")
+        if steal:
+            out.append(f"Host steal time over the run: {steal['share']:.2%} of the CPUs' time "
+                       f"({steal['steal_s']:.1f} CPU-s).")
+        return out
 
     CHANGES = [
         ("000", "The pool runs with 5 and with 15 threads, as the seed; runs are time-based (ab -t) with a warm-up, "
                 "because 1000 requests last a tenth of a second. The fork model also runs under the seed's "
-                "conditions (1024 descriptors, no cap of ours binding) at c = 30, 100, 1000, so the report says "
-                "whether it survives where the seed's died instead of raising the limit until it cannot fail."),
-        ("001", "Every request does 1–3 ms of real CPU work on the workload endpoint, as the seed's servers did work "
-                "per request; a static page would measure connection set-up only. The report plots the whole "
-                "latency distribution (CDF), not four summary numbers."),
+                "conditions (1024 descriptors, no cap of ours binding) at c = 100 and 1000, so the report says "
+                "whether it survives where the seed's died instead of raising the limit until it cannot fail. "
+                "Over loopback on one machine, not a LAN: no network round trip in a connection's set-up, and "
+                "the generator shares the machine (hence the client-bound flags and the matched-load cells)."),
+        ("001", "Every request does 1–3 ms of real CPU work on the workload endpoint (the seed: 1–3 s), invented "
+                "to give the servers work; a static page would measure connection set-up only. On one core "
+                "“threaded is not fastest” holds by construction (threads cannot run the work in parallel), so "
+                "the seed's three models also run on both cores and the claims are judged on each. The report "
+                "plots the whole latency distribution (CDF), not four summary numbers."),
         ("002", "A unit of delay is the serving thread's own CPU time (delay_kind = cpu): the seed's loop on the "
                 "clock let a preempted thread finish on time, so many threads on one core appeared to work at "
                 "once. Cells whose CPU work per second exceeds the cores, or whose bucket totals do not match the "
                 "requests served, are invalid. Core counts keep workers and threads fixed; a same-mean pair "
                 "(10–11 vs 1–20) separates variance from the mean; hold = 1 puts work inside the lock so bucket "
                 "counts can matter; the seed's fixed 300 requests/s is sent open loop."),
-        ("003", "nginx runs exactly as the seed's configuration (worker_processes 1, worker_connections 768, default "
-                "keepalive_requests and access log, a 13-byte return 200); spindle serves its 13-byte file from "
+        ("003", "nginx runs as the seed's configuration (worker_processes 1, worker_connections 768, default "
+                "access log, a 13-byte return 200) with `keepalive_requests 100`, the default of the seed's "
+                "nginx 1.18 (Debian's 1.22 defaults to 1000: without it ab -k would reconnect 10x less often); spindle serves its 13-byte file from "
                 "the cache, the closest equivalent. Elsewhere nginx serves files as a realistic configuration "
                 "would (sendfile, open_file_cache) with as many workers as spindle."),
         ("004", "prefork runs with 4 workers x 10 threads and keep-alive is measured with ab -k, as the seed; "
                 "concurrency 10–1000 in time-based runs, so each connection makes many requests rather than "
-                "measuring the initial burst; nginx beside it (a full run only) has the same 4 workers."),
+                "measuring the initial burst; nginx beside it (a full run only) has the same 4 workers. The seed's "
+                "pool held a thread per open keep-alive connection: spindle's prefork does not, so its keep-alive "
+                "row is “not comparable”, and the thread model capped at 40 connections reproduces the mechanism. "
+                "“~32k req/s” is judged on the server's ceiling (1 core ÷ CPU per request): ab limited the rates."),
         ("all", "The headline compares epoll, chosen in advance, with nginx, and prints a verdict only where the "
-                "repeats' ranges do not overlap; an open-loop sweep (vegeta) measures latency against offered "
+                "ratio's interval survives Holm's correction over the report's comparisons; an open-loop sweep (vegeta) measures latency against offered "
                 "load; every cell records the server's and the generator's CPU and what else ran, and flags a "
                 "client-bound generator."),
     ]
@@ -780,13 +1064,18 @@ class Report:
                                "; ".join(r["problems"] + r["failed_runs"]).replace("|", "/")[:300]] for r in bad]))
 
     def render(self) -> str:
+        self.preregister()
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
                   self.peers, self.tls, self.beyond):
             f()
         self.scaleout()
         body_sections = self.md
         self.md = []
+        self.judge_all()
+        self.headline = self.headline_rows()
         self.claims_section()
+        self.replication_section()
+        self.method_section()
         self.changes_section()
         claims_md = self.md
         self.md = []
@@ -805,7 +1094,7 @@ class Report:
                + (" (or, where the cell follows another on the same server, after that one)"
                   if any("warm_up" in r for r in self.lab.records) else "")
                + f"; tables give the median and "
-               f"(min–max over repeats). {man['pinning']['note']}\n"]
+               f"(its 95% interval over the repeats). {man['pinning']['note']}\n"]
         took = man.get("experiment_elapsed_s") or {}
         if took:
             est = man.get("experiment_estimate_s") or {}
@@ -823,11 +1112,17 @@ class Report:
                        f"its numbers are not results.**\n")
         if man.get("interrupted"):
             top.append("**This run was interrupted: sections are incomplete.**\n")
+        top.extend(line + "\n" for line in self.calibration_lines())
+        if self.reference is not None and self.replication:
+            s = stats.replication_summary(self.replication)
+            top.append(f"Replication against the published run: {s['held']} of its {s['published_settled']} settled "
+                       f"verdicts held, {s['reversed']} reversed (see “Replication”).\n")
         top.append("\n## Headline: epoll (spindle's default, chosen in advance) against nginx\n")
-        top.append("Other models are in their own tables below. Ratio = epoll ÷ nginx. A verdict is printed only "
-                   "where the repeats' min–max ranges do not overlap; otherwise “unsettled”.\n")
-        top.append(table(["experiment", "metric", "epoll median (min–max)", "nginx median (min–max)", "ratio",
-                          "verdict"], self.headline))
+        top.append("Other models are in their own tables below. Figures: median (95% interval) over the repeats. "
+                   "Ratio = epoll ÷ nginx with its 95% interval; a verdict only where it survives Holm's "
+                   "correction over the report's comparisons (see “How verdicts are reached”).\n")
+        top.append(table(["experiment", "metric", "epoll median (95% CI)", "nginx median (95% CI)",
+                          "ratio [95% CI]", "verdict", "published run", "settled"], self.headline))
         setup = ["\n## Setup\n",
                  "nginx ran from these generated configurations (same docroot; `worker_processes` = spindle's "
                  "worker count in the same cell):\n"]
@@ -860,6 +1155,29 @@ class Report:
         return "\n".join(top + claims_md + body_sections + tail_md + setup) + "\n"
 
 
+def cpu_rate(cell: str) -> str:
+    return "mbps" if cell == PEER_BYTES_CELL else "rps"
+
+
+def _inverse(j) -> str:
+    lo, hi = j.ci95
+    return f"{1 / j.ratio:.2f} [{1 / hi:.2f}–{1 / lo:.2f}]"
+
+
+def slug(text: str) -> str:
+    """A verdict id's part: lower case, runs of anything but letters and
+    digits as one '-'."""
+    out, dash = [], False
+    for ch in text.lower():
+        if ch.isalnum():
+            out.append(ch)
+            dash = False
+        elif not dash:
+            out.append("-")
+            dash = True
+    return "".join(out).strip("-")
+
+
 PEER_CELL_TITLES = {"keepalive": "wrk -c200 keep-alive, 13 B", "pipelined": "wrk -c50, 16 pipelined per write",
                     "pipelined_latency": "16 pipelined: batch p99 (Python client, c50)",
                     "close": "ab -c200, new connection per request", "file1m": "wrk -c50, 1 MB file"}
@@ -872,7 +1190,8 @@ def spread_scaled(r, key, scale, digits, unit=""):
     """spread() of key x scale (e.g. MB/s as GB/s), with a unit after the median."""
     if r is None or r.get("skipped") or r.get("invalid") or key not in r:
         return spread(r, key, digits)
-    med, lo, hi = (num(r[k] * scale, digits) for k in (key, key + "_min", key + "_max"))
+    lo_v, hi_v = r.get(key + "_ci95") or (r[key + "_min"], r[key + "_max"])
+    med, lo, hi = (num(v * scale, digits) for v in (r[key], lo_v, hi_v))
     return f"{med}{unit}" if r["reps_ok"] <= 1 else f"{med}{unit} ({lo}–{hi}{unit})"
 
 
@@ -894,25 +1213,6 @@ def rate_and_cpu(r, per_byte: bool = False, latency: bool = False) -> str:
 
 
 PEERS = ("nginx", "lighttpd", "h2o")
-
-
-def against_best_peer(cells: dict[str, dict], model: str, key: str, unit: str) -> str:
-    """Issue 10's targets compare spindle's CPU per request (or per MB) with the
-    best peer's: the ratio of medians, and a verdict only where ranges do not
-    overlap."""
-    peers = {n: c for n, c in cells.items() if n in PEERS and c.get(key) is not None and not c.get("invalid")}
-    mine = cells.get(model)
-    if not peers or mine is None or mine.get(key) is None or mine.get("invalid"):
-        return "not measured"
-    best = min(peers, key=lambda n: peers[n][key])
-    b = peers[best]
-    text = f"{num(mine[key], 1)} vs {best}'s {num(b[key], 1)} {unit} ({mine[key] / b[key]:.2f}x)"
-    if min(mine.get("reps_ok", 0), b.get("reps_ok", 0)) < 2:
-        return text + ", one run"
-    v = range_verdict((mine[key + "_min"], mine[key + "_max"]), (b[key + "_min"], b[key + "_max"]),
-                      higher_better=False)
-    return text + {"ahead": ", less CPU (ranges clear)", "behind": ", **more CPU** (ranges clear)"}.get(
-        v, ", ranges overlap")
 
 
 TLS_CELL_TITLES = {"full": "https, new connection (full handshake)", "resumed": "https, resumed session",
@@ -965,10 +1265,34 @@ except ImportError:      # re-rendering without the lab's machinery
     NGINX_CONNECTIONS_NOTE = "(see the configuration)"
 
 
-def write(lab, out: Path, man: dict) -> None:
-    rep = Report(lab, out, man)
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "bench" / "verdicts.json"
+
+
+def load_reference(path: Path | None = REFERENCE) -> list[dict] | None:
+    """The published run's verdicts, or None when there are none."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    return data if isinstance(data, list) else None
+
+
+def csv_interval(rows: list[dict]) -> dict[tuple, dict]:
+    """(exp, cell) -> results.csv's statistics columns for its records."""
+    out = {}
+    for row in rows:
+        k = main_metric(row)
+        ci = row.get(k + "_ci95")
+        out[(row["exp"], row["cell"])] = {"ci95_metric": k, "ci95_low": ci[0] if ci else None,
+                                          "ci95_high": ci[1] if ci else None, "repeats": row.get("reps_ok", 0)}
+    return out
+
+
+def write(lab, out: Path, man: dict, reference: list[dict] | None = None) -> None:
+    rep = Report(lab, out, man, reference)
     text = rep.render()
     (out / "report.md").write_text(text)
+    (out / "verdicts.json").write_text(json.dumps(rep.verdicts, indent=1) + "\n")
     recs = []
     for r in lab.records:
         r = dict(r)
@@ -977,16 +1301,22 @@ def write(lab, out: Path, man: dict) -> None:
         recs.append(r)
     agg = [{k: v for k, v in row.items() if k not in ("lat_ms",)} for row in rep.rows]
     (out / "results.json").write_text(json.dumps({"manifest": man, "notes": lab.notes, "records": recs,
-                                                  "aggregated": agg, "claims": getattr(rep, "claims", []),
+                                                  "aggregated": agg, "claims": rep.claims,
+                                                  "verdicts": rep.verdicts, "reference_verdicts": reference,
+                                                  "replication": rep.replication,
                                                   "server_memory": getattr(lab, "server_memory", [])},
                                                  indent=1, default=str) + "\n")
+    cis = csv_interval(rep.rows)
     keys: list[str] = []
     for r in lab.records:
         for k in r:
             if k not in keys and k not in ("raw", "lat_ms", "cdf", "_params"):
                 keys.append(k)
+    keys += ["ci95_metric", "ci95_low", "ci95_high", "repeats"]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         for r in lab.records:
-            w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
+            row = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
+            row.update(cis.get((r["exp"], r["cell"]), {}))
+            w.writerow(row)

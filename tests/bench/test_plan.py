@@ -1,5 +1,6 @@
-"""The default run's size: issue 8 asks `make bench` to finish in at most 20
-minutes on this 2-core machine, with the cells issues 8, 10 and 13 ask for.
+"""The default run's size: `make bench` finishes in at most 30 minutes on this
+2-core machine with at least 5 repeats per cell, with the cells issues 8, 10
+and 13 ask for, in a shuffled order fixed by a recorded seed.
 The plan is computed without starting anything (bench/__main__.make_plan), and
 its estimate is calibrated on real runs (see the constants there)."""
 from __future__ import annotations
@@ -11,26 +12,33 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from bench import experiments, lab  # noqa: E402
-from bench.__main__ import DEFAULT_BUDGET_S, estimate_s, make_plan  # noqa: E402
+from bench.__main__ import DEFAULT_BUDGET_S, DEFAULT_CELL_S, estimate_s, make_plan  # noqa: E402
 
 MODELS = ["iterative", "fork", "thread", "pool", "prefork", "epoll", "uring"]
 
 
 def _plan(full=False):
-    return {p["exp"]: p for p in make_plan(experiments.DEFAULT, MODELS, full=full)}
+    names = experiments.with_calibration(experiments.DEFAULT)
+    return {p["exp"]: p for p in make_plan(names, MODELS, full=full)}
 
 
-def test_the_default_run_fits_in_20_minutes_with_margin():
+def test_the_default_run_fits_in_30_minutes_with_margin():
     plan = _plan()
-    total = estimate_s(list(plan.values()), 3.0, 0.25)
-    assert total <= DEFAULT_BUDGET_S, f"make bench would take ~{total / 60:.1f} min (> 20)"
-    assert total <= 18 * 60, f"~{total / 60:.1f} min leaves less than 2 minutes of margin under 20"
+    total = estimate_s(list(plan.values()), DEFAULT_CELL_S, 0.25)
+    assert total <= DEFAULT_BUDGET_S, f"make bench would take ~{total / 60:.1f} min (> 30)"
+    assert total <= 27 * 60, f"~{total / 60:.1f} min leaves less than 3 minutes of margin under 30"
 
 
-def test_the_default_run_keeps_three_repeats_and_every_asked_for_cell():
+def test_the_default_run_has_five_repeats_everywhere_between_two_calibrations():
     plan = _plan()
-    assert set(plan) == set(experiments.DEFAULT)
-    assert all(p["repeats"] == 3 for n, p in plan.items() if n != "openloop")
+    assert list(plan) == experiments.with_calibration(experiments.DEFAULT)
+    assert all(p["repeats"] >= 5 for p in plan.values())
+    assert plan["calibration_start"]["names"] == [n.replace("end", "start")
+                                                  for n in plan["calibration_end"]["names"]]
+
+
+def test_the_default_run_keeps_every_asked_for_cell():
+    plan = _plan()
     names = {n: set(p["names"]) for n, p in plan.items()}
     # issue 8: seed 000's models, seed 004's concurrencies with and without -k, the buckets
     for label in ("iterative", "fork", "thread", "pool-5", "pool-15", "epoll", "nginx"):
@@ -39,13 +47,21 @@ def test_the_default_run_keeps_three_repeats_and_every_asked_for_cell():
     for c in experiments.SEED004_CONCS:
         assert {f"prefork-4x10 ab -k c={c}", f"prefork-4x10 ab close c={c}"} <= names["seed004"]
     for hold in ("", " hold1"):
-        for b in (32, 128, 512, 2048):
+        for b in (32, 2048):
             assert f"pool 2c d0-0 b{b}{hold} ka" in names["seed002"]
         assert f"pool 2c d0-0 global{hold} ka" in names["seed002"]
     assert {"pool 1c d1-3 b128", "pool 2c d1-3 b128", "thread 1c d1-3 b128", "pool 1c d1-20 b128",
             "pool 1c d10-11 b128", "pool 1c open loop 300/s d1-3"} <= names["seed002"]
-    assert {f"{m} 500 req / 50 parallel" for m in MODELS} == names["seed001"]
-    assert {f"{m} {r}/s" for m in MODELS + ["nginx"] for r in experiments.OPEN_RATES} == names["openloop"]
+    assert {f"{m} 500 req / 50 parallel" for m in MODELS} | \
+        {f"{m} 500 req / 50 parallel 2 cores" for m in ("iterative", "thread", "pool")} == names["seed001"]
+    assert {f"{m} {r}/s" for m in MODELS + ["nginx"] if m not in ("iterative", "fork")
+            for r in experiments.OPEN_RATES} == names["openloop"]
+    # the seeds' departures: matched offered load, the seed-004 mechanism
+    rate = experiments.MATCHED_RATE
+    assert {f"{m} matched {rate}/s close" for m in ("pool-5", "iterative", "thread", "pool-15", "epoll", "nginx")} \
+        <= names["seed000"]
+    assert {f"epoll 13B matched {rate}/s close", f"nginx 13B matched {rate}/s close"} <= names["seed003"]
+    assert {f"thread-max40 ab {k} c={c}" for k in ("-k", "close") for c in (10, 100)} <= names["seed004"]
     # issue 10: the four cells for the three peers and spindle's epoll and uring
     for _, label, _, _, _ in experiments.PEER_CELLS:
         if "python" in label:
@@ -64,6 +80,8 @@ def test_full_runs_everything_the_default_leaves_out():
     assert "nginx ab -k c=1000" in full["seed004"]["names"]
     assert any("python" in n for n in full["peers"]["names"])
     assert "nginx http ab -c50 new connection" in full["tls"]["names"]
+    assert "pool 2c d0-0 b512 ka" in full["seed002"]["names"] and "fork 16000/s" in full["openloop"]["names"]
+    assert "epoll 500 req / 50 parallel 2 cores" in full["seed001"]["names"]
     assert estimate_s(list(full.values()), 3.0, 0.25) > estimate_s(list(default.values()), 3.0, 0.25)
 
 
@@ -72,7 +90,7 @@ def test_a_duplicate_cell_is_measured_once_and_servers_carry_over():
     tls's plain-HTTP servers are openloop's: neither is measured or started twice."""
     plan = _plan()
     assert plan["peers"]["shared"] == 1 and "epoll ab -c200 new connection 13 B" in plan["peers"]["names"]
-    assert plan["tls"]["carried_in"] == len(MODELS)
+    assert plan["tls"]["carried_in"] == len([m for m in MODELS if m not in experiments.OPEN_FULL_ONLY])
 
 
 def _cell(name, server):
@@ -89,6 +107,26 @@ def test_measurement_order_groups_by_server_alternates_and_warms_up_on_a_switch(
     # every cell once per repeat
     for rep in (1, 2, 3):
         assert sorted(c.name for r, c, _ in order if r == rep) == ["a1", "a2", "b1", "c1"]
+
+
+def test_a_seeded_order_is_shuffled_per_round_reproducible_and_interleaved():
+    cells = [_cell(f"{s}{i}", s) for s in ("epoll", "pool", "fork", "uring", "thread") for i in (1, 2)]
+    a = lab.measurement_order(cells, 5, seed="20261126/t")
+    assert a == lab.measurement_order(cells, 5, seed="20261126/t")            # same seed, same order
+    assert [c.name for _, c, _ in a] != [c.name for _, c, _ in lab.measurement_order(cells, 5, seed="other")]
+    rounds = [[c.name for r, c, _ in a if r == rep] for rep in range(1, 6)]
+    assert all(sorted(r) == sorted(c.name for c in cells) for r in rounds)     # every cell once per round
+    firsts = [r[0][:-1] for r in rounds]
+    assert len(set(firsts)) > 1                                                # the servers' order changes
+    for r in rounds:                                                           # a server's cells stay together
+        servers = [n[:-1] for n in r]
+        switches = sum(1 for x, y in zip(servers, servers[1:]) if x != y)
+        assert switches == len(set(servers)) - 1
+    # a warm-up exactly where the server changes
+    prev = None
+    for _, c, w in a:
+        assert w == (prev != c.server)
+        prev = c.server
 
 
 def test_run_cells_shares_a_duplicate_cell_and_keeps_a_server_up_for_the_next_experiment(tmp_path, monkeypatch):
