@@ -1,13 +1,22 @@
-/* log.c - one write(2) per line to O_APPEND files; reopened on SIGUSR1. */
+/* log.c - one write(2) per line to O_APPEND files; reopened on SIGUSR1.
+ *
+ * Only the master opens a log by path. A serving process (and every worker
+ * it forks) reopens by asking the master for the descriptors it holds, over
+ * a datagram socket inherited at the fork: it needs no right on the files or
+ * their directory, so neither a symlink planted there nor Landlock's rules
+ * come into it. */
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,9 +32,38 @@ static char error_path[4096];
 static enum access_log_format access_format = ACCESS_LOG_COMBINED;
 static char model_name[32]; /* for the JSON format's "model" */
 
+static int reopen_sock = -1; /* a serving process's end of the master's channel */
+static bool echo_errors;      /* also write error lines to stderr (start-up) */
+
+/* Root opens the logs: a link planted at the path (a symlink, or a hard link
+ * to a file elsewhere) must not hand root's descriptor to its target, and a
+ * FIFO must not block the master. Returns the descriptor or -errno; -ELOOP
+ * for a symlink, -EMLINK for a hard link, -EINVAL for anything but a file. */
 static int open_append(const char *path)
 {
-	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+
+	if (fd < 0)
+		return errno == ENXIO ? -EINVAL : -errno; /* ENXIO: a FIFO nobody reads */
+	int err = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : st.st_nlink > 1 ? -EMLINK : 0;
+	if (err == 0 && fcntl(fd, F_SETFL, O_APPEND) < 0)
+		err = -errno;
+	if (err < 0) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+const char *log_open_error(int err)
+{
+	switch (err) {
+	case -ELOOP: return "it is a symbolic link, which is never followed";
+	case -EMLINK: return "the file has another name (a hard link): refusing it";
+	case -EINVAL: return "it is not a regular file";
+	default: return strerror(-err);
+	}
 }
 
 /* The calling thread's id, cached: gettid() is a system call (~160 ns of CPU
@@ -56,32 +94,46 @@ static pid_t worker_id(void)
 	return cached_tid;
 }
 
+/* Why a log cannot be opened: to the error log while one is open (a
+ * reload), else to stderr (start-up, --check). */
+static void report_open_failure(const char *key, const char *path, int err)
+{
+	if (error_fd >= 0)
+		log_error("%s: cannot open '%s': %s", key, path, log_open_error(err));
+	else
+		fprintf(stderr, "spindle: %s: cannot open '%s': %s\n", key, path, log_open_error(err));
+}
+
 int log_open(const struct config *cfg)
 {
 	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+	int afd = -1, efd = -1;
+
 	pthread_once(&atfork_once, log_register_atfork);
+	/* Both new files first: a reload whose logs cannot be opened keeps the
+	 * old ones, and says so in them. */
+	if (cfg->access_log[0] && (afd = open_append(cfg->access_log)) < 0) {
+		report_open_failure("access_log", cfg->access_log, afd);
+		return -1;
+	}
+	if (strcmp(cfg->error_log, "-") == 0 && (efd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
+		efd = -errno;
+	else if (strcmp(cfg->error_log, "-"))
+		efd = open_append(cfg->error_log);
+	if (efd < 0) {
+		report_open_failure("error_log", cfg->error_log, efd);
+		if (afd >= 0)
+			close(afd);
+		return -1;
+	}
+	log_close();
+	access_fd = afd;
+	error_fd = efd;
 	min_level = cfg->log_level;
 	access_format = cfg->access_log_format;
 	snprintf(model_name, sizeof(model_name), "%s", cfg->model);
-	access_path[0] = error_path[0] = '\0';
-	if (cfg->access_log[0]) {
-		snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
-		access_fd = open_append(access_path);
-		if (access_fd < 0) {
-			fprintf(stderr, "spindle: access_log: cannot open '%s': %s\n", access_path, strerror(errno));
-			return -1;
-		}
-	}
-	if (strcmp(cfg->error_log, "-") == 0) {
-		error_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-	} else {
-		snprintf(error_path, sizeof(error_path), "%s", cfg->error_log);
-		error_fd = open_append(error_path);
-		if (error_fd < 0) {
-			fprintf(stderr, "spindle: error_log: cannot open '%s': %s\n", error_path, strerror(errno));
-			return -1;
-		}
-	}
+	snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
+	snprintf(error_path, sizeof(error_path), "%s", strcmp(cfg->error_log, "-") ? cfg->error_log : "");
 	return 0;
 }
 
@@ -94,23 +146,132 @@ void log_close(void)
 	access_fd = error_fd = -1;
 }
 
-static void reopen_one(int fd, const char *path)
+/* 0, or -errno with the old file kept (better than losing lines). */
+static int reopen_one(int fd, const char *path)
 {
 	if (fd < 0 || !path[0])
-		return;
+		return 0;
 	int nfd = open_append(path);
 	if (nfd < 0)
-		return; /* keep writing to the old file rather than losing lines */
+		return nfd;
 	dup3(nfd, fd, O_CLOEXEC);
 	close(nfd);
+	return 0;
+}
+
+/* The master's reopen, by path; each failure is logged (to the old file). */
+static void reopen_by_path(void)
+{
+	int a = reopen_one(access_fd, access_path);
+	int e = reopen_one(error_fd, error_path);
+
+	if (a < 0)
+		log_error("access_log: cannot reopen '%s': %s; still writing to the old file", access_path,
+			  log_open_error(a));
+	if (e < 0)
+		log_error("error_log: cannot reopen '%s': %s; still writing to the old file", error_path,
+			  log_open_error(e));
+	if (a == 0 && e == 0)
+		log_info("logs reopened (%s%s%s)", access_path[0] ? access_path : "",
+			 access_path[0] && error_path[0] ? ", " : "", error_path);
+}
+
+/* Which descriptors a reply carries, in this order. */
+enum { CARRIES_ACCESS = 1, CARRIES_ERROR = 2 };
+
+#define REOPEN_WAIT_MS 1000 /* a master that does not answer: keep the old files */
+
+/* A serving process's reopen: one request, one reply with the master's
+ * descriptors. Several processes may ask at once; every reply carries the
+ * same files, so which asker reads which reply does not matter. */
+static void reopen_from_master(void)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} ctl;
+	unsigned char what;
+	struct iovec iov = { &what, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof(ctl.buf) };
+	struct pollfd pfd = { .fd = reopen_sock, .events = POLLIN };
+
+	if (send(reopen_sock, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+		return;
+	if (poll(&pfd, 1, REOPEN_WAIT_MS) != 1 || recvmsg(reopen_sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+		return;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+		return;
+	int fds[2] = { -1, -1 }, n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+	memcpy(fds, CMSG_DATA(c), (size_t)(n > 2 ? 2 : n) * sizeof(int));
+	int i = 0;
+	if ((what & CARRIES_ACCESS) && i < n) {
+		if (access_fd >= 0)
+			dup3(fds[i], access_fd, O_CLOEXEC);
+		close(fds[i++]);
+	}
+	if ((what & CARRIES_ERROR) && i < n) {
+		if (error_fd >= 0)
+			dup3(fds[i], error_fd, O_CLOEXEC);
+		close(fds[i++]);
+	}
 }
 
 void log_reopen(void)
 {
 	int saved = errno;
-	reopen_one(access_fd, access_path);
-	reopen_one(error_fd, error_path);
+	if (reopen_sock >= 0)
+		reopen_from_master();
+	else
+		reopen_by_path();
 	errno = saved;
+}
+
+void log_reopen_via(int sock)
+{
+	reopen_sock = sock;
+}
+
+void log_answer_reopen(int sock)
+{
+	char req[16];
+
+	while (recv(sock, req, sizeof(req), MSG_DONTWAIT) > 0) {
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(2 * sizeof(int))];
+		} ctl;
+		unsigned char what = 0;
+		int fds[2], n = 0;
+		if (access_fd >= 0) {
+			what |= CARRIES_ACCESS;
+			fds[n++] = access_fd;
+		}
+		if (error_fd >= 0) {
+			what |= CARRIES_ERROR;
+			fds[n++] = error_fd;
+		}
+		struct iovec iov = { &what, 1 };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		if (n > 0) {
+			memset(&ctl, 0, sizeof(ctl));
+			msg.msg_control = ctl.buf;
+			msg.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+			memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+		}
+		/* a full queue: the asker times out and keeps its old files */
+		(void)sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	}
+}
+
+void log_echo_errors(bool on)
+{
+	echo_errors = on;
 }
 
 bool log_access_enabled(void)
@@ -266,5 +427,12 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	size_t len = (size_t)n + (m < 0 ? 0 : ((size_t)m < sizeof(line) - (size_t)n - 1 ? (size_t)m : sizeof(line) - (size_t)n - 2));
 	line[len++] = '\n';
 	write_line(error_fd, line, len);
+	/* a fatal start-up error must reach the terminal (or the journal) even
+	 * when error_log names a file */
+	if (echo_errors && level >= LOG_ERROR && error_path[0]) {
+		char out[2100];
+		int k = snprintf(out, sizeof(out), "spindle: %.*s", (int)(len - (size_t)n), line + n);
+		write_line(STDERR_FILENO, out, (size_t)k < sizeof(out) ? (size_t)k : sizeof(out) - 1);
+	}
 	errno = saved;
 }

@@ -16,8 +16,20 @@
 /* Opens both logs; returns -1 after printing why. */
 int log_open(const struct config *cfg);
 void log_close(void);
-/* Async-signal-safe (open, dup2, close only): for SIGUSR1 and logrotate. */
+/* Async-signal-safe (open, dup2, close, send, recvmsg, poll only): for
+ * SIGUSR1 and logrotate. In the master it opens the paths again (never
+ * through a link) and logs the outcome; in a process given log_reopen_via()
+ * it takes the master's current descriptors instead. */
 void log_reopen(void);
+/* In a serving process: from now on reopen through sock (a datagram socket
+ * whose other end the master answers with log_answer_reopen). */
+void log_reopen_via(int sock);
+/* In the master: answers every pending request on sock with the open logs. */
+void log_answer_reopen(int sock);
+/* What an error of open_append (a -errno) means, in words. */
+const char *log_open_error(int err);
+/* While on, error lines also go to stderr when error_log is a file. */
+void log_echo_errors(bool on);
 
 bool log_access_enabled(void);
 
