@@ -104,14 +104,12 @@ static void report_open_failure(const char *key, const char *path, int err)
 		fprintf(stderr, "spindle: %s: cannot open '%s': %s\n", key, path, log_open_error(err));
 }
 
-int log_open(const struct config *cfg)
+/* Opens cfg's files, then puts them in place of the current ones: a reload
+ * whose logs cannot be opened keeps the old ones, and says so in them. */
+static int log_swap_files(const struct config *cfg)
 {
-	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 	int afd = -1, efd = -1;
 
-	pthread_once(&atfork_once, log_register_atfork);
-	/* Both new files first: a reload whose logs cannot be opened keeps the
-	 * old ones, and says so in them. */
 	if (cfg->access_log[0] && (afd = open_append(cfg->access_log)) < 0) {
 		report_open_failure("access_log", cfg->access_log, afd);
 		return -1;
@@ -129,11 +127,25 @@ int log_open(const struct config *cfg)
 	log_close();
 	access_fd = afd;
 	error_fd = efd;
+	snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
+	snprintf(error_path, sizeof(error_path), "%s", strcmp(cfg->error_log, "-") ? cfg->error_log : "");
+	return 0;
+}
+
+int log_open(const struct config *cfg)
+{
+	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&atfork_once, log_register_atfork);
+	/* A reload that leaves both paths alone keeps the open files (rotation
+	 * is log_reopen's business), and needs no descriptor to spare. */
+	bool same_access = access_fd >= 0 ? strcmp(cfg->access_log, access_path) == 0 : !cfg->access_log[0];
+	bool same_error = error_fd >= 0 && strcmp(cfg->error_log, error_path[0] ? error_path : "-") == 0;
+	if (!(same_access && same_error) && log_swap_files(cfg) < 0)
+		return -1;
 	min_level = cfg->log_level;
 	access_format = cfg->access_log_format;
 	snprintf(model_name, sizeof(model_name), "%s", cfg->model);
-	snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
-	snprintf(error_path, sizeof(error_path), "%s", strcmp(cfg->error_log, "-") ? cfg->error_log : "");
 	return 0;
 }
 

@@ -13,7 +13,9 @@
 #include "../config.h"
 #include "../span.h"
 
-/* Opens both logs; returns -1 after printing why. */
+/* Opens both logs, or applies cfg's log settings to the files already open
+ * when its paths are theirs (a reload); -1 after saying why (to the error
+ * log when one is open, else to stderr), the current files kept. */
 int log_open(const struct config *cfg);
 void log_close(void);
 /* Async-signal-safe (open, dup2, close, send, recvmsg, poll only): for
