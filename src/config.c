@@ -53,6 +53,7 @@ static const struct config_key config_keys[] = {
 	K("server", "user", KEY_NAME, user, 0, 0),
 	K("server", "group", KEY_NAME, group, 0, 0),
 	K("server", "landlock", KEY_BOOL, landlock, 0, 0),
+	K("server", "pid_file", KEY_LOGPATH, pid_file, 0, 0),
 	K("http", "keepalive_timeout", KEY_DURATION, keepalive_timeout_ms, 1, 3600000),
 	K("http", "header_timeout", KEY_DURATION, header_timeout_ms, 1, 3600000),
 	K("http", "send_timeout", KEY_DURATION, send_timeout_ms, 1, 3600000),
@@ -156,6 +157,7 @@ void config_defaults(struct config *cfg)
 	cfg->access_log_format = ACCESS_LOG_COMBINED;
 	cfg->redirect_https_port = 443; /* tls: the rest of [tls] is off / empty */
 	cfg->landlock = true; /* issue 12 */
+	cfg->pid_file[0] = '\0';
 	/* [content]: sidecars off, as nginx's gzip_static; no rules */
 	cfg->precompressed.n = 0;
 	cfg->types_file[0] = '\0';
@@ -982,7 +984,10 @@ static void config_print_section(const struct config *cfg, const char *section, 
 
 void config_print(const struct config *cfg, FILE *out)
 {
-	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	/* the default source comes in parentheses of its own, for messages */
+	size_t n = strlen(cfg->source);
+	bool paren = n >= 2 && cfg->source[0] == '(' && cfg->source[n - 1] == ')';
+	fprintf(out, "# effective configuration (from %.*s)\n", (int)(paren ? n - 2 : n), cfg->source + paren);
 	/* Section by section, in the order they first appear: keys added in a
 	 * block of their own further down the table still print under their
 	 * section's one header. */

@@ -33,6 +33,7 @@
 #include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
 #include "notify.h"
+#include "pidfile.h"
 #include "privs.h"
 #include "server.h"
 #include "stats/snapshot.h"
@@ -65,6 +66,8 @@ struct master {
 	int current;          /* index of the generation that should be serving */
 	int sigfd;
 	int reopen_fds[2];    /* [0] the master answers on, [1] every serving process asks on (log.c) */
+	int pid_fd;           /* holds the pid file's lock (-1: no pid_file) */
+	char pid_file[4096];  /* the start's: a reload does not move it */
 	sigset_t blocked;
 	bool stopping;
 	bool reload_pending;  /* a SIGHUP found no free generation: reload once one frees */
@@ -147,6 +150,8 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 {
 	close(m->sigfd);
 	close(m->reopen_fds[0]);
+	if (m->pid_fd >= 0)
+		close(m->pid_fd); /* the lock is the master's alone */
 	log_reopen_via(m->reopen_fds[1]);
 	notify_close();
 	/* The master's copies of the other live generations (their roots,
@@ -453,7 +458,7 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 	}
 	if (early_failure && g->serial == 1 && !m->ever_served) {
 		/* the first start failed (say, io_uring refused): no silent retry loop */
-		log_error("serving process %d %s at start-up (its reason is in the error log); stopping", (int)pid, how);
+		log_error("serving process %d %s at start-up; stopping (its reason is above)", (int)pid, how);
 		m->exit_code = WEXITSTATUS(status);
 		g->pid = -1;
 		begin_stop(m);
@@ -517,6 +522,8 @@ static bool reload_spawn(struct master *m, int idx)
 		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
 		return false;
 	}
+	if (strcmp(cfg.pid_file, m->pid_file))
+		log_warn("reload: pid_file changed: it stays %s until a restart", m->pid_file[0] ? m->pid_file : "off");
 	if (cfg.reuseport != cur->cfg.reuseport) {
 		log_error("reload: reuseport cannot change without a restart; still serving with the old configuration");
 		return false;
@@ -690,7 +697,15 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	 * listens succeeds: the sockets join its group, the steering program set
 	 * here replaces its own, and one of the two gets nothing while both look
 	 * healthy. So a new address must be free first (listeners_open). */
+	m.pid_fd = -1;
 	if (listeners_inherit(&m.listeners) < 0 || gen_init(&m, 0, cfg) < 0) {
+		listeners_close(&m.listeners);
+		return 1;
+	}
+	/* once it listens: a pid in the file is a master that can be signalled */
+	snprintf(m.pid_file, sizeof(m.pid_file), "%s", cfg->pid_file);
+	if (m.pid_file[0] && (m.pid_fd = pidfile_claim(m.pid_file)) < 0) {
+		gen_release(&m, &m.gens[0]);
 		listeners_close(&m.listeners);
 		return 1;
 	}
@@ -749,6 +764,7 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	close(m.sigfd);
 	close(m.reopen_fds[0]);
 	close(m.reopen_fds[1]);
+	pidfile_release(m.pid_file, m.pid_fd);
 	if (m.child_failed && CHILD_FAILURE_IS_FATAL && m.exit_code == 0) {
 		log_error("a serving process failed while running (see above): exiting with status 1");
 		m.exit_code = 1;
