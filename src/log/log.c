@@ -417,6 +417,11 @@ void log_access(const struct access_entry *e)
 	write_line(access_fd, line, n);
 }
 
+bool log_wants(enum log_level level)
+{
+	return level >= min_level && error_fd >= 0;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	static const char *const names[] = { "debug", "info", "warn", "error" };

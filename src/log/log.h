@@ -46,6 +46,8 @@ struct access_entry {
 };
 void log_access(const struct access_entry *e);
 
+/* Whether a line at level would be written (to skip preparing one). */
+bool log_wants(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)

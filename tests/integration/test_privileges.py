@@ -325,3 +325,32 @@ def test_landlock_confines_reads_to_the_root(servers):
     assert srv.get("/a.txt").body == A_TXT
     open_srv = servers(symlinks="all", landlock="off")
     assert open_srv.get("/link_out.txt").body == OUTSIDE_SECRET
+
+
+@needs_root
+def test_each_403_says_why_at_debug_level(workdir, tmp_path):
+    """A file the user may not read, a link out of the root that Landlock
+    blocks (symlinks = all), a directory with no index file, a device: each
+    answers 403 and, at log_level = debug, the error log says which path and
+    why (it said nothing, even at debug)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    root.chmod(0o755)
+    (root / "ok.txt").write_text("ok\n")
+    (root / "private.txt").write_text("root's\n")
+    (root / "private.txt").chmod(0o600)
+    (root / "empty").mkdir()
+    (root / "link_out.txt").symlink_to("/etc/hostname")  # readable by all: only Landlock stops it
+    (root / "null").symlink_to("/dev/null")
+    srv = util.Server("epoll", root, workdir, {"user": USER, "log_level": "debug", "symlinks": "all"}).start()
+    try:
+        assert srv.get("/ok.txt").body == b"ok\n"
+        for target, why in (("/private.txt", r"permission denied"),
+                            ("/link_out.txt", r"permission denied"),
+                            ("/empty/", r"a directory without index\.html, and autoindex is off"),
+                            ("/null", r"not a regular file")):
+            assert srv.get(target).status == 403, target
+            assert wait_log(srv, rf"\[debug\] \[\d+\] 403 for '{re.escape(target.rstrip('/'))}.*': {why}", 3), \
+                (target, log_text(srv))
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
