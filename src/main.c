@@ -218,7 +218,7 @@ int main(int argc, char **argv)
 	}
 	if (log_open(&cfg) < 0)
 		return EXIT_CONFIG;
-	log_echo_errors(true); /* until the first serving process is up (master.c) */
+	log_echo_errors(-1); /* until the first serving process is up (master.c) */
 	config_set_reporter(report_to_log); /* from now on problems go to the error log */
 	int rc = master_run(&cfg, build_config, &cl);
 	log_close();

@@ -181,8 +181,9 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	serving_signals(&m->blocked);
 	if (getppid() != master_pid)
 		_exit(1);
-	/* what fails from here on the master reports as a failed start */
-	log_echo_errors(false);
+	/* The first serving process's start-up failures (the model refused)
+	 * reach stderr too, for as long as the master counts them as such. */
+	log_echo_errors(log_echoing_errors() ? STARTUP_GRACE_MS : 0);
 	int rc = g->srv.model->run(&g->srv);
 	server_close(&g->srv);
 	log_close();
@@ -272,11 +273,11 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		err = -E2BIG;
 		snprintf(failed, sizeof(failed), "%d addresses with %d sockets each (at most %d sockets in all)",
 			 naddrs, gen_listeners_wanted(g), SERVER_MAX_LISTENERS);
-		log_error("listen on %s: %s", failed, strerror(-err));
+		log_error("cannot listen on %s: %s", failed, strerror(-err));
 	}
 	if (err < 0) {
-		if (m->serial == 0)
-			fprintf(stderr, "spindle: cannot listen on %s: %s\n", failed, strerror(-err));
+		if (naddrs < 0) /* the others said why already (and to stderr, at start) */
+			log_error("cannot listen on %s: %s", failed, strerror(-err));
 		gen_release(m, g);
 		return -1;
 	}
@@ -616,7 +617,7 @@ static void tick(struct master *m)
 		if (g->state == GEN_STARTING && now - g->started_ms >= STARTUP_GRACE_MS) {
 			bool first = !m->ever_served;
 			if (first)
-				log_echo_errors(false); /* started: errors go to error_log alone */
+				log_echo_errors(0); /* started: errors go to error_log alone */
 			g->state = GEN_SERVING;
 			g->promoted = true;
 			m->ever_served = true;
@@ -723,9 +724,11 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	if (spawn(&m, 0) < 0)
 		begin_stop(&m);
 
+	bool reopen_owed = false; /* log replies wait for room in the socket's send buffer */
 	while (!m.stopping || children_left(&m)) {
 		int timeout = 100; /* ticks for start-up grace, drain deadlines, respawns */
-		struct pollfd pfd[2] = { { .fd = m.sigfd, .events = POLLIN }, { .fd = m.reopen_fds[0], .events = POLLIN } };
+		struct pollfd pfd[2] = { { .fd = m.sigfd, .events = POLLIN },
+					 { .fd = m.reopen_fds[0], .events = reopen_owed ? POLLOUT : POLLIN } };
 		if (poll(pfd, 2, timeout) < 0 && errno != EINTR) {
 			log_error("poll: %m");
 			break;
@@ -748,8 +751,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 				break;
 			}
 		}
-		if (pfd[1].revents & POLLIN)
-			log_answer_reopen(m.reopen_fds[0]);
+		if (pfd[1].revents & (POLLIN | POLLOUT))
+			reopen_owed = log_answer_reopen(m.reopen_fds[0]);
 		reap(&m);
 		tick(&m);
 		if (m.reload_pending && !m.stopping && gen_alloc(&m) >= 0) {

@@ -33,7 +33,7 @@ static enum access_log_format access_format = ACCESS_LOG_COMBINED;
 static char model_name[32]; /* for the JSON format's "model" */
 
 static int reopen_sock = -1; /* a serving process's end of the master's channel */
-static bool echo_errors;      /* also write error lines to stderr (start-up) */
+static int64_t echo_until_ms; /* also write error lines to stderr until then (0: not; start-up) */
 
 /* Root opens the logs: a link planted at the path (a symlink, or a hard link
  * to a file elsewhere) must not hand root's descriptor to its target, and a
@@ -191,28 +191,27 @@ static void reopen_by_path(void)
 /* Which descriptors a reply carries, in this order. */
 enum { CARRIES_ACCESS = 1, CARRIES_ERROR = 2 };
 
-#define REOPEN_WAIT_MS 1000 /* a master that does not answer: keep the old files */
+#define REOPEN_WAIT_MS 2000 /* a master that does not answer: keep the old files */
 
-/* A serving process's reopen: one request, one reply with the master's
- * descriptors. Several processes may ask at once; every reply carries the
- * same files, so which asker reads which reply does not matter. */
-static void reopen_from_master(void)
+static int64_t monotonic_ms(void)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-	} ctl;
-	unsigned char what;
-	struct iovec iov = { &what, 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			      .msg_controllen = sizeof(ctl.buf) };
-	struct pollfd pfd = { .fd = reopen_sock, .events = POLLIN };
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
-	if (send(reopen_sock, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
-		return;
-	if (poll(&pfd, 1, REOPEN_WAIT_MS) != 1 || recvmsg(reopen_sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
-		return;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+/* Waits for events on the socket until deadline; false when it passed. */
+static bool wait_sock(int sock, short events, int64_t deadline)
+{
+	int64_t left = deadline - monotonic_ms();
+	struct pollfd pfd = { .fd = sock, .events = events };
+	return left > 0 && poll(&pfd, 1, (int)left) >= 0;
+}
+
+/* Puts the descriptors a reply carries in place of ours. */
+static void take_reply(struct msghdr *msg, unsigned char what)
+{
+	struct cmsghdr *c = CMSG_FIRSTHDR(msg);
 	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 		return;
 	int fds[2] = { -1, -1 }, n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
@@ -227,6 +226,40 @@ static void reopen_from_master(void)
 		if (error_fd >= 0)
 			dup3(fds[i], error_fd, O_CLOEXEC);
 		close(fds[i++]);
+	}
+}
+
+/* A serving process's reopen: one request, one reply with the master's
+ * descriptors. Every process of the instance asks on the same socket, whose
+ * send buffer (and the master's) may fill when hundreds ask at once: that is
+ * waited out, not taken for an answer. Every reply carries the same files,
+ * so which asker reads which reply does not matter. */
+static void reopen_from_master(void)
+{
+	int64_t deadline = monotonic_ms() + REOPEN_WAIT_MS;
+
+	for (;;) {
+		if (send(reopen_sock, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+			break;
+		if ((errno != EAGAIN && errno != EINTR) || !wait_sock(reopen_sock, POLLOUT, deadline))
+			return;
+	}
+	for (;;) {
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(2 * sizeof(int))];
+		} ctl;
+		unsigned char what;
+		struct iovec iov = { &what, 1 };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				      .msg_controllen = sizeof(ctl.buf) };
+		if (recvmsg(reopen_sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1) {
+			take_reply(&msg, what);
+			return;
+		}
+		/* another asker may take the reply that woke us: wait for the next */
+		if ((errno != EAGAIN && errno != EINTR) || !wait_sock(reopen_sock, POLLIN, deadline))
+			return;
 	}
 }
 
@@ -245,45 +278,64 @@ void log_reopen_via(int sock)
 	reopen_sock = sock;
 }
 
-void log_answer_reopen(int sock)
+static unsigned replies_owed; /* requests read, not yet answered (a full send buffer) */
+
+static bool send_reply(int sock)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} ctl;
+	unsigned char what = 0;
+	int fds[2], n = 0;
+
+	if (access_fd >= 0) {
+		what |= CARRIES_ACCESS;
+		fds[n++] = access_fd;
+	}
+	if (error_fd >= 0) {
+		what |= CARRIES_ERROR;
+		fds[n++] = error_fd;
+	}
+	struct iovec iov = { &what, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (n > 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+}
+
+bool log_answer_reopen(int sock)
 {
 	char req[16];
 
-	while (recv(sock, req, sizeof(req), MSG_DONTWAIT) > 0) {
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(2 * sizeof(int))];
-		} ctl;
-		unsigned char what = 0;
-		int fds[2], n = 0;
-		if (access_fd >= 0) {
-			what |= CARRIES_ACCESS;
-			fds[n++] = access_fd;
-		}
-		if (error_fd >= 0) {
-			what |= CARRIES_ERROR;
-			fds[n++] = error_fd;
-		}
-		struct iovec iov = { &what, 1 };
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-		if (n > 0) {
-			memset(&ctl, 0, sizeof(ctl));
-			msg.msg_control = ctl.buf;
-			msg.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
-			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
-			memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
-		}
-		/* a full queue: the asker times out and keeps its old files */
-		(void)sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	for (;;) {
+		/* owed replies first: the send buffer had no room for them */
+		while (replies_owed > 0 && send_reply(sock))
+			replies_owed--;
+		if (replies_owed > 0)
+			return true; /* the caller waits for room (POLLOUT) */
+		if (recv(sock, req, sizeof(req), MSG_DONTWAIT) <= 0)
+			return false;
+		replies_owed++;
 	}
 }
 
-void log_echo_errors(bool on)
+void log_echo_errors(int ms)
 {
-	echo_errors = on;
+	echo_until_ms = ms < 0 ? INT64_MAX : ms == 0 ? 0 : monotonic_ms() + ms;
+}
+
+bool log_echoing_errors(void)
+{
+	return echo_until_ms && monotonic_ms() < echo_until_ms;
 }
 
 bool log_access_enabled(void)
@@ -446,7 +498,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	write_line(error_fd, line, len);
 	/* a fatal start-up error must reach the terminal (or the journal) even
 	 * when error_log names a file */
-	if (echo_errors && level >= LOG_ERROR && error_path[0]) {
+	if (level >= LOG_ERROR && error_path[0] && log_echoing_errors()) {
 		char out[2100];
 		int k = snprintf(out, sizeof(out), "spindle: %.*s", (int)(len - (size_t)n), line + n);
 		write_line(STDERR_FILENO, out, (size_t)k < sizeof(out) ? (size_t)k : sizeof(out) - 1);

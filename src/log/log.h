@@ -26,12 +26,17 @@ void log_reopen(void);
 /* In a serving process: from now on reopen through sock (a datagram socket
  * whose other end the master answers with log_answer_reopen). */
 void log_reopen_via(int sock);
-/* In the master: answers every pending request on sock with the open logs. */
-void log_answer_reopen(int sock);
+/* In the master: answers every pending request on sock with the open logs;
+ * true when replies are still owed (its send buffer is full: call again
+ * once sock is writable). */
+bool log_answer_reopen(int sock);
 /* What an error of open_append (a -errno) means, in words. */
 const char *log_open_error(int err);
-/* While on, error lines also go to stderr when error_log is a file. */
-void log_echo_errors(bool on);
+/* For the next ms milliseconds (-1: until called again, 0: stop), error
+ * lines also go to stderr when error_log is a file: start-up failures must
+ * reach the terminal or the journal. */
+void log_echo_errors(int ms);
+bool log_echoing_errors(void);
 
 bool log_access_enabled(void);
 
