@@ -60,7 +60,8 @@ static void dir_of(const char *path, char *dir, size_t len)
 }
 
 /* Whoever may replace a file in a log's directory may put a link there that
- * root would open at the next reopen, start or reload. A sticky directory
+ * root would open at the next reopen, start or reload: every user, a group
+ * (its members), or the serving user (below). A sticky directory
  * lets nobody but its owner replace another's file, and a link put in
  * place of a missing file is refused at the open (log.c). */
 static bool log_dir_open_to_others(const char *key, const char *path)
@@ -74,6 +75,15 @@ static bool log_dir_open_to_others(const char *key, const char *path)
 	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
 		log_error("%s: %s: its directory %s is writable by every user (and not sticky), who could replace "
 			  "the log with a link: refusing it", key, path, dir);
+		return true;
+	}
+	if ((st.st_mode & S_IWGRP) && !(st.st_mode & S_ISVTX)) {
+		struct group *gr = getgrgid(st.st_gid);
+		char gid[16];
+		snprintf(gid, sizeof(gid), "%d", (int)st.st_gid);
+		log_error("%s: %s: its directory %s is writable by group '%s' (and not sticky), whose members could "
+			  "replace the log with a link: refusing it (make the directory root's, mode 0755)", key, path,
+			  dir, gr ? gr->gr_name : gid);
 		return true;
 	}
 	return false;

@@ -6,7 +6,9 @@ starting or running (a port already taken). systemd's ExecReload runs
 refused."""
 from __future__ import annotations
 
+import grp
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -27,18 +29,24 @@ def _cases(docroot, certs, tmp_path) -> dict[str, tuple[list[str], str]]:
     garbage.write_text("not a certificate\n")
     link = tmp_path / "access.log"
     link.symlink_to(tmp_path / "elsewhere.log")
+    shared = tmp_path / "shared"  # writable by a group, not sticky: its members could swap the log
+    shared.mkdir()
+    shutil.chown(shared, 0, grp.getgrnam("staff").gr_gid)
+    shared.chmod(0o775)
     tls = ["tls=on", f"tls_certificate_key={certs.key}"]
     return {
         "unknown user": (["user=no-such-user-here"], "no user 'no-such-user-here'"),
         "unknown group": (["group=no-such-group-here"], "no group 'no-such-group-here'"),
         "root the user cannot enter": ([f"root={locked}", "user=www-data"], f"cannot enter {locked}"),
         "log path is a link": ([f"access_log={link}"], "symbolic link"),
+        "log directory writable by a group": ([f"access_log={shared / 'access.log'}"],
+                                              f"its directory {shared} is writable by group 'staff'"),
         "certificate not PEM": ([*tls, f"tls_certificate={garbage}"], str(garbage)),
     }
 
 
 CASES = ["unknown user", "unknown group", "root the user cannot enter", "log path is a link",
-         "certificate not PEM"]
+         "log directory writable by a group", "certificate not PEM"]
 
 
 @needs_root
