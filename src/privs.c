@@ -340,6 +340,9 @@ int privs_landlock(const struct config *cfg, int root_fd)
 		log_error("landlock: restrict_self: %s", strerror(errno));
 		goto out;
 	}
+	if (cfg->symlinks == SYMLINKS_ALL)
+		log_warn("landlock: symlinks = all, but a link leading out of %s is still refused (403) by the "
+			 "kernel; turn landlock off to follow such links", cfg->root);
 	log_info("landlock (ABI %d): serving process %d may only read beneath %s and write its logs "
 		 "(through the descriptors the master opened)", abi,
 		 (int)getpid(), cfg->root);

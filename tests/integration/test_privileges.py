@@ -345,6 +345,9 @@ def test_each_403_says_why_at_debug_level(workdir, tmp_path):
     srv = util.Server("epoll", root, workdir, {"user": USER, "log_level": "debug", "symlinks": "all"}).start()
     try:
         assert srv.get("/ok.txt").body == b"ok\n"
+        # said once at start: symlinks = all does not reach past Landlock
+        assert wait_log(srv, r"\[warn\] .*landlock: symlinks = all, but a link leading out of .* is still "
+                             r"refused \(403\)", 3), log_text(srv)
         for target, why in (("/private.txt", r"permission denied"),
                             ("/link_out.txt", r"permission denied"),
                             ("/empty/", r"a directory without index\.html, and autoindex is off"),
