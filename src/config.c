@@ -104,6 +104,7 @@ static const struct config_key config_keys[] = {
 	K("server", "user", key_name, user, "off"),
 	K("server", "group", key_name, group, "off"),
 	K("server", "landlock", key_bool, landlock, "on"),
+	K("server", "pid_file", key_string_off, pid_file, "off"),
 
 	N("http", "keepalive_timeout", key_duration, keepalive_timeout_ms, 1, 3600000, "15s"),
 	N("http", "header_timeout", key_duration, header_timeout_ms, 1, 3600000, "10s"),
@@ -1055,7 +1056,10 @@ int config_validate(struct config *cfg)
 
 void config_print(const struct config *cfg, FILE *out)
 {
-	fprintf(out, "# effective configuration (from %s)\n", cfg->source);
+	/* the default source comes in parentheses of its own, for messages */
+	size_t n = strlen(cfg->source);
+	bool paren = n >= 2 && cfg->source[0] == '(' && cfg->source[n - 1] == ')';
+	fprintf(out, "# effective configuration (from %.*s)\n", (int)(paren ? n - 2 : n), cfg->source + paren);
 	for (size_t i = 0; i < NKEYS; i++) {
 		const struct config_key *k = &config_keys[i];
 		if (i == 0 || strcmp(k->section, config_keys[i - 1].section) != 0)

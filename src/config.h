@@ -111,6 +111,7 @@ struct config {
 	char user[64];        /* serving processes run as this user ("": as started) */
 	char group[64];       /* ... and group ("": the user's login group) */
 	bool landlock;        /* restrict serving processes' file access where the kernel can */
+	char pid_file[4096];  /* "" when off; the master's pid, written once it listens */
 
 	/* [tls]: tls = on makes `port` an HTTPS port */
 	bool tls;

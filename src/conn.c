@@ -482,6 +482,34 @@ static void respond_redirect_https(struct conn *c)
 		free(buf);
 }
 
+/* At log_level = debug, why a request got 403: nothing else tells an
+ * operator whether a file's mode, Landlock or a setting refused it. The path
+ * comes from the client: bytes outside printable ASCII are written as '?'
+ * so they cannot forge log lines. */
+static void log_refusal(const char *rel, const char *why)
+{
+	char safe[256];
+	size_t n = 0;
+
+	if (!log_wants(LOG_DEBUG))
+		return;
+	for (; rel[n] && n < sizeof(safe) - 1; n++)
+		safe[n] = rel[n] >= 0x20 && rel[n] < 0x7f ? rel[n] : '?';
+	safe[n] = '\0';
+	log_debug("403 for '/%s%s': %s", safe, rel[n] ? "..." : "", why);
+}
+
+static const char *open_refusal_reason(int err)
+{
+	switch (err) {
+	case EACCES: return "permission denied (the file's mode or owner, or Landlock: outside the root)";
+	case EPERM: return "operation not permitted";
+	case EXDEV: return "a symbolic link leads out of the root";
+	case ELOOP: return "a symbolic link, refused by the symlinks setting";
+	default: return strerror(err);
+	}
+}
+
 static int status_for_open_error(int err)
 {
 	switch (err) {
@@ -502,6 +530,15 @@ static int status_for_open_error(int err)
 	default:
 		return 500;
 	}
+}
+
+/* A failed open of rel, answered (403s explained at debug level). */
+static void respond_open_error(struct conn *c, const char *rel, int err)
+{
+	int status = status_for_open_error(err);
+	if (status == 403)
+		log_refusal(rel, open_refusal_reason(err));
+	respond_status(c, status, false, NULL);
 }
 
 /* Reads a small file whole, so head and body leave in one writev. */
@@ -705,7 +742,7 @@ static void respond_autoindex(struct conn *c, const char *rel, const struct stat
 	struct dirlist dl;
 	int err = dirlist_read(c->srv->root_fd, rel, cfg->symlinks, cfg->dotfiles, AUTOINDEX_MAX_ENTRIES, &dl);
 	if (err < 0) {
-		respond_status(c, status_for_open_error(-err), false, NULL);
+		respond_open_error(c, rel, -err);
 		return;
 	}
 	autoindex_sort(dl.entries, dl.n, order);
@@ -1159,7 +1196,10 @@ static void respond_fallback(struct conn *c)
 	}
 	int fd = file_open_beneath(c->srv->root_fd, rel, cfg->symlinks);
 	if (fd < 0) {
-		respond_status(c, fd == -ENOENT || fd == -ENOTDIR ? 404 : status_for_open_error(-fd), false, NULL);
+		if (fd == -ENOENT || fd == -ENOTDIR)
+			respond_status(c, 404, false, NULL);
+		else
+			respond_open_error(c, rel, -fd);
 		return;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -1243,7 +1283,7 @@ static void respond_request(struct conn *c)
 		if ((fd == -ENOENT || fd == -ENOTDIR) && cfg->fallback[0] && !last_segment_has_extension(rel, pr.len))
 			respond_fallback(c);
 		else
-			respond_status(c, status_for_open_error(-fd), false, NULL);
+			respond_open_error(c, rel, -fd);
 		return;
 	}
 	struct stat st;
@@ -1272,9 +1312,17 @@ static void respond_request(struct conn *c)
 			respond_autoindex(c, rel, &dir_st);
 			return;
 		}
-		if (fd < 0) {
+		if (fd == -ENOENT) {
 			/* no index, and listings are off */
-			respond_status(c, fd == -ENOENT ? 403 : status_for_open_error(-fd), false, NULL);
+			char why[300];
+			snprintf(why, sizeof(why), "a directory without %s, and autoindex is off", cfg->index);
+			rel[dir_len] = '\0';
+			log_refusal(rel, why);
+			respond_status(c, 403, false, NULL);
+			return;
+		}
+		if (fd < 0) {
+			respond_open_error(c, rel, -fd);
 			return;
 		}
 		if (fstat(fd, &st) < 0) {
@@ -1289,6 +1337,7 @@ static void respond_request(struct conn *c)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
+		log_refusal(rel, "not a regular file (a device, FIFO or socket)");
 		respond_status(c, 403, false, NULL);
 		return;
 	}

@@ -184,7 +184,7 @@ int listeners_open(struct listeners *ls, const struct listen_addr *addrs, int n,
 		continue;
 fail:
 		listen_addr_format(a, failed, failedlen);
-		log_error("listen on %s: %s", failed, strerror(-err));
+		log_error("cannot listen on %s: %s", failed, strerror(-err));
 		return err;
 	}
 	return 0;

@@ -12,7 +12,13 @@
 #include "models/model.h"
 #include "listeners.h"
 #include "master.h"
+#include "privs.h"
 #include "tls/context.h"
+
+/* Exit statuses (spindle(8)): 0 done, 1 a failure while starting or
+ * running (a port taken, a serving process that could not start), 2 the
+ * configuration or command line is wrong, found with or without --check. */
+enum { EXIT_CONFIG = 2 };
 
 static void usage(FILE *out)
 {
@@ -35,8 +41,8 @@ static void usage(FILE *out)
 		"  -V, --version         print the version\n"
 		"  -h, --help            this help\n"
 		"\n"
-		"Signals (to the master): TERM/INT drain and exit, HUP reloads the configuration,\n"
-		"USR1 reopens the logs.\n");
+		"Signals (to the master, whose pid pid_file holds): TERM/INT drain and exit,\n"
+		"HUP reloads the configuration, USR1 reopens the logs.\n");
 }
 
 static void list_models(void)
@@ -117,26 +123,57 @@ static int build_config(struct config *cfg, void *arg)
 	return config_validate(cfg);
 }
 
-/* --check loads the certificate and key as a start or reload would (as
- * nginx -t does), so a check that passes is not a reload refused for them;
- * what is wrong goes to standard error, whatever error_log says. */
-static int check_tls(const struct config *cfg)
+/* Whether the master could not create its pid file there (logged). Another
+ * instance holding it is no configuration error: --check, run before a
+ * reload, finds the running one there. */
+static bool pid_file_dir_unwritable(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+	if (access(dir, W_OK) == 0)
+		return false;
+	log_error("pid_file: cannot create '%s': directory %s: %s", path, dir, strerror(errno));
+	return true;
+}
+
+/* Everything start-up would refuse the configuration for, checked the same
+ * way under --check and before a start (as nginx -t loads certificates and
+ * opens logs): unknown user or group, a log path refused, a root the user
+ * cannot enter, a certificate or key that does not load. What is wrong goes
+ * to standard error, whatever error_log says. 0, or -1 (a configuration
+ * error: exit status 2). */
+static int preflight(const struct config *cfg)
 {
 	static struct config on_stderr;
+	struct privs p;
+	int rc = 0;
 
-	if (!config_serves_tls(cfg))
-		return 0;
 	on_stderr = *cfg;
 	snprintf(on_stderr.error_log, sizeof(on_stderr.error_log), "-");
 	on_stderr.access_log[0] = '\0';
 	on_stderr.log_level = LOG_WARN; /* not the kernel-TLS line a start logs */
 	if (log_open(&on_stderr) < 0)
 		return -1;
-	struct tls_context *t = tls_context_new(&on_stderr);
-	bool ok = t != NULL;
-	tls_context_free(t);
+	if (privs_resolve(cfg, &p) < 0 || privs_check(cfg, &p) < 0)
+		rc = -1;
+	if (cfg->pid_file[0] && pid_file_dir_unwritable(cfg->pid_file))
+		rc = -1;
+	if (rc == 0 && config_serves_tls(cfg)) {
+		struct tls_context *t = tls_context_new(&on_stderr);
+		if (!t)
+			rc = -1;
+		tls_context_free(t);
+	}
 	log_close();
-	return ok ? 0 : -1;
+	/* the logs themselves: a link or an unwritable path (printed by log_open) */
+	if (rc == 0) {
+		if (log_open(cfg) < 0)
+			rc = -1;
+		log_close();
+	}
+	return rc;
 }
 
 static void report_to_log(const char *msg)
@@ -158,19 +195,17 @@ int main(int argc, char **argv)
 		case 'V': printf("spindle %s\n", SPINDLE_VERSION); return 0;
 		case OPT_LIST_MODELS: list_models(); return 0;
 		case OPT_CHECK: check = true; break;
-		case '?': usage(stderr); return 2;
+		case '?': usage(stderr); return EXIT_CONFIG;
 		default: break;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "spindle: unexpected argument '%s'\n", argv[optind]);
-		return 2;
+		return EXIT_CONFIG;
 	}
-	if (build_config(&cfg, &cl) < 0)
-		return 2;
+	if (build_config(&cfg, &cl) < 0 || preflight(&cfg) < 0)
+		return EXIT_CONFIG;
 	if (check) {
-		if (check_tls(&cfg) < 0)
-			return 2;
 		config_print(&cfg, stdout);
 		if (cfg.nlisten > 0) { /* listen lines replace bind and port */
 			char where[1024];
@@ -183,7 +218,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (log_open(&cfg) < 0)
-		return 2;
+		return EXIT_CONFIG;
+	log_echo_errors(-1); /* until the first serving process is up (master.c) */
 	config_set_reporter(report_to_log); /* from now on problems go to the error log */
 	int rc = master_run(&cfg, build_config, &cl);
 	log_close();

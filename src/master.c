@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
 #include "notify.h"
+#include "pidfile.h"
 #include "privs.h"
 #include "server.h"
 #include "stats/snapshot.h"
@@ -63,6 +65,9 @@ struct master {
 	struct listeners listeners; /* per address; each generation accepts from its own ones */
 	int current;          /* index of the generation that should be serving */
 	int sigfd;
+	int reopen_fds[2];    /* [0] the master answers on, [1] every serving process asks on (log.c) */
+	int pid_fd;           /* holds the pid file's lock (-1: no pid_file) */
+	char pid_file[4096];  /* the start's: a reload does not move it */
 	sigset_t blocked;
 	bool stopping;
 	bool reload_pending;  /* a SIGHUP found no free generation: reload once one frees */
@@ -144,6 +149,10 @@ static void serving_signals(const sigset_t *blocked)
 static void serving_main(struct master *m, struct generation *g, pid_t master_pid)
 {
 	close(m->sigfd);
+	close(m->reopen_fds[0]);
+	if (m->pid_fd >= 0)
+		close(m->pid_fd); /* the lock is the master's alone */
+	log_reopen_via(m->reopen_fds[1]);
 	notify_close();
 	/* The master's copies of the other live generations (their roots,
 	 * statistics mappings, caches) are none of this process's business:
@@ -172,6 +181,9 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	serving_signals(&m->blocked);
 	if (getppid() != master_pid)
 		_exit(1);
+	/* The first serving process's start-up failures (the model refused)
+	 * reach stderr too, for as long as the master counts them as such. */
+	log_echo_errors(log_echoing_errors() ? STARTUP_GRACE_MS : 0);
 	int rc = g->srv.model->run(&g->srv);
 	server_close(&g->srv);
 	log_close();
@@ -242,12 +254,8 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	const struct model *model = model_find(cfg->model);
 
 	g->cfg = *cfg;
-	if (privs_resolve(cfg, &g->privs) < 0) {
-		if (m->serial == 0)
-			fprintf(stderr, "spindle: cannot run serving processes as %s%s%s (see the error log)\n",
-				cfg->user, cfg->group[0] ? ":" : "", cfg->group);
+	if (privs_resolve(cfg, &g->privs) < 0 || privs_check(cfg, &g->privs) < 0)
 		return -1;
-	}
 	if (server_init(&g->srv, &g->cfg, model) < 0) {
 		server_close(&g->srv);
 		return -1;
@@ -265,11 +273,11 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		err = -E2BIG;
 		snprintf(failed, sizeof(failed), "%d addresses with %d sockets each (at most %d sockets in all)",
 			 naddrs, gen_listeners_wanted(g), SERVER_MAX_LISTENERS);
-		log_error("listen on %s: %s", failed, strerror(-err));
+		log_error("cannot listen on %s: %s", failed, strerror(-err));
 	}
 	if (err < 0) {
-		if (m->serial == 0)
-			fprintf(stderr, "spindle: cannot listen on %s: %s\n", failed, strerror(-err));
+		if (naddrs < 0) /* the others said why already (and to stderr, at start) */
+			log_error("cannot listen on %s: %s", failed, strerror(-err));
 		gen_release(m, g);
 		return -1;
 	}
@@ -451,7 +459,7 @@ static void on_child_exit(struct master *m, pid_t pid, int status)
 	}
 	if (early_failure && g->serial == 1 && !m->ever_served) {
 		/* the first start failed (say, io_uring refused): no silent retry loop */
-		log_error("serving process %d %s at start-up; stopping", (int)pid, how);
+		log_error("serving process %d %s at start-up; stopping (its reason is above)", (int)pid, how);
 		m->exit_code = WEXITSTATUS(status);
 		g->pid = -1;
 		begin_stop(m);
@@ -515,6 +523,8 @@ static bool reload_spawn(struct master *m, int idx)
 		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
 		return false;
 	}
+	if (strcmp(cfg.pid_file, m->pid_file))
+		log_warn("reload: pid_file changed: it stays %s until a restart", m->pid_file[0] ? m->pid_file : "off");
 	if (cfg.reuseport != cur->cfg.reuseport) {
 		log_error("reload: reuseport cannot change without a restart; still serving with the old configuration");
 		return false;
@@ -525,10 +535,12 @@ static bool reload_spawn(struct master *m, int idx)
 	}
 	struct generation *g = &m->gens[idx];
 	/* the logs may have moved: the new generation inherits freshly opened ones */
-	log_close();
-	if (log_open(&g->cfg) < 0)
-		log_open(&cur->cfg);
-	privs_own_logs(&g->cfg, &g->privs);
+	if (log_open(&g->cfg) < 0) {
+		log_error("reload: cannot open the new configuration's logs (see above); still serving with the "
+			  "old one");
+		gen_release(m, g);
+		return false;
+	}
 	if (spawn(m, idx) < 0) {
 		gen_release(m, g);
 		return false;
@@ -604,6 +616,8 @@ static void tick(struct master *m)
 		struct generation *g = &m->gens[i];
 		if (g->state == GEN_STARTING && now - g->started_ms >= STARTUP_GRACE_MS) {
 			bool first = !m->ever_served;
+			if (first)
+				log_echo_errors(0); /* started: errors go to error_log alone */
 			g->state = GEN_SERVING;
 			g->promoted = true;
 			m->ever_served = true;
@@ -671,6 +685,11 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		log_error("signalfd: %m");
 		return 1;
 	}
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, m.reopen_fds) < 0) {
+		log_error("socketpair: %m");
+		close(m.sigfd);
+		return 1;
+	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	notify_open();
 
@@ -679,12 +698,19 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	 * listens succeeds: the sockets join its group, the steering program set
 	 * here replaces its own, and one of the two gets nothing while both look
 	 * healthy. So a new address must be free first (listeners_open). */
+	m.pid_fd = -1;
 	if (listeners_inherit(&m.listeners) < 0 || gen_init(&m, 0, cfg) < 0) {
 		listeners_close(&m.listeners);
 		return 1;
 	}
+	/* once it listens: a pid in the file is a master that can be signalled */
+	snprintf(m.pid_file, sizeof(m.pid_file), "%s", cfg->pid_file);
+	if (m.pid_file[0] && (m.pid_fd = pidfile_claim(m.pid_file)) < 0) {
+		gen_release(&m, &m.gens[0]);
+		listeners_close(&m.listeners);
+		return 1;
+	}
 	steer(&m, &m.gens[0]);
-	privs_own_logs(cfg, &m.gens[0].privs);
 	privs_warn_root(cfg);
 	char where[1024];
 	struct listen_addr addrs[LISTENERS_MAX];
@@ -698,10 +724,12 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	if (spawn(&m, 0) < 0)
 		begin_stop(&m);
 
+	bool reopen_owed = false; /* log replies wait for room in the socket's send buffer */
 	while (!m.stopping || children_left(&m)) {
 		int timeout = 100; /* ticks for start-up grace, drain deadlines, respawns */
-		struct pollfd pfd = { .fd = m.sigfd, .events = POLLIN };
-		if (poll(&pfd, 1, timeout) < 0 && errno != EINTR) {
+		struct pollfd pfd[2] = { { .fd = m.sigfd, .events = POLLIN },
+					 { .fd = m.reopen_fds[0], .events = reopen_owed ? POLLOUT : POLLIN } };
+		if (poll(pfd, 2, timeout) < 0 && errno != EINTR) {
 			log_error("poll: %m");
 			break;
 		}
@@ -716,15 +744,15 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 				break;
 			case SIGUSR1:
 				log_reopen();
-				/* a file the master just made is root's: the serving processes reopen it next */
-				privs_own_logs(&m.gens[m.current].cfg, &m.gens[m.current].privs);
-				forward(&m, SIGUSR1);
+				forward(&m, SIGUSR1); /* they ask for the new files: answered below */
 				break;
 			default: /* SIGTERM, SIGINT */
 				begin_stop(&m);
 				break;
 			}
 		}
+		if (pfd[1].revents & (POLLIN | POLLOUT))
+			reopen_owed = log_answer_reopen(m.reopen_fds[0]);
 		reap(&m);
 		tick(&m);
 		if (m.reload_pending && !m.stopping && gen_alloc(&m) >= 0) {
@@ -737,6 +765,9 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 		if (m.gens[i].state != GEN_FREE)
 			gen_release(&m, &m.gens[i]);
 	close(m.sigfd);
+	close(m.reopen_fds[0]);
+	close(m.reopen_fds[1]);
+	pidfile_release(m.pid_file, m.pid_fd);
 	if (m.child_failed && CHILD_FAILURE_IS_FATAL && m.exit_code == 0) {
 		log_error("a serving process failed while running (see above): exiting with status 1");
 		m.exit_code = 1;

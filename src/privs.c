@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log/log.h"
@@ -48,36 +49,131 @@ int privs_resolve(const struct config *cfg, struct privs *p)
 	return 0;
 }
 
-/* Never by path: a user who may write to the logs' directory could put a
- * symlink (or a hard link) where the master is about to reopen the log,
- * and root would hand the link's target to it. The file is opened without
- * following a link and must be a plain file with no other name. */
-static void own_log(const char *key, const char *path, uid_t uid, gid_t gid)
+/* The directory part of path ("." for a bare name). */
+static void dir_of(const char *path, char *dir, size_t len)
 {
-	struct stat st;
-	int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-
-	if (fd < 0 || fstat(fd, &st) < 0)
-		log_warn("%s: %s: %s (serving processes may not reopen it)", key, path, strerror(errno));
-	else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
-		log_warn("%s: %s is not a regular file of its own (a link?): not giving it to the serving "
-			 "processes' user", key, path);
-	else if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
-		log_warn("%s: chown %s: %s (serving processes may not reopen it)", key, path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, len, ".");
+	else
+		snprintf(dir, len, "%.*s", slash == path ? 1 : (int)(slash - path), path);
 }
 
-void privs_own_logs(const struct config *cfg, const struct privs *p)
+/* Whoever may replace a file in a log's directory may put a link there that
+ * root would open at the next reopen, start or reload: every user, a group
+ * (its members), or the serving user (below). A sticky directory
+ * lets nobody but its owner replace another's file, and a link put in
+ * place of a missing file is refused at the open (log.c). */
+static bool log_dir_open_to_others(const char *key, const char *path)
 {
-	if (!p->set_uid && !p->set_gid)
-		return;
-	uid_t uid = p->set_uid ? p->uid : (uid_t)-1;
-	gid_t gid = p->set_gid ? p->gid : (gid_t)-1;
-	if (cfg->access_log[0])
-		own_log("access_log", cfg->access_log, uid, gid);
-	if (strcmp(cfg->error_log, "-"))
-		own_log("error_log", cfg->error_log, uid, gid);
+	char dir[4096];
+	struct stat st;
+
+	dir_of(path, dir, sizeof(dir));
+	if (stat(dir, &st) < 0)
+		return false; /* the open says why */
+	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+		log_error("%s: %s: its directory %s is writable by every user (and not sticky), who could replace "
+			  "the log with a link: refusing it", key, path, dir);
+		return true;
+	}
+	if ((st.st_mode & S_IWGRP) && !(st.st_mode & S_ISVTX)) {
+		struct group *gr = getgrgid(st.st_gid);
+		char gid[16];
+		snprintf(gid, sizeof(gid), "%d", (int)st.st_gid);
+		log_error("%s: %s: its directory %s is writable by group '%s' (and not sticky), whose members could "
+			  "replace the log with a link: refusing it (make the directory root's, mode 0755)", key, path,
+			  dir, gr ? gr->gr_name : gid);
+		return true;
+	}
+	return false;
+}
+
+/* In a process that became the serving user: may it replace a log file? */
+static bool log_dir_open_to_user(const char *key, const char *path, const char *user)
+{
+	char dir[4096];
+	struct stat st;
+
+	dir_of(path, dir, sizeof(dir));
+	if (stat(dir, &st) < 0 || access(dir, W_OK) < 0)
+		return false;
+	if ((st.st_mode & S_ISVTX) && st.st_uid != geteuid())
+		return false; /* sticky, not its own: it may not touch root's file */
+	log_error("%s: %s: its directory %s is writable by the serving user '%s', who could replace the log with "
+		  "a link for the master (root) to open: refusing it (make the directory root's, mode 0755)",
+		  key, path, dir, user);
+	return true;
+}
+
+/* What the serving user (p) may do: every check that needs its rights, in
+ * a child that becomes it. */
+static int check_as_user(const struct config *cfg, const struct privs *p, int root_fd)
+{
+	int bad = 0;
+
+	if (p->set_uid && geteuid() == 0 && setgroups(0, NULL) < 0)
+		return -1;
+	if ((p->set_gid && setresgid(p->gid, p->gid, p->gid) < 0) ||
+	    (p->set_uid && setresuid(p->uid, p->uid, p->uid) < 0))
+		return -1;
+	if (p->set_uid) {
+		if (cfg->access_log[0])
+			bad |= log_dir_open_to_user("access_log", cfg->access_log, cfg->user);
+		if (strcmp(cfg->error_log, "-"))
+			bad |= log_dir_open_to_user("error_log", cfg->error_log, cfg->user);
+	}
+	/* Files are opened beneath the root's descriptor, so only the root
+	 * itself must let the user in, not the directories above it. */
+	if (faccessat(root_fd, ".", X_OK, 0) < 0) {
+		log_error("root: the serving processes' user (uid %d) cannot enter %s (%s): every request would get "
+			  "403", (int)geteuid(), cfg->root, strerror(errno));
+		bad = 1;
+	} else if (faccessat(root_fd, ".", R_OK, 0) < 0) {
+		log_warn("root: the serving processes' user (uid %d) cannot list %s (%s): index files are still "
+			 "served, listings are not", (int)geteuid(), cfg->root, strerror(errno));
+	}
+	return bad ? -1 : 0;
+}
+
+int privs_check(const struct config *cfg, const struct privs *p)
+{
+	int rc = 0;
+
+	if (cfg->access_log[0] && log_dir_open_to_others("access_log", cfg->access_log))
+		rc = -1;
+	if (strcmp(cfg->error_log, "-") && log_dir_open_to_others("error_log", cfg->error_log))
+		rc = -1;
+	if (rc < 0)
+		return rc;
+	bool other_user = (p->set_uid && p->uid != geteuid()) || (p->set_gid && p->gid != getegid());
+	if (!other_user && geteuid() == 0)
+		return rc; /* root serves: it may read and write anything */
+	int root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0)
+		return rc; /* the server's own open of the root says why */
+	if (!other_user) {
+		if (check_as_user(cfg, p, root_fd) < 0)
+			rc = -1;
+		close(root_fd);
+		return rc;
+	}
+	/* The master has no thread: forking here is safe. */
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_error("fork: %s", strerror(errno));
+		close(root_fd);
+		return -1;
+	}
+	if (pid == 0)
+		_exit(check_as_user(cfg, p, root_fd) < 0 ? 1 : 0);
+	close(root_fd);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		rc = -1;
+	return rc;
 }
 
 void privs_warn_root(const struct config *cfg)
@@ -166,20 +262,6 @@ static int allow_beneath(int ruleset, const char *path, uint64_t rights)
 	return r;
 }
 
-/* A log may be rotated: the new file at its path is another inode, so the
- * rule is on its directory, for writing files only (none can be made: the
- * master, which reopens first, creates the new one). */
-static int allow_log(int ruleset, const char *path)
-{
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-	return allow_beneath(ruleset, dir, LANDLOCK_ACCESS_FS_WRITE_FILE);
-}
-
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED_BUILD 1
 #elif defined(__has_feature)
@@ -246,10 +328,9 @@ int privs_landlock(const struct config *cfg, int root_fd)
 	/* the acceptor's spare descriptor (listen.c) */
 	if (allow_beneath(rs, "/dev/null", LANDLOCK_ACCESS_FS_READ_FILE) < 0)
 		goto out;
-	if (cfg->access_log[0] && allow_log(rs, cfg->access_log) < 0)
-		goto out;
-	if (strcmp(cfg->error_log, "-") && allow_log(rs, cfg->error_log) < 0)
-		goto out;
+	/* Nothing for the logs: this process writes to the descriptors the
+	 * master opened and reopens by asking the master (log.c); Landlock
+	 * checks a file's access at its open, not at each write. */
 #ifdef SANITIZED_BUILD
 	if (allow_sanitizer(rs) < 0)
 		goto out;
@@ -259,7 +340,11 @@ int privs_landlock(const struct config *cfg, int root_fd)
 		log_error("landlock: restrict_self: %s", strerror(errno));
 		goto out;
 	}
-	log_info("landlock (ABI %d): serving process %d may only read beneath %s and write its logs", abi,
+	if (cfg->symlinks == SYMLINKS_ALL)
+		log_warn("landlock: symlinks = all, but a link leading out of %s is still refused (403) by the "
+			 "kernel; turn landlock off to follow such links", cfg->root);
+	log_info("landlock (ABI %d): serving process %d may only read beneath %s and write its logs "
+		 "(through the descriptors the master opened)", abi,
 		 (int)getpid(), cfg->root);
 	rc = 0;
 out:

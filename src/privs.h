@@ -5,8 +5,9 @@
  * re-reads the configuration. Every serving process, before it serves,
  * gives up what it does not need: it becomes `user`/`group` with no
  * supplementary groups, and (Landlock, Linux 5.13+) can then only read
- * beneath the root and write to the logs' files, whatever a request's path
- * resolves to. Workers it forks (fork, prefork) inherit both. */
+ * beneath the root, whatever a request's path resolves to, and write to the
+ * logs only through the descriptors the master opened for it. Workers it
+ * forks (fork, prefork) inherit both. */
 #ifndef SPINDLE_PRIVS_H
 #define SPINDLE_PRIVS_H
 
@@ -24,9 +25,12 @@ struct privs {
 /* In the master: looks `user` and `group` up (before any fork, so a serving
  * process needs no NSS). 0, or -1 after logging why. */
 int privs_resolve(const struct config *cfg, struct privs *p);
-/* In the master, after it opened the logs: makes them the serving user's,
- * so that a serving process can reopen them on SIGUSR1 (as nginx does). */
-void privs_own_logs(const struct config *cfg, const struct privs *p);
+/* In the master, before it opens the logs (start, --check, reload): what
+ * start-up would otherwise find too late or never. Refuses a log whose
+ * directory lets the serving user (or every user) replace it with a link,
+ * and a root the serving user cannot enter (checked in a child that becomes
+ * the user). 0, or -1 after logging why. */
+int privs_check(const struct config *cfg, const struct privs *p);
 /* At start-up: root without `user` serves as root: say so. */
 void privs_warn_root(const struct config *cfg);
 
@@ -34,9 +38,8 @@ void privs_warn_root(const struct config *cfg);
  * that root cannot be regained, and sets no_new_privs (no gain by exec).
  * 0, or -1 after logging why (then exit). */
 int privs_drop(const struct privs *p);
-/* In a serving process, before privs_drop (the logs' directories are looked
- * up with the master's rights): the Landlock ruleset, root_fd being the
- * root the files are opened beneath. 0 when applied or turned off,
+/* In a serving process, before privs_drop: the Landlock ruleset, root_fd
+ * being the root the files are opened beneath. 0 when applied or turned off,
  * 1 when the kernel lacks Landlock (logged once per serving process), -1 on
  * an error (logged). */
 int privs_landlock(const struct config *cfg, int root_fd);

@@ -105,11 +105,14 @@ int mime_overrides_parse(const char *text, size_t len, struct mime_overrides **o
 			for (const char *c = t; valid && c < tend; c++)
 				valid = *c == '/' || is_token_char((unsigned char)*c);
 			if (!valid) {
-				snprintf(why, whylen, "%zu: '%.*s' is not a MIME type (type/subtype)", lineno,
-					 (int)(tn > 80 ? 80 : tn), t);
+				/* never the line itself: the file may be one only root
+				 * may read, pointed at to have a line of it printed */
+				snprintf(why, whylen, "%zu: the line does not start with a MIME type (type/subtype, "
+					 "letters, digits and !#$&^_.+-, under %d characters)", lineno, MIME_FILE_TYPE_MAX);
 				goto fail;
 			}
-			for (const char *e = tend; e < lend;) {
+			int word = 1;
+			for (const char *e = tend; e < lend; word++) {
 				while (e < lend && (*e == ' ' || *e == '\t' || *e == '\r'))
 					e++;
 				const char *eend = e;
@@ -126,9 +129,9 @@ int mime_overrides_parse(const char *text, size_t len, struct mime_overrides **o
 					multi_part |= e[i] == '.';
 				}
 				if (!ok) {
-					snprintf(why, whylen, "%zu: '%.*s' is not a file extension (up to %d "
-						 "characters, no '/', no '.' at either end)", lineno,
-						 (int)(en > 80 ? 80 : en), e, MIME_FILE_EXT_MAX - 1);
+					snprintf(why, whylen, "%zu: word %d is not a file extension (up to %d "
+						 "characters, no '/', no '.' at either end)", lineno, word + 1,
+						 MIME_FILE_EXT_MAX - 1);
 					goto fail;
 				}
 				/* "cwl.json" (Debian's /etc/mime.types has a few): the

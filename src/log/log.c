@@ -1,13 +1,22 @@
-/* log.c - one write(2) per line to O_APPEND files; reopened on SIGUSR1. */
+/* log.c - one write(2) per line to O_APPEND files; reopened on SIGUSR1.
+ *
+ * Only the master opens a log by path. A serving process (and every worker
+ * it forks) reopens by asking the master for the descriptors it holds, over
+ * a datagram socket inherited at the fork: it needs no right on the files or
+ * their directory, so neither a symlink planted there nor Landlock's rules
+ * come into it. */
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,9 +33,38 @@ static char error_path[4096];
 static enum access_log_format access_format = ACCESS_LOG_COMBINED;
 static char model_name[32]; /* for the JSON format's "model" */
 
+static int reopen_sock = -1; /* a serving process's end of the master's channel */
+static int64_t echo_until_ms; /* also write error lines to stderr until then (0: not; start-up) */
+
+/* Root opens the logs: a link planted at the path (a symlink, or a hard link
+ * to a file elsewhere) must not hand root's descriptor to its target, and a
+ * FIFO must not block the master. Returns the descriptor or -errno; -ELOOP
+ * for a symlink, -EMLINK for a hard link, -EINVAL for anything but a file. */
 static int open_append(const char *path)
 {
-	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+
+	if (fd < 0)
+		return errno == ENXIO ? -EINVAL : -errno; /* ENXIO: a FIFO nobody reads */
+	int err = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : st.st_nlink > 1 ? -EMLINK : 0;
+	if (err == 0 && fcntl(fd, F_SETFL, O_APPEND) < 0)
+		err = -errno;
+	if (err < 0) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+const char *log_open_error(int err)
+{
+	switch (err) {
+	case -ELOOP: return "it is a symbolic link, which is never followed";
+	case -EMLINK: return "the file has another name (a hard link): refusing it";
+	case -EINVAL: return "it is not a regular file";
+	default: return strerror(-err);
+	}
 }
 
 /* The calling thread's id, cached: gettid() is a system call (~160 ns of CPU
@@ -57,32 +95,58 @@ static pid_t worker_id(void)
 	return cached_tid;
 }
 
+/* Why a log cannot be opened: to the error log while one is open (a
+ * reload), else to stderr (start-up, --check). */
+static void report_open_failure(const char *key, const char *path, int err)
+{
+	if (error_fd >= 0)
+		log_error("%s: cannot open '%s': %s", key, path, log_open_error(err));
+	else
+		fprintf(stderr, "spindle: %s: cannot open '%s': %s\n", key, path, log_open_error(err));
+}
+
+/* Opens cfg's files, then puts them in place of the current ones: a reload
+ * whose logs cannot be opened keeps the old ones, and says so in them. */
+static int log_swap_files(const struct config *cfg)
+{
+	int afd = -1, efd = -1;
+
+	if (cfg->access_log[0] && (afd = open_append(cfg->access_log)) < 0) {
+		report_open_failure("access_log", cfg->access_log, afd);
+		return -1;
+	}
+	if (strcmp(cfg->error_log, "-") == 0 && (efd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
+		efd = -errno;
+	else if (strcmp(cfg->error_log, "-"))
+		efd = open_append(cfg->error_log);
+	if (efd < 0) {
+		report_open_failure("error_log", cfg->error_log, efd);
+		if (afd >= 0)
+			close(afd);
+		return -1;
+	}
+	log_close();
+	access_fd = afd;
+	error_fd = efd;
+	snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
+	snprintf(error_path, sizeof(error_path), "%s", strcmp(cfg->error_log, "-") ? cfg->error_log : "");
+	return 0;
+}
+
 int log_open(const struct config *cfg)
 {
 	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
 	pthread_once(&atfork_once, log_register_atfork);
+	/* A reload that leaves both paths alone keeps the open files (rotation
+	 * is log_reopen's business), and needs no descriptor to spare. */
+	bool same_access = access_fd >= 0 ? strcmp(cfg->access_log, access_path) == 0 : !cfg->access_log[0];
+	bool same_error = error_fd >= 0 && strcmp(cfg->error_log, error_path[0] ? error_path : "-") == 0;
+	if (!(same_access && same_error) && log_swap_files(cfg) < 0)
+		return -1;
 	min_level = cfg->log_level;
 	access_format = cfg->access_log_format;
 	snprintf(model_name, sizeof(model_name), "%s", cfg->model);
-	access_path[0] = error_path[0] = '\0';
-	if (cfg->access_log[0]) {
-		snprintf(access_path, sizeof(access_path), "%s", cfg->access_log);
-		access_fd = open_append(access_path);
-		if (access_fd < 0) {
-			fprintf(stderr, "spindle: access_log: cannot open '%s': %s\n", access_path, strerror(errno));
-			return -1;
-		}
-	}
-	if (strcmp(cfg->error_log, "-") == 0) {
-		error_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-	} else {
-		snprintf(error_path, sizeof(error_path), "%s", cfg->error_log);
-		error_fd = open_append(error_path);
-		if (error_fd < 0) {
-			fprintf(stderr, "spindle: error_log: cannot open '%s': %s\n", error_path, strerror(errno));
-			return -1;
-		}
-	}
 	return 0;
 }
 
@@ -95,23 +159,184 @@ void log_close(void)
 	access_fd = error_fd = -1;
 }
 
-static void reopen_one(int fd, const char *path)
+/* 0, or -errno with the old file kept (better than losing lines). */
+static int reopen_one(int fd, const char *path)
 {
 	if (fd < 0 || !path[0])
-		return;
+		return 0;
 	int nfd = open_append(path);
 	if (nfd < 0)
-		return; /* keep writing to the old file rather than losing lines */
+		return nfd;
 	dup3(nfd, fd, O_CLOEXEC);
 	close(nfd);
+	return 0;
+}
+
+/* The master's reopen, by path; each failure is logged (to the old file). */
+static void reopen_by_path(void)
+{
+	int a = reopen_one(access_fd, access_path);
+	int e = reopen_one(error_fd, error_path);
+
+	if (a < 0)
+		log_error("access_log: cannot reopen '%s': %s; still writing to the old file", access_path,
+			  log_open_error(a));
+	if (e < 0)
+		log_error("error_log: cannot reopen '%s': %s; still writing to the old file", error_path,
+			  log_open_error(e));
+	if (a == 0 && e == 0)
+		log_info("logs reopened (%s%s%s)", access_path[0] ? access_path : "",
+			 access_path[0] && error_path[0] ? ", " : "", error_path);
+}
+
+/* Which descriptors a reply carries, in this order. */
+enum { CARRIES_ACCESS = 1, CARRIES_ERROR = 2 };
+
+#define REOPEN_WAIT_MS 2000 /* a master that does not answer: keep the old files */
+
+static int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for events on the socket until deadline; false when it passed. */
+static bool wait_sock(int sock, short events, int64_t deadline)
+{
+	int64_t left = deadline - monotonic_ms();
+	struct pollfd pfd = { .fd = sock, .events = events };
+	return left > 0 && poll(&pfd, 1, (int)left) >= 0;
+}
+
+/* Puts the descriptors a reply carries in place of ours. */
+static void take_reply(struct msghdr *msg, unsigned char what)
+{
+	struct cmsghdr *c = CMSG_FIRSTHDR(msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+		return;
+	int fds[2] = { -1, -1 }, n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+	memcpy(fds, CMSG_DATA(c), (size_t)(n > 2 ? 2 : n) * sizeof(int));
+	int i = 0;
+	if ((what & CARRIES_ACCESS) && i < n) {
+		if (access_fd >= 0)
+			dup3(fds[i], access_fd, O_CLOEXEC);
+		close(fds[i++]);
+	}
+	if ((what & CARRIES_ERROR) && i < n) {
+		if (error_fd >= 0)
+			dup3(fds[i], error_fd, O_CLOEXEC);
+		close(fds[i++]);
+	}
+}
+
+/* A serving process's reopen: one request, one reply with the master's
+ * descriptors. Every process of the instance asks on the same socket, whose
+ * send buffer (and the master's) may fill when hundreds ask at once: that is
+ * waited out, not taken for an answer. Every reply carries the same files,
+ * so which asker reads which reply does not matter. */
+static void reopen_from_master(void)
+{
+	int64_t deadline = monotonic_ms() + REOPEN_WAIT_MS;
+
+	for (;;) {
+		if (send(reopen_sock, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+			break;
+		if ((errno != EAGAIN && errno != EINTR) || !wait_sock(reopen_sock, POLLOUT, deadline))
+			return;
+	}
+	for (;;) {
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(2 * sizeof(int))];
+		} ctl;
+		unsigned char what;
+		struct iovec iov = { &what, 1 };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				      .msg_controllen = sizeof(ctl.buf) };
+		if (recvmsg(reopen_sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1) {
+			take_reply(&msg, what);
+			return;
+		}
+		/* another asker may take the reply that woke us: wait for the next */
+		if ((errno != EAGAIN && errno != EINTR) || !wait_sock(reopen_sock, POLLIN, deadline))
+			return;
+	}
 }
 
 void log_reopen(void)
 {
 	int saved = errno;
-	reopen_one(access_fd, access_path);
-	reopen_one(error_fd, error_path);
+	if (reopen_sock >= 0)
+		reopen_from_master();
+	else
+		reopen_by_path();
 	errno = saved;
+}
+
+void log_reopen_via(int sock)
+{
+	reopen_sock = sock;
+}
+
+static unsigned replies_owed; /* requests read, not yet answered (a full send buffer) */
+
+static bool send_reply(int sock)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} ctl;
+	unsigned char what = 0;
+	int fds[2], n = 0;
+
+	if (access_fd >= 0) {
+		what |= CARRIES_ACCESS;
+		fds[n++] = access_fd;
+	}
+	if (error_fd >= 0) {
+		what |= CARRIES_ERROR;
+		fds[n++] = error_fd;
+	}
+	struct iovec iov = { &what, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (n > 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+}
+
+bool log_answer_reopen(int sock)
+{
+	char req[16];
+
+	for (;;) {
+		/* owed replies first: the send buffer had no room for them */
+		while (replies_owed > 0 && send_reply(sock))
+			replies_owed--;
+		if (replies_owed > 0)
+			return true; /* the caller waits for room (POLLOUT) */
+		if (recv(sock, req, sizeof(req), MSG_DONTWAIT) <= 0)
+			return false;
+		replies_owed++;
+	}
+}
+
+void log_echo_errors(int ms)
+{
+	echo_until_ms = ms < 0 ? INT64_MAX : ms == 0 ? 0 : monotonic_ms() + ms;
+}
+
+bool log_echoing_errors(void)
+{
+	return echo_until_ms && monotonic_ms() < echo_until_ms;
 }
 
 bool log_access_enabled(void)
@@ -245,6 +470,11 @@ void log_access(const struct access_entry *e)
 	write_line(access_fd, line, n);
 }
 
+bool log_wants(enum log_level level)
+{
+	return level >= min_level && error_fd >= 0;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	static const char *const names[] = { "debug", "info", "warn", "error" };
@@ -267,5 +497,12 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	size_t len = (size_t)n + (m < 0 ? 0 : ((size_t)m < sizeof(line) - (size_t)n - 1 ? (size_t)m : sizeof(line) - (size_t)n - 2));
 	line[len++] = '\n';
 	write_line(error_fd, line, len);
+	/* a fatal start-up error must reach the terminal (or the journal) even
+	 * when error_log names a file */
+	if (level >= LOG_ERROR && error_path[0] && log_echoing_errors()) {
+		char out[2100];
+		int k = snprintf(out, sizeof(out), "spindle: %.*s", (int)(len - (size_t)n), line + n);
+		write_line(STDERR_FILENO, out, (size_t)k < sizeof(out) ? (size_t)k : sizeof(out) - 1);
+	}
 	errno = saved;
 }

@@ -18,11 +18,30 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 /* The access log's line format: Combined Log Format, or one JSON object a line. */
 enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
 
-/* Opens both logs; returns -1 after printing why. */
+/* Opens both logs, or applies cfg's log settings to the files already open
+ * when its paths are theirs (a reload); -1 after saying why (to the error
+ * log when one is open, else to stderr), the current files kept. */
 int log_open(const struct config *cfg);
 void log_close(void);
-/* Async-signal-safe (open, dup2, close only): for SIGUSR1 and logrotate. */
+/* Async-signal-safe (open, dup2, close, send, recvmsg, poll only): for
+ * SIGUSR1 and logrotate. In the master it opens the paths again (never
+ * through a link) and logs the outcome; in a process given log_reopen_via()
+ * it takes the master's current descriptors instead. */
 void log_reopen(void);
+/* In a serving process: from now on reopen through sock (a datagram socket
+ * whose other end the master answers with log_answer_reopen). */
+void log_reopen_via(int sock);
+/* In the master: answers every pending request on sock with the open logs;
+ * true when replies are still owed (its send buffer is full: call again
+ * once sock is writable). */
+bool log_answer_reopen(int sock);
+/* What an error of open_append (a -errno) means, in words. */
+const char *log_open_error(int err);
+/* For the next ms milliseconds (-1: until called again, 0: stop), error
+ * lines also go to stderr when error_log is a file: start-up failures must
+ * reach the terminal or the journal. */
+void log_echo_errors(int ms);
+bool log_echoing_errors(void);
 
 bool log_access_enabled(void);
 
@@ -37,6 +56,8 @@ struct access_entry {
 };
 void log_access(const struct access_entry *e);
 
+/* Whether a line at level would be written (to skip preparing one). */
+bool log_wants(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)

@@ -12,6 +12,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/x509.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
@@ -123,25 +124,72 @@ static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *ou
 	return SSL_TLSEXT_ERR_OK;
 }
 
-/* "path: why" for the first error OpenSSL queued, or for errno. */
-static void log_file_error(const char *what, const char *path)
-{
-	unsigned long e = ERR_peek_last_error();
-	char buf[256];
+#define PEM_SCAN_MAX (1 << 20) /* a chain or key file is a few KiB */
 
-	if (e)
-		ERR_error_string_n(e, buf, sizeof(buf));
-	else
-		snprintf(buf, sizeof(buf), "%s", strerror(errno));
-	log_error("tls: %s '%s': %s", what, path, buf);
-	ERR_clear_error();
+/* The labels of the PEM blocks in path ("CERTIFICATE, PRIVATE KEY"), into
+ * out; false when none (not PEM: DER, or anything else). */
+static bool pem_labels(const char *path, char *out, size_t len, bool *encrypted)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	size_t o = 0, total = 0;
+
+	out[0] = '\0';
+	*encrypted = false;
+	if (!f)
+		return false;
+	while (total < PEM_SCAN_MAX && fgets(line, sizeof(line), f)) {
+		total += strlen(line);
+		if (strncmp(line, "Proc-Type: 4,ENCRYPTED", 22) == 0)
+			*encrypted = true;
+		if (strncmp(line, "-----BEGIN ", 11))
+			continue;
+		char *label = line + 11, *dash = strstr(label, "-----");
+		if (!dash)
+			continue;
+		*dash = '\0';
+		if (strstr(label, "ENCRYPTED"))
+			*encrypted = true;
+		if (!strstr(out, label) && o + strlen(label) + 3 < len)
+			o += (size_t)snprintf(out + o, len - o, "%s%s", o ? ", " : "", label);
+	}
+	fclose(f);
+	return o > 0;
 }
 
-static bool readable(const char *what, const char *path)
+/* After OpenSSL refused key (tls_certificate or tls_certificate_key): what
+ * is wrong with the file, in words, OpenSSL's own reason as a detail. */
+static void log_file_error(const char *key, const char *path, bool want_key)
+{
+	char labels[256], detail[160] = "";
+	bool encrypted;
+	unsigned long e = ERR_peek_last_error();
+	const char *reason = e ? ERR_reason_error_string(e) : NULL;
+
+	if (reason)
+		snprintf(detail, sizeof(detail), " (OpenSSL: %s)", reason);
+	ERR_clear_error();
+	if (!pem_labels(path, labels, sizeof(labels), &encrypted)) {
+		log_error("tls: %s '%s': not a PEM file (no '-----BEGIN' line; a DER file converts with `openssl %s "
+			  "-inform der -in FILE -out FILE.pem`)", key, path, want_key ? "pkey" : "x509");
+	} else if (want_key && encrypted) {
+		log_error("tls: %s '%s': the key is encrypted, and spindle asks for no passphrase (decrypt it with "
+			  "`openssl pkey -in FILE -out FILE.plain`)", key, path);
+	} else if (want_key && !strstr(labels, "PRIVATE KEY")) {
+		log_error("tls: %s '%s': holds no private key (only: %s)", key, path, labels);
+	} else if (!want_key && !strstr(labels, "CERTIFICATE")) {
+		log_error("tls: %s '%s': holds no certificate (only: %s)", key, path, labels);
+	} else {
+		log_error("tls: %s '%s': its %s does not decode (a damaged or truncated PEM block)%s", key, path,
+			  want_key ? "private key" : "certificate", detail);
+	}
+}
+
+static bool readable(const char *key, const char *path)
 {
 	FILE *f = fopen(path, "r");
 	if (!f) {
-		log_error("tls: %s '%s': %s", what, path, strerror(errno));
+		log_error("tls: %s '%s': cannot read it: %s", key, path, strerror(errno));
 		return false;
 	}
 	fclose(f);
@@ -174,7 +222,7 @@ struct tls_context *tls_context_new(const struct config *cfg)
 		log_error("tls: tls = on needs tls_certificate and tls_certificate_key");
 		goto fail;
 	}
-	if (!readable("certificate", cfg->tls_certificate) || !readable("certificate key", cfg->tls_certificate_key))
+	if (!readable("tls_certificate", cfg->tls_certificate) || !readable("tls_certificate_key", cfg->tls_certificate_key))
 		goto fail;
 	t->ctx = SSL_CTX_new(TLS_server_method());
 	if (!t->ctx || RAND_bytes(t->ticket_secret, sizeof(t->ticket_secret)) <= 0) {
@@ -202,17 +250,21 @@ struct tls_context *tls_context_new(const struct config *cfg)
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections give their record buffers back */
 
 	if (SSL_CTX_use_certificate_chain_file(t->ctx, cfg->tls_certificate) != 1) {
-		log_file_error("certificate", cfg->tls_certificate);
+		log_file_error("tls_certificate", cfg->tls_certificate, false);
 		goto fail;
 	}
+	/* loading the key already compares it with the certificate */
 	if (SSL_CTX_use_PrivateKey_file(t->ctx, cfg->tls_certificate_key, SSL_FILETYPE_PEM) != 1) {
-		log_file_error("certificate key", cfg->tls_certificate_key);
-		goto fail;
+		unsigned long e = ERR_peek_last_error();
+		if (ERR_GET_LIB(e) != ERR_LIB_X509 || ERR_GET_REASON(e) != X509_R_KEY_VALUES_MISMATCH) {
+			log_file_error("tls_certificate_key", cfg->tls_certificate_key, true);
+			goto fail;
+		}
 	}
-	if (SSL_CTX_check_private_key(t->ctx) != 1) {
+	if (ERR_peek_last_error() || SSL_CTX_check_private_key(t->ctx) != 1) {
 		ERR_clear_error();
-		log_error("tls: certificate key '%s' does not match certificate '%s'", cfg->tls_certificate_key,
-			  cfg->tls_certificate);
+		log_error("tls: tls_certificate_key '%s' is not the key of tls_certificate '%s' (the first certificate "
+			  "in that file)", cfg->tls_certificate_key, cfg->tls_certificate);
 		goto fail;
 	}
 	/* Kernel TLS: after a TLS 1.3 handshake the wire hands the server's

@@ -276,7 +276,8 @@ def test_reload_with_broken_types_file_is_refused(site, tmp_path):
         while time.monotonic() < deadline and "invalid" not in log:
             time.sleep(0.05)
             log = s.error_log.read_text(errors="replace")
-        assert f"{types}:2: 'not-a-type' is not a MIME type" in log, log
+        assert f"{types}:2: the line does not start with a MIME type" in log, log
+        assert "not-a-type" not in log, "the line's content was echoed"
         assert "the new configuration is invalid" in log, log
         assert s.get("/thing.zzqx").header("Content-Type") == "application/x-zzqx", "old config kept"
     finally:

@@ -176,6 +176,9 @@ def test_sigusr1_reopens_logs(model, fresh_server, fmt):
         assert released, (f"{old.name} still open after SIGUSR1 in {util.open_by_instance(srv, old)} "
                          f"(instance: {procs})")
     assert util.wait_for(lambda: srv.error_log.exists(), util.scaled(3)), "no new error.log"
+    # the operator sees that it happened, and where the logs now go
+    assert util.wait_for(lambda: f"logs reopened ({srv.access_log}, {srv.error_log})" in srv.error_log.read_text(),
+                         util.scaled(3)), srv.error_log.read_text()
     srv.assert_alive("on SIGUSR1 ")
     srv.get("/a.txt?after=1")
     new = wait_lines(srv.access_log, 1)

@@ -510,6 +510,10 @@ def test_model_that_cannot_start_stops_the_master(docroot, tmp_path):
     assert rc != 0, f"RLIMIT_NOFILE={n}: the master exited 0\n{text}"
     assert re.search(r"io_uring unavailable: .*; choose another model", text), text
     assert re.search(r"serving process \d+ exited with status \d+ at start-up; stopping", text), text
+    # error_log is a file, yet the terminal says why the start failed
+    stderr = (tmp_path / f"n{n}" / "stderr.txt").read_text(errors="replace")
+    assert re.search(r"io_uring unavailable: .*; choose another model", stderr), stderr
+    assert re.search(r"serving process \d+ exited with status \d+ at start-up; stopping", stderr), stderr
 
 
 # --------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""Issue 12: least privilege. Serving processes (and the workers they fork)
+"""Least privilege. Serving processes (and the workers they fork)
 run as `user`, supplementary groups cleared, unable to regain root, while
 the master keeps root; root without `user` warns. Landlock confines what a
 serving process reads to the root, even when the path walk lets a request
 out (symlinks = all with a link pointing outside): the kernel refuses the
-open. Logs stay writable and reopenable (SIGUSR1) by the dropped user; a
+open. Only the master (root) opens the logs, never through a link, and never
+in a directory where the user could plant one; the serving processes write
+to the descriptors it gives them, also after a rotation (SIGUSR1); a
 reload's new serving process drops again."""
 from __future__ import annotations
 
@@ -52,11 +54,12 @@ def descendants(pid: int) -> list[int]:
 
 @pytest.fixture
 def workdir():
-    """A server directory the dropped user can reach (pytest's own are under
-    a 0700 directory of root's): it reopens the logs there by path, and a
-    sanitizer build's serving process writes its report there."""
+    """A server directory where a sanitizer build's serving process, as the
+    dropped user, can write its report: sticky and writable by all, as /tmp,
+    so the user still cannot replace the logs root made there (a directory
+    where it could is refused)."""
     d = Path(tempfile.mkdtemp(prefix="spindle-privs-"))
-    d.chmod(0o777)
+    d.chmod(0o1777)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -116,22 +119,27 @@ def test_serving_processes_cannot_regain_root_through_exec(model, docroot, workd
 @needs_root
 @pytest.mark.parametrize("model", ["epoll", "prefork"])
 def test_logs_reopen_and_reload_as_user(model, docroot, workdir):
-    """The master makes the logs the user's, so after a rotation (rename,
-    SIGUSR1) the serving processes reopen the new file under Landlock; a
-    reload's new serving process drops as well."""
+    """After a rotation (rename, SIGUSR1) the master opens the new files and
+    the serving processes (prefork: each worker) take its descriptors, under
+    Landlock and as the user, though the files stay root's; a reload's new
+    serving process drops as well."""
     pw = _user()
-    srv = dropped_server(model, docroot, workdir)
+    srv = dropped_server(model, docroot, workdir, workers=2)
     try:
         assert srv.get("/a.txt").body == A_TXT
         assert util.wait_for(lambda: srv.access_log.exists() and "GET /a.txt" in srv.access_log.read_text(), 5)
-        assert srv.access_log.stat().st_uid == pw.pw_uid
         srv.access_log.rename(srv.access_log.with_suffix(".1"))
+        srv.error_log.rename(srv.error_log.with_suffix(".1"))
         srv.signal(signal.SIGUSR1)
+        assert wait_log(srv, r"\[info\] \[\d+\] logs reopened \(", 5), srv.diagnostics()
         time.sleep(0.3)
-        assert srv.get("/a.txt?after").body == A_TXT
-        assert util.wait_for(lambda: srv.access_log.exists() and "after" in srv.access_log.read_text(), 5), \
-            "the serving process did not reopen the access log"
-        assert srv.access_log.stat().st_uid == pw.pw_uid
+        for i in range(6):  # over both workers of prefork
+            assert srv.get(f"/a.txt?after{i}").body == A_TXT
+        assert util.wait_for(lambda: srv.access_log.exists()
+                             and all(f"after{i}" in srv.access_log.read_text() for i in range(6)), 5), \
+            "a serving process did not take the new access log"
+        assert "after" not in srv.access_log.with_suffix(".1").read_text()
+        assert srv.access_log.stat().st_uid == 0, "the log was handed to the user"
         srv.signal(signal.SIGHUP)
         m = wait_log(srv, GEN_RE.format(n=2, model=model), 5)
         assert m, srv.diagnostics()
@@ -143,27 +151,122 @@ def test_logs_reopen_and_reload_as_user(model, docroot, workdir):
         assert srv.stop() == 0, srv.diagnostics()
 
 
-@needs_root
-def test_log_handed_to_the_user_never_through_a_symlink(docroot, workdir, tmp_path):
-    """After a rotation the master (root) makes the new log file the user's.
-    In a log directory the user may write to, it can plant a symlink where
-    the new file is to be, before SIGUSR1: a chown by path would hand the
-    link's target (/etc/shadow, say) to the user."""
+def _victim(tmp_path: Path) -> Path:
     victim = tmp_path / "victim"  # beneath a directory of root's, as /etc is
     victim.write_text("secret\n")
     victim.chmod(0o600)
+    return victim
+
+
+@needs_root
+def test_log_link_refused_at_start(docroot, tmp_path):
+    """A log path that is a symlink (or a hard link) is refused, with or
+    without --check: root would write to the link's target."""
+    victim = _victim(tmp_path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "access.log").symlink_to(victim)
+    os.link(victim, logs / "error.log")
+    base = ["--root", str(docroot.path), "--port", str(util.free_port())]
+    for extra in ([], ["--check"]):
+        r = util.run_spindle(*base, *extra, "--set", f"access_log={logs / 'access.log'}", timeout=15)
+        assert r.returncode == 2 and "symbolic link" in r.stderr, (extra, r.returncode, r.stderr)
+        r = util.run_spindle(*base, *extra, "--set", f"error_log={logs / 'error.log'}", timeout=15)
+        assert r.returncode == 2 and "hard link" in r.stderr, (extra, r.returncode, r.stderr)
+    assert victim.read_text() == "secret\n"
+
+
+@needs_root
+@pytest.mark.parametrize("when", ["reopen", "reload"])
+def test_log_link_planted_by_the_user_is_never_followed(docroot, workdir, tmp_path, when):
+    """The user, in a log directory it can write to, plants a link where the
+    next log file is to be, before SIGUSR1 or SIGHUP: the master (root) must
+    neither write its own lines through it nor hand it to a new serving
+    process (nginx's CVE-2016-1247). It keeps the old files and says why."""
+    victim = _victim(tmp_path)
     srv = dropped_server("epoll", docroot, workdir)
     try:
         assert srv.get("/a.txt").body == A_TXT
         assert util.wait_for(lambda: srv.access_log.exists() and "GET /a.txt" in srv.access_log.read_text(), 5)
-        srv.access_log.rename(srv.access_log.with_suffix(".1"))
-        srv.access_log.symlink_to(victim)  # the user's move, as logrotate runs
-        srv.signal(signal.SIGUSR1)
-        assert wait_log(srv, r"access_log: .* not a regular file", 5), log_text(srv)
+        old_error = srv.error_log.with_suffix(".1")
+        for log in (srv.access_log, srv.error_log):
+            log.rename(log.with_suffix(".1"))
+            log.symlink_to(victim)  # the user's move, as logrotate runs
+        if when == "reopen":
+            srv.signal(signal.SIGUSR1)
+            time.sleep(0.3)
+        srv.signal(signal.SIGHUP)  # the master logs, and a new serving process takes its logs
+        time.sleep(1.0)  # past the new generation's start-up grace
+        assert srv.get("/a.txt?later").body == A_TXT
+        time.sleep(0.2)
+        assert victim.read_text() == "secret\n", "root wrote through the link"
+        if when == "reopen":
+            msg = r"error_log: cannot reopen '.*': it is a symbolic link, which is never followed"
+            assert re.search(msg, old_error.read_text()), old_error.read_text()
+        # a reload to the same paths keeps the files open: nothing is opened by path
+        assert re.search(GEN_RE.format(n=2, model="epoll"), old_error.read_text()), old_error.read_text()
+        assert "later" in srv.access_log.with_suffix(".1").read_text()
         assert victim.stat().st_uid == 0 and victim.stat().st_gid == 0, "the link's target was given away"
+    finally:
+        srv.error_log.unlink()
+        srv.error_log = old_error
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+def test_reload_to_a_log_path_that_is_a_link_is_refused(docroot, workdir, tmp_path):
+    """A reload whose configuration moves the access log to a path that is a
+    link is refused; the old files and serving process stay."""
+    victim = _victim(tmp_path)
+    conf = tmp_path / "spindle.conf"
+    conf.write_text(f"[log]\naccess_log = {workdir / 'access.log'}\n")
+    srv = util.Server("epoll", docroot.path, workdir, {"user": USER}, extra_args=["--config", str(conf)])
+    del srv.settings["access_log"]
+    srv.start()
+    try:
+        assert srv.get("/a.txt").body == A_TXT
+        (workdir / "moved.log").symlink_to(victim)
+        conf.write_text(f"[log]\naccess_log = {workdir / 'moved.log'}\n")
+        srv.signal(signal.SIGHUP)
+        assert wait_log(srv, r"access_log: cannot open '.*moved.log': it is a symbolic link", 5), log_text(srv)
+        assert wait_log(srv, r"reload: cannot open the new configuration's logs \(see above\); still serving", 5)
+        assert srv.get("/a.txt?after").body == A_TXT
+        assert util.wait_for(lambda: "after" in (workdir / "access.log").read_text(), 5)
+        assert victim.read_text() == "secret\n", "root wrote through the link"
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+def test_log_directory_the_user_may_write_is_refused(docroot, tmp_path):
+    """A log directory the user owns lets it replace a log by a link at any
+    time: refused at start and under --check (status 2), and at a reload,
+    which keeps serving with the old configuration."""
+    pw = _user()
+    logs = Path(tempfile.mkdtemp(prefix="spindle-logs-"))  # one the user can reach
+    logs.chmod(0o755)
+    shutil.chown(logs, pw.pw_uid, pw.pw_gid)
+    base = ["--root", str(docroot.path), "--port", str(util.free_port()), "--set", f"user={USER}",
+            "--set", f"access_log={logs / 'access.log'}"]
+    for extra in ([], ["--check"]):
+        r = util.run_spindle(*base, *extra, timeout=15)
+        assert r.returncode == 2 and "writable by the serving user 'www-data'" in r.stderr, \
+            (extra, r.returncode, r.stderr)
+    assert not (logs / "access.log").exists()
+    work = tmp_path / "work"
+    work.mkdir()
+    srv = util.Server("epoll", docroot.path, work, {"user": USER, "access_log": logs / "access.log"})
+    shutil.chown(logs, 0, 0)
+    srv.start()
+    try:
+        shutil.chown(logs, pw.pw_uid, pw.pw_gid)
+        srv.signal(signal.SIGHUP)
+        assert wait_log(srv, r"writable by the serving user", 5), log_text(srv)
+        assert wait_log(srv, r"reload: cannot set up the new configuration; still serving", 5), log_text(srv)
         assert srv.get("/a.txt").body == A_TXT
     finally:
         assert srv.stop() == 0, srv.diagnostics()
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 @needs_root
@@ -222,3 +325,35 @@ def test_landlock_confines_reads_to_the_root(servers):
     assert srv.get("/a.txt").body == A_TXT
     open_srv = servers(symlinks="all", landlock="off")
     assert open_srv.get("/link_out.txt").body == OUTSIDE_SECRET
+
+
+@needs_root
+def test_each_403_says_why_at_debug_level(workdir, tmp_path):
+    """A file the user may not read, a link out of the root that Landlock
+    blocks (symlinks = all), a directory with no index file, a device: each
+    answers 403 and, at log_level = debug, the error log says which path and
+    why (it said nothing, even at debug)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    root.chmod(0o755)
+    (root / "ok.txt").write_text("ok\n")
+    (root / "private.txt").write_text("root's\n")
+    (root / "private.txt").chmod(0o600)
+    (root / "empty").mkdir()
+    (root / "link_out.txt").symlink_to("/etc/hostname")  # readable by all: only Landlock stops it
+    (root / "null").symlink_to("/dev/null")
+    srv = util.Server("epoll", root, workdir, {"user": USER, "log_level": "debug", "symlinks": "all"}).start()
+    try:
+        assert srv.get("/ok.txt").body == b"ok\n"
+        # said once at start: symlinks = all does not reach past Landlock
+        assert wait_log(srv, r"\[warn\] .*landlock: symlinks = all, but a link leading out of .* is still "
+                             r"refused \(403\)", 3), log_text(srv)
+        for target, why in (("/private.txt", r"permission denied"),
+                            ("/link_out.txt", r"permission denied"),
+                            ("/empty/", r"a directory without index\.html, and autoindex is off"),
+                            ("/null", r"not a regular file")):
+            assert srv.get(target).status == 403, target
+            assert wait_log(srv, rf"\[debug\] \[\d+\] 403 for '{re.escape(target.rstrip('/'))}.*': {why}", 3), \
+                (target, log_text(srv))
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()

@@ -602,3 +602,41 @@ def test_kernel_tls_attempt_and_fallback(model, fresh_server, certs, docroot, mo
     rx = re.compile(rf"kernel TLS {outcome} for TLS 1\.3 TX from record 1\b")
     assert util.wait_for(lambda: rx.search(srv.error_log.read_text(errors="replace")), util.scaled(5)), \
         srv.error_log.read_text(errors="replace")
+
+
+def _tls_fault(certs: Certs, tmp_path: Path, what: str) -> tuple[str, str, str]:
+    """(certificate, key, words the message must hold after the file's name)."""
+    cert, key = str(certs.chain), str(certs.key)
+    der = tmp_path / "chain.der"
+    subprocess.run(["openssl", "x509", "-in", cert, "-outform", "der", "-out", str(der)], check=True)
+    broken = tmp_path / "broken.pem"
+    broken.write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+    encrypted = tmp_path / "encrypted.key"
+    subprocess.run(["openssl", "pkey", "-in", key, "-aes256", "-passout", "pass:secret", "-out", str(encrypted)],
+                   check=True)
+    return {
+        "certificate missing": (str(tmp_path / "none.pem"), key,
+                                f"tls_certificate '{tmp_path / 'none.pem'}': cannot read it: No such file"),
+        "certificate not PEM": (str(der), key, f"tls_certificate '{der}': not a PEM file"),
+        "certificate holds none": (key, key, f"tls_certificate '{key}': holds no certificate (only: PRIVATE KEY)"),
+        "certificate does not decode": (str(broken), key, f"tls_certificate '{broken}': its certificate does not decode"),
+        "key not PEM": (cert, str(der), f"tls_certificate_key '{der}': not a PEM file"),
+        "key holds none": (cert, cert, f"tls_certificate_key '{cert}': holds no private key (only: CERTIFICATE)"),
+        "key encrypted": (cert, str(encrypted), f"tls_certificate_key '{encrypted}': the key is encrypted"),
+        "key of another certificate": (cert, str(certs.other_key),
+                                       f"tls_certificate_key '{certs.other_key}' is not the key of tls_certificate"),
+    }[what]
+
+
+@pytest.mark.parametrize("what", ["certificate missing", "certificate not PEM", "certificate holds none",
+                                  "certificate does not decode", "key not PEM", "key holds none", "key encrypted",
+                                  "key of another certificate"])
+def test_tls_file_errors_say_what_is_wrong_in_words(certs, tmp_path, docroot, what):
+    """Each fault of the certificate or key is named with its file, in words
+    (not OpenSSL's 'PEM lib'), at start and under --check alike."""
+    cert, key, words = _tls_fault(certs, tmp_path, what)
+    args = ["--root", str(docroot.path), "--port", str(util.free_port()), "--set", "tls=on",
+            "--set", f"tls_certificate={cert}", "--set", f"tls_certificate_key={key}"]
+    r = util.run_spindle(*args, "--check", timeout=15)
+    assert r.returncode == 2 and words in r.stderr, (r.returncode, r.stderr)
+    assert "PEM lib" not in r.stderr.split("(OpenSSL:")[0], r.stderr
