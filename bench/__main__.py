@@ -192,6 +192,7 @@ def main() -> int:
     started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     interrupted = False
     try:
+        print(f"CPU meter: {lab.start_meter()}", flush=True)
         lab.make_docroot()
         run_experiments(lab, names, models, experiments.EXPERIMENTS, plan)
     except KeyboardInterrupt:
@@ -201,6 +202,7 @@ def main() -> int:
         lab.cleanup()
     elapsed = time.monotonic() - t0
     man = manifest(lab, models, mode, repeats, started, elapsed, names)
+    man["cpu_meter"] = lab.meter.method
     man["interrupted"] = interrupted
     man["cell_s"], man["warmup_s"], man["cores_asked"] = cell_s, warmup_s, cores
     man["experiment_elapsed_s"] = {n: round(t, 1) for n, t in lab.exp_elapsed.items()}
