@@ -222,18 +222,22 @@ def main() -> int:
     return 130 if interrupted else 0
 
 
-PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json")
+PUBLISHED = ("report.md", "index.html", "results.csv", "results.json", "manifest.json")
 
 
 def publish(out: Path, dest: Path) -> None:
-    """docs/bench holds exactly one run: its report, data and plots."""
+    """docs/bench holds exactly one run: its report (Markdown and HTML), data,
+    plots and every cell's raw generator output (raw/)."""
     import shutil
     dest.mkdir(parents=True, exist_ok=True)
     for old in list(dest.glob("*.png")) + [dest / n for n in PUBLISHED]:
         old.unlink(missing_ok=True)
+    shutil.rmtree(dest / "raw", ignore_errors=True)
     for f in [out / n for n in PUBLISHED] + sorted(out.glob("*.png")):
         if f.exists():
             shutil.copy2(f, dest / f.name)
+    if (out / "raw").is_dir():
+        shutil.copytree(out / "raw", dest / "raw")
     print(f"published to {dest}", flush=True)
 
 
