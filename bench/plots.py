@@ -1,6 +1,6 @@
 """The report's plotting rules, in one place: error bars are 95% confidence
-intervals where the run has them (ci95_low / ci95_high of a metric, from the
-statistics of bench/stats.py) and say "min–max over repeats" where it does
+intervals where the run has them (a metric's bootstrap interval from
+bench/stats.py) and say "min–max over repeats" where it does
 not; a client-bound bar is hatched and labelled (its height is the
 generator's limit, not the server's); a log axis where one result would
 flatten the others; the seeds' own figures only in the units they used."""
@@ -22,13 +22,15 @@ LOG_SPREAD = 20      # a linear axis hides bars under 1/20 of the tallest: go lo
 
 def interval(r: dict, key: str) -> tuple[float, float, str] | None:
     """(low, high, what it is) of a row's metric: its bootstrap 95% CI when
-    the aggregate has one (`<key>_ci95_low`/`_high`, or `ci95_low`/`ci95_high`
-    when the row's main metric is `key`), else min–max over repeats."""
-    for lo_k, hi_k in ((f"{key}_ci95_low", f"{key}_ci95_high"),):
-        if r.get(lo_k) is not None and r.get(hi_k) is not None:
-            return r[lo_k], r[hi_k], "95% CI"
-    if r.get("main_metric", r.get("metric")) == key and r.get("ci95_low") is not None \
-            and r.get("ci95_high") is not None:
+    the aggregate has one (bench/stats.py's `<key>_ci95` = [low, high], or
+    `<key>_ci95_low`/`_high`, or results.csv's `ci95_low`/`ci95_high` when
+    `ci95_metric` is `key`), else min–max over repeats."""
+    pair = r.get(f"{key}_ci95")
+    if isinstance(pair, (list, tuple)) and len(pair) == 2 and None not in pair:
+        return pair[0], pair[1], "95% CI"
+    if r.get(f"{key}_ci95_low") is not None and r.get(f"{key}_ci95_high") is not None:
+        return r[f"{key}_ci95_low"], r[f"{key}_ci95_high"], "95% CI"
+    if r.get("ci95_metric") == key and r.get("ci95_low") is not None and r.get("ci95_high") is not None:
         return r["ci95_low"], r["ci95_high"], "95% CI"
     if r.get(f"{key}_min") is not None and r.get(f"{key}_max") is not None:
         return r[f"{key}_min"], r[f"{key}_max"], "min–max over repeats"

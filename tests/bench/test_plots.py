@@ -27,8 +27,11 @@ def row(server, rps, **kw):
 def test_whiskers_are_the_ci_when_there_is_one_else_min_max_and_say_so():
     with_ci = row("epoll", 100.0, rps_ci95_low=95.0, rps_ci95_high=104.0)
     assert plots.interval(with_ci, "rps") == (95.0, 104.0, "95% CI")
-    main = row("epoll", 100.0, main_metric="rps", ci95_low=97.0, ci95_high=102.0)
+    pair = row("epoll", 100.0, rps_ci95=[96.0, 103.0])
+    assert plots.interval(pair, "rps") == (96.0, 103.0, "95% CI")
+    main = row("epoll", 100.0, ci95_metric="rps", ci95_low=97.0, ci95_high=102.0)
     assert plots.interval(main, "rps") == (97.0, 102.0, "95% CI")
+    assert plots.interval(main, "p99_ms") is None
     assert plots.interval(row("fork", 50.0), "rps") == (40.0, 65.0, "min–max over repeats")
     err, what = plots.yerr([with_ci, row("fork", 50.0)], "rps")
     assert err == [[5.0, 10.0], [4.0, 15.0]] and what == "95% CI / min–max over repeats"
