@@ -65,26 +65,28 @@ class Spinner:
         self.p.wait(20)
 
 
-def writable_hierarchy() -> tuple[Path, int] | None:
+def writable_hierarchies() -> list[tuple[Path, int]]:
+    """Every CPU-accounting hierarchy this machine lets the lab write: cgroup
+    v1 cpuacct and the v2 tree (both, where both are mounted)."""
+    out = []
     if (cpumeter.V1_ROOT / "cpuacct.usage").exists() and os.access(cpumeter.V1_ROOT, os.W_OK):
-        return cpumeter.V1_ROOT, 1
+        out.append((cpumeter.V1_ROOT, 1))
     for root in cpumeter.V2_ROOTS:
         if (root / "cgroup.controllers").exists() and os.access(root, os.W_OK):
-            return root, 2
-    return None
+            out.append((root, 2))
+    return out
 
 
-@pytest.fixture
-def scoped_meter():
+@pytest.fixture(params=writable_hierarchies() or [None], ids=lambda p: f"v{p[1]}" if p else "none")
+def scoped_meter(request):
     """A meter whose "machine" is a cgroup of the test's own: the known busy
     loops are all that runs in it, so the other helpers' load on a shared
     machine does not enter the reading. Its children: the lab's part (server,
     generators) and `elsewhere`, standing for the rest of the machine."""
-    found = writable_hierarchy()
-    if found is None:
+    if request.param is None:
         yield None
         return
-    root, version = found
+    root, version = request.param
     scope = root / f"spindle-labtest-{os.getpid()}"
     scope.mkdir()
     meter = cpumeter.CgroupMeter(scope, version)
