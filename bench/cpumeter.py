@@ -18,6 +18,10 @@ CONFIG_IRQ_TIME_ACCOUNTING) a softirq that runs inside a task (the loopback
 receive path inside the server's send) is that task's time, so nothing is
 subtracted twice and the result is reported as measured, negative or not.
 
+Of other load, the kernel's own threads (ksoftirqd, kworkers: children of
+kthreadd) are read apart from their schedstat: softirq work the kernel defers
+to ksoftirqd under load is the cell's, though no task of the cell ran it.
+
 Without a writable hierarchy (no root, a read-only /sys/fs/cgroup), /proc:
 every process's utime + stime + the children it reaped (cutime + cstime),
 summed over the machine (a process that exits is reaped into its parent's
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 from . import procstat
@@ -138,9 +143,10 @@ class CgroupMeter:
     def snapshot(self, server_key: str | None, server_pids: list[int] | None = None) -> dict:
         snap = {"machine": self.machine_ns(), "lab": self.usage(self.dir), "gen": self.usage(self.gen),
                 "server": self.usage(self.server_group(server_key)) if server_key else 0}
-        if self.version == 1 and not self.machine_from_procstat:
+        if self.version == 1 and not self.machine_from_procstat:   # right after the totals: little skew
             snap["machine_percpu"] = _v1_percpu_ns(self.base)
             snap["lab_percpu"] = _v1_percpu_ns(self.dir)
+        snap["kthreads"] = kernel_thread_times()
         return snap
 
     def release(self, key: str) -> None:
@@ -185,7 +191,7 @@ class ProcMeter:
         tck = 10**9 // procstat.CLK_TCK
         srv = sum(allp.get(p, 0) for p in server_pids or [])
         return {"machine": sum(allp.values()) * tck, "lab": allp.get(os.getpid(), 0) * tck + srv * tck,
-                "server": srv * tck, "gen": None}
+                "server": srv * tck, "gen": None, "kthreads": kernel_thread_times()}
 
     def release(self, key: str) -> None:
         pass
@@ -208,6 +214,20 @@ def machine_process_ticks(proc: Path = Path("/proc")) -> dict[int, int]:
         except (OSError, IndexError, ValueError):
             continue
     return out
+
+
+_KTHREADS: tuple[float, list[int]] = (0.0, [])
+
+
+def kernel_thread_times(max_age_s: float = 30.0) -> dict[int, tuple[int, int]]:
+    """The kernel's own threads' schedstat (they are part of other load). The
+    list of them is found by a scan of /proc at most every max_age_s seconds
+    (tens of milliseconds on a busy machine; kworkers come and go slowly)."""
+    global _KTHREADS
+    now = time.monotonic()
+    if now - _KTHREADS[0] > max_age_s:
+        _KTHREADS = (now, procstat.kernel_threads())
+    return procstat.threads_schedstat(_KTHREADS[1])
 
 
 def make_meter(prefer: str = "auto"):
@@ -236,6 +256,8 @@ def cell_figures(before: dict, after: dict, gen_fallback_s: float) -> dict:
     # cgroup is a child of the lab's; /proc: the lab process reaps them).
     out = {"server_cpu_s": d["server"], "gen_cpu_s": gen, "other_cpu_s": d["machine"] - d["lab"],
            "lab_cpu_s": d["lab"] - d["server"] - gen}
+    if "kthreads" in before and "kthreads" in after:
+        out["kthread_cpu_s"] = procstat.schedstat_delta(before["kthreads"], after["kthreads"])[0]
     if "machine_percpu" in before and "machine_percpu" in after:
         for i, (m0, m1, l0, l1) in enumerate(zip(before["machine_percpu"], after["machine_percpu"],
                                                  before["lab_percpu"], after["lab_percpu"])):

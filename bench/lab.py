@@ -875,6 +875,8 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
         w = meter.get("window_s") or wall_s
         out.update(other_cpu_s=meter["other_cpu_s"], other_cores=meter["other_cpu_s"] / w if w else 0,
                    lab_cores=meter["lab_cpu_s"] / w if w else 0, cpu_meter=meter["method"])
+        if meter.get("kthread_cpu_s") is not None:
+            out["kthread_cores"] = meter["kthread_cpu_s"] / w if w else 0
         for k, v in meter.items():
             if re.fullmatch(r"other_cpu\d+_s", k):
                 out[k[:-2] + "_cores"] = v / w if w else 0

@@ -107,3 +107,26 @@ def schedstat_delta(before: dict[int, tuple[int, int]], after: dict[int, tuple[i
         run += r1 - r0
         wait += w1 - w0
     return run / 1e9, wait / 1e9
+
+
+def kernel_threads(proc: Path = Path("/proc")) -> list[int]:
+    """kthreadd (PID 2) and its children: ksoftirqd, kworkers and the rest of
+    the kernel's own threads, whose CPU is other load but may be the cell's
+    (softirq work deferred to ksoftirqd under load). None visible (a
+    container's own PID namespace, where PID 2 is anybody): an empty list."""
+    try:
+        if "(kthreadd)" not in (proc / "2" / "stat").read_text():
+            return []
+    except OSError:
+        return []
+    out = []
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid, _ = parse_pid_stat((d / "stat").read_text())
+        except (OSError, IndexError, ValueError):
+            continue
+        if d.name == "2" or ppid == 2:
+            out.append(int(d.name))
+    return out

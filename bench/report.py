@@ -757,22 +757,28 @@ class Report:
             "subtractions, and shown as measured (a small negative figure is the readings' skew, up to a "
             "scheduler tick per running task). Interrupt work is not subtracted from it: the kernel charges a "
             "softirq to the task it interrupted, so the loopback receive path inside the server's send is in the "
-            "server's CPU. `softirq_cores` and `steal_cores` (/proc/stat, 10 ms ticks) say how much interrupt "
+            "server's CPU; softirq work the kernel defers to ksoftirqd is a kernel thread's, so the kernel's "
+            "own threads are read apart (`kthread_cores`, schedstat): that part of other load may be the cell's. "
+            "`softirq_cores` and `steal_cores` (/proc/stat, 10 ms ticks) say how much interrupt "
             "work and hypervisor steal there was; `server_runq_wait_s` (schedstat) is how long the server's "
             "threads waited for a CPU, summed over threads. Every cell's figures are in results.csv "
             "(`server_cpu_s`, `gen_cpu_s`, `gen_share`, `client_bound`, `other_cores`, `other_cpuN_cores`, "
-            "`lab_cores`, `softirq_cores`, `steal_cores`, `server_runq_wait_s`, `cpuN_busy`, `cpu_meter`).\n")
+            "`lab_cores`, `kthread_cores`, `softirq_cores`, `steal_cores`, `server_runq_wait_s`, `cpuN_busy`, "
+            "`cpu_meter`).\n")
         trs = []
         for exp in dict.fromkeys(r["exp"] for r in rows):
             e = [r for r in rows if r["exp"] == exp]
             other = [r["other_cores"] for r in e]
             steal = [r.get("steal_cores", 0) for r in e]
+            kth = [r["kthread_cores"] for r in e if r.get("kthread_cores") is not None]
             trs.append([exp, len(e), f"{statistics.median(other):+.3f}",
+                        f"{statistics.median(kth):.3f}" if kth else "—",
                         f"{min(r.get('other_cores_min', r['other_cores']) for r in e):+.3f} to "
                         f"{max(r.get('other_cores_max', r['other_cores']) for r in e):+.3f}",
                         f"{statistics.median(steal):.3f}",
                         sum(1 for r in e if r.get("client_bound")), sum(1 for r in e if r.get("invalid"))])
-        self.md.append(table(["experiment", "cells", "other load, median (cores)", "other load, every repeat",
+        self.md.append(table(["experiment", "cells", "other load, median (cores)",
+                              "of which kernel threads, median", "other load, every repeat",
                               "steal, median (cores)", "client-bound cells", "invalid cells"], trs))
         busy = [r for r in rows if r.get("other_cores_max", r["other_cores"]) > 0.25]
         if busy:
