@@ -91,6 +91,14 @@ def _anchor_tables(body: str) -> str:
     return "".join(out)
 
 
+def _box_summary(body: str) -> str:
+    """The summary of findings, set apart at the top of the page."""
+    m = re.search(r'<h2 id="summary-of-findings">.*?(?=<h2 |\Z)', body, re.S)
+    if not m:
+        return body
+    return body[:m.start()] + f'<section class="summary">{m.group(0)}</section>\n' + body[m.end():]
+
+
 def _external_links(body: str) -> list[str]:
     return re.findall(r'(?:src|href)="((?:https?:)?//[^"]+)"', body)
 
@@ -99,7 +107,7 @@ def render(md_text: str, base: Path, title: str = "spindle lab report") -> str:
     md = markdown.Markdown(extensions=["tables", "fenced_code", "toc", "sane_lists"],
                            extension_configs={"toc": {"toc_depth": "2-3"}})
     body = md.convert(md_text)
-    body = _anchor_tables(_inline_images(body, base))
+    body = _box_summary(_anchor_tables(_inline_images(body, base)))
     # links to the run's own files (results.csv, raw/...) stay relative: they
     # are beside the page wherever it is served; nothing outside is linked
     for url in _external_links(body):

@@ -905,10 +905,13 @@ def little_unchecked(m: dict, conc: int | None) -> str | None:
         if mean is None:
             return "ab printed no per-request times"
         if mean < AB_LATENCY_MIN_MS:
-            return (f"ab's measured mean is {mean} ms, in whole milliseconds: under {AB_LATENCY_MIN_MS} ms its "
-                    f"rounding alone moves the product by more than the check's tolerance")
+            return (f"ab's measured mean is under {AB_LATENCY_MIN_MS} ms, in whole milliseconds: its rounding "
+                    f"alone moves the product by more than the check's tolerance")
         return None
     if m.get("mean_ms", m.get("avg_ms")) is None:
+        if "pipeline" in m.get("cmd", ""):
+            return ("requests pipelined: wrk times each request as if alone on its connection, so the cell "
+                    "reports no latency to multiply")
         return f"{m.get('tool', 'the tool')} reported no mean latency"
     return None
 

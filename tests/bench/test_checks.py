@@ -194,3 +194,18 @@ def test_rps_ceiling_from_cpu_per_request_and_pinned_cores():
     assert rps_ceiling({"server_us_per_req_min": 50.0, "cpus": "0"}) == 20000
     assert rps_ceiling({"server_us_per_req_min": 50.0, "cpus": "0-1"}) == 40000
     assert rps_ceiling({"cpus": "0"}) is None
+
+
+def test_where_littles_law_is_not_checked_the_cell_says_why():
+    assert "open loop" in lab.little_unchecked({"tool": "vegeta"}, None)
+    assert "no latency" in lab.little_unchecked({"tool": "s_time"}, 1)
+    assert "under 5 ms" in lab.little_unchecked({"tool": "ab", "total_mean_ms": 1}, 200)
+    assert lab.little_unchecked({"tool": "ab", "total_mean_ms": 12}, 200) is None
+    assert "pipelined" in lab.little_unchecked({"tool": "wrk", "cmd": "wrk -s bench/lua/pipeline.lua"}, 50)
+    assert lab.little_unchecked({"tool": "wrk", "mean_ms": 2.0}, 50) is None
+    m = {"server_cpu_s": 0.5, "wall_s": 3.0, "tool": "ab", "total_mean_ms": 2, "rps": 50_000}
+    lab.physics_checks(m, 1, 100)
+    assert "little_ratio" not in m and "under 5 ms" in m["little_unchecked"]
+    m = {"server_cpu_s": 0.5, "wall_s": 3.0, "tool": "ab", "total_mean_ms": 10, "rps": 10_000}
+    lab.physics_checks(m, 1, 100)
+    assert m["little_ratio"] == 1.0 and "little_unchecked" not in m

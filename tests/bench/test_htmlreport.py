@@ -124,6 +124,7 @@ def test_page_has_a_toc_anchored_sortable_tables_and_inline_plots(tmp_path):
     assert len(imgs) == 1 and base64.b64decode(imgs[0]["src"].split(",", 1)[1]) == PNG
     assert "addEventListener(\"click\"" in page
     assert "worker_processes 1;" in page
+    assert re.search(r'<section class="summary"><h2 id="summary-of-findings">.*one finding.*</section>', page, re.S)
     no_external_reference(p)
 
 
