@@ -1063,8 +1063,6 @@ def write(lab, out: Path, man: dict) -> None:
     rep = Report(lab, out, man)
     text = rep.render()
     (out / "report.md").write_text(text)
-    from . import htmlreport
-    htmlreport.write(out)
     recs = []
     for r in lab.records:
         r = dict(r)
@@ -1086,3 +1084,9 @@ def write(lab, out: Path, man: dict) -> None:
         w.writeheader()
         for r in lab.records:
             w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
+    try:         # last: a missing renderer must not cost the run its data
+        from . import htmlreport
+        htmlreport.write(out)
+    except ImportError as e:
+        print(f"index.html not written ({e}): pip install -r bench/requirements.txt, then "
+              f"python -m bench --report-only {out}", flush=True)
