@@ -1,4 +1,4 @@
-"""What a run ran on and with: the machine as a reviewer needs it
+"""What a run ran on and with: the machine as a reader judging the figures needs it
 (hypervisor or bare metal, CPU, SMT, caches, frequency policy, mitigations,
 hardware counters, kernel and its accounting), pinning, every tool's version,
 configuration."""
@@ -195,7 +195,7 @@ def machine_description() -> dict:
 
 
 def machine_markdown(m: dict) -> str:
-    """The machine as a table a reviewer reads (the report's Machine section)."""
+    """The machine as a table (the report's Machine section)."""
     if not m:
         return "Not recorded (a run from before the lab described its machine).\n"
     v, c, p, k = m["virtualization"], m["cpu"], m["perf_counters"], m["kernel"]

@@ -819,10 +819,15 @@ class Report:
         cells, other load, steal, the machine)."""
         out = ["\n## Summary of findings\n"]
         verdict = lambda v: re.sub(r"[*]", "", str(v))
-        settled = [h for h in self.headline if not verdict(h[-1]).startswith(("unsettled", "not run", "no verdict"))]
+        # a headline row: experiment, metric, epoll, nginx, ratio, verdict[, published run, settled by both]
+        settled = [h for h in self.headline if len(h) > 5
+                   and not verdict(h[5]).startswith(("unsettled", "not run", "no verdict"))]
+        both = [h for h in settled if len(h) > 7 and verdict(h[7]) == "yes"]
         out.append(f"- **Headline (epoll against nginx)**: {len(settled)} of {len(self.headline)} comparisons "
-                   f"reached a verdict" + (": " + "; ".join(f"{h[0]} {h[1]}: {verdict(h[-1])} (ratio {h[-2]})"
-                                                            for h in settled) if settled else "") + ".")
+                   f"reached a verdict" + (": " + "; ".join(f"{h[0]} {h[1]}: {verdict(h[5])} (ratio {h[4]})"
+                                                            for h in settled) if settled else "")
+                   + (f"; {len(both)} of them settled by this run and the published one alike" if both else "")
+                   + ".")
         cl = getattr(self, "claims", []) or []
         if cl:
             counts: dict[str, int] = {}

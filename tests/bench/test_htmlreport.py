@@ -165,3 +165,17 @@ def test_the_lab_writes_the_page_beside_the_markdown_with_the_same_tables(tmp_pa
     assert pngs and len([1 for t, a in p.tags if t == "img"]) == len(pngs)
     no_external_reference(p)
     assert "Summary of findings" in md
+
+
+def test_the_summary_up_front_lists_the_verdicts_reached(tmp_path):
+    rep = report.Report(SimpleNamespace(records=[], notes={}, server_memory=[]), tmp_path, {})
+    rep.headline = [["Seed 003", "req/s, ab -k -c 200", "140k", "103k", "1.36 [1.30–1.42]", "epoll ahead",
+                     "epoll ahead", "**yes**"],
+                    ["Seed 000", "req/s, ab -c 30", "18.5k", "18.3k", "1.01 [0.97–1.05]", "unsettled (±4%)",
+                     "—", "no"]]
+    rep.claims = [{"seed": "001", "claim": "threaded is not fastest", "verdict": "holds"},
+                  {"seed": "002", "claim": "more buckets help", "verdict": "unsettled (±9%)"}]
+    text = rep.summary_section()
+    assert "1 of 2 comparisons reached a verdict: Seed 003 req/s, ab -k -c 200: epoll ahead (ratio 1.36" in text
+    assert "1 of them settled by this run and the published one alike" in text
+    assert "2 checked: 1 holds, 1 unsettled" in text and "threaded is not fastest: **holds**" in text
