@@ -126,3 +126,9 @@ def write(out: Path) -> Path:
     page = render((out / "report.md").read_text(), out)
     (out / "index.html").write_text(page)
     return out / "index.html"
+
+
+if __name__ == "__main__":      # python -m bench.htmlreport DIR: DIR/report.md -> DIR/index.html
+    import sys
+    for d in sys.argv[1:] or ["docs/bench"]:
+        print(write(Path(d)))

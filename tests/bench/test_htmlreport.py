@@ -179,3 +179,11 @@ def test_the_summary_up_front_lists_the_verdicts_reached(tmp_path):
     assert "1 of 2 comparisons reached a verdict: Seed 003 req/s, ab -k -c 200: epoll ahead (ratio 1.36" in text
     assert "1 of them settled by this run and the published one alike" in text
     assert "2 checked: 1 holds, 1 unsettled" in text and "threaded is not fastest: **holds**" in text
+
+
+def test_the_published_page_is_the_published_report_rendered():
+    """docs/bench/index.html is report.md beside it, rendered: after any change
+    to the report, `python -m bench.htmlreport docs/bench` writes it again."""
+    pub = REPO / "docs" / "bench"
+    assert (pub / "index.html").read_text() == htmlreport.render((pub / "report.md").read_text(), pub), \
+        "docs/bench/index.html is stale: python -m bench.htmlreport docs/bench"
