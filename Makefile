@@ -29,7 +29,7 @@ UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 VENV     := .venv
 PY       := $(VENV)/bin/python
 
-.PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench bench-smoke clean \
+.PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench bench-smoke bench-view clean \
 	man man-deps install uninstall
 
 TSAN_MODELS ?= epoll or pool
@@ -197,6 +197,14 @@ bench-smoke: spindle
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) -m bench --smoke $(BENCH_ARGS)
+
+# The published report (docs/bench/index.html, with report.md and the data beside
+# it) served by spindle itself, in the foreground until Ctrl-C.
+BENCH_VIEW_PORT ?= 8081
+bench-view: spindle
+	@test -f docs/bench/index.html || { echo "docs/bench/index.html missing: make bench writes it" >&2; exit 1; }
+	@echo "spindle lab report: http://127.0.0.1:$(BENCH_VIEW_PORT)/ (Ctrl-C stops the server)"
+	./spindle --config server.conf --bind 127.0.0.1 --port $(BENCH_VIEW_PORT) --root docs/bench
 
 clean:
 	rm -rf build spindle spindle-asan spindle-tsan spindle-stat

@@ -223,6 +223,7 @@ def main() -> int:
     started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     interrupted = False
     try:
+        print(f"CPU meter: {lab.start_meter()}", flush=True)
         lab.make_docroot()
         run_experiments(lab, names, models, experiments.EXPERIMENTS, plan)
     except KeyboardInterrupt:
@@ -235,6 +236,7 @@ def main() -> int:
     man = manifest(lab, models, mode, repeats, started, elapsed, names)
     man["order_seed"] = seed
     man["steal"] = steal
+    man["cpu_meter"] = lab.meter.method
     man["interrupted"] = interrupted
     man["cell_s"], man["warmup_s"], man["cores_asked"] = cell_s, warmup_s, cores
     man["experiment_elapsed_s"] = {n: round(t, 1) for n, t in lab.exp_elapsed.items()}
@@ -254,18 +256,22 @@ def main() -> int:
     return 130 if interrupted else 0
 
 
-PUBLISHED = ("report.md", "results.csv", "results.json", "manifest.json", "verdicts.json")
+PUBLISHED = ("report.md", "index.html", "results.csv", "results.json", "manifest.json", "verdicts.json")
 
 
 def publish(out: Path, dest: Path) -> None:
-    """docs/bench holds exactly one run: its report, data and plots."""
+    """docs/bench holds exactly one run: its report (Markdown and HTML), data,
+    plots and every cell's raw generator output (raw/)."""
     import shutil
     dest.mkdir(parents=True, exist_ok=True)
     for old in list(dest.glob("*.png")) + [dest / n for n in PUBLISHED]:
         old.unlink(missing_ok=True)
+    shutil.rmtree(dest / "raw", ignore_errors=True)
     for f in [out / n for n in PUBLISHED] + sorted(out.glob("*.png")):
         if f.exists():
             shutil.copy2(f, dest / f.name)
+    if (out / "raw").is_dir():
+        shutil.copytree(out / "raw", dest / "raw")
     print(f"published to {dest}", flush=True)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import checks, parsers, procstat
+from . import checks, cpumeter, parsers, procstat
 
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[1]
@@ -93,6 +93,7 @@ class Server:
     log_path: Path | None = None
     expected: dict = field(default_factory=dict)   # path -> (head bytes, body bytes)
     scheme: str = "http"      # "https" for a TLS server (the tls experiment)
+    cg_key: str = ""          # its cgroup in the CPU meter (bench/cpumeter.py)
 
     def url(self, path: str) -> str:
         return f"{self.scheme}://{HOST}:{self.port}{path}"
@@ -267,11 +268,22 @@ class Lab:
         self.server_memory: list[dict] = []   # each server's idle memory right after start
         self.cell_no = 0
         self.seed: int | None = ORDER_SEED   # measurement order (None: the old fixed alternation)
+        # The CPU meter (bench/cpumeter.py): /proc until the run makes its
+        # cgroups (start_meter), so a Lab that only plans touches nothing.
+        self.meter = cpumeter.ProcMeter()
+        self.raw = out / "raw"          # every cell's generator output, as it came
 
     def order_seed(self, exp: str) -> str | None:
         """Each experiment's shuffle, from the run's seed and its name (so adding
         an experiment does not reorder the others)."""
         return None if self.seed is None else f"{self.seed}/{exp}"
+
+    def start_meter(self) -> str:
+        """The best CPU meter the machine allows, the lab's process inside it."""
+        self.meter = cpumeter.make_meter()
+        if isinstance(self.meter, cpumeter.CgroupMeter):
+            self.meter.adopt_self()
+        return self.meter.method
 
     # -- docroot ------------------------------------------------------------
 
@@ -299,6 +311,7 @@ class Lab:
     def cleanup(self) -> None:
         for s in list(self.servers):
             self.stop(s)
+        self.meter.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- servers ------------------------------------------------------------
@@ -433,8 +446,9 @@ http {{
                 cmd = self.spindle_argv(model, s.port, workers, s.settings, s.log_path)
             s.argv = ["taskset", "-c", cpus, "prlimit", f"--nofile={nofile}:{nofile}", *cmd]
             err = open(self.logs / f"{s.label}-{s.port}.stderr", "wb")
-            s.proc = subprocess.Popen(s.argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                      cwd=self.tmp)
+            s.cg_key = f"{s.label}-{s.port}"
+            s.proc = subprocess.Popen(self.meter.enter_argv(self.meter.server_group(s.cg_key), s.argv),
+                                      stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=self.tmp)
             err.close()
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and s.alive():
@@ -492,6 +506,7 @@ http {{
                 print(f"  ! {s.label} ignored SIGTERM for {timeout}s: SIGKILL", flush=True)
                 s.proc.kill()
                 s.proc.wait(5)
+        self.meter.release(s.cg_key)
         return s.proc.returncode
 
     # -- checks -------------------------------------------------------------
@@ -519,7 +534,7 @@ http {{
         t0 = time.monotonic()
         full = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", str(int(limit_s)),
                 "prlimit", f"--nofile={NOFILE}:{NOFILE}", *cmd]
-        r = subprocess.run(full, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        r = subprocess.run(self.meter.enter_argv(getattr(self.meter, "gen", None), full), capture_output=True, text=True, stdin=subprocess.DEVNULL)
         out = r.stdout + ("\n" + r.stderr if r.stderr else "")
         if r.returncode == 124:
             out += f"\n[lab] killed by timeout after {limit_s:.0f}s"
@@ -531,7 +546,7 @@ http {{
         output, wall seconds); metrics carry failed_run when the output says the
         run did not finish."""
         out, dt, _rc = self._run(cmd, limit_s)
-        m = {"cmd": " ".join(cmd), "tool": tool}
+        m = {"cmd": " ".join(cmd), "tool": tool, "_raw_full": out}
         try:
             m.update(parse(out))
         except parsers.ParseError as e:
@@ -661,6 +676,9 @@ http {{
         m["_post_wall_s"] = time.monotonic() - t0
         m["_post_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         rfile.unlink(missing_ok=True)
+        # vegeta's own summary and its latency histogram, as printed
+        m["_raw_full"] = (f"{out}\n--- vegeta report -type=json\n{rep.stdout}{rep.stderr}"
+                          f"\n--- vegeta report -type=hdrplot\n{hdr.stdout}{hdr.stderr}")
         try:
             m.update(parsers.parse_vegeta(rep.stdout, hdr.stdout, rate))
         except parsers.ParseError as e:
@@ -748,13 +766,31 @@ http {{
     def client(self, args: list[str], limit_s: float = 120) -> dict:
         cmd = [sys.executable, "-m", "bench.client", *args]
         full = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", str(int(limit_s)), *cmd]
-        r = subprocess.run(full, capture_output=True, text=True, cwd=REPO, stdin=subprocess.DEVNULL)
+        r = subprocess.run(self.meter.enter_argv(getattr(self.meter, "gen", None), full), capture_output=True,
+                           text=True, cwd=REPO, stdin=subprocess.DEVNULL)
+        raw = f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}"
         try:
-            return json.loads(r.stdout.strip().splitlines()[-1])
+            return {**json.loads(r.stdout.strip().splitlines()[-1]), "_raw_full": raw}
         except (IndexError, json.JSONDecodeError):
-            return {"failed_run": f"client exited {r.returncode}: {r.stderr[-500:]}"}
+            return {"failed_run": f"client exited {r.returncode}: {r.stderr[-500:]}", "_raw_full": raw}
 
     # -- cells --------------------------------------------------------------
+
+    def keep_raw(self, exp: str, cell: str, rep: int, server: str, m: dict) -> str | None:
+        """Writes what the generator printed for one measurement (and, for our
+        Python clients, every latency they measured) under raw/, and returns
+        its path relative to the run's folder."""
+        text = m.pop("_raw_full", None)
+        if text is None and m.get("lat_ms"):
+            text = json.dumps({k: m[k] for k in ("lat_ms", "cdf") if k in m})
+        if text is None:
+            return None
+        safe = lambda x: re.sub(r"[^A-Za-z0-9_.=-]+", "_", str(x))
+        d = self.raw / safe(exp)
+        d.mkdir(parents=True, exist_ok=True)
+        f = d / f"{safe(cell)}--{safe(server)}--rep{rep}.txt"
+        f.write_text((f"$ {m['cmd']}\n" if m.get("cmd") else "") + text)
+        return str(f.relative_to(self.out))
 
     def note(self, exp: str, text: str) -> None:
         self.notes.setdefault(exp, [])
@@ -840,18 +876,24 @@ def exclude_post_processing(m: dict, wall_s: float, gen_cpu_s: float) -> tuple[f
     return max(1e-9, wall_s - post_wall), max(0.0, gen_cpu_s - post_cpu)
 
 
-def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach: dict, load_cpus: int) -> dict:
+def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach: dict, load_cpus: int,
+            meter: dict | None = None) -> dict:
     """Per-cell CPU figures: the server's and the generator's CPU, server CPU
     per request, whether the generator may have been the bottleneck, and what
-    else used the CPUs (busy time from /proc/stat minus server, generator and
-    interrupt work)."""
+    else used the CPUs. `meter` is bench/cpumeter.py's reading of the same
+    window (other load, the lab's own CPU, per CPU where it has them, its
+    window and method); without it other load is /proc/stat's busy time minus
+    server and generator. Interrupt work is not subtracted: the kernel charges
+    a softirq that runs inside a task (the loopback receive path inside the
+    server's send) to that task, so it is in the server's or the generator's
+    figure already. Other load is reported as measured, negative or not."""
     cpus = {k: v for k, v in mach.items() if k != "cpu"}
     busy = sum(v["busy_s"] for v in cpus.values())
     irq = sum(v["softirq_s"] for v in cpus.values())
-    # Other load is a share of /proc/stat's own window (ticks elapsed per CPU),
-    # not of the monotonic wall time: on a virtual machine whose tick
-    # accounting runs ahead of its clock, busy/wall read more cores than exist
-    # (2.29 "other" cores on a 2-CPU machine).
+    steal = sum(v.get("steal_s", 0.0) for v in cpus.values())
+    # /proc/stat's shares are of its own window (ticks elapsed per CPU), not of
+    # the monotonic wall time: on a virtual machine whose tick accounting runs
+    # ahead of its clock, busy/wall read more cores than exist.
     window = max((v["total_s"] for v in cpus.values()), default=0.0) or wall_s
     served = _served(m)
     out = {"wall_s": wall_s, "server_cpu_s": server_cpu_s, "server_cores": server_cpu_s / wall_s if wall_s else 0,
@@ -861,8 +903,21 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
            "server_us_per_req": server_cpu_s * 1e6 / served if served else None,
            # big files: CPU per byte moved (µs per MB = 10^6 bytes) says more than per request
            "server_us_per_mb": server_cpu_s * 1e12 / m["bytes"] if m.get("bytes") else None,
-           "softirq_cores": irq / wall_s if wall_s else 0,
-           "other_cores": max(0.0, busy - irq - server_cpu_s - gen_cpu_s) / window if window else 0}
+           "softirq_cores": irq / window if window else 0,
+           "steal_cores": steal / window if window else 0}
+    if meter is not None:
+        w = meter.get("window_s") or wall_s
+        out.update(other_cpu_s=meter["other_cpu_s"], other_cores=meter["other_cpu_s"] / w if w else 0,
+                   lab_cores=meter["lab_cpu_s"] / w if w else 0, cpu_meter=meter["method"])
+        if meter.get("kthread_cpu_s") is not None:
+            out["kthread_cores"] = meter["kthread_cpu_s"] / w if w else 0
+        for k, v in meter.items():
+            if re.fullmatch(r"other_cpu\d+_s", k):
+                out[k[:-2] + "_cores"] = v / w if w else 0
+    else:
+        out.update(other_cpu_s=busy - server_cpu_s - gen_cpu_s,
+                   other_cores=(busy - server_cpu_s - gen_cpu_s) / window if window else 0,
+                   cpu_meter="/proc/stat busy - server - generator (ticks)")
     for name, v in sorted(cpus.items()):
         out[f"{name}_busy"] = v["busy_s"] / v["total_s"] if v["total_s"] else 0
     return out
@@ -871,31 +926,53 @@ def account(m: dict, wall_s: float, server_cpu_s: float, gen_cpu_s: float, mach:
 AB_LATENCY_MIN_MS = 5     # ab's per-request times are whole milliseconds: coarser below this
 
 
+def little_unchecked(m: dict, conc: int | None) -> str | None:
+    """Why Little's law cannot be checked on this cell, or None when it can."""
+    if m.get("tool") == "vegeta" or conc is None:
+        return "open loop: the rate is fixed and requests in flight are not, so there is no closed-loop identity"
+    if not conc:
+        return "no fixed number of connections recorded"
+    if m.get("tool") == "s_time":
+        return "openssl s_time reports connections per second and no latency"
+    if m.get("tool") == "ab":
+        mean = m.get("total_mean_ms")
+        if mean is None:
+            return "ab printed no per-request times"
+        if mean < AB_LATENCY_MIN_MS:
+            return (f"ab's measured mean is under {AB_LATENCY_MIN_MS} ms, in whole milliseconds: its rounding "
+                    f"alone moves the product by more than the check's tolerance")
+        return None
+    if m.get("mean_ms", m.get("avg_ms")) is None:
+        if "pipeline" in m.get("cmd", ""):
+            return ("requests pipelined: wrk times each request as if alone on its connection, so the cell "
+                    "reports no latency to multiply")
+        return f"{m.get('tool', 'the tool')} reported no mean latency"
+    return None
+
+
 def littles_law_for(m: dict, conc: int | None) -> tuple[float | None, str | None]:
     """Little's law for a closed-loop cell (see checks.littles_law), with the
     tool's own per-request latency: ab's measured 'Total' mean (its 'Time per
     request' is computed as c x time / n, so Little's law holds for it by
     construction and would check nothing), wrk's and our client's mean."""
-    if not conc or m.get("tool") == "vegeta":
+    if little_unchecked(m, conc):
         return None, None
-    if m.get("tool") == "ab":
-        mean = m.get("total_mean_ms")
-        if mean is None or mean < AB_LATENCY_MIN_MS:
-            return None, None
-    else:
-        mean = m.get("mean_ms", m.get("avg_ms"))
+    mean = m.get("total_mean_ms") if m.get("tool") == "ab" else m.get("mean_ms", m.get("avg_ms"))
     return checks.littles_law(m.get("rps", 0), mean, conc)
 
 
 def physics_checks(m: dict, server_cores: int, conc: int | None) -> None:
     """Adds the cell's physical consistency checks to m: server CPU within its
-    cores (else invalid) and Little's law for closed loops (else a problem)."""
+    cores (else invalid) and Little's law for closed loops (else a problem, and
+    where it cannot be checked, why: `little_unchecked`)."""
     why = checks.server_cpu_check(m["server_cpu_s"], m["wall_s"], server_cores)
     if why:
         m["invalid"] = "; ".join(w for w in (m.get("invalid"), why) if w)
     ratio, why = littles_law_for(m, conc)
     if ratio is not None:
         m["little_ratio"] = ratio
+    else:
+        m["little_unchecked"] = little_unchecked(m, conc) or "no rate or latency measured"
     if why:
         m.setdefault("problems", []).append(why)
 
@@ -1037,7 +1114,10 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 lab.warm(s, c.warm_path)
             tot0 = lab.totals(s) if c.workload else None
             t_tot0 = time.monotonic()
-            mach0, srv0 = procstat.machine(), procstat.tree_cpu_s(s.pids())
+            pids0 = s.pids()
+            sched0 = procstat.threads_schedstat(pids0)
+            t_meter0 = time.monotonic()
+            mach0, cpu0 = procstat.machine(), lab.meter.snapshot(s.cg_key, pids0)
             ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.monotonic()
             try:
@@ -1046,21 +1126,38 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 m = {"failed_run": f"{type(e).__name__}: {e}"}
             wall = time.monotonic() - t0
             ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            mach1, srv1 = procstat.machine(), procstat.tree_cpu_s(s.pids())
+            pids1 = s.pids()
+            mach1, cpu1 = procstat.machine(), lab.meter.snapshot(s.cg_key, pids1)
+            meter_window = time.monotonic() - t_meter0
+            sched1 = procstat.threads_schedstat(pids1)
             if not s.alive():
                 m.setdefault("problems", []).append(f"server died (exit {s.proc.returncode})")
             gen = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+            post_cpu = m.get("_post_cpu_s", 0.0)
             wall, gen = exclude_post_processing(m, wall, gen)
+            figs = cpumeter.cell_figures(cpu0, cpu1, gen + post_cpu)
+            figs.update(window_s=meter_window, method=lab.meter.method)
+            if cpu0.get("gen") is None:
+                # /proc: the lab reaps the generators (and vegeta's decoding, which is not load) into its own
+                # figure; the generator is getrusage's, without the decoding
+                figs["gen_cpu_s"] = gen
+                figs["lab_cpu_s"] += post_cpu
+            raw_path = lab.keep_raw(exp, c.name, rep, s.label, m)
             if "failed_run" not in m:
-                m.update(account(m, wall, srv1 - srv0, gen, procstat.machine_delta(mach0, mach1), load_cpus))
+                m.update(account(m, wall, figs["server_cpu_s"], figs["gen_cpu_s"],
+                                 procstat.machine_delta(mach0, mach1), load_cpus, meter=figs))
+                # the server's threads' time waiting for a CPU (live threads; one that exits takes its own)
+                m["server_runq_wait_s"] = procstat.schedstat_delta(sched0, sched1)[1]
+            if raw_path:
+                m["raw_file"] = raw_path
                 closed = not (c.params.get("open_loop") or "rate" in c.params)
                 physics_checks(m, ncpus_in(s.cpus),
-                               (c.params.get("conc") or c.params.get("par")) if closed else None)
+                               (c.params.get("conc") or c.params.get("par") or 0) if closed else None)
                 if c.workload:
                     tot1 = lab.totals(s)
-                    srv_end = procstat.tree_cpu_s(s.pids())
+                    srv_end = lab.meter.snapshot(s.cg_key, s.pids())
                     wl = workload_checks(m, tot0, tot1, time.monotonic() - t_tot0, c.workload,
-                                         server_cpu_s=srv_end - srv0)
+                                         server_cpu_s=cpumeter.cell_figures(cpu0, srv_end, 0.0)["server_cpu_s"])
                     if m.get("invalid") and wl.get("invalid"):
                         wl["invalid"] = m["invalid"] + "; " + wl["invalid"]
                     m.update(wl)

@@ -1,6 +1,7 @@
-"""CPU accounting for every cell, from /proc: what the server's process tree
-used (utime + stime, plus the children it reaped), what each CPU did in all
-(/proc/stat), and from that what *else* ran on the machine during the cell.
+"""/proc readers for the lab's CPU accounting: what each CPU did
+(/proc/stat: busy, interrupt and steal ticks), a process tree's CPU in ticks
+(/proc/PID/stat, the /proc fallback of bench/cpumeter.py), and each thread's
+time on a CPU and waiting for one in nanoseconds (/proc/PID/task/TID/schedstat).
 The parsers are pure functions of the files' text (tests/bench)."""
 from __future__ import annotations
 
@@ -66,5 +67,66 @@ def machine_delta(before: dict, after: dict) -> dict:
         b = before[name]
         out[name] = {"busy_s": (busy_ticks(cols) - busy_ticks(b)) / CLK_TCK,
                      "softirq_s": (cols["softirq"] + cols["irq"] - b["softirq"] - b["irq"]) / CLK_TCK,
+                     "steal_s": (cols["steal"] - b["steal"]) / CLK_TCK,
                      "total_s": (sum(cols.values()) - sum(b.values())) / CLK_TCK}
+    return out
+
+
+def parse_schedstat(text: str) -> tuple[int, int, int]:
+    """/proc/PID/task/TID/schedstat -> (ns on a CPU, ns waiting on a run
+    queue, time slices): the scheduler's own clock, not ticks."""
+    run, wait, slices = text.split()[:3]
+    return int(run), int(wait), int(slices)
+
+
+def threads_schedstat(pids: list[int], proc: Path = Path("/proc")) -> dict[int, tuple[int, int]]:
+    """TID -> (on-CPU ns, run-queue wait ns) of every live thread of these
+    processes. A thread that exits takes its figures with it: the cell's CPU
+    comes from cgroups (bench/cpumeter.py), this gives the run-queue wait."""
+    out = {}
+    for p in pids:
+        try:
+            tids = [d.name for d in (proc / str(p) / "task").iterdir()]
+        except OSError:
+            continue
+        for t in tids:
+            try:
+                run, wait, _ = parse_schedstat((proc / str(p) / "task" / t / "schedstat").read_text())
+            except (OSError, ValueError):
+                continue
+            out[int(t)] = (run, wait)
+    return out
+
+
+def schedstat_delta(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]) -> tuple[float, float]:
+    """(on-CPU s, run-queue wait s) between two snapshots, over the threads
+    alive at the end (a thread born in the window counts from zero)."""
+    run = wait = 0
+    for tid, (r1, w1) in after.items():
+        r0, w0 = before.get(tid, (0, 0))
+        run += r1 - r0
+        wait += w1 - w0
+    return run / 1e9, wait / 1e9
+
+
+def kernel_threads(proc: Path = Path("/proc")) -> list[int]:
+    """kthreadd (PID 2) and its children: ksoftirqd, kworkers and the rest of
+    the kernel's own threads, whose CPU is other load but may be the cell's
+    (softirq work deferred to ksoftirqd under load). None visible (a
+    container's own PID namespace, where PID 2 is anybody): an empty list."""
+    try:
+        if "(kthreadd)" not in (proc / "2" / "stat").read_text():
+            return []
+    except OSError:
+        return []
+    out = []
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid, _ = parse_pid_stat((d / "stat").read_text())
+        except (OSError, IndexError, ValueError):
+            continue
+        if d.name == "2" or ppid == 2:
+            out.append(int(d.name))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 from collections import OrderedDict
 from pathlib import Path
@@ -15,14 +16,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import checks, claims, stats
+from . import checks, claims, plots, stats
+from .manifest import machine_markdown
+from .plots import COLORS, bars
 
 MODEL_ORDER = ["iterative", "fork", "fork-nofile1024", "thread", "thread-max40", "pool", "pool-5", "pool-15", "prefork",
                "prefork-4x10", "epoll", "uring", "nginx", "nginx-seed003", "lighttpd", "h2o"]
-COLORS = {"iterative": "#8c564b", "fork": "#d62728", "fork-nofile1024": "#d62728", "thread": "#ff7f0e", "thread-max40": "#ffbb78",
-          "pool": "#2ca02c", "pool-5": "#2ca02c", "pool-15": "#98df8a", "prefork": "#17becf",
-          "prefork-4x10": "#17becf", "epoll": "#1f77b4", "uring": "#9467bd", "nginx": "#000000",
-          "nginx-seed003": "#000000", "lighttpd": "#bcbd22", "h2o": "#e377c2"}
 SKIP = {"exp", "cell", "server", "kind", "model", "cpus", "workers", "rep", "cmd", "tool", "raw",
         "problems", "failed_run", "failed_detail", "status_counts", "error_samples", "subs", "invalid",
         "lat_ms", "cdf", "client_bound", "fell_behind", "skipped"}
@@ -183,7 +182,7 @@ def cpu_cols(r) -> list[str]:
     us = r.get("server_us_per_req")
     gen = f"{r['gen_share']:.0%}" + (" **client-bound**" if r.get("client_bound") else "") \
         + (" **fell behind its rate**" if r.get("fell_behind") else "")
-    return [num(us, 1) if us is not None else "—", gen, f"{r.get('other_cores', 0):.2f}"]
+    return [num(us, 1) if us is not None else "—", gen, f"{r.get('other_cores', 0):+.2f}"]
 
 
 CPU_HEAD = ["server CPU µs/req", "generator core", "other load (cores)"]
@@ -193,30 +192,7 @@ CPU_HEAD = ["server CPU µs/req", "generator core", "other load (cores)"]
 # Plots
 # --------------------------------------------------------------------------
 
-def _style(ax, title, ylabel, xlabel=None):
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel)
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    ax.grid(alpha=0.3)
-    ax.set_axisbelow(True)
-
-
-def bars(ax, rows, key, title, ylabel, label=lambda r: r["server"], xlabel="server"):
-    """Median bars with min–max whiskers; invalid/failed cells drawn as a red X."""
-    xs = list(range(len(rows)))
-    ok = lambda r: key in r and not r.get("invalid")
-    vals = [r[key] if ok(r) else 0 for r in rows]
-    lo = [max(0, r[key] - r.get(key + "_min", r[key])) if ok(r) else 0 for r in rows]
-    hi = [max(0, r.get(key + "_max", r[key]) - r[key]) if ok(r) else 0 for r in rows]
-    colors = [COLORS.get(r["server"], "#777777") for r in rows]
-    ax.bar(xs, vals, color=colors, yerr=[lo, hi], capsize=3, ecolor="#444444", label="this run (median, min–max)")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([label(r) for r in rows], rotation=30, ha="right", fontsize=8)
-    for x, r in zip(xs, rows):
-        if not ok(r):
-            ax.text(x, 0, "X", ha="center", va="bottom", color="red")
-    _style(ax, title, ylabel, xlabel)
+_style = plots.style
 
 
 def save(fig, out: Path, name: str) -> str:
@@ -372,7 +348,8 @@ class Report:
         if not rows and not fork:
             return
         self.head("seed000", "Seed 000 — ab -c 30 on the 4537-byte page: the seed's models")
-        self.md.append(table(["server", "req/s median (95% CI)", "mean ms", "p50 ms", "p99 ms", "failed",
+        self.md.append(table(["server", "req/s median (95% CI)", "mean ms (ab's measured Total, whole ms)", "p50 ms",
+                              "p99 ms", "failed",
                               "seed's req/s"] + CPU_HEAD,
                              [[r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), shown(r, r.get("p50_ms")),
                                shown(r, r.get("p99_ms")), errs(r),
@@ -424,16 +401,8 @@ class Report:
                 ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], color=COLORS.get(r["server"]),
                         label=r["server"] + (f" ({r['cores']} cores)" if two else ""), linewidth=1.6,
                         linestyle="--" if two else "-")
-        # The seed's averages: seconds of its 1-3 s work units, drawn at the same
-        # number of ms (our unit is 1 ms): the order of the models compares, the values do not
-        first = True
-        for r in rows:
-            avg_s = claims.SEED001_AVG_S.get(r["server"])
-            if avg_s is not None:
-                ln = ax.axvline(avg_s, color=COLORS.get(r["server"]), linestyle=":", linewidth=1.4,
-                                label="seed 001's averages (its 1 s units as our 1 ms)" if first else "_nolegend_")
-                ln.set_gid(f"seed001-avg-{r['server']}")
-                first = False
+        # No line for the seed's averages: they are seconds of its own 1-3 s work
+        # units, a unit this plot does not use (the table gives them as they were).
         ax.set_xscale("log")
         _style(ax, f"response time CDF: 500 requests, 50 in parallel, 1–3 ms CPU work each ({kind}), 1 core",
                "fraction of requests answered", "response time, ms (log)")
@@ -470,9 +439,8 @@ class Report:
             pts = sorted([r for r in a if r["server"] == m and "rps" in r and not r.get("invalid")],
                          key=lambda r: r["cores"])
             if pts:
-                ax.errorbar([r["cores"] for r in pts], [r["rps"] for r in pts],
-                            yerr=[[r["rps"] - r["rps_min"] for r in pts], [r["rps_max"] - r["rps"] for r in pts]],
-                            marker="o", capsize=3, color=COLORS.get(m), label=m)
+                plots.errorbar_line(ax, [r["cores"] for r in pts], pts, "rps", marker="o", color=COLORS.get(m),
+                                    label=m)
         ax.set_xticks(cores or [1])
         ax.set_ylim(bottom=0)
         _style(ax, f"(a) throughput against cores, delay 1–3 ms ({kind})", "requests/s", "server cores")
@@ -501,17 +469,21 @@ class Report:
             pts = sorted([r for r in d if r["hold"] == hold and r["lock"] == "bucket" and "rps" in r
                           and not r.get("invalid")], key=lambda r: r["buckets"])
             if pts:
-                ax.errorbar([r["buckets"] for r in pts], [r["rps"] for r in pts],
-                            yerr=[[r["rps"] - r["rps_min"] for r in pts], [r["rps_max"] - r["rps"] for r in pts]],
-                            marker="o", capsize=3, linestyle=style, color="#2ca02c",
-                            label=f"per-bucket locks, hold {hold}")
+                plots.errorbar_line(ax, [r["buckets"] for r in pts], pts, "rps", marker="o", linestyle=style,
+                                    color="#2ca02c", label=f"per-bucket locks, hold {hold}")
             g = next((r for r in d if r["hold"] == hold and r["lock"] == "global" and "rps" in r), None)
             if g and not g.get("invalid"):
                 ax.axhline(g["rps"], color="#d62728", linestyle=style, label=f"one global lock, hold {hold}")
         ax.set_xscale("log", base=2)
-        ax.set_ylim(bottom=0)
-        _style(ax, f"(d) buckets: pool, 2 cores, zero delay,\nhold in 1 ms units ({kind})", "requests/s",
-               "number of buckets (log)")
+        # hold = 0 runs at tens of thousands of requests/s, hold = 1 at hundreds:
+        # on a linear axis the hold = 1 curves lie flat on zero
+        d_log = plots.wants_log([r["rps"] for r in d if "rps" in r and not r.get("invalid")])
+        if d_log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        _style(ax, f"(d) buckets: pool, 2 cores, zero delay,\nhold in 1 ms units ({kind})",
+               "requests/s" + (" (log)" if d_log else ""), "number of buckets (log)")
         self.save_fig(fig, "seed002_workload.png", "seed 002 workload", list(axes))
         e = sub("e")
         if e:
@@ -545,7 +517,8 @@ class Report:
         if not rows:
             return
         self.head("seed003", "Seed 003 — ab -c 200 with and without keep-alive: epoll vs the seed's nginx")
-        self.md.append(table(["server", "keep-alive", "req/s", "mean ms", "p99 ms", "failed", "seed's req/s"]
+        self.md.append(table(["server", "keep-alive", "req/s", "mean ms (ab's measured Total, whole ms)", "p99 ms",
+                              "failed", "seed's req/s"]
                              + CPU_HEAD,
                              [[r["server"], "-k" if r["keepalive"] else "close", spread(r, "rps"),
                                spread(r, "mean_ms", 2), shown(r, r.get("p99_ms")), errs(r),
@@ -598,9 +571,8 @@ class Report:
                 if not pts:
                     continue
                 lab = f"{m} {'-k' if ka else 'close'}"
-                axes[0].errorbar([r["conc"] for r in pts], [r["rps"] for r in pts],
-                                 yerr=[[r["rps"] - r["rps_min"] for r in pts], [r["rps_max"] - r["rps"] for r in pts]],
-                                 marker="o", capsize=2, color=COLORS.get(m), linestyle=style, label=lab)
+                plots.errorbar_line(axes[0], [r["conc"] for r in pts], pts, "rps", marker="o",
+                                    color=COLORS.get(m), linestyle=style, label=lab)
                 axes[1].plot([r["conc"] for r in pts], [r.get("p99_ms", 0) for r in pts], marker="o",
                              color=COLORS.get(m), linestyle=style, label=lab)
             axes[0].plot(concs, [claims.SEED004_RPS.get((c, ka)) for c in concs], marker="D", color="red",
@@ -609,8 +581,17 @@ class Report:
             ax.set_xscale("log")
             ax.set_xticks(concs)
             ax.set_xticklabels([str(c) for c in concs])
-        axes[0].set_ylim(bottom=0)
-        _style(axes[0], "throughput against concurrency (server on 1 core)", "requests/s", "concurrent clients (log)")
+        # the seed's 14-core figures can be tens of times ours on one core: a log
+        # axis keeps our curves readable beside them
+        shown_rps = [r["rps"] for r in rows if "rps" in r and not r.get("invalid")] \
+            + [v for v in claims.SEED004_RPS.values() if v]
+        rps_log = plots.wants_log(shown_rps)
+        if rps_log:
+            axes[0].set_yscale("log")
+        else:
+            axes[0].set_ylim(bottom=0)
+        _style(axes[0], "throughput against concurrency (server on 1 core)",
+               "requests/s" + (" (log)" if rps_log else ""), "concurrent clients (log)")
         axes[1].set_yscale("log")
         _style(axes[1], "p99 latency against concurrency (ab, 1 ms resolution)", "p99 latency, ms (log)",
                "concurrent clients (log)")
@@ -683,7 +664,7 @@ class Report:
             self.save_fig(fig, "cpu_per_request.png", "server CPU per request", [ax])
         self.compare_pairs("openloop")
 
-    # -- peers (issue 10) ---------------------------------------------------------
+    # -- peers ----------------------------------------------------------------------
 
     def server_grid(self, exp: str, cell_key: str, order: list[str] | None = None):
         """An experiment laid out as servers x cells: (cells, servers, {(cell, server): row}),
@@ -702,7 +683,7 @@ class Report:
         if laid_out is None:
             return
         cells, servers, grid = laid_out
-        # issue 10's column order, whatever order the records came in (a shared cell's come first)
+        # the cells in their fixed column order, whatever order the records came in (a shared cell's come first)
         titles = list(PEER_CELL_TITLES)
         cells = sorted(cells, key=lambda c: titles.index(c) if c in titles else len(titles))
         self.head("peers", "Peers — nginx, lighttpd and h2o beside spindle")
@@ -750,6 +731,14 @@ class Report:
                 if m in res["against"]:
                     self.md.append(f"  - {m} against the best peer: {res['against'][m]}")
         self.md.append("")
+        rate = {PEER_BYTES_CELL: ("mbps", "MB/s"), PEER_LATENCY_CELL: ("p99_ms", "batch p99, ms")}
+        fig, axes = plots.grid_figure(
+            cells, servers, grid,
+            [(lambda c: rate.get(c, ("rps",))[0], lambda c: rate.get(c, (None, "requests/s"))[1]),
+             (lambda c: "server_us_per_mb" if c == PEER_BYTES_CELL else "server_us_per_req",
+              lambda c: "server CPU, µs per MB" if c == PEER_BYTES_CELL else "server CPU, µs per request")],
+            PEER_CELL_TITLES)
+        self.save_fig(fig, "peers.png", "peers: rate and server CPU per request, per cell", axes)
 
     def peer_cells(self):
         """(cell, {server: row}) of the peers experiment, skipped rows left out."""
@@ -819,7 +808,7 @@ class Report:
         self.winners[f"peers/{cell}/{key}/winner"] = best
         return best, f"{best} (ahead of every other server after correction)"
 
-    # -- tls (issue 13) -----------------------------------------------------------
+    # -- tls ------------------------------------------------------------------------
 
     def tls(self):
         laid_out = self.server_grid("tls", "tls_cell")
@@ -834,6 +823,13 @@ class Report:
         self.md.append(negotiated_sentence([r for r in self.lab.records if r.get("exp") == "tls"]) + "\n")
         self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
                                         {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
+        fig, axes = plots.grid_figure(
+            cells, servers, grid,
+            [(lambda c: "rps", lambda c: "handshakes/s" if c in ("full", "resumed") else "requests/s"),
+             (lambda c: "server_us_per_req",
+              lambda c: "server CPU, µs per handshake" if c in ("full", "resumed") else "server CPU, µs per request")],
+            TLS_CELL_TITLES)
+        self.save_fig(fig, "tls.png", "tls: handshakes per second and server CPU per handshake", axes)
 
     # -- beyond (outside the default run) -----------------------------------------
 
@@ -1034,24 +1030,124 @@ class Report:
         rows = [r for r in self.rows if "other_cores" in r]
         if not rows:
             return
+        meters = sorted({r.get("cpu_meter") for r in self.lab.records if r.get("cpu_meter")})
         self.md.append("\n## Machine load and the load generator, per experiment\n")
-        self.md.append("Per cell, from /proc: the server's CPU (its process tree, with reaped children), the load "
-                       "generator's CPU (getrusage of the child), and “other load”: CPU busy time (/proc/stat) not "
-                       "used by either, nor by interrupts — what else ran on the machine. Every cell's figures are "
-                       "in results.csv (`server_cpu_s`, `gen_cpu_s`, `gen_share`, `client_bound`, `other_cores`, "
-                       "`softirq_cores`, `cpuN_busy`).\n")
+        self.md.append(
+            "Per cell: the server's CPU, the load generator's, the lab's own and “other load”, what else ran on "
+            "the machine, measured by " + (", ".join(f"**{m}**" for m in meters) or "the meter of its day")
+            + ". With cgroups (bench/cpumeter.py) the server (every process and thread it starts, those that "
+            "exit during the cell included), the generators and the lab's own process each run in a cgroup, "
+            "and other load is the machine's task time minus the lab's cgroups: measured, not a remainder of "
+            "subtractions, and shown as measured (a small negative figure is the readings' skew, up to a "
+            "scheduler tick per running task). Interrupt work is not subtracted from it: the kernel charges a "
+            "softirq to the task it interrupted, so the loopback receive path inside the server's send is in the "
+            "server's CPU; softirq work the kernel defers to ksoftirqd is a kernel thread's, so the kernel's "
+            "own threads are read apart (`kthread_cores`, schedstat): that part of other load may be the cell's. "
+            "`softirq_cores` and `steal_cores` (/proc/stat, 10 ms ticks) say how much interrupt "
+            "work and hypervisor steal there was; `server_runq_wait_s` (schedstat) is how long the server's "
+            "threads waited for a CPU, summed over threads. Every cell's figures are in results.csv "
+            "(`server_cpu_s`, `gen_cpu_s`, `gen_share`, `client_bound`, `other_cores`, `other_cpuN_cores`, "
+            "`lab_cores`, `kthread_cores`, `softirq_cores`, `steal_cores`, `server_runq_wait_s`, `cpuN_busy`, "
+            "`cpu_meter`).\n")
         trs = []
         for exp in dict.fromkeys(r["exp"] for r in rows):
             e = [r for r in rows if r["exp"] == exp]
             other = [r["other_cores"] for r in e]
-            trs.append([exp, len(e), f"{statistics.median(other):.2f}", f"{max(r.get('other_cores_max', 0) for r in e):.2f}",
+            steal = [r.get("steal_cores", 0) for r in e]
+            kth = [r["kthread_cores"] for r in e if r.get("kthread_cores") is not None]
+            trs.append([exp, len(e), f"{statistics.median(other):+.3f}",
+                        f"{statistics.median(kth):.3f}" if kth else "—",
+                        f"{min(r.get('other_cores_min', r['other_cores']) for r in e):+.3f} to "
+                        f"{max(r.get('other_cores_max', r['other_cores']) for r in e):+.3f}",
+                        f"{statistics.median(steal):.3f}",
                         sum(1 for r in e if r.get("client_bound")), sum(1 for r in e if r.get("invalid"))])
-        self.md.append(table(["experiment", "cells", "other load, median (cores)", "other load, worst repeat",
-                              "client-bound cells", "invalid cells"], trs))
-        busy = [r for r in rows if r.get("other_cores_max", 0) > 0.25]
+        self.md.append(table(["experiment", "cells", "other load, median (cores)",
+                              "of which kernel threads, median", "other load, every repeat",
+                              "steal, median (cores)", "client-bound cells", "invalid cells"], trs))
+        busy = [r for r in rows if r.get("other_cores_max", r["other_cores"]) > 0.25]
         if busy:
             self.md.append(f"\n**{len(busy)} cell(s) ran while something else used more than a quarter of a core**: "
                            f"their numbers are noisier (see `other_cores` in results.csv).\n")
+        else:
+            self.md.append("\nNo cell ran while something else used more than a quarter of a core.\n")
+
+    def littles_law_section(self):
+        """Where Little's law (req/s x mean latency = requests in flight, at most
+        the connections) was checked, and where it could not be, with why."""
+        recs = [r for r in self.lab.records if "little_ratio" in r or r.get("little_unchecked")]
+        if not recs:
+            return
+        checked = sum(1 for r in recs if "little_ratio" in r)
+        self.md.append("\n## Little's law: where it was checked and where it was not\n")
+        self.md.append(f"On every closed-loop measurement the lab checks req/s × the tool's measured mean latency "
+                       f"against the connections held (0.5–1.2 × c; outside it the cell lists a problem): "
+                       f"{checked} of {len(recs)} measurements were checked. ab's “Time per request” is "
+                       f"c ÷ req/s by construction and is never used for it (nor shown as a latency). "
+                       f"Not checked:\n")
+        why: dict[tuple, list[str]] = {}
+        for r in recs:
+            if r.get("little_unchecked"):
+                why.setdefault((r["exp"], r["little_unchecked"]), [])
+                if r["cell"] not in why[(r["exp"], r["little_unchecked"])]:
+                    why[(r["exp"], r["little_unchecked"])].append(r["cell"])
+        every = {exp: {r["cell"] for r in recs if r["exp"] == exp} for exp, _ in why}
+        self.md.append(table(["experiment", "why not", "cells"],
+                             [[exp, w, f"all {len(cells)}" if set(cells) == every[exp] else ", ".join(cells)[:400]]
+                              for (exp, w), cells in why.items()])
+                       if why else "None.\n")
+
+    def summary_section(self) -> str:
+        """The findings up front: the verdicts the run reached (headline and
+        claims, as their own sections state them), what stayed unsettled, and
+        how far the run's numbers can be trusted (invalid and client-bound
+        cells, other load, steal, the machine)."""
+        out = ["\n## Summary of findings\n"]
+        verdict = lambda v: re.sub(r"[*]", "", str(v))
+        # a headline row: experiment, metric, epoll, nginx, ratio, verdict[, published run, settled by both]
+        settled = [h for h in self.headline if len(h) > 5
+                   and not verdict(h[5]).startswith(("unsettled", "not run", "no verdict"))]
+        both = [h for h in settled if len(h) > 7 and verdict(h[7]) == "yes"]
+        out.append(f"- **Headline (epoll against nginx)**: {len(settled)} of {len(self.headline)} comparisons "
+                   f"reached a verdict" + (": " + "; ".join(f"{h[0]} {h[1]}: {verdict(h[5])} (ratio {h[4]})"
+                                                            for h in settled) if settled else "")
+                   + (f"; {len(both)} of them settled by this run and the published one alike" if both else "")
+                   + ".")
+        cl = getattr(self, "claims", []) or []
+        if cl:
+            counts: dict[str, int] = {}
+            for c in cl:
+                counts[verdict(c["verdict"]).split(" (")[0]] = counts.get(verdict(c["verdict"]).split(" (")[0], 0) + 1
+            out.append(f"- **The seeds' claims**: {len(cl)} checked: "
+                       + ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1])) + ".")
+            for c in cl:
+                if verdict(c["verdict"]).startswith(("holds", "does not hold")):
+                    out.append(f"  - seed {c['seed']}: {c['claim']}: **{verdict(c['verdict'])}**")
+        ok = [r for r in self.rows if "other_cores" in r]
+        inv = sum(1 for r in self.rows if r.get("invalid"))
+        cb = sum(1 for r in self.rows if r.get("client_bound"))
+        if ok:
+            other = statistics.median(r["other_cores"] for r in ok)
+            worst = max(r.get("other_cores_max", r["other_cores"]) for r in ok)
+            steal = statistics.median(r.get("steal_cores", 0) for r in ok)
+            out.append(f"- **How far to trust the numbers**: {inv} invalid cell(s), {cb} client-bound; other load "
+                       f"on the machine {other:+.2f} cores (median cell), {worst:+.2f} at worst; steal "
+                       f"{steal:.3f} cores (median).")
+        m = self.man.get("machine") or {}
+        if m:
+            c = m["cpu"]
+            out.append(f"- **Machine**: {m['virtualization']['kind']}, {c['model']}, {c['smt']['threads_per_core']} "
+                       f"thread(s) per core, frequency policy: "
+                       f"{'none exposed' if isinstance(c['frequency_policy'], str) else 'cpufreq'}; hardware "
+                       f"counters: {m['perf_counters']['hardware_counters'].split(':')[0]} (the Machine section).")
+        return "\n".join(out) + "\n"
+
+    def machine_section(self):
+        self.md.append("\n## Machine\n")
+        self.md.append(machine_markdown(self.man.get("machine") or {}))
+        tools = self.man.get("tools", {})
+        if tools:
+            self.md.append("\nTools:\n")
+            self.md.append(table(["tool", "version"], [[k, str(v).replace("|", "/")[:160]] for k, v in tools.items()]))
 
     def failures(self):
         bad = [r for r in self.rows if r["problems"] or r["failed_runs"] or r.get("invalid")]
@@ -1080,7 +1176,9 @@ class Report:
         claims_md = self.md
         self.md = []
         self.load_section()
+        self.littles_law_section()
         self.failures()
+        self.machine_section()
         tail_md = self.md
         man = self.man
         tools = man.get("tools", {})
@@ -1117,6 +1215,7 @@ class Report:
             s = stats.replication_summary(self.replication)
             top.append(f"Replication against the published run: {s['held']} of its {s['published_settled']} settled "
                        f"verdicts held, {s['reversed']} reversed (see “Replication”).\n")
+        top.append(self.summary_section())
         top.append("\n## Headline: epoll (spindle's default, chosen in advance) against nginx\n")
         top.append("Other models are in their own tables below. Figures: median (95% interval) over the repeats. "
                    "Ratio = epoll ÷ nginx with its 95% interval; a verdict only where it survives Holm's "
@@ -1320,3 +1419,9 @@ def write(lab, out: Path, man: dict, reference: list[dict] | None = None) -> Non
             row = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()}
             row.update(cis.get((r["exp"], r["cell"]), {}))
             w.writerow(row)
+    try:         # last: a missing renderer must not cost the run its data
+        from . import htmlreport
+        htmlreport.write(out)
+    except ImportError as e:
+        print(f"index.html not written ({e}): pip install -r bench/requirements.txt, then "
+              f"python -m bench --report-only {out}", flush=True)

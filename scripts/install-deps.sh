@@ -3,7 +3,8 @@
 #   scripts/install-deps.sh         build + test dependencies
 #   scripts/install-deps.sh build   only what building spindle needs (make run)
 #   scripts/install-deps.sh man     only what building the man pages needs (make man)
-#   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk is a test dependency)
+#   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk is a test dependency;
+#                                   linux-perf: the manifest asks perf whether hardware counters exist)
 #                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
@@ -22,7 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     build) packages=("${build_packages[@]}") ;;
     man) packages=(scdoc) ;;
-    bench) packages+=(apache2-utils nginx-light lighttpd h2o) ;;
+    bench) packages+=(apache2-utils nginx-light lighttpd h2o linux-perf) ;;
     -h|--help) echo "usage: $0 [build|man|bench]"; exit 0 ;;
     *) echo "install-deps: unknown argument: $arg (expected: build, man or bench)" >&2; exit 2 ;;
   esac

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -89,8 +91,24 @@ def test_account_cpu_figures():
     assert a["served"] == 30000
     assert a["server_us_per_req"] == 2.4e6 / 30000
     assert a["client_bound"] is True and round(a["gen_share"], 3) == 0.933
-    assert round(a["other_cores"], 3) == round((5.9 - 0.3 - 2.4 - 2.8) / 3.0, 3)
+    # softirq run inside the server or the generator is in their own CPU time
+    # already (tick accounting charges it to the task it interrupted): not
+    # subtracted a second time
+    assert round(a["other_cores"], 3) == round((5.9 - 2.4 - 2.8) / 3.0, 3)
+    assert round(a["softirq_cores"], 3) == 0.1
     assert a["cpu0_busy"] == 1.0
+
+
+def test_account_takes_the_meters_other_load_unclamped():
+    mach = {"cpu0": {"busy_s": 3.0, "softirq_s": 0.2, "total_s": 3.0, "steal_s": 0.3},
+            "cpu1": {"busy_s": 2.9, "softirq_s": 0.1, "total_s": 3.0, "steal_s": 0.0}}
+    m = {"tool": "ab", "complete": 30000, "failed": 0, "non2xx": 0}
+    meter = {"other_cpu_s": -0.006, "lab_cpu_s": 0.03, "other_cpu0_s": -0.004, "other_cpu1_s": -0.002,
+             "window_s": 3.0, "method": "cgroup v1 cpuacct (ns)"}
+    a = lab.account(m, wall_s=3.0, server_cpu_s=2.4, gen_cpu_s=2.8, mach=mach, load_cpus=1, meter=meter)
+    assert a["other_cores"] == -0.002 and a["other_cpu_s"] == -0.006     # as measured, not clamped to 0
+    assert a["other_cpu0_cores"] == pytest.approx(-0.004 / 3) and a["lab_cores"] == pytest.approx(0.01)
+    assert a["steal_cores"] == pytest.approx(0.1) and a["cpu_meter"] == "cgroup v1 cpuacct (ns)"
 
 
 def test_other_load_never_exceeds_the_machine():
@@ -176,3 +194,18 @@ def test_rps_ceiling_from_cpu_per_request_and_pinned_cores():
     assert rps_ceiling({"server_us_per_req_min": 50.0, "cpus": "0"}) == 20000
     assert rps_ceiling({"server_us_per_req_min": 50.0, "cpus": "0-1"}) == 40000
     assert rps_ceiling({"cpus": "0"}) is None
+
+
+def test_where_littles_law_is_not_checked_the_cell_says_why():
+    assert "open loop" in lab.little_unchecked({"tool": "vegeta"}, None)
+    assert "no latency" in lab.little_unchecked({"tool": "s_time"}, 1)
+    assert "under 5 ms" in lab.little_unchecked({"tool": "ab", "total_mean_ms": 1}, 200)
+    assert lab.little_unchecked({"tool": "ab", "total_mean_ms": 12}, 200) is None
+    assert "pipelined" in lab.little_unchecked({"tool": "wrk", "cmd": "wrk -s bench/lua/pipeline.lua"}, 50)
+    assert lab.little_unchecked({"tool": "wrk", "mean_ms": 2.0}, 50) is None
+    m = {"server_cpu_s": 0.5, "wall_s": 3.0, "tool": "ab", "total_mean_ms": 2, "rps": 50_000}
+    lab.physics_checks(m, 1, 100)
+    assert "little_ratio" not in m and "under 5 ms" in m["little_unchecked"]
+    m = {"server_cpu_s": 0.5, "wall_s": 3.0, "tool": "ab", "total_mean_ms": 10, "rps": 10_000}
+    lab.physics_checks(m, 1, 100)
+    assert m["little_ratio"] == 1.0 and "little_unchecked" not in m

@@ -77,9 +77,11 @@ def _rec(server, cell, rep, rps, us, **extra):
 
 
 def _render(records):
-    rep = report.Report(SimpleNamespace(records=records, notes={}, server_memory=[]), Path("."), {})
-    rep.preregister()      # every comparison in the family before any verdict is printed
-    rep.peers()
+    import tempfile
+    with tempfile.TemporaryDirectory() as out:     # the section writes its plot beside the report
+        rep = report.Report(SimpleNamespace(records=records, notes={}, server_memory=[]), Path(out), {})
+        rep.preregister()      # every comparison in the family before any verdict is printed
+        rep.peers()
     return "\n".join(rep.md)
 
 
