@@ -14,6 +14,9 @@ packages=(
   # issue 12: man pages (scdoc builds, man/groff check), unit verification, scale-out test
   scdoc man-db groff-base systemd haproxy
   strace  # holds the master in a syscall so a test can race it (test_listen.py)
+  # the Debian package: make deb builds it from a copy of the checkout's files (git),
+  # lintian checks it, test_deb.py installs it (logrotate checks its rotation file)
+  debhelper lintian git logrotate
 )
 
 for arg in "$@"; do
