@@ -278,9 +278,12 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	g->srv.nlisten = 0;
 	for (int i = 0; i < g->srv.nlisten_groups; i++)
 		g->srv.nlisten += g->srv.listen_group_len[i];
-	for (int i = 0, k = 0; i < LISTENERS_MAX; i++) {
+	struct listen_addr served[SERVER_MAX_ADDRESSES];
+	int k = 0;
+	for (int i = 0; i < LISTENERS_MAX && k < SERVER_MAX_ADDRESSES; i++) {
 		const struct listener *l = &m->listeners.l[i];
 		if (l->set.n && (l->users & (1u << idx))) {
+			served[k] = l->set.addr;
 			g->srv.listen_group_inherited[k] = l->inherited;
 			/* tls: this configuration's line for the address (a reload
 			 * may add or drop it on a socket that stays, and an
@@ -292,6 +295,8 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 			k++;
 		}
 	}
+	/* spindle-stat shows these, inherited sockets included */
+	stats_set_listen(&g->srv, served, g->srv.listen_group_tls, k);
 	g->serial = ++m->serial;
 	g->pid = -1;
 	g->promoted = false;

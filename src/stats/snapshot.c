@@ -113,7 +113,7 @@ const char *stats_check(const struct stats_header *h, size_t len)
 		return "written by a different spindle version (layout mismatch)";
 	uint64_t layout = h->layout_size, coff = h->caches_off, soff = h->slots_off;
 	uint32_t nslots = h->nslots, ncaches = h->ncaches, slot_size = h->slot_size;
-	if (h->header_size < sizeof(struct stats_header) || layout > len || h->header_size > layout ||
+	if (h->header_size < STATS_HEADER_MIN || layout > len || h->header_size > layout ||
 	    nslots == 0 || nslots > STATS_MAX_SLOTS || ncaches > 2 * STATS_CACHE_HALF ||
 	    slot_size < sizeof(struct stats_slot) || slot_size > 65536 || slot_size % STATS_LINE != 0 ||
 	    coff % STATS_LINE != 0 || soff % STATS_LINE != 0 || coff < h->header_size)

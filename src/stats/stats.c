@@ -396,6 +396,60 @@ static void auto_name(const struct config *cfg, char *inst, size_t len)
 			*p = '_';
 }
 
+/* "ADDR[ tls], ..." into the header's listen field; an address that does
+ * not fit whole is left out and the list ends with "...". */
+static void write_listen(struct stats_header *h, const struct listen_addr *addrs, const bool *tls, int n)
+{
+	char buf[sizeof(h->listen)];
+	size_t o = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		struct listen_addr a = addrs[i];
+		char one[256];
+		/* where it listens, not how the socket file is set up */
+		a.mode = -1;
+		a.owner[0] = a.group[0] = '\0';
+		a.tls = tls ? tls[i] : a.tls;
+		listen_addr_format(&a, one, sizeof(one));
+		size_t need = strlen(one) + (i ? 2 : 0);
+		if (o + need + 4 >= sizeof(buf)) { /* room kept for ", ..." */
+			snprintf(buf + o, sizeof(buf) - o, "%s...", i ? ", " : "");
+			break;
+		}
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s", i ? ", " : "", one);
+	}
+	copy_str(h->listen, sizeof(h->listen), buf);
+}
+
+/* What the configuration asks for: its `listen` lines, else bind and port;
+ * tls = on makes every one HTTPS. */
+static void listen_summary(struct stats_header *h, const struct config *cfg)
+{
+	struct listen_addr one = { .kind = LISTEN_TCP, .port = cfg->port, .mode = -1, .tls = cfg->tls };
+	const struct listen_addr *addrs = cfg->listen;
+	int n = cfg->nlisten;
+	bool tls[CONFIG_MAX_LISTEN];
+	if (n == 0) {
+		if (strcmp(cfg->bind, "*") != 0)
+			copy_str(one.host, sizeof(one.host), cfg->bind);
+		addrs = &one;
+		n = 1;
+	}
+	for (int i = 0; i < n; i++)
+		tls[i] = addrs[i].tls || cfg->tls;
+	write_listen(h, addrs, tls, n);
+}
+
+void stats_set_listen(const struct server *srv, const struct listen_addr *addrs, const bool *tls, int n)
+{
+	struct stats *st = srv->stats;
+	if (!st || st->creator != getpid())
+		return;
+	segment_repair(st->h, st->fd, st->len);
+	write_listen(st->h, addrs, tls, n);
+	memcpy(hdr_saved.listen, st->h->listen, sizeof(hdr_saved.listen));
+}
+
 int stats_open(struct server *srv)
 {
 	const struct config *cfg = srv->cfg;
@@ -511,6 +565,7 @@ summary:
 	copy_str(h->version_str, sizeof(h->version_str), SPINDLE_VERSION);
 	copy_str(h->bind, sizeof(h->bind), cfg->bind);
 	copy_str(h->root, sizeof(h->root), cfg->root);
+	listen_summary(h, cfg);
 	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */
 	memcpy(&hdr_saved, (const void *)h, sizeof(hdr_saved));
 

@@ -85,6 +85,60 @@ def test_counters_survive_a_reload(fresh_server):
     assert os.stat(shm_path(srv.port)).st_ino == segment, "the reload replaced the segment"
 
 
+class _ListenLines(util.Server):
+    """Its addresses are `listen` lines: 127.0.0.1 on the harness's port (its
+    readiness check connects there) and a UNIX socket; --bind/--port name
+    what a configuration without them would use, 127.0.0.1:8080 here."""
+
+    def __init__(self, model, root, workdir, sock, settings):
+        super().__init__(model, root, workdir, settings)
+        self.sock = sock
+
+    def argv(self):
+        a = super().argv()
+        a[a.index("--port") + 1] = "8080"
+        return a + ["--set", f"listen=127.0.0.1:{self.port}", "--set", f"listen=unix:{self.sock} mode=0600"]
+
+
+@pytest.mark.parametrize("mname, workers, threads, head", [
+    ("epoll", 1, 16, "epoll model, 1 event loop "),
+    ("prefork", 2, 1, "prefork model, 2 processes x 1 thread "),
+    ("pool", 1, 1, "pool model, 1 thread "),
+    ("thread", 1, 16, "thread model, a thread per connection "),
+])
+def test_viewer_names_the_listen_addresses_and_prints_whole_counts(mname, workers, threads, head, docroot,
+                                                                   tmp_path):
+    """The screen's head names every address served (not bind:port, which
+    `listen` lines replace), says who serves in the model's own words with
+    the right number, and counts are whole numbers, not 3.0."""
+    sock = tmp_path / "s.sock"
+    srv = _ListenLines(mname, docroot.path, tmp_path / "srv", sock,
+                       {"workers": workers, "threads": threads, "stats_name": f"listen{os.getpid()}{mname}"})
+    srv.start()
+    try:
+        for _ in range(3):
+            assert srv.get("/a.txt").status == 200
+        name = srv.settings["stats_name"]
+        util.wait_for(lambda: json.loads(subprocess.run(
+            [str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True, text=True,
+            timeout=10).stdout)["requests"] >= 3, 5)
+        r = subprocess.run([str(STAT_BIN), "--once", "--name", name], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert head in lines[0], lines[0]
+        assert lines[1] == f"127.0.0.1:{srv.port}, unix:{sock}  root {docroot.path}", lines[1]
+        assert "8080" not in r.stdout
+        requests = next(ln for ln in lines if ln.strip().startswith("requests "))
+        assert re.match(r"^\s*requests\s+3\s+connections", requests), requests
+        worker_counts = [ln.split("|")[0].split() for ln in lines[lines.index("  worker   requests") + 1:] if "|" in ln]
+        assert sum(int(c[1]) for c in worker_counts) == 3, worker_counts
+        j = json.loads(subprocess.run([str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True,
+                                      text=True, timeout=10).stdout)
+        assert j["listen"] == f"127.0.0.1:{srv.port}, unix:{sock}", j["listen"]
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
 def test_keepalive_reuse_counted(fresh_server):
     srv = fresh_server()
     with srv.connect() as c:
@@ -305,7 +359,7 @@ def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_s
 OFF_LAYOUT, OFF_NSLOTS, OFF_NCACHES, OFF_SLOT_SIZE = 16, 68, 72, 76
 OFF_CACHES, OFF_SLOTS, OFF_PORT = 80, 88, 96
 OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT = 112, 176, 208, 224, 288
-REAL_SLOTS_OFF = 832 + 1024 * 64  # the header, rounded to 64, then the cache blocks
+REAL_SLOTS_OFF = 1344 + 1024 * 64  # the header, rounded to 64, then the cache blocks
 
 
 @pytest.fixture(scope="module")
