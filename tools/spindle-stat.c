@@ -151,40 +151,6 @@ static double human_bytes(double v, const char **unit)
 	return v;
 }
 
-/* "1 thread", "16 threads" */
-static const char *plural(char *buf, size_t len, long long n, const char *one, const char *many)
-{
-	snprintf(buf, len, "%lld %s", n, n == 1 ? one : many);
-	return buf;
-}
-
-/* Who serves, in the model's own terms: `workers` are event loops under
- * epoll and uring, processes under prefork; `threads` size the pools of
- * pool and prefork; the other models take neither. The names come from the
- * segment, so an unknown one is shown as the numbers alone. */
-static void concurrency(char *buf, size_t len, const struct stats_header *h)
-{
-	char a[48], b[48];
-	char model[sizeof(h->model) + 1];
-	snprintf(model, sizeof(model), "%.*s", (int)sizeof(h->model), h->model);
-	if (!strcmp(model, "epoll") || !strcmp(model, "uring"))
-		snprintf(buf, len, "%s", plural(a, sizeof(a), h->workers, "event loop", "event loops"));
-	else if (!strcmp(model, "prefork"))
-		snprintf(buf, len, "%s x %s", plural(a, sizeof(a), h->workers, "process", "processes"),
-			 plural(b, sizeof(b), h->threads, "thread", "threads"));
-	else if (!strcmp(model, "pool"))
-		snprintf(buf, len, "%s", plural(a, sizeof(a), h->threads, "thread", "threads"));
-	else if (!strcmp(model, "iterative"))
-		snprintf(buf, len, "one connection at a time");
-	else if (!strcmp(model, "thread"))
-		snprintf(buf, len, "a thread per connection");
-	else if (!strcmp(model, "fork"))
-		snprintf(buf, len, "a process per connection");
-	else
-		snprintf(buf, len, "%s, %s", plural(a, sizeof(a), h->workers, "worker", "workers"),
-			 plural(b, sizeof(b), h->threads, "thread", "threads"));
-}
-
 static void fmt_us(char *buf, size_t len, double us)
 {
 	if (us < 1000)
@@ -301,7 +267,7 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 	char name[FIELD_ESCAPED(sizeof(h->name))], model[FIELD_ESCAPED(sizeof(h->model))];
 	char bind[FIELD_ESCAPED(sizeof(h->bind))], root[FIELD_ESCAPED(sizeof(h->root))];
 	char listen[FIELD_ESCAPED(sizeof(h->listen))], who[128];
-	concurrency(who, sizeof(who), h);
+	stats_concurrency(h, who, sizeof(who));
 	printf("spindle-stat  %s  instance %s  pid %d%s  %s model, %s  up %.0fs\n", clock,
 	       ESC(name, h->name, false), (int)h->pid, owner_alive(h) ? "" : " (NOT RUNNING)",
 	       ESC(model, h->model, false), who, up);

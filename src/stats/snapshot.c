@@ -200,3 +200,37 @@ void stats_detach(const void *map, size_t len)
 	if (map)
 		munmap((void *)map, len);
 }
+
+/* "1 thread", "16 threads" */
+static const char *plural(char *buf, size_t len, long long n, const char *one, const char *many)
+{
+	snprintf(buf, len, "%lld %s", n, n == 1 ? one : many);
+	return buf;
+}
+
+/* `workers` are event loops under epoll and uring, processes under
+ * prefork; `threads` size the pools of pool and prefork; the other models
+ * take neither. The name comes from the segment: an unknown one gets the
+ * numbers alone. */
+void stats_concurrency(const struct stats_header *h, char *buf, size_t len)
+{
+	char a[48], b[48];
+	char model[sizeof(h->model) + 1];
+	snprintf(model, sizeof(model), "%.*s", (int)sizeof(h->model), h->model);
+	if (!strcmp(model, "epoll") || !strcmp(model, "uring"))
+		snprintf(buf, len, "%s", plural(a, sizeof(a), h->workers, "event loop", "event loops"));
+	else if (!strcmp(model, "prefork"))
+		snprintf(buf, len, "%s x %s", plural(a, sizeof(a), h->workers, "process", "processes"),
+			 plural(b, sizeof(b), h->threads, "thread", "threads"));
+	else if (!strcmp(model, "pool"))
+		snprintf(buf, len, "%s", plural(a, sizeof(a), h->threads, "thread", "threads"));
+	else if (!strcmp(model, "iterative"))
+		snprintf(buf, len, "one connection at a time");
+	else if (!strcmp(model, "thread"))
+		snprintf(buf, len, "a thread per connection");
+	else if (!strcmp(model, "fork"))
+		snprintf(buf, len, "a process per connection");
+	else
+		snprintf(buf, len, "%s, %s", plural(a, sizeof(a), h->workers, "worker", "workers"),
+			 plural(b, sizeof(b), h->threads, "thread", "threads"));
+}

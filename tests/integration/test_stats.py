@@ -110,10 +110,11 @@ def test_viewer_names_the_listen_addresses_and_prints_whole_counts(mname, worker
                                                                    tmp_path):
     """The screen's head names every address served (not bind:port, which
     `listen` lines replace), says who serves in the model's own words with
-    the right number, and counts are whole numbers, not 3.0."""
+    the right number, and counts are whole numbers, not 3.0; /status agrees."""
     sock = tmp_path / "s.sock"
     srv = _ListenLines(mname, docroot.path, tmp_path / "srv", sock,
-                       {"workers": workers, "threads": threads, "stats_name": f"listen{os.getpid()}{mname}"})
+                       {"workers": workers, "threads": threads, "stats_name": f"listen{os.getpid()}{mname}",
+                        "metrics": "on"})
     srv.start()
     try:
         for _ in range(3):
@@ -135,6 +136,9 @@ def test_viewer_names_the_listen_addresses_and_prints_whole_counts(mname, worker
         j = json.loads(subprocess.run([str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True,
                                       text=True, timeout=10).stdout)
         assert j["listen"] == f"127.0.0.1:{srv.port}, unix:{sock}", j["listen"]
+        page = srv.get("/status").body.decode()  # the status page says the same
+        assert f"<th>listening on</th><td>127.0.0.1:{srv.port}, unix:{sock}</td>" in page, page
+        assert f"<td>{mname}, {head.split(', ', 1)[1].strip()}</td>" in page, page
     finally:
         assert srv.stop() == 0, srv.diagnostics()
 
@@ -358,7 +362,7 @@ def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_s
 # struct stats_header offsets (src/stats/shm.h)
 OFF_LAYOUT, OFF_NSLOTS, OFF_NCACHES, OFF_SLOT_SIZE = 16, 68, 72, 76
 OFF_CACHES, OFF_SLOTS, OFF_PORT = 80, 88, 96
-OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT = 112, 176, 208, 224, 288
+OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT, OFF_LISTEN = 112, 176, 208, 224, 288, 800
 REAL_SLOTS_OFF = 1344 + 1024 * 64  # the header, rounded to 64, then the cache blocks
 
 
@@ -375,6 +379,7 @@ def real_segment(tmp_path_factory, docroot) -> bytes:
         assert srv.stop() == 0, srv.diagnostics()
     assert struct.unpack_from("<i", data, OFF_PORT)[0] == srv.port  # the offsets above are right
     assert struct.unpack_from("<Q", data, OFF_SLOTS)[0] == REAL_SLOTS_OFF
+    assert data[OFF_LISTEN:].startswith(f"127.0.0.1:{srv.port}\0".encode())
     return data
 
 
@@ -434,7 +439,8 @@ def test_viewer_escapes_the_segment_strings(real_segment):
                     ("", OFF_MODEL, (b"m\x1b" * 16)[:32]),
                     ("", OFF_VERSION, b"v" * 16),
                     ("", OFF_BIND, evil + b"\0"),
-                    ("", OFF_ROOT, b"/r\xff\xfe\x01" * 100 + b"\0" * 12))
+                    ("", OFF_ROOT, b"/r\xff\xfe\x01" * 100 + b"\0" * 12),
+                    ("", OFF_LISTEN, (evil * 64)[:512]))   # no NUL: runs into the padding
     r = _run_stat_on(f"esc{os.getpid()}", data, "--json")
     assert r.returncode == 0, r.stderr
     assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
@@ -444,6 +450,7 @@ def test_viewer_escapes_the_segment_strings(real_segment):
     assert doc["bind"] == evil.decode("latin-1")
     assert doc["model"] == ("m\x1b" * 16)[:32]
     assert doc["version"] == "v" * 16
+    assert doc["listen"] == (evil * 64)[:512].decode("latin-1")
     r = _run_stat_on(f"esc{os.getpid()}", data)  # the screen view
     assert r.returncode == 0, r.stderr
     assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
