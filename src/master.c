@@ -617,6 +617,7 @@ static void tick(struct master *m)
 				continue;
 			}
 			steer(m, g);
+			stats_promote(&g->srv);
 			for (int j = 0; j < MAX_GENERATIONS; j++)
 				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
 					gen_drain(m, &m->gens[j], true);

@@ -51,6 +51,11 @@ void stats_serving_start(struct server *srv);
 struct listen_addr;
 void stats_set_listen(const struct server *srv, const struct listen_addr *addrs, const bool *tls, int n);
 
+/* The generation srv now serves (after a reload's start-up grace): a
+ * segment that its configuration names differently (stats_name, or the
+ * port with auto) takes that name now, counters and all. */
+void stats_promote(const struct server *srv);
+
 /* A new generation of serving processes (after a reload). */
 void stats_new_generation(const struct server *srv);
 

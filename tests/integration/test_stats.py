@@ -143,6 +143,101 @@ def test_viewer_names_the_listen_addresses_and_prints_whole_counts(mname, worker
         assert srv.stop() == 0, srv.diagnostics()
 
 
+class _PortInFile(util.Server):
+    """bind and port come from its configuration file (no --bind/--port),
+    so a reload can move the port; stats_name stays auto."""
+
+    def __init__(self, conf: Path, model: str, root: Path, workdir: Path, settings=None):
+        super().__init__(model, root, workdir, settings, extra_args=["--config", str(conf)])
+        self.conf = conf
+
+    def argv(self) -> list[str]:
+        a = super().argv()
+        for flag in ("--bind", "--port"):
+            i = a.index(flag)
+            del a[i:i + 2]
+        self.write(self.port)
+        return a
+
+    def write(self, port: int) -> None:
+        self.conf.write_text(f"[server]\nbind = {util.HOST}\nport = {port}\nworkers = 1\n")
+
+
+def _move_port(srv: _PortInFile) -> int:
+    """Reloads srv onto a new port; returns it once generation 2 serves there alone."""
+    new = util.free_port()
+    srv.write(new)
+    srv.signal(signal.SIGHUP)
+    done = util.wait_for(lambda: "generation 1 (pid" in srv.error_log.read_text() and
+                         " finished" in srv.error_log.read_text(), util.scaled(10))
+    assert done, f"the reload did not replace generation 1\n{srv.diagnostics()}"
+    srv.port = new
+    return new
+
+
+@pytest.mark.parametrize("mname", ["epoll", "fork"])
+def test_counters_survive_a_reload_that_moves_the_port(mname, docroot, tmp_path):
+    """stats_name = auto names the segment after the port; a reload to
+    another port renames it, so the counters carry on (as for any reload)
+    and spindle-stat --port finds them under the new port, and the old
+    port's name is free for an instance that serves there now."""
+    srv = _PortInFile(tmp_path / "spindle.conf", mname, docroot.path, tmp_path / "srv")
+    srv.start()
+    old = srv.port
+    other = None
+    try:
+        _known_mix(srv)
+        wait_stats(old, lambda s: s["requests"] >= 14)
+        segment = os.stat(shm_path(old)).st_ino
+        new = _move_port(srv)
+        assert srv.get("/a.txt").body == A_TXT
+        s = wait_stats(new, lambda s: s["requests"] >= 15)
+        assert s["requests"] == 15 and s["status_codes"]["404"] == 2, s
+        assert s["instance"] == str(new) and s["listen"] == f"127.0.0.1:{new}", s
+        assert os.stat(shm_path(new)).st_ino == segment, "the reload replaced the segment"
+        assert not shm_path(old).exists(), "the old port's name outlived the move"
+        other = util.Server(mname, docroot.path, tmp_path / "other").start(port=old)
+        assert other.get("/a.txt").body == A_TXT
+        assert wait_stats(old, lambda s: s["requests"] >= 1)["requests"] == 1  # its own, fresh
+    finally:
+        if other:
+            assert other.stop() == 0, other.diagnostics()
+        assert srv.stop() == 0, srv.diagnostics()
+    assert not shm_path(new).exists(), "the renamed segment outlived the instance"
+
+
+def test_reload_to_a_port_whose_name_a_live_instance_holds_keeps_the_old_name(docroot, tmp_path):
+    """Two instances may derive one name (auto and the same port on two
+    addresses; here the other names itself so): the reload neither takes
+    nor removes the live one's segment, it serves on the new port with its
+    counters under the old name and says so."""
+    srv = _PortInFile(tmp_path / "spindle.conf", "epoll", docroot.path, tmp_path / "srv")
+    srv.start()
+    old = srv.port
+    taken = util.free_port()
+    holder = util.Server("epoll", docroot.path, tmp_path / "holder", {"stats_name": str(taken)}).start()
+    try:
+        holder_segment = os.stat(shm_path(taken)).st_ino
+        for _ in range(3):
+            assert srv.get("/a.txt").status == 200
+        wait_stats(old, lambda s: s["requests"] >= 3)
+        srv.write(taken)
+        srv.signal(signal.SIGHUP)
+        util.wait_for(lambda: "statistics stay under" in srv.error_log.read_text(), util.scaled(10))
+        assert f"statistics stay under /dev/shm/spindle-{old}: /spindle-{taken} belongs to a running spindle " \
+               f"(pid {holder.proc.pid})" in srv.error_log.read_text(), srv.diagnostics()
+        srv.port = taken
+        assert srv.get("/a.txt").body == A_TXT
+        s = wait_stats(old, lambda s: s["requests"] >= 4)
+        assert s["requests"] == 4 and s["pid"] == srv.proc.pid, s
+        assert os.stat(shm_path(taken)).st_ino == holder_segment
+        assert stat_json(taken)["pid"] == holder.proc.pid
+    finally:
+        assert holder.stop() == 0, holder.diagnostics()
+        assert srv.stop() == 0, srv.diagnostics()
+    assert not shm_path(old).exists()
+
+
 def test_keepalive_reuse_counted(fresh_server):
     srv = fresh_server()
     with srv.connect() as c:
