@@ -879,8 +879,9 @@ def test_second_instance_on_a_busy_port_refuses_to_start(docroot, tmp_path):
 
 def test_reload_renaming_statistics_leaves_no_segment_behind(model, instances, docroot, tmp_path):
     """A reload that changes stats_name: the new name is published, the old
-    segment goes once its generation has drained, and nothing is left in
-    /dev/shm after the stop. The master tracked one segment only: the new
+    one is gone once the new generation serves (the segment was renamed, or
+    a new one replaced it and the old went with its generation), and nothing
+    is left in /dev/shm after the stop. The master tracked one segment only: the new
     name replaced the old one's count, so the old name was never unlinked."""
     tag = f"pytest-{os.getpid()}-{model}"
     old_shm, new_shm = Path(f"/dev/shm/spindle-{tag}-a"), Path(f"/dev/shm/spindle-{tag}-b")
