@@ -164,13 +164,16 @@ class _PortInFile(util.Server):
 
 
 def _move_port(srv: _PortInFile) -> int:
-    """Reloads srv onto a new port; returns it once generation 2 serves there alone."""
+    """Reloads srv onto a new port; returns it once generation 2 has taken
+    over (the segment is renamed then) and generation 1 is gone. Generation 1
+    may finish first: a reload within its start-up grace drains it as soon
+    as the grace ends, before generation 2's own ends."""
     new = util.free_port()
     srv.write(new)
     srv.signal(signal.SIGHUP)
-    done = util.wait_for(lambda: "generation 1 (pid" in srv.error_log.read_text() and
-                         " finished" in srv.error_log.read_text(), util.scaled(10))
-    assert done, f"the reload did not replace generation 1\n{srv.diagnostics()}"
+    done = util.wait_for(lambda: re.search(r"generation 1 \(pid \d+\) finished", srv.error_log.read_text()) and
+                         re.search(r"stats: /dev/shm/spindle-\d+ is now", srv.error_log.read_text()), util.scaled(10))
+    assert done, f"the reload did not replace generation 1 and rename the segment\n{srv.diagnostics()}"
     srv.port = new
     return new
 
@@ -190,6 +193,7 @@ def test_counters_survive_a_reload_that_moves_the_port(mname, docroot, tmp_path)
         wait_stats(old, lambda s: s["requests"] >= 14)
         segment = os.stat(shm_path(old)).st_ino
         new = _move_port(srv)
+        assert shm_path(new).exists(), f"no segment under the new port\n{srv.diagnostics()}"
         assert srv.get("/a.txt").body == A_TXT
         s = wait_stats(new, lambda s: s["requests"] >= 15)
         assert s["requests"] == 15 and s["status_codes"]["404"] == 2, s
