@@ -30,7 +30,7 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 
 .PHONY: all run test deps unit integration asan asan-test tsan tsan-test fuzz fuzz-run valgrind bench bench-smoke clean \
-	man install uninstall deb
+	man install uninstall
 
 TSAN_MODELS ?= epoll or pool
 
@@ -274,6 +274,7 @@ uninstall:
 # nothing in the checkout and the package lands beside the copy. lintian
 # must find no error and no warning (debian/spindle.lintian-overrides says
 # why each overridden tag is right for this package).
+.PHONY: deb
 DEB_DIR  := build/deb
 DEB_ARCH  = $(shell dpkg --print-architecture)
 DEB       = $(DEB_DIR)/spindle_$(VERSION)_$(DEB_ARCH).deb
