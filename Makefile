@@ -6,7 +6,7 @@ CSTD     := -std=c17 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith
 VERSION  := 0.1.0
 # OPT: optimisation and instrumentation (the sanitizer targets set it);
-# CFLAGS stays free for the user.
+# CFLAGS, CPPFLAGS and LDFLAGS stay free for the user (and dpkg-buildflags).
 OPT      ?= -O2 -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(CFLAGS) -pthread -MMD -MP -DSPINDLE_VERSION='"$(VERSION)"'
 ifeq ($(CI),true)
@@ -37,16 +37,16 @@ TSAN_MODELS ?= epoll or pool
 all: spindle spindle-stat
 
 spindle: $(CORE_OBJ) $(MAIN_OBJ)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The statistics viewer reads the shared segment only: libc, no libinih/liburing.
 STAT_SRC := tools/spindle-stat.c src/stats/snapshot.c
 spindle-stat: $(STAT_SRC:%.c=$(BUILD)/%.o)
-	$(CC) $(ALL_CFLAGS) -o $@ $^
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(CORE_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
@@ -82,6 +82,8 @@ suite = $(4) $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(call junit,
 integration: spindle
 	$(call suite,integration)
 
+# tests/package builds the Debian package (make deb), installs it on this
+# machine, serves with it and purges it: once, alone, outside the suites.
 # Every pytest run of `make test` writes a JUnit report here, every unit-test
 # run a JSON one; the last step lists every skip with its reason, so none
 # passes unread.
@@ -93,6 +95,7 @@ test: deps
 	$(MAKE) all $(BUILD)/unit_tests
 	$(BUILD)/unit_tests --jobs 2 --json=$(REPORTS)/unit.json
 	$(call suite,integration)
+	$(PY) -m pytest -q $(call junit,package) tests/package
 	$(PY) -m pytest -q $(call junit,bench) tests/bench
 	$(MAKE) asan-test
 	$(MAKE) tsan-test
@@ -282,6 +285,27 @@ uninstall:
 	  sed 's|^root = www$$|root = $(DOCROOT)|' server.conf | cmp -s - "$$conf" && rm -f "$$conf" \
 	    || echo "keeping $$conf: it was changed after installation"; fi
 	@rmdir "$(DESTDIR)$(SYSCONFDIR)/spindle" 2>/dev/null || true # not empty (a kept configuration), or gone
+
+# ---- Debian package -----------------------------------------------------
+# `make deb` builds $(DEB) with debhelper (debian/) from a copy of the
+# checkout's files (tracked and new, not ignored ones), so the build leaves
+# nothing in the checkout and the package lands beside the copy. lintian
+# must find no error and no warning (debian/spindle.lintian-overrides says
+# why each overridden tag is right for this package).
+.PHONY: deb
+DEB_DIR  := build/deb
+DEB_ARCH  = $(shell dpkg --print-architecture)
+DEB       = $(DEB_DIR)/spindle_$(VERSION)_$(DEB_ARCH).deb
+deb:
+	@v=$$(dpkg-parsechangelog -S Version); [ "$$v" = "$(VERSION)" ] || \
+	  { echo "make deb: debian/changelog is at $$v, the Makefile at $(VERSION): add a changelog entry (dch -v $(VERSION))" >&2; exit 1; }
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/spindle-$(VERSION)
+	git ls-files -z --cached --others --exclude-standard -- . ':!.venv' | \
+	  tar --null -T - --ignore-failed-read -cf - | tar -xf - -C $(DEB_DIR)/spindle-$(VERSION)
+	cd $(DEB_DIR)/spindle-$(VERSION) && DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
+	  dpkg-buildpackage -us -uc -b
+	lintian --fail-on error,warning $(DEB)
+	@echo "make deb: $(DEB)"
 
 -include $(CORE_OBJ:.o=.d) $(wildcard build/fuzz/obj/src/*.d build/fuzz/obj/src/*/*.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(BUILD)/tools/spindle-stat.d
 

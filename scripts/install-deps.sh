@@ -17,6 +17,9 @@ packages=(
   # (systemd-analyze), the scale-out test (haproxy)
   scdoc man-db groff-base systemd haproxy
   strace  # holds the master in a syscall so a test can race it (test_listen.py)
+  # the Debian package: make deb builds it from a copy of the checkout's files (git),
+  # lintian checks it, test_deb.py installs it (logrotate checks its rotation file)
+  debhelper lintian git logrotate
 )
 
 for arg in "$@"; do

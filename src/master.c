@@ -286,9 +286,12 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	g->srv.nlisten = 0;
 	for (int i = 0; i < g->srv.nlisten_groups; i++)
 		g->srv.nlisten += g->srv.listen_group_len[i];
-	for (int i = 0, k = 0; i < LISTENERS_MAX; i++) {
+	struct listen_addr served[SERVER_MAX_ADDRESSES];
+	int k = 0;
+	for (int i = 0; i < LISTENERS_MAX && k < SERVER_MAX_ADDRESSES; i++) {
 		const struct listener *l = &m->listeners.l[i];
 		if (l->set.n && (l->users & (1u << idx))) {
+			served[k] = l->set.addr;
 			g->srv.listen_group_inherited[k] = l->inherited;
 			/* tls: this configuration's line for the address (a reload
 			 * may add or drop it on a socket that stays, and an
@@ -300,6 +303,8 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 			k++;
 		}
 	}
+	/* spindle-stat shows these, inherited sockets included */
+	stats_set_listen(&g->srv, served, g->srv.listen_group_tls, k);
 	g->serial = ++m->serial;
 	g->pid = -1;
 	g->promoted = false;
@@ -626,6 +631,7 @@ static void tick(struct master *m)
 				continue;
 			}
 			steer(m, g);
+			stats_promote(&g->srv);
 			for (int j = 0; j < MAX_GENERATIONS; j++)
 				if (j != i && (m->gens[j].state == GEN_SERVING || m->gens[j].state == GEN_STARTING))
 					gen_drain(m, &m->gens[j], true);

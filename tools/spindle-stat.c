@@ -175,6 +175,10 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 	printf("  \"bind\": \"%s\", \"port\": %d, \"workers\": %d, \"threads\": %d, \"generation\": %llu,\n",
 	       ESC(bind, h->bind, true), h->port, h->workers, h->threads,
 	       (unsigned long long)atomic_load(&((struct stats_header *)h)->generation));
+	if (STATS_HAS_LISTEN(h)) {
+		char listen[FIELD_ESCAPED(sizeof(h->listen))];
+		printf("  \"listen\": \"%s\",\n", ESC(listen, h->listen, true));
+	}
 	printf("  \"start_time\": %.3f, \"uptime_seconds\": %.3f,\n", (double)h->start_unix_ns / 1e9, up);
 	printf("  \"connections_accepted\": %" PRIu64 ", \"connections_active\": %" PRId64 ",\n", t->accepted,
 	       t->active);
@@ -252,7 +256,7 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 	uint64_t hist[STATS_LAT_BUCKETS];
 	for (int i = 0; i < STATS_LAT_BUCKETS; i++)
 		hist[i] = t->latency[i] - p->latency[i];
-	const char *u1, *u2, *u3;
+	const char *u1, *u2;
 	char p50[16], p90[16], p99[16];
 	time_t now = time(NULL);
 	char clock[16];
@@ -262,23 +266,28 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 		fputs("\033[H\033[2J", stdout); /* home, clear */
 	char name[FIELD_ESCAPED(sizeof(h->name))], model[FIELD_ESCAPED(sizeof(h->model))];
 	char bind[FIELD_ESCAPED(sizeof(h->bind))], root[FIELD_ESCAPED(sizeof(h->root))];
-	printf("spindle-stat  %s  instance %s  pid %d%s  %s model  %d workers x %d threads  up %.0fs\n", clock,
+	char listen[FIELD_ESCAPED(sizeof(h->listen))], who[128];
+	stats_concurrency(h, who, sizeof(who));
+	printf("spindle-stat  %s  instance %s  pid %d%s  %s model, %s  up %.0fs\n", clock,
 	       ESC(name, h->name, false), (int)h->pid, owner_alive(h) ? "" : " (NOT RUNNING)",
-	       ESC(model, h->model, false), h->workers, h->threads, up);
-	printf("%s:%d  root %s\n\n", ESC(bind, h->bind, false), h->port, ESC(root, h->root, false));
+	       ESC(model, h->model, false), who, up);
+	if (STATS_HAS_LISTEN(h))
+		printf("%s  root %s\n\n", ESC(listen, h->listen, false), ESC(root, h->root, false));
+	else /* an older server's segment: its summary of bind and port */
+		printf("%s:%d  root %s\n\n", ESC(bind, h->bind, false), h->port, ESC(root, h->root, false));
 	double rps = human((double)reqs / secs, &u1);
 	double bps = human_bytes((double)(t->bytes_sent - p->bytes_sent) / secs, &u2);
 	printf("  requests/s %8.1f%-2s  body bytes/s %8.1f %-4s  %s\n", rps, u1, bps, u2,
 	       delta ? "(last interval)" : "(since start)");
-	double total = human((double)t->requests, &u3);
-	printf("  requests   %8.1f%-2s  connections %7" PRId64 " active, %" PRIu64 " accepted, %" PRIu64
+	printf("  requests   %10" PRIu64 "  connections %7" PRId64 " active, %" PRIu64 " accepted, %" PRIu64
 	       " keep-alive reuses\n",
-	       total, u3, t->active, t->accepted, t->keepalive_reuses);
+	       t->requests, t->active, t->accepted, t->keepalive_reuses);
 	uint64_t lookups = (t->cache_hits - p->cache_hits) + (t->cache_misses - p->cache_misses);
 	double cb = human_bytes((double)t->cache_bytes, &u2);
-	printf("  cache      %7.1f%% hits  %" PRId64 " files, %.1f %s, %" PRIu64 " evictions\n",
-	       lookups ? 100.0 * (double)(t->cache_hits - p->cache_hits) / (double)lookups : 0.0, t->cache_entries, cb,
-	       u2, t->cache_evictions);
+	printf("  cache      %7.1f%% hits  %" PRId64 " %s, %.1f %s, %" PRIu64 " %s\n",
+	       lookups ? 100.0 * (double)(t->cache_hits - p->cache_hits) / (double)lookups : 0.0, t->cache_entries,
+	       t->cache_entries == 1 ? "file" : "files", cb, u2, t->cache_evictions,
+	       t->cache_evictions == 1 ? "eviction" : "evictions");
 	printf("  timeouts   %8" PRIu64 "   errors %" PRIu64 " (send failures %" PRIu64 ")\n\n", t->timeouts, t->errors,
 	       t->send_failures);
 	if (t->tls_handshakes || t->tls_handshake_failures)
@@ -316,7 +325,10 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 			printf("  ... more workers (see --once --json)\n");
 			break;
 		}
-		printf("  %6u %10.1f |", i, delta ? (double)d[i] / secs : (double)d[i]);
+		if (delta) /* a rate */
+			printf("  %6u %10.1f |", i, (double)d[i] / secs);
+		else /* a count */
+			printf("  %6u %10" PRIu64 " |", i, d[i]);
 		bar(BAR_WIDTH, (double)d[i] / (double)most);
 		printf("|\n");
 	}

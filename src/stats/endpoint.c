@@ -34,6 +34,24 @@ static void field(FILE *f, const char *s, size_t cap)
 }
 #define FIELD(f, arr) field((f), (arr), sizeof(arr))
 
+/* The listen field, for HTML text only: addresses hold ':', '[', '/', ','
+ * and spaces; HTML's specials become entities, any other byte outside
+ * printable ASCII '?'. */
+static void html_field(FILE *f, const char *s, size_t cap)
+{
+	for (size_t i = 0; i < cap && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		switch (c) {
+		case '&': fputs("&amp;", f); break;
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '"': fputs("&quot;", f); break;
+		case '\'': fputs("&#39;", f); break;
+		default: fputc(c >= 0x20 && c < 0x7f ? c : '?', f);
+		}
+	}
+}
+
 static void counter(FILE *f, const char *name, const char *help, uint64_t v)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
@@ -129,7 +147,14 @@ static void render_status(FILE *f, const struct stats_header *h, const struct st
 	FIELD(f, h->name);
 	fprintf(f, "</td></tr>\n<tr><th>model</th><td>");
 	FIELD(f, h->model);
-	fprintf(f, " (%d workers, %d threads)</td></tr>\n", h->workers, h->threads);
+	char who[128];
+	stats_concurrency(h, who, sizeof(who));
+	fprintf(f, ", %s</td></tr>\n", who);
+	if (STATS_HAS_LISTEN(h)) {
+		fprintf(f, "<tr><th>listening on</th><td>");
+		html_field(f, h->listen, sizeof(h->listen));
+		fprintf(f, "</td></tr>\n");
+	}
 	fprintf(f, "<tr><th>pid</th><td>%d</td></tr>\n<tr><th>uptime</th><td>%.0f s</td></tr>\n", (int)h->pid, up);
 	fprintf(f, "<tr><th>requests</th><td>%" PRIu64 "</td></tr>\n<tr><th>requests/s since start</th><td>%.1f</td></tr>\n",
 		done, up > 0 ? (double)done / up : 0.0);

@@ -13,6 +13,7 @@
 #define SPINDLE_STATS_SHM_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../fs/cache.h"
@@ -90,7 +91,14 @@ struct stats_header {
 	char version_str[16];
 	char bind[64];
 	char root[512];
+	/* added in version 1 after the fields above: readers check header_size
+	 * (STATS_HAS_LISTEN), a segment of an older build has none */
+	char listen[512];        /* every address served, "127.0.0.1:8080, unix:/run/s.sock tls" */
 };
+
+/* The header's fields up to root: what every version-1 segment has. */
+#define STATS_HEADER_MIN (offsetof(struct stats_header, listen))
+#define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 
 static inline struct stats_slot *stats_slot_at(const struct stats_header *h, uint32_t i)
 {

@@ -113,7 +113,7 @@ const char *stats_check(const struct stats_header *h, size_t len)
 		return "written by a different spindle version (layout mismatch)";
 	uint64_t layout = h->layout_size, coff = h->caches_off, soff = h->slots_off;
 	uint32_t nslots = h->nslots, ncaches = h->ncaches, slot_size = h->slot_size;
-	if (h->header_size < sizeof(struct stats_header) || layout > len || h->header_size > layout ||
+	if (h->header_size < STATS_HEADER_MIN || layout > len || h->header_size > layout ||
 	    nslots == 0 || nslots > STATS_MAX_SLOTS || ncaches > 2 * STATS_CACHE_HALF ||
 	    slot_size < sizeof(struct stats_slot) || slot_size > 65536 || slot_size % STATS_LINE != 0 ||
 	    coff % STATS_LINE != 0 || soff % STATS_LINE != 0 || coff < h->header_size)
@@ -199,4 +199,38 @@ void stats_detach(const void *map, size_t len)
 {
 	if (map)
 		munmap((void *)map, len);
+}
+
+/* "1 thread", "16 threads" */
+static const char *plural(char *buf, size_t len, long long n, const char *one, const char *many)
+{
+	snprintf(buf, len, "%lld %s", n, n == 1 ? one : many);
+	return buf;
+}
+
+/* `workers` are event loops under epoll and uring, processes under
+ * prefork; `threads` size the pools of pool and prefork; the other models
+ * take neither. The name comes from the segment: an unknown one gets the
+ * numbers alone. */
+void stats_concurrency(const struct stats_header *h, char *buf, size_t len)
+{
+	char a[48], b[48];
+	char model[sizeof(h->model) + 1];
+	snprintf(model, sizeof(model), "%.*s", (int)sizeof(h->model), h->model);
+	if (!strcmp(model, "epoll") || !strcmp(model, "uring"))
+		snprintf(buf, len, "%s", plural(a, sizeof(a), h->workers, "event loop", "event loops"));
+	else if (!strcmp(model, "prefork"))
+		snprintf(buf, len, "%s x %s", plural(a, sizeof(a), h->workers, "process", "processes"),
+			 plural(b, sizeof(b), h->threads, "thread", "threads"));
+	else if (!strcmp(model, "pool"))
+		snprintf(buf, len, "%s", plural(a, sizeof(a), h->threads, "thread", "threads"));
+	else if (!strcmp(model, "iterative"))
+		snprintf(buf, len, "one connection at a time");
+	else if (!strcmp(model, "thread"))
+		snprintf(buf, len, "a thread per connection");
+	else if (!strcmp(model, "fork"))
+		snprintf(buf, len, "a process per connection");
+	else
+		snprintf(buf, len, "%s, %s", plural(a, sizeof(a), h->workers, "worker", "workers"),
+			 plural(b, sizeof(b), h->threads, "thread", "threads"));
 }

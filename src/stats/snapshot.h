@@ -68,4 +68,8 @@ void stats_detach(const void *map, size_t len);
 
 int64_t stats_mono_ns(void);
 
+/* Who serves, in the model's own words: "2 event loops", "2 processes x 16
+ * threads", "a thread per connection". */
+void stats_concurrency(const struct stats_header *h, char *buf, size_t len);
+
 #endif

@@ -32,6 +32,7 @@ struct stats {
 	uint32_t cache_base;   /* first cache block of this generation */
 	uint32_t ncaches;      /* cache blocks it uses */
 	uint32_t nslots;       /* worker slots its processes count in */
+	char want_name[96];    /* the name its configuration asks for, taken at promotion ("": has it) */
 	struct cidr_list allow;
 };
 
@@ -396,6 +397,60 @@ static void auto_name(const struct config *cfg, char *inst, size_t len)
 			*p = '_';
 }
 
+/* "ADDR[ tls], ..." into the header's listen field; an address that does
+ * not fit whole is left out and the list ends with "...". */
+static void write_listen(struct stats_header *h, const struct listen_addr *addrs, const bool *tls, int n)
+{
+	char buf[sizeof(h->listen)];
+	size_t o = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		struct listen_addr a = addrs[i];
+		char one[256];
+		/* where it listens, not how the socket file is set up */
+		a.mode = -1;
+		a.owner[0] = a.group[0] = '\0';
+		a.tls = tls ? tls[i] : a.tls;
+		listen_addr_format(&a, one, sizeof(one));
+		size_t need = strlen(one) + (i ? 2 : 0);
+		if (o + need + 4 >= sizeof(buf)) { /* room kept for ", ..." */
+			snprintf(buf + o, sizeof(buf) - o, "%s...", i ? ", " : "");
+			break;
+		}
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s", i ? ", " : "", one);
+	}
+	copy_str(h->listen, sizeof(h->listen), buf);
+}
+
+/* What the configuration asks for: its `listen` lines, else bind and port;
+ * tls = on makes every one HTTPS. */
+static void listen_summary(struct stats_header *h, const struct config *cfg)
+{
+	struct listen_addr one = { .kind = LISTEN_TCP, .port = cfg->port, .mode = -1, .tls = cfg->tls };
+	const struct listen_addr *addrs = cfg->listen;
+	int n = cfg->nlisten;
+	bool tls[CONFIG_MAX_LISTEN];
+	if (n == 0) {
+		if (strcmp(cfg->bind, "*") != 0)
+			copy_str(one.host, sizeof(one.host), cfg->bind);
+		addrs = &one;
+		n = 1;
+	}
+	for (int i = 0; i < n; i++)
+		tls[i] = addrs[i].tls || cfg->tls;
+	write_listen(h, addrs, tls, n);
+}
+
+void stats_set_listen(const struct server *srv, const struct listen_addr *addrs, const bool *tls, int n)
+{
+	struct stats *st = srv->stats;
+	if (!st || st->creator != getpid())
+		return;
+	segment_repair(st->h, st->fd, st->len);
+	write_listen(st->h, addrs, tls, n);
+	memcpy(hdr_saved.listen, st->h->listen, sizeof(hdr_saved.listen));
+}
+
 int stats_open(struct server *srv)
 {
 	const struct config *cfg = srv->cfg;
@@ -440,6 +495,15 @@ int stats_open(struct server *srv)
 	bool fallback = false, reuse = false;
 	struct stat sb;
 	snprintf(st->shm_name, sizeof(st->shm_name), "/spindle-%s", inst);
+	if (seg_refs > 0 && strcmp(seg_name, st->shm_name) != 0) {
+		/* A reload under another name (a new stats_name, or auto and a new
+		 * port): the counters carry on in the same segment, which takes
+		 * the new name once this generation serves (stats_promote), so a
+		 * reload that fails leaves it where the running one is. */
+		memcpy(st->want_name, st->shm_name, sizeof(st->want_name));
+		snprintf(st->shm_name, sizeof(st->shm_name), "%s", seg_name);
+		copy_str(inst, sizeof(inst), seg_name + strlen("/spindle-"));
+	}
 	if (seg_refs > 0 && strcmp(seg_name, st->shm_name) == 0) {
 		/* a reload: the segment is ours, keep counting in it */
 		fd = shm_open(st->shm_name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
@@ -511,6 +575,7 @@ summary:
 	copy_str(h->version_str, sizeof(h->version_str), SPINDLE_VERSION);
 	copy_str(h->bind, sizeof(h->bind), cfg->bind);
 	copy_str(h->root, sizeof(h->root), cfg->root);
+	listen_summary(h, cfg);
 	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */
 	memcpy(&hdr_saved, (const void *)h, sizeof(hdr_saved));
 
@@ -570,13 +635,16 @@ void stats_close(struct server *srv)
 		if (st->ino && st->ino == seg_ino)
 			for (uint32_t i = 0; i < st->ncaches; i++)
 				cache_block_used[st->cache_base + i] = false;
+		/* the current segment may have been renamed since this generation opened it */
+		char name[sizeof(seg_name)];
+		snprintf(name, sizeof(name), "%s", st->ino && st->ino == seg_ino ? seg_name : st->shm_name);
 		if (st->ino && release_use(st->ino)) {
 			struct stat sb;
 			char path[128];
-			snprintf(path, sizeof(path), "/dev/shm%s", st->shm_name);
+			snprintf(path, sizeof(path), "/dev/shm%s", name);
 			/* never remove a segment another instance created under the name since */
-			if (stat(path, &sb) == 0 && sb.st_ino == st->ino && shm_unlink(st->shm_name) < 0 && errno != ENOENT)
-				log_warn("stats: shm_unlink %s: %s", st->shm_name, strerror(errno));
+			if (stat(path, &sb) == 0 && sb.st_ino == st->ino && shm_unlink(name) < 0 && errno != ENOENT)
+				log_warn("stats: shm_unlink %s: %s", name, strerror(errno));
 		}
 	}
 	munmap(st->h, st->len);
@@ -678,6 +746,71 @@ void stats_serving_start(struct server *srv)
 		stats_catch_truncation(); /* a serving process (the master repairs before each touch) */
 	stats_process_slot = slot_block(proc_h, 0);
 	cache_set_gauges(srv->cache, proc_ncaches ? &cache_block(proc_h, proc_cache_base)->g : NULL);
+}
+
+/* Moves the current segment to st->want_name without replacing anything
+ * there: true once it is there. A stale or doubtful segment of ours under
+ * the name is reclaimed; a live instance's, or another user's, is left
+ * alone, and the segment keeps its name: two instances that would share a
+ * name (auto, one port on two addresses) then stay apart, and the log says
+ * how to name them. */
+static bool segment_rename(struct stats *st)
+{
+	char from[128], to[128];
+	struct stat sb;
+	snprintf(from, sizeof(from), "/dev/shm%s", seg_name);
+	snprintf(to, sizeof(to), "/dev/shm%s", st->want_name);
+	if (lstat(from, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_ino != seg_ino) {
+		log_warn("stats: /dev/shm%s is no longer this instance's segment: it keeps no name", seg_name);
+		return false;
+	}
+	for (int attempt = 0; attempt < 3; attempt++) {
+		if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+			return true;
+		if (errno != EEXIST)
+			break;
+		pid_t pid = 0;
+		uid_t uid = 0;
+		const char *why = NULL;
+		switch (probe(st->want_name, st->len, &pid, &uid, &why)) {
+		case PROBE_GONE:
+			continue;
+		case PROBE_STALE:
+		case PROBE_UNTRUSTED:
+			log_warn("stats: reclaiming /dev/shm%s: %s", st->want_name,
+				 why ? why : "left by an instance no longer running");
+			if (shm_unlink(st->want_name) < 0 && errno != ENOENT)
+				goto keep;
+			continue;
+		case PROBE_LIVE:
+			log_warn("stats: statistics stay under /dev/shm%s: %s belongs to a running spindle (pid %d); "
+				 "set stats_name to tell the instances apart", seg_name, st->want_name, (int)pid);
+			return false;
+		case PROBE_FOREIGN:
+			log_warn("stats: statistics stay under /dev/shm%s: %s belongs to uid %d", seg_name, st->want_name,
+				 (int)uid);
+			return false;
+		}
+	}
+keep:
+	log_warn("stats: cannot rename /dev/shm%s to %s: %s; statistics stay under the old name", seg_name,
+		 st->want_name, strerror(errno));
+	return false;
+}
+
+void stats_promote(const struct server *srv)
+{
+	struct stats *st = srv->stats;
+	if (!st || st->creator != getpid() || !st->want_name[0] || !st->ino || st->ino != seg_ino)
+		return;
+	if (strcmp(st->want_name, seg_name) != 0 && segment_rename(st)) {
+		log_info("stats: /dev/shm%s is now /dev/shm%s; the counters carry on", seg_name, st->want_name);
+		snprintf(seg_name, sizeof(seg_name), "%s", st->want_name);
+		segment_repair(st->h, st->fd, st->len);
+		copy_str(st->h->name, sizeof(st->h->name), seg_name + strlen("/spindle-"));
+		memcpy(hdr_saved.name, st->h->name, sizeof(hdr_saved.name));
+	}
+	st->want_name[0] = '\0';
 }
 
 void stats_new_generation(const struct server *srv)

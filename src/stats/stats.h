@@ -45,6 +45,17 @@ void stats_process_start(struct server *srv, int proc);
  * closed since, when an older generation is restarted). */
 void stats_serving_start(struct server *srv);
 
+/* Tells readers every address the instance serves on (n of them; tls:
+ * which serve HTTPS, or NULL). The creating process calls it once the
+ * sockets are open: an inherited socket's address is only known then. */
+struct listen_addr;
+void stats_set_listen(const struct server *srv, const struct listen_addr *addrs, const bool *tls, int n);
+
+/* The generation srv now serves (after a reload's start-up grace): a
+ * segment that its configuration names differently (stats_name, or the
+ * port with auto) takes that name now, counters and all. */
+void stats_promote(const struct server *srv);
+
 /* A new generation of serving processes (after a reload). */
 void stats_new_generation(const struct server *srv);
 

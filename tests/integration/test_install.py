@@ -100,6 +100,25 @@ def test_installed_units_verify(destdir, tmp_path):
     assert r.returncode == 0 and (r.stdout + r.stderr).strip() == "", r.stdout + r.stderr
 
 
+def test_socket_unit_listens_on_loopback_as_spindle_does(destdir, tmp_path):
+    """spindle binds 127.0.0.1 unless told otherwise; the socket unit that
+    stands in for its listener must not open the port to every interface.
+    The drop-in its comment shows (an empty ListenStream= then the public
+    address) must verify too."""
+    text = (destdir / PREFIX.lstrip("/") / "lib/systemd/system/spindle.socket").read_text()
+    streams = re.findall(r"^ListenStream=(.*)$", text, re.M)
+    assert streams == ["127.0.0.1:8080"], streams
+    unit = tmp_path / "spindle.socket"
+    unit.write_text(text)
+    (tmp_path / "spindle.service").write_text("[Service]\nExecStart=/bin/true\n")
+    dropin = tmp_path / "spindle.socket.d"
+    dropin.mkdir()
+    (dropin / "public.conf").write_text("[Socket]\nListenStream=\nListenStream=0.0.0.0:80\n")
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and (r.stdout + r.stderr).strip() == "", r.stdout + r.stderr
+
+
 def test_uninstall_leaves_no_file_behind(tmp_path):
     d = tmp_path / "destdir"
     make("install", f"DESTDIR={d}", f"PREFIX={PREFIX}")

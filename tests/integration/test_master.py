@@ -883,8 +883,9 @@ def test_second_instance_on_a_busy_port_refuses_to_start(docroot, tmp_path):
 
 def test_reload_renaming_statistics_leaves_no_segment_behind(model, instances, docroot, tmp_path):
     """A reload that changes stats_name: the new name is published, the old
-    segment goes once its generation has drained, and nothing is left in
-    /dev/shm after the stop. The master tracked one segment only: the new
+    one is gone once the new generation serves (the segment was renamed, or
+    a new one replaced it and the old went with its generation), and nothing
+    is left in /dev/shm after the stop. The master tracked one segment only: the new
     name replaced the old one's count, so the old name was never unlinked."""
     tag = f"pytest-{os.getpid()}-{model}"
     old_shm, new_shm = Path(f"/dev/shm/spindle-{tag}-a"), Path(f"/dev/shm/spindle-{tag}-b")
@@ -894,7 +895,9 @@ def test_reload_renaming_statistics_leaves_no_segment_behind(model, instances, d
     try:
         assert old_shm.exists(), srv.diagnostics()
         _reload_to(srv, conf, conf.read_text().replace(f"{tag}-a", f"{tag}-b"), 2, model)
-        assert new_shm.exists(), srv.diagnostics()
+        # the name moves when generation 2 takes over, which may come after
+        # generation 1 finished: a reload within its start-up grace drains it first
+        assert util.wait_for(new_shm.exists, util.scaled(3)), srv.diagnostics()
         assert srv.get("/a.txt").body == A_TXT
         assert util.wait_for(lambda: not old_shm.exists(), util.scaled(3)), \
             f"{old_shm} outlived its generation\n{srv.diagnostics()}"
@@ -1004,6 +1007,8 @@ def test_new_generation_holds_nothing_of_the_old_one(model, docroot, tmp_path):
     srv.start()
     try:
         pid = _reload_to(srv, conf, text(docroot.path, f"{tag}-b"), 2, model)
+        # the segment takes the new name when generation 2 takes over
+        assert util.wait_for(Path(f"/dev/shm/spindle-{tag}-b").exists, util.scaled(3)), srv.diagnostics()
         assert srv.get("/a.txt").body == A_TXT
         for p in [pid] + util.proc_descendants(pid):
             fds = []

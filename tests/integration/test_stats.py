@@ -85,6 +85,163 @@ def test_counters_survive_a_reload(fresh_server):
     assert os.stat(shm_path(srv.port)).st_ino == segment, "the reload replaced the segment"
 
 
+class _ListenLines(util.Server):
+    """Its addresses are `listen` lines: 127.0.0.1 on the harness's port (its
+    readiness check connects there) and a UNIX socket; --bind/--port name
+    what a configuration without them would use, 127.0.0.1:8080 here."""
+
+    def __init__(self, model, root, workdir, sock, settings):
+        super().__init__(model, root, workdir, settings)
+        self.sock = sock
+
+    def argv(self):
+        a = super().argv()
+        a[a.index("--port") + 1] = "8080"
+        return a + ["--set", f"listen=127.0.0.1:{self.port}", "--set", f"listen=unix:{self.sock} mode=0600"]
+
+
+@pytest.mark.parametrize("mname, workers, threads, head", [
+    ("epoll", 1, 16, "epoll model, 1 event loop "),
+    ("prefork", 2, 1, "prefork model, 2 processes x 1 thread "),
+    ("pool", 1, 1, "pool model, 1 thread "),
+    ("thread", 1, 16, "thread model, a thread per connection "),
+])
+def test_viewer_names_the_listen_addresses_and_prints_whole_counts(mname, workers, threads, head, docroot,
+                                                                   tmp_path):
+    """The screen's head names every address served (not bind:port, which
+    `listen` lines replace), says who serves in the model's own words with
+    the right number, and counts are whole numbers, not 3.0; /status agrees."""
+    sock = tmp_path / "s.sock"
+    srv = _ListenLines(mname, docroot.path, tmp_path / "srv", sock,
+                       {"workers": workers, "threads": threads, "stats_name": f"listen{os.getpid()}{mname}",
+                        "metrics": "on"})
+    srv.start()
+    try:
+        for _ in range(3):
+            assert srv.get("/a.txt").status == 200
+        name = srv.settings["stats_name"]
+        util.wait_for(lambda: json.loads(subprocess.run(
+            [str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True, text=True,
+            timeout=10).stdout)["requests"] >= 3, 5)
+        r = subprocess.run([str(STAT_BIN), "--once", "--name", name], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert head in lines[0], lines[0]
+        assert lines[1] == f"127.0.0.1:{srv.port}, unix:{sock}  root {docroot.path}", lines[1]
+        assert "8080" not in r.stdout
+        requests = next(ln for ln in lines if ln.strip().startswith("requests "))
+        assert re.match(r"^\s*requests\s+3\s+connections", requests), requests
+        worker_counts = [ln.split("|")[0].split() for ln in lines[lines.index("  worker   requests") + 1:] if "|" in ln]
+        assert sum(int(c[1]) for c in worker_counts) == 3, worker_counts
+        j = json.loads(subprocess.run([str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True,
+                                      text=True, timeout=10).stdout)
+        assert j["listen"] == f"127.0.0.1:{srv.port}, unix:{sock}", j["listen"]
+        page = srv.get("/status").body.decode()  # the status page says the same
+        assert f"<th>listening on</th><td>127.0.0.1:{srv.port}, unix:{sock}</td>" in page, page
+        assert f"<td>{mname}, {head.split(', ', 1)[1].strip()}</td>" in page, page
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+class _PortInFile(util.Server):
+    """bind and port come from its configuration file (no --bind/--port),
+    so a reload can move the port; stats_name stays auto."""
+
+    def __init__(self, conf: Path, model: str, root: Path, workdir: Path, settings=None):
+        super().__init__(model, root, workdir, settings, extra_args=["--config", str(conf)])
+        self.conf = conf
+
+    def argv(self) -> list[str]:
+        a = super().argv()
+        for flag in ("--bind", "--port"):
+            i = a.index(flag)
+            del a[i:i + 2]
+        self.write(self.port)
+        return a
+
+    def write(self, port: int) -> None:
+        self.conf.write_text(f"[server]\nbind = {util.HOST}\nport = {port}\nworkers = 1\n")
+
+
+def _move_port(srv: _PortInFile) -> int:
+    """Reloads srv onto a new port; returns it once generation 2 has taken
+    over (the segment is renamed then) and generation 1 is gone. Generation 1
+    may finish first: a reload within its start-up grace drains it as soon
+    as the grace ends, before generation 2's own ends."""
+    new = util.free_port()
+    srv.write(new)
+    srv.signal(signal.SIGHUP)
+    done = util.wait_for(lambda: re.search(r"generation 1 \(pid \d+\) finished", srv.error_log.read_text()) and
+                         re.search(r"stats: /dev/shm/spindle-\d+ is now", srv.error_log.read_text()), util.scaled(10))
+    assert done, f"the reload did not replace generation 1 and rename the segment\n{srv.diagnostics()}"
+    srv.port = new
+    return new
+
+
+@pytest.mark.parametrize("mname", ["epoll", "fork"])
+def test_counters_survive_a_reload_that_moves_the_port(mname, docroot, tmp_path):
+    """stats_name = auto names the segment after the port; a reload to
+    another port renames it, so the counters carry on (as for any reload)
+    and spindle-stat --port finds them under the new port, and the old
+    port's name is free for an instance that serves there now."""
+    srv = _PortInFile(tmp_path / "spindle.conf", mname, docroot.path, tmp_path / "srv")
+    srv.start()
+    old = srv.port
+    other = None
+    try:
+        _known_mix(srv)
+        wait_stats(old, lambda s: s["requests"] >= 14)
+        segment = os.stat(shm_path(old)).st_ino
+        new = _move_port(srv)
+        assert shm_path(new).exists(), f"no segment under the new port\n{srv.diagnostics()}"
+        assert srv.get("/a.txt").body == A_TXT
+        s = wait_stats(new, lambda s: s["requests"] >= 15)
+        assert s["requests"] == 15 and s["status_codes"]["404"] == 2, s
+        assert s["instance"] == str(new) and s["listen"] == f"127.0.0.1:{new}", s
+        assert os.stat(shm_path(new)).st_ino == segment, "the reload replaced the segment"
+        assert not shm_path(old).exists(), "the old port's name outlived the move"
+        other = util.Server(mname, docroot.path, tmp_path / "other").start(port=old)
+        assert other.get("/a.txt").body == A_TXT
+        assert wait_stats(old, lambda s: s["requests"] >= 1)["requests"] == 1  # its own, fresh
+    finally:
+        if other:
+            assert other.stop() == 0, other.diagnostics()
+        assert srv.stop() == 0, srv.diagnostics()
+    assert not shm_path(new).exists(), "the renamed segment outlived the instance"
+
+
+def test_reload_to_a_port_whose_name_a_live_instance_holds_keeps_the_old_name(docroot, tmp_path):
+    """Two instances may derive one name (auto and the same port on two
+    addresses; here the other names itself so): the reload neither takes
+    nor removes the live one's segment, it serves on the new port with its
+    counters under the old name and says so."""
+    srv = _PortInFile(tmp_path / "spindle.conf", "epoll", docroot.path, tmp_path / "srv")
+    srv.start()
+    old = srv.port
+    taken = util.free_port()
+    holder = util.Server("epoll", docroot.path, tmp_path / "holder", {"stats_name": str(taken)}).start()
+    try:
+        holder_segment = os.stat(shm_path(taken)).st_ino
+        for _ in range(3):
+            assert srv.get("/a.txt").status == 200
+        wait_stats(old, lambda s: s["requests"] >= 3)
+        srv.write(taken)
+        srv.signal(signal.SIGHUP)
+        util.wait_for(lambda: "statistics stay under" in srv.error_log.read_text(), util.scaled(10))
+        assert f"statistics stay under /dev/shm/spindle-{old}: /spindle-{taken} belongs to a running spindle " \
+               f"(pid {holder.proc.pid})" in srv.error_log.read_text(), srv.diagnostics()
+        srv.port = taken
+        assert srv.get("/a.txt").body == A_TXT
+        s = wait_stats(old, lambda s: s["requests"] >= 4)
+        assert s["requests"] == 4 and s["pid"] == srv.proc.pid, s
+        assert os.stat(shm_path(taken)).st_ino == holder_segment
+        assert stat_json(taken)["pid"] == holder.proc.pid
+    finally:
+        assert holder.stop() == 0, holder.diagnostics()
+        assert srv.stop() == 0, srv.diagnostics()
+    assert not shm_path(old).exists()
+
+
 def test_keepalive_reuse_counted(fresh_server):
     srv = fresh_server()
     with srv.connect() as c:
@@ -304,8 +461,8 @@ def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_s
 # struct stats_header offsets (src/stats/shm.h)
 OFF_LAYOUT, OFF_NSLOTS, OFF_NCACHES, OFF_SLOT_SIZE = 16, 68, 72, 76
 OFF_CACHES, OFF_SLOTS, OFF_PORT = 80, 88, 96
-OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT = 112, 176, 208, 224, 288
-REAL_SLOTS_OFF = 832 + 1024 * 64  # the header, rounded to 64, then the cache blocks
+OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT, OFF_LISTEN = 112, 176, 208, 224, 288, 800
+REAL_SLOTS_OFF = 1344 + 1024 * 64  # the header, rounded to 64, then the cache blocks
 
 
 @pytest.fixture(scope="module")
@@ -321,6 +478,7 @@ def real_segment(tmp_path_factory, docroot) -> bytes:
         assert srv.stop() == 0, srv.diagnostics()
     assert struct.unpack_from("<i", data, OFF_PORT)[0] == srv.port  # the offsets above are right
     assert struct.unpack_from("<Q", data, OFF_SLOTS)[0] == REAL_SLOTS_OFF
+    assert data[OFF_LISTEN:].startswith(f"127.0.0.1:{srv.port}\0".encode())
     return data
 
 
@@ -380,7 +538,8 @@ def test_viewer_escapes_the_segment_strings(real_segment):
                     ("", OFF_MODEL, (b"m\x1b" * 16)[:32]),
                     ("", OFF_VERSION, b"v" * 16),
                     ("", OFF_BIND, evil + b"\0"),
-                    ("", OFF_ROOT, b"/r\xff\xfe\x01" * 100 + b"\0" * 12))
+                    ("", OFF_ROOT, b"/r\xff\xfe\x01" * 100 + b"\0" * 12),
+                    ("", OFF_LISTEN, (evil * 64)[:512]))   # no NUL: runs into the padding
     r = _run_stat_on(f"esc{os.getpid()}", data, "--json")
     assert r.returncode == 0, r.stderr
     assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
@@ -390,6 +549,7 @@ def test_viewer_escapes_the_segment_strings(real_segment):
     assert doc["bind"] == evil.decode("latin-1")
     assert doc["model"] == ("m\x1b" * 16)[:32]
     assert doc["version"] == "v" * 16
+    assert doc["listen"] == (evil * 64)[:512].decode("latin-1")
     r = _run_stat_on(f"esc{os.getpid()}", data)  # the screen view
     assert r.returncode == 0, r.stderr
     assert not any(c < 0x20 and c != 0x0a for c in r.stdout), r.stdout[:400]
