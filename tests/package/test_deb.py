@@ -195,6 +195,8 @@ def test_installed_spindle_checks_and_serves_as_the_spindle_user(installed, tmp_
             assert uids(pid) == [spindle_uid] * 4, f"serving process {pid}: Uid {uids(pid)}"
         assert uids(proc.pid)[0] == 0, "the master keeps root (to bind, open logs and reload)"
         access = (LOGDIR / "access.log").read_text()
+        # only the root master opens the logs; the serving user never owns them
+        assert (LOGDIR / "access.log").stat().st_uid == 0
         assert '"GET / HTTP/1.1" 200' in access, access
     finally:
         if proc.poll() is None:
