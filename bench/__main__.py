@@ -138,6 +138,9 @@ def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict,
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["openloop"]:      # one open-loop point, not a lab run (bench/openloop.py)
+        from . import openloop
+        return openloop.main(sys.argv[2:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="every cell once, 1 s each: checks the pipeline")
