@@ -32,7 +32,7 @@ from .lab import ORDER_SEED
 # scans, totals) on a loaded machine; a warm-up cost its duration plus vegeta's
 # start-up; a server start with its curl pre-check 0.03-0.06 s, its stop 0.02 s.
 CELL_OVERHEAD_S = 0.3
-PERF_OVERHEAD_S = 0.07        # perf stat attached to the server per cell for its system calls (bench/kcounters.py)
+PERF_OVERHEAD_S = 0.0         # perf stat per cell: 0.07 s, only with --syscalls (not in the default run)
 WARMUP_OVERHEAD_S = 0.1
 SERVER_START_S = 0.3
 COUNT_BASED_CELL_S = 1.2      # seed 001's 500-request runs (1.15 s measured)
@@ -182,7 +182,9 @@ def main() -> int:
                                                                   "and end of the run")
     ap.add_argument("--cores", default="1,2,4", help="core counts for seed 002 (a); those above the machine's "
                                                      "are reported as not run")
-    ap.add_argument("--pmu", action="store_true", help="also count cycles and instructions per request (perf), "
+    ap.add_argument("--syscalls", action="store_true", help="count system calls and context switches per "
+                    "request with perf stat in every cell (it slows each system call: the report says so)")
+    ap.add_argument("--pmu", action="store_true", help="with --syscalls, also cycles and instructions per request, "
                                                        "where the machine exposes hardware counters")
     ap.add_argument("--plan", action="store_true", help="print the cells and the time estimate, run nothing")
     ap.add_argument("--out", default="", help="results directory (default bench/results/<timestamp>)")
@@ -240,6 +242,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     lab = Lab(out, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
     lab.full = args.full
+    lab.syscalls = args.syscalls or args.pmu
     lab.pmu = args.pmu
     lab.seed = seed
     plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle, seed)

@@ -411,7 +411,8 @@ def openloop(lab: Lab, models: list[str]) -> None:
     cal = [Cell("openloop", f"generator {r}/s", FLOOR, {"gen_cal_rate": r, "open_loop": True}, run(r),
                 warm_path=HELLO, extra_s=short) for r in GEN_CAL_RATES]
     # 2. each server's knee: CPU per request at the probe rate, one repeat
-    probes = [Cell("openloop", f"{m} knee probe", k, {"probe_rate": OPEN_PROBE_RATE, "open_loop": True},
+    probes = [Cell("openloop", f"{m} knee probe", k, {"probe_rate": OPEN_PROBE_RATE, "open_loop": True,
+                                                                 "count_syscalls": True},
                    run(OPEN_PROBE_RATE, min(OPEN_PROBE_S, dur)), warm_path=HELLO,
                    extra_s=min(OPEN_PROBE_S, dur) - lab.cell_s) for m, k in keys.items()]
     run_cells(lab, "openloop", cal, min(GEN_CAL_REPEATS, lab.repeats), [HELLO], fmt_openloop)

@@ -6,9 +6,13 @@ machine's softirq time, each divided by the requests served.
 Where each figure comes from, and what a thread or process that exits during
 the cell (fork's children, thread-per-connection's threads) does to it:
 
-- user / system CPU: the server's cgroup (v1 cpuacct.usage_user/usage_sys in
-  ns, v2 cpu.stat user_usec/system_usec), which keeps an exited task's time;
-  without a cgroup, /proc/PID/stat utime+cutime / stime+cstime in ticks.
+- user / system CPU: the server's cgroup (v1 cpuacct.usage_user/usage_sys,
+  v2 cpu.stat user_usec/system_usec), which keeps an exited task's time. The
+  kernel splits user from system by sampling at its timer tick (these
+  figures move in steps of 1/HZ s even where the unit is ns), while the
+  cgroup's total is the scheduler's exact runtime: the split is scaled to
+  that total, as the kernel does for /proc's utime and stime. Without a
+  cgroup, /proc/PID/stat utime+cutime / stime+cstime in ticks.
 - minor / major faults: /proc/PID/stat minflt+cminflt / majflt+cmajflt summed
   over the server's processes at each end: the kernel folds an exited thread
   into its process's figure and a reaped child into its parent's c* fields,
@@ -23,9 +27,15 @@ the cell (fork's children, thread-per-connection's threads) does to it:
   (perf's context-switches, inherited by every thread and child the server
   starts, summed when they exit) is the complete total to compare with.
 - system calls: `perf stat -e raw_syscalls:sys_enter` attached to the
-  server's threads for the cell (counting only: a tracepoint increment per
-  system call, no sampling, no record written), inherited like the switches.
-  Where perf cannot (no perf, perf_event_paranoid), syscalls_per_req is empty.
+  server's threads for the cell (counting only, no sampling, no record
+  written), inherited like the switches. Counting is not free: with the
+  tracepoint on, every system call takes the kernel's slow path (a getppid()
+  loop here: ~200 ns more per call, about twice a bare call), which would
+  bias server CPU per request towards the servers that make more calls. So
+  the lab attaches perf only with --syscalls (every cell, the report says
+  so) and, by default, in cells no verdict rests on (the open loop's knee
+  probes). Where perf cannot (no perf, perf_event_paranoid), or was not
+  attached, syscalls_per_req is empty.
 - softirq: /proc/stat's softirq column over the cell, all CPUs (the machine's,
   not only the server's: the loopback path runs in whichever task sent).
 
@@ -96,15 +106,16 @@ def processes(pids: list[int], proc: Path = Path("/proc")) -> tuple[int, int, in
 
 
 def cgroup_user_sys_ns(group: Path | None) -> tuple[int, int] | None:
-    """(user, system) ns of a cgroup (v1 cpuacct or v2 cpu.stat), None without one."""
+    """(user, system, total) ns of a cgroup (v1 cpuacct or v2 cpu.stat), None without one."""
     if group is None:
         return None
     try:
         if (group / "cpuacct.usage_user").exists():
-            return int((group / "cpuacct.usage_user").read_text()), int((group / "cpuacct.usage_sys").read_text())
+            return (int((group / "cpuacct.usage_user").read_text()), int((group / "cpuacct.usage_sys").read_text()),
+                    int((group / "cpuacct.usage").read_text()))
         if (group / "cpu.stat").exists():
             kv = dict(ln.split() for ln in (group / "cpu.stat").read_text().splitlines() if ln.strip())
-            return int(kv["user_usec"]) * 1000, int(kv["system_usec"]) * 1000
+            return int(kv["user_usec"]) * 1000, int(kv["system_usec"]) * 1000, int(kv["usage_usec"]) * 1000
     except (OSError, KeyError, ValueError):
         return None
     return None
@@ -125,8 +136,10 @@ def delta(before: dict, after: dict) -> dict:
     out = {"ctx_vol": vol, "ctx_invol": invol, "runq_s": wait / 1e9, "minflt": mn1 - mn0, "majflt": mj1 - mj0,
            "softirq_s": (after["softirq"] - before["softirq"]) / procstat.CLK_TCK}
     if before["cg"] and after["cg"]:
-        out.update(user_s=(after["cg"][0] - before["cg"][0]) / 1e9, sys_s=(after["cg"][1] - before["cg"][1]) / 1e9,
-                   user_sys_from="cgroup")
+        u, st, tot = ((a - b) / 1e9 for a, b in zip(after["cg"], before["cg"]))
+        if u + st > 0:         # the tick-sampled split, scaled to the exact total
+            u, st = tot * u / (u + st), tot * st / (u + st)
+        out.update(user_s=u, sys_s=st, user_sys_from="cgroup (tick-sampled split of the exact total)")
     else:
         out.update(user_s=(u1 - u0) / procstat.CLK_TCK, sys_s=(s1 - s0) / procstat.CLK_TCK,
                    user_sys_from="/proc/PID/stat (ticks)")

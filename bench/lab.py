@@ -247,7 +247,7 @@ class Lab:
         self.cores = cores            # core counts asked for (seed 002 (a))
         self.plan: list[dict] | None = None   # set by --plan: run_cells only counts
         self.full = False             # --full: also the cells the default run leaves out (see README)
-        self.kcounters = True         # kernel counters per request (bench/kcounters.py) in every cell
+        self.syscalls = False         # --syscalls: perf stat on the server in every cell (bench/kcounters.py)
         self.pmu = False              # --pmu: perf's cycles and instructions too, where the machine has them
         self.exp_elapsed: dict[str, float] = {}   # experiment -> wall seconds it took
         # A server the next experiment runs too (same key) stays up into it
@@ -1149,9 +1149,12 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
             tot0 = lab.totals(s) if c.workload else None
             t_tot0 = time.monotonic()
             pids0 = s.pids()
-            # perf counts the server's system calls and switches for the cell (inherited by
-            # what it starts); it runs on the generators' CPU and in the lab's cgroup
-            perf = kcounters.PerfCounter.start(pids0, lab.pmu, LOAD_CPUS) if lab.kcounters else None
+            # perf counts the server's system calls and switches for the cell (inherited by what
+            # it starts), on the generators' CPU and in the lab's cgroup. Counting the syscall
+            # tracepoint slows every system call (~0.2 us each on this VM), so only where asked:
+            # --syscalls (every cell) or a cell that is no verdict's (the open loop's knee probes)
+            perf = kcounters.PerfCounter.start(pids0, lab.pmu, LOAD_CPUS) \
+                if lab.syscalls or c.params.get("count_syscalls") else None
             kc0 = kcounters.snapshot(pids0, lab.meter.server_group(s.cg_key))
             sched0 = procstat.threads_schedstat(pids0)
             t_meter0 = time.monotonic()

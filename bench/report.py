@@ -1083,16 +1083,21 @@ class Report:
         self.md.append(
             "Per request served, the server's processes and threads (bench/kcounters.py, whose first comment "
             "says where each figure comes from): user and system CPU from the server's cgroup (exited tasks "
-            "included); voluntary and involuntary context switches and run-queue wait per thread "
+            "included; the kernel samples the split at its timer tick, so it is scaled to the exact total); voluntary and involuntary context switches and run-queue wait per thread "
             "(/proc/PID/task/TID/status and schedstat: a thread that exits during the cell takes its own with "
             "it, so for fork and thread with a new connection per request they are lower bounds, and "
             "`switches (perf)`, perf's context-switches inherited by every thread and child and summed at exit, "
             "is the complete count); minor faults from /proc/PID/stat with the reaped children's; system calls "
-            "from `perf stat -e raw_syscalls:sys_enter` on the server's threads for the cell (counting only); "
+            "from `perf stat -e raw_syscalls:sys_enter` on the server's threads for the cell (counting only, "
+            "but the tracepoint costs every system call ~0.2 µs on this VM, so perf is attached only with "
+            "`--syscalls`, and in the default run only to the open loop's knee probes, which no verdict uses: "
+            + ("this run had --syscalls, so its CPU figures include that cost" if any(
+                r.get("syscalls_per_req") is not None and not r.get("count_syscalls") for r in recs)
+               else "elsewhere —") + "); "
             "softirq time from /proc/stat, the whole machine's. Hardware counters on this machine: "
             f"**{hw}**" + ("" if hw.startswith("yes") else " — so no cycles, instructions, IPC or cache misses "
                           "here") + "; `python -m bench --pmu` adds cycles and instructions per request where "
-            "perf has them. Medians over the repeats; every repeat's figures are in results.csv.\n")
+            "perf has them (it implies --syscalls). Medians over the repeats; every repeat's figures are in results.csv.\n")
         groups: dict[tuple, list[dict]] = {}
         for r in recs:
             groups.setdefault((r["exp"], r["cell"], r["server"]), []).append(r)

@@ -109,3 +109,11 @@ def test_parsers_read_the_kernels_text():
                                     "<not supported>,,cycles,0,100.00,,\n"
                                     "<not counted>,,context-switches,0,100.00,,\n") \
         == {"raw_syscalls:sys_enter": 1234.0, "context-switches": 0.0}
+
+
+def test_the_cgroups_tick_sampled_split_is_scaled_to_its_exact_total():
+    # 3 ticks of user and 1 of system sampled, 0.2 s of exact runtime: 0.15 s and 0.05 s
+    before = {"threads": {}, "procs": (0, 0, 0, 0), "softirq": 0, "cg": (0, 0, 0)}
+    after = {"threads": {}, "procs": (0, 0, 0, 0), "softirq": 0, "cg": (12_000_000, 4_000_000, 200_000_000)}
+    d = kcounters.delta(before, after)
+    assert d["user_s"] == pytest.approx(0.15) and d["sys_s"] == pytest.approx(0.05)
