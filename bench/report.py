@@ -694,6 +694,13 @@ class Report:
         # Server CPU per request per model, at the lowest rate (every server keeps up there)
         # the lowest rate every server was measured at: CPU per request compares at equal offered load
         common = [x for x in rates if all(any(r["server"] == m and r["rate"] == x for r in rows) for m in servers)]
+        if common:
+            self.md.append("\nServer CPU per request (µs) at the same offered rate, every rate all servers were "
+                           "measured at (CPU per request falls as load rises, so it compares only across a row):\n")
+            self.md.append(table(["offered/s"] + servers, [[f"{x:,}"] + [
+                shown(r, r.get("server_us_per_req"), 1) if (r := next((y for y in rows if y["server"] == m
+                                                                         and y["rate"] == x), None)) else "—"
+                for m in servers] for x in common]))
         rates = common or rates
         low = [r for r in rows if r["rate"] == rates[0] and r.get("server_us_per_req")]
         if low:
