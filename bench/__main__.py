@@ -32,6 +32,7 @@ from .lab import ORDER_SEED
 # scans, totals) on a loaded machine; a warm-up cost its duration plus vegeta's
 # start-up; a server start with its curl pre-check 0.03-0.06 s, its stop 0.02 s.
 CELL_OVERHEAD_S = 0.3
+PERF_OVERHEAD_S = 0.0         # perf stat per cell: 0.07 s, only with --syscalls (not in the default run)
 WARMUP_OVERHEAD_S = 0.1
 SERVER_START_S = 0.3
 COUNT_BASED_CELL_S = 1.2      # seed 001's 500-request runs (1.15 s measured)
@@ -70,8 +71,8 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
     t = 0.0
     for p in plan:
         timed = p["cells"] - p["count_based"]
-        t += p["repeats"] * (timed * (cell_s + CELL_OVERHEAD_S)
-                             + p["count_based"] * (COUNT_BASED_CELL_S + CELL_OVERHEAD_S))
+        t += p["repeats"] * (timed * (cell_s + CELL_OVERHEAD_S + PERF_OVERHEAD_S)
+                             + p["count_based"] * (COUNT_BASED_CELL_S + CELL_OVERHEAD_S + PERF_OVERHEAD_S))
         t += p["warmups"] * (warmup_s + WARMUP_OVERHEAD_S) if warmup_s > 0 else 0
         t += p["extra_s"]
         t += (p["servers"] - p.get("carried_in", 0)) * SERVER_START_S
@@ -98,9 +99,33 @@ def make_plan(names: list[str], models: list[str], smoke: bool = False, full: bo
     finally:
         lab.cleanup()
         shutil.rmtree(plan_dir, ignore_errors=True)   # --plan leaves nothing behind
+    lab.plan = merge_plan(lab.plan, cell_s)
     for before, p in zip(lab.plan, lab.plan[1:]):     # servers kept up from the experiment before
         p["carried_in"] = len(set(before["keys"]) & set(p["keys"]))
     return lab.plan
+
+
+def merge_plan(plan: list[dict], cell_s: float) -> list[dict]:
+    """One entry per experiment: an experiment that runs its cells in several
+    batches (openloop: calibration, knee probes, sweep) is counted as one, a
+    batch with fewer repeats than the experiment's charged as extra time."""
+    out: list[dict] = []
+    for p in plan:
+        if not out or out[-1]["exp"] != p["exp"]:
+            out.append(dict(p))
+            continue
+        q = out[-1]
+        if p["repeats"] > q["repeats"]:
+            q, p = dict(p), q
+            out[-1] = q
+        per_cell = cell_s + CELL_OVERHEAD_S + PERF_OVERHEAD_S
+        q["extra_s"] += p["extra_s"] - (q["repeats"] - p["repeats"]) * p["cells"] * per_cell
+        for k in ("cells", "count_based", "open_loop", "warmups", "shared"):
+            q[k] += p[k]
+        q["keys"] = list(dict.fromkeys(q["keys"] + p["keys"]))
+        q["servers"] = len(q["keys"])
+        q["names"] = q["names"] + p["names"]
+    return out
 
 
 def missing_tools(vegeta: Path = VEGETA) -> list[str]:
@@ -138,6 +163,9 @@ def run_experiments(lab: Lab, names: list[str], models: list[str], table: dict,
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["openloop"]:      # one open-loop point, not a lab run (bench/openloop.py)
+        from . import openloop
+        return openloop.main(sys.argv[2:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="every cell once, 1 s each: checks the pipeline")
@@ -154,6 +182,10 @@ def main() -> int:
                                                                   "and end of the run")
     ap.add_argument("--cores", default="1,2,4", help="core counts for seed 002 (a); those above the machine's "
                                                      "are reported as not run")
+    ap.add_argument("--syscalls", action="store_true", help="count system calls and context switches per "
+                    "request with perf stat in every cell (it slows each system call: the report says so)")
+    ap.add_argument("--pmu", action="store_true", help="with --syscalls, also cycles and instructions per request, "
+                                                       "where the machine exposes hardware counters")
     ap.add_argument("--plan", action="store_true", help="print the cells and the time estimate, run nothing")
     ap.add_argument("--out", default="", help="results directory (default bench/results/<timestamp>)")
     ap.add_argument("--models", default="", help="comma-separated spindle models (default: all)")
@@ -195,7 +227,7 @@ def main() -> int:
             print(f"{p['exp']:<10} {p['cells']:3d} cells x {p['repeats']} repeats, {p['servers']:2d} servers "
                   f"({p.get('carried_in', 0)} kept up from the one before), {p['warmups']:3d} warm-ups: "
                   f"~{t / 60:.1f} min")
-        print(f"total: {sum(p['cells'] * p['repeats'] for p in plan)} measurements, ~{total / 60:.1f} min "
+        print(f"total: ~{sum(p['cells'] * p['repeats'] for p in plan)} measurements, ~{total / 60:.1f} min "
               f"({cell_s:g} s per cell + {CELL_OVERHEAD_S:g} s overhead; a {warmup_s:g} s warm-up before a cell "
               f"unless the one before it loaded the same server)")
         return 0
@@ -210,6 +242,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     lab = Lab(out, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
     lab.full = args.full
+    lab.syscalls = args.syscalls or args.pmu
+    lab.pmu = args.pmu
     lab.seed = seed
     plan = make_plan(names, models, args.smoke, args.full, repeats, cell_s, warmup_s, cores, spindle, seed)
     stat0 = procstat.machine()

@@ -369,32 +369,83 @@ def seed004(lab: Lab, models: list[str]) -> None:
 # Open loop: latency against offered load, every model and nginx
 # --------------------------------------------------------------------------
 
-OPEN_RATES = (1000, 4000, 16000)
-OPEN_RATES_FULL = (1000, 4000, 8000, 16000)   # --full: one more point on the curve
-# A connection per process or one at a time: on keep-alive at 4,000/s and more
-# their curve is a wall, not a question the default run asks (--full runs them).
+# The open-loop sweep (bench/openloop.py: latency from each request's intended
+# send time). Rates sit on one geometric ladder (2^(1/2) apart) so servers share
+# rates below their knees and compare CPU per request at the same offered load.
+OPEN_LADDER = tuple(int(round(250 * 2 ** (k / 2), -1)) for k in range(0, 17))   # 250 ... 64,000/s
+OPEN_POINTS, OPEN_POINTS_FULL = 8, 10
+OPEN_PAST_KNEE = 1.3            # the top rate: a little past the knee
+OPEN_PROBE_RATE = 2000          # the knee probe: CPU per request at a rate every server keeps up with
+OPEN_PROBE_S = 0.5              # 1,000 requests: enough for a CPU-per-request figure
+OPEN_CELL_S = 1.0               # per point; a percentile is shown only with 10 samples beyond it (report)
+GEN_CAL_REPEATS = 3             # the generator's calibration is no verdict: 3 repeats, a median with its range
+OPEN_ARRIVALS = "poisson"
+# the generator's own calibration against tools/floor's epoll server
+GEN_CAL_RATES = (2000, 8000, 32000, 64000)
+OPEN_MODELS = ("epoll", "pool")       # with nginx; --full: every model but OPEN_FULL_ONLY's
+# A connection per process or one at a time: on keep-alive their curve is a
+# wall, not a question the default run asks (--full runs them).
 OPEN_FULL_ONLY = ("iterative", "fork")
 
 
+def knee_rates(us_per_req: float | None, points: int) -> list[int]:
+    """`points` rungs of the ladder ending at the first at or above
+    OPEN_PAST_KNEE x the knee, the knee being one core / CPU per request
+    (measured at the probe rate: CPU per request falls as load rises, so this
+    knee is a lower bound and the top rung goes past it)."""
+    knee = 1e6 / us_per_req if us_per_req else 8000
+    top = next((i for i, r in enumerate(OPEN_LADDER) if r >= knee * OPEN_PAST_KNEE), len(OPEN_LADDER) - 1)
+    lo = max(0, top - points + 1)
+    return list(OPEN_LADDER[lo:lo + points])
+
+
 def openloop(lab: Lab, models: list[str]) -> None:
-    dur = lab.cell_s
-    cells = []
-    rates = OPEN_RATES_FULL if lab.full else OPEN_RATES
-    curve = [m for m in models if lab.full or m not in OPEN_FULL_ONLY]
-    for rate in rates:
-        for m in curve + ["nginx"]:
-            key = NGINX if m == "nginx" else spindle(m, threads=64)
-            cells.append(Cell("openloop", f"{m} {rate}/s", key, {"rate": rate},
-                              lambda lab_, s, r=rate: lab_.vegeta(s, [HELLO], r, dur, timeout="1s", max_workers=1000),
-                              warm_path=HELLO))
-    lab.note("openloop", f"vegeta (open loop: it sends at the given rate whatever the server answers, up to "
-                         f"1000 requests outstanding; a request unanswered after 1 s is an error: the server is saturated) for {dur:g} s per rate on the 13-byte file, "
-                         f"keep-alive; every model (threads = 64 for the pools) and nginx on one core. Latency "
-                         f"is from the scheduled send time, so queueing behind a slow server counts, unlike in "
-                         f"ab/wrk. Rates: {', '.join(map(str, rates))}/s{'' if lab.full else ' (8000/s too with --full: the default run has room for three points)'}; a cell whose generator used over "
-                         f"90% of its core is flagged client-bound. {lab.repeats} repeat(s) per rate"
-                         + ("" if lab.full else f"; {' and '.join(OPEN_FULL_ONLY)} only with --full") + ".")
-    run_cells(lab, "openloop", cells, lab.repeats, [HELLO], fmt_vegeta)
+    dur = min(OPEN_CELL_S, lab.cell_s)
+    short = dur - lab.cell_s          # for the plan's estimate (Cell.extra_s)
+    points = OPEN_POINTS_FULL if lab.full else OPEN_POINTS
+    curve = [m for m in models if (m in OPEN_MODELS or lab.full) and (lab.full or m not in OPEN_FULL_ONLY)]
+    keys = {m: spindle(m, threads=64) for m in curve}
+    keys["nginx"] = NGINX
+    run = lambda r, d=dur: (lambda lab_, s: lab_.openloop(s, HELLO, r, d, OPEN_ARRIVALS))
+    # 1. the generator against the floor server: its latency floor and its highest clean rate
+    cal = [Cell("openloop", f"generator {r}/s", FLOOR, {"gen_cal_rate": r, "open_loop": True}, run(r),
+                warm_path=HELLO, extra_s=short) for r in GEN_CAL_RATES]
+    # 2. each server's knee: CPU per request at the probe rate, one repeat
+    probes = [Cell("openloop", f"{m} knee probe", k, {"probe_rate": OPEN_PROBE_RATE, "open_loop": True,
+                                                                 "count_syscalls": True},
+                   run(OPEN_PROBE_RATE, min(OPEN_PROBE_S, dur)), warm_path=HELLO,
+                   extra_s=min(OPEN_PROBE_S, dur) - lab.cell_s) for m, k in keys.items()]
+    run_cells(lab, "openloop", cal, min(GEN_CAL_REPEATS, lab.repeats), [HELLO], fmt_openloop)
+    run_cells(lab, "openloop", probes, 1, [HELLO], fmt_openloop)
+    cost = {}
+    for r in lab.records:
+        if r.get("exp") == "openloop" and r.get("probe_rate") and r.get("server_us_per_req"):
+            cost[r["server"]] = r["server_us_per_req"]
+    cells, grid = [], {}
+    for m, key in keys.items():
+        grid[m] = knee_rates(cost.get(m), points)
+        for rate in grid[m]:
+            cells.append(Cell("openloop", f"{m} {rate}/s", key, {"rate": rate}, run(rate), warm_path=HELLO,
+                              extra_s=short))
+    lab.note("openloop", f"tools/openloop (bench/openloop.py: every latency from the request's intended send "
+                         f"time, so a stall or a queue counts in full), {OPEN_ARRIVALS} arrivals, keep-alive, "
+                         f"at most 1000 connections, a request unanswered 2 s after it was due an error; "
+                         f"{dur:g} s per point on the 13-byte file; {', '.join(keys)} on one core (threads = 64 "
+                         f"for the pools). The generator is calibrated first against tools/floor's epoll server "
+                         f"at {', '.join(f'{r:,}' for r in GEN_CAL_RATES)}/s ({min(GEN_CAL_REPEATS, lab.repeats)} repeat(s)): its latency floor and the highest "
+                         f"rate it sends cleanly; a server's point above that rate is the generator's, not the "
+                         f"server's. Each server's knee is found, not guessed: one core ÷ its CPU per request at "
+                         f"{OPEN_PROBE_RATE:,}/s (one probe of {min(OPEN_PROBE_S, dur):g} s); {points} rates from a √2 ladder end at the first "
+                         f"≥ {OPEN_PAST_KNEE:g} × the knee: "
+                         + "; ".join(f"{m} {', '.join(f'{x:,}' for x in g)}/s" for m, g in grid.items())
+                         + f". {lab.repeats} repeat(s) per point; raw/openloop keeps every point's latency "
+                           f"histogram" + ("" if lab.full else f"; every other model with --full") + ".")
+    run_cells(lab, "openloop", cells, lab.repeats, [HELLO], fmt_openloop)
+
+
+def fmt_openloop(r: dict) -> str:
+    return (f"{r['rps']:8.0f}/s of {r.get('rate') or r.get('probe_rate') or r.get('gen_cal_rate')}  "
+            f"p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}")
 
 
 # --------------------------------------------------------------------------

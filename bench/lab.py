@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import checks, cpumeter, parsers, procstat
+from . import checks, cpumeter, kcounters, parsers, procstat
+from . import openloop as openloop_gen
 
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[1]
@@ -246,6 +247,8 @@ class Lab:
         self.cores = cores            # core counts asked for (seed 002 (a))
         self.plan: list[dict] | None = None   # set by --plan: run_cells only counts
         self.full = False             # --full: also the cells the default run leaves out (see README)
+        self.syscalls = False         # --syscalls: perf stat on the server in every cell (bench/kcounters.py)
+        self.pmu = False              # --pmu: perf's cycles and instructions too, where the machine has them
         self.exp_elapsed: dict[str, float] = {}   # experiment -> wall seconds it took
         # A server the next experiment runs too (same key) stays up into it
         # instead of being stopped and started again (run_cells).
@@ -693,6 +696,37 @@ http {{
         m["problems"] = problems
         return m
 
+    def openloop(self, s: Server, path: str, rate: float, duration: float, arrivals: str = "constant",
+                 timeout_ms: float = 2000, max_conns: int = 1000) -> dict:
+        """Open loop with every latency timed from its intended send time
+        (bench/openloop.py, tools/openloop/openloop.c); the raw file keeps the
+        generator's JSON and its latency histogram."""
+        self.cell_no += 1
+        hdir = self.tmp / "openloop"
+        hdir.mkdir(exist_ok=True)
+        hist = hdir / f"hist-{self.cell_no}.txt"
+        cmd = openloop_gen.argv(s.url(path), rate, duration, arrivals, max_conns, timeout_ms,
+                                seed=self.cell_no, hist=hist, binary=openloop_gen.build())
+        out, _dt, rc = self._run(cmd, duration + timeout_ms / 1000 + 30)
+        m = {"cmd": " ".join(cmd).replace(str(hdir) + "/", ""), "tool": "openloop"}
+        if rc != 0:
+            return {**m, "failed_run": f"openloop exited {rc}: {out[-400:]}"}
+        try:
+            m.update(openloop_gen.parse(out))
+        except (ValueError, KeyError) as e:
+            return {**m, "failed_run": str(e), "raw": out[-2000:]}
+        m["_raw_full"] = out + "\n--- latency histogram (from the intended send time)\n" + \
+            (hist.read_text() if hist.exists() else "(none)\n")
+        hist.unlink(missing_ok=True)
+        problems = []
+        if m["errors"]:
+            problems.append(f"{m['errors']} of {m['scheduled']} requests failed ({m['timeouts']} timed out)")
+        m["fell_behind"] = m["ok"] < m["scheduled"] * 0.95
+        if m["fell_behind"]:
+            problems.append(f"answered {m['ok']} of {m['scheduled']} scheduled: the server did not keep up")
+        m["problems"] = problems
+        return m
+
     def warm(self, s: Server, path: str) -> None:
         """Unmeasured load on the cell's URL right before it is measured: threads,
         caches and the kernel's socket paths are warm, idle workers awake. 1000
@@ -1115,6 +1149,13 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
             tot0 = lab.totals(s) if c.workload else None
             t_tot0 = time.monotonic()
             pids0 = s.pids()
+            # perf counts the server's system calls and switches for the cell (inherited by what
+            # it starts), on the generators' CPU and in the lab's cgroup. Counting the syscall
+            # tracepoint slows every system call (~0.2 us each on this VM), so only where asked:
+            # --syscalls (every cell) or a cell that is no verdict's (the open loop's knee probes)
+            perf = kcounters.PerfCounter.start(pids0, lab.pmu, LOAD_CPUS) \
+                if lab.syscalls or c.params.get("count_syscalls") else None
+            kc0 = kcounters.snapshot(pids0, lab.meter.server_group(s.cg_key))
             sched0 = procstat.threads_schedstat(pids0)
             t_meter0 = time.monotonic()
             mach0, cpu0 = procstat.machine(), lab.meter.snapshot(s.cg_key, pids0)
@@ -1130,6 +1171,8 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
             mach1, cpu1 = procstat.machine(), lab.meter.snapshot(s.cg_key, pids1)
             meter_window = time.monotonic() - t_meter0
             sched1 = procstat.threads_schedstat(pids1)
+            kc1 = kcounters.snapshot(pids1, lab.meter.server_group(s.cg_key))
+            perf_counts = perf.stop() if perf else None
             if not s.alive():
                 m.setdefault("problems", []).append(f"server died (exit {s.proc.returncode})")
             gen = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
@@ -1148,6 +1191,7 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                                  procstat.machine_delta(mach0, mach1), load_cpus, meter=figs))
                 # the server's threads' time waiting for a CPU (live threads; one that exits takes its own)
                 m["server_runq_wait_s"] = procstat.schedstat_delta(sched0, sched1)[1]
+                m.update(kcounters.per_request(kcounters.delta(kc0, kc1), perf_counts, m.get("served") or 0))
             if raw_path:
                 m["raw_file"] = raw_path
                 closed = not (c.params.get("open_loop") or "rate" in c.params)
@@ -1164,7 +1208,7 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
             rec = {"exp": exp, "cell": c.name, "server": s.label, "kind": s.kind,
                    "model": s.model, "cpus": s.cpus, "workers": s.workers, "rep": rep,
                    **c.params, **m, "elapsed_s": wall, "loadavg1": loadavg(),
-                   "warm_up": ("vegeta" if warm_up else "the measurement before (same server)")
+                   "warm_up": ("openloop 1000/s" if warm_up else "the measurement before (same server)")
                    if c.warm_path else "none",
                    **({"delay_kind": c.workload["kind"]} if c.workload else {}),
                    "_params": list(c.params)}

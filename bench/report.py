@@ -268,10 +268,12 @@ class Report:
                 ng = next((r for r in rows if r["server"] == "nginx-seed003" and r["keepalive"] == ka), None)
                 out.append(("Seed 003", f"req/s, ab {'-k ' if ka else ''}-c 200, 13 B", ep, ng, "rps", True, 0))
         elif exp == "openloop":
-            rows = select(self.rows, "openloop")
+            rows = [r for r in select(self.rows, "openloop") if "rate" in r]
             for rate in sorted({r["rate"] for r in rows}):
                 ep = next((r for r in rows if r["server"] == "epoll" and r["rate"] == rate), None)
                 ng = next((r for r in rows if r["server"] == "nginx" and r["rate"] == rate), None)
+                if ep is None or ng is None:      # the sweeps share the ladder's lower rates only
+                    continue
                 out.append(("Open loop", f"p99 ms at {rate:,}/s offered (lower is better)", ep, ng, "p99_ms",
                             False, 2))
         return [p for p in out if p[2] is not None or p[3] is not None]
@@ -600,22 +602,59 @@ class Report:
     # -- open loop -------------------------------------------------------------
 
     def openloop(self):
-        rows = select(self.rows, "openloop")
+        allrows = select(self.rows, "openloop")
+        rows = [r for r in allrows if "rate" in r]
         if not rows:
             return
         self.head("openloop", "Latency against offered load (open loop), every model and nginx")
+        # The generator's calibration: its latency floor and its highest clean rate
+        cal = sorted([r for r in allrows if r.get("gen_cal_rate")], key=lambda r: r["gen_cal_rate"])
+        clean = None
+        if cal:
+            floor_p50 = cal[0].get("p50_ms")
+            for r in cal:
+                ok = (not r.get("invalid") and not r.get("errors_total") and not r.get("fell_behind")
+                      and r.get("rps", 0) >= 0.99 * r["gen_cal_rate"] and not r.get("client_bound")
+                      and r.get("p99_ms") is not None and floor_p50 is not None
+                      and r["p99_ms"] <= max(1.0, 10 * floor_p50))
+                if not ok:
+                    break
+                clean = r["gen_cal_rate"]
+            self.md.append("\n**The generator, calibrated** against tools/floor's epoll server (no HTTP work): "
+                           "its latency at each rate is the floor under any server's. A rate is clean when every "
+                           "request was answered, at ≥ 99% of the rate, with the generator under 90% of its core "
+                           "and p99 within 10× the lowest rate's p50 (or 1 ms). "
+                           + (f"Highest clean rate: **{clean:,}/s**; a server's point above it is marked "
+                              f"generator-bound and is the generator's, not the server's.\n" if clean else
+                              "No rate was clean: every point below is the generator's as much as the server's.\n"))
+            self.md.append(table(["offered/s", "answered/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "generator core"],
+                                 [[f"{r['gen_cal_rate']:,}", spread(r, "rps"), shown(r, r.get("p50_ms"), 3),
+                                   shown(r, r.get("p90_ms"), 3), shown(r, r.get("p99_ms"), 3),
+                                   shown(r, r.get("max_ms"), 2), f"{r.get('gen_share', 0):.0%}"] for r in cal]))
+        probes = {r["server"]: r.get("server_us_per_req") for r in allrows if r.get("probe_rate")}
+        if probes:
+            self.md.append("\nKnees (one core ÷ CPU per request at the probe rate): "
+                           + "; ".join(f"{m} {1e6 / v:,.0f}/s ({v:.1f} µs per request)" if v else f"{m} not measured"
+                                       for m, v in probes.items()) + ".\n")
         rates = sorted({r["rate"] for r in rows})
         servers = [m for m in MODEL_ORDER if any(r["server"] == m for r in rows)]
+        self.md.append("\nA percentile is shown only where each repeat had at least 10 samples beyond it "
+                       "(p99: 1,000 requests; p99.9: 10,000), else —.\n")
+
+        def pct(r, key, q):
+            n = r.get("scheduled") or 0
+            return shown(r, r.get(key), 2) if n * (1 - q) >= 10 else "—"
         trs = []
         for m in servers:
             for rate in rates:
                 r = next((x for x in rows if x["server"] == m and x["rate"] == rate), None)
                 if r is None:
                     continue
-                trs.append([m, f"{rate:,}", spread(r, "rps"), shown(r, r.get("p50_ms"), 2), shown(r, r.get("p99_ms"), 2),
-                            shown(r, r.get("p999_ms"), 2), errs(r)] + cpu_cols(r))
-        self.md.append(table(["server", "offered/s", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "errors"]
-                             + CPU_HEAD, trs))
+                gb = " generator-bound" if clean and rate > clean else ""
+                trs.append([m, f"{rate:,}{gb}", spread(r, "rps"), pct(r, "p50_ms", 0.5), pct(r, "p90_ms", 0.9),
+                            pct(r, "p99_ms", 0.99), pct(r, "p999_ms", 0.999), errs(r)] + cpu_cols(r))
+        self.md.append(table(["server", "offered/s", "answered/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
+                              "errors"] + CPU_HEAD, trs))
         # Where each server saturates, and where the curve stops at the generator instead.
         sat = []
         for m in servers:
@@ -649,12 +688,20 @@ class Report:
                            label="errors, client-bound, or the generator fell behind its rate")
             ax.set_yscale("log")
             ax.set_xscale("log")
-            ax.set_xticks(rates)
-            ax.set_xticklabels([f"{x:,}" for x in rates])
             _style(ax, f"{title} latency against offered load (1 core)", f"{title} latency, ms (log)",
                    "offered load, requests/s (log)")
         self.save_fig(fig, "openloop_latency.png", "latency against offered load", list(axes))
         # Server CPU per request per model, at the lowest rate (every server keeps up there)
+        # the lowest rate every server was measured at: CPU per request compares at equal offered load
+        common = [x for x in rates if all(any(r["server"] == m and r["rate"] == x for r in rows) for m in servers)]
+        if common:
+            self.md.append("\nServer CPU per request (µs) at the same offered rate, every rate all servers were "
+                           "measured at (CPU per request falls as load rises, so it compares only across a row):\n")
+            self.md.append(table(["offered/s"] + servers, [[f"{x:,}"] + [
+                shown(r, r.get("server_us_per_req"), 1) if (r := next((y for y in rows if y["server"] == m
+                                                                         and y["rate"] == x), None)) else "—"
+                for m in servers] for x in common]))
+        rates = common or rates
         low = [r for r in rows if r["rate"] == rates[0] and r.get("server_us_per_req")]
         if low:
             low = by_model(low)
@@ -1026,6 +1073,57 @@ class Report:
                              [[r["setup"], r["instances"], spread(r, "rps"), shown(r, r.get("p99_ms"), 2), errs(r)]
                               + cpu_cols(r) for r in rows]))
 
+    KERNEL_COLS = (("user_us_per_req", "user µs", 1), ("sys_us_per_req", "system µs", 1),
+                   ("ctx_vol_per_req", "vol. switches", 2), ("ctx_invol_per_req", "invol. switches", 3),
+                   ("ctx_per_req", "switches (perf)", 2), ("runq_us_per_req", "run-queue µs", 1),
+                   ("minflt_per_req", "minor faults", 3), ("syscalls_per_req", "syscalls", 1),
+                   ("softirq_us_per_req", "softirq µs (machine)", 1))
+
+    def kernel_section(self):
+        """What each request cost the kernel, per cell and server: medians over the repeats."""
+        recs = [r for r in self.lab.records if "failed_run" not in r and not r.get("invalid")
+                and r.get("user_us_per_req") is not None]
+        if not recs:
+            return
+        hw = (self.man.get("machine", {}).get("perf_counters", {}).get("hardware_counters") or "unknown")
+        self.md.append("\n## What each request costs the kernel\n")
+        self.md.append(
+            "Per request served, the server's processes and threads (bench/kcounters.py, whose first comment "
+            "says where each figure comes from): user and system CPU from the server's cgroup (exited tasks "
+            "included; the kernel samples the split at its timer tick, so it is scaled to the exact total); voluntary and involuntary context switches and run-queue wait per thread "
+            "(/proc/PID/task/TID/status and schedstat: a thread that exits during the cell takes its own with "
+            "it, so for fork and thread with a new connection per request they are lower bounds, and "
+            "`switches (perf)`, perf's context-switches inherited by every thread and child and summed at exit, "
+            "is the complete count; ≥ marks them for thread and fork, whose connection threads and children "
+            "end within a cell: measured here, the thread model under `ab -k -c 10` read 0.00 switches per "
+            "request from /proc and 1.13 from perf, its 10 connection threads having exited when the "
+            "cell's last reading was taken); minor faults from /proc/PID/stat with the reaped children's; system calls "
+            "from `perf stat -e raw_syscalls:sys_enter` on the server's threads for the cell (counting only, "
+            "but the tracepoint costs every system call ~0.2 µs on this VM, so perf is attached only with "
+            "`--syscalls`, and in the default run only to the open loop's knee probes, which no verdict uses: "
+            + ("this run had --syscalls, so its CPU figures include that cost" if any(
+                r.get("syscalls_per_req") is not None and not r.get("count_syscalls") for r in recs)
+               else "elsewhere —") + "); "
+            "softirq time from /proc/stat, the whole machine's. Hardware counters on this machine: "
+            f"**{hw}**" + ("" if hw.startswith("yes") else " — so no cycles, instructions, IPC or cache misses "
+                          "here") + "; `python -m bench --pmu` adds cycles and instructions per request where "
+            "perf has them (it implies --syscalls). Medians over the repeats; every repeat's figures are in results.csv.\n")
+        groups: dict[tuple, list[dict]] = {}
+        for r in recs:
+            groups.setdefault((r["exp"], r["cell"], r["server"]), []).append(r)
+        rows = []
+        lower = ("ctx_vol_per_req", "ctx_invol_per_req", "runq_us_per_req")
+        for (exp, cell, server), rs in groups.items():
+            row = [exp, cell, server]
+            # threads or processes that end within the cell (a connection's thread, fork's child)
+            # take their switches and run-queue wait with them: these read as lower bounds
+            exits = rs[0].get("model", server).startswith(("thread", "fork"))
+            for k, _, nd in self.KERNEL_COLS:
+                v = [r[k] for r in rs if r.get(k) is not None]
+                row.append(("≥ " if exits and k in lower else "") + f"{statistics.median(v):.{nd}f}" if v else "—")
+            rows.append(row)
+        self.md.append(table(["experiment", "cell", "server"] + [h for _, h, _ in self.KERNEL_COLS], rows))
+
     def load_section(self):
         rows = [r for r in self.rows if "other_cores" in r]
         if not rows:
@@ -1176,6 +1274,7 @@ class Report:
         claims_md = self.md
         self.md = []
         self.load_section()
+        self.kernel_section()
         self.littles_law_section()
         self.failures()
         self.machine_section()

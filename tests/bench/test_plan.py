@@ -54,8 +54,12 @@ def test_the_default_run_keeps_every_asked_for_cell():
             "pool 1c d10-11 b128", "pool 1c open loop 300/s d1-3"} <= names["seed002"]
     assert {f"{m} 500 req / 50 parallel" for m in MODELS} | \
         {f"{m} 500 req / 50 parallel 2 cores" for m in ("iterative", "thread", "pool")} == names["seed001"]
-    assert {f"{m} {r}/s" for m in MODELS + ["nginx"] if m not in ("iterative", "fork")
-            for r in experiments.OPEN_RATES} == names["openloop"]
+    # the open loop: the generator's calibration, a knee probe per server, 8 rates per server
+    rates = experiments.knee_rates(None, experiments.OPEN_POINTS)
+    assert len(rates) == 8
+    assert {f"{m} {r}/s" for m in list(experiments.OPEN_MODELS) + ["nginx"] for r in rates} | \
+        {f"generator {r}/s" for r in experiments.GEN_CAL_RATES} | \
+        {f"{m} knee probe" for m in list(experiments.OPEN_MODELS) + ["nginx"]} == names["openloop"]
     # the seeds' departures: matched offered load, the seed-004 mechanism
     rate = experiments.MATCHED_RATE
     assert {f"{m} matched {rate}/s close" for m in ("pool-5", "iterative", "thread", "pool-15", "epoll", "nginx")} \
@@ -80,7 +84,8 @@ def test_full_runs_everything_the_default_leaves_out():
     assert "nginx ab -k c=1000" in full["seed004"]["names"]
     assert any("python" in n for n in full["peers"]["names"])
     assert "nginx http ab -c50 new connection" in full["tls"]["names"]
-    assert "pool 2c d0-0 b512 ka" in full["seed002"]["names"] and "fork 16000/s" in full["openloop"]["names"]
+    assert "pool 2c d0-0 b512 ka" in full["seed002"]["names"] and \
+        {f"fork {r}/s" for r in experiments.knee_rates(None, experiments.OPEN_POINTS_FULL)} <= set(full["openloop"]["names"])
     assert "epoll 500 req / 50 parallel 2 cores" in full["seed001"]["names"]
     assert estimate_s(list(full.values()), 3.0, 0.25) > estimate_s(list(default.values()), 3.0, 0.25)
 
@@ -90,7 +95,7 @@ def test_a_duplicate_cell_is_measured_once_and_servers_carry_over():
     tls's plain-HTTP servers are openloop's: neither is measured or started twice."""
     plan = _plan()
     assert plan["peers"]["shared"] == 1 and "epoll ab -c200 new connection 13 B" in plan["peers"]["names"]
-    assert plan["tls"]["carried_in"] == len([m for m in MODELS if m not in experiments.OPEN_FULL_ONLY])
+    assert plan["tls"]["carried_in"] == len([m for m in MODELS if m in experiments.OPEN_MODELS])
 
 
 def _cell(name, server):
