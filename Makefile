@@ -185,7 +185,7 @@ valgrind: spindle
 
 # The benchmark lab: ab, nginx-light, lighttpd and h2o from Debian, vegeta built with
 # Go into build/go/bin, matplotlib into the venv. `make bench` is the default run (about
-# 18 min on 2 cores, at most 20: tests/bench/test_plan.py; `python -m bench --plan` prints
+# 26 min on 2 cores, at most 27 of the 30-minute budget: tests/bench/test_plan.py; `python -m bench --plan` prints
 # the estimate, `BENCH_ARGS=--full` adds what the default leaves out): results in
 # bench/results/<timestamp>/ (gitignored), published to docs/bench/.
 # `make bench-smoke` checks the whole pipeline with tiny durations.
