@@ -19,7 +19,7 @@
 #include "../fs/cache.h"
 
 #define STATS_MAGIC 0x31544c53444e5053ULL /* "SPNDSLT1" little-endian */
-#define STATS_VERSION 1
+#define STATS_VERSION 2 /* 2: the slots gained the queue wait and service time histograms */
 #define STATS_LINE 64
 #define STATS_MAX_SLOTS 1024
 /* Cache blocks: 2 * STATS_CACHE_HALF of them, at most STATS_CACHE_HALF per
@@ -30,6 +30,10 @@
  * at most 2^i microseconds (and more than 2^(i-1)); the last one the rest
  * (over 2^26 us, about 67 s). */
 #define STATS_LAT_BUCKETS 28
+/* Queue wait and service time buckets (conn.h, request timing): a 1-2-5
+ * ladder of upper bounds from 1 us to 10 s (stats_ladder_le_us), and a last
+ * bucket for the rest. */
+#define STATS_LADDER_BUCKETS 23
 
 enum stats_method { STATS_GET, STATS_HEAD, STATS_OTHER, STATS_NMETHODS };
 enum stats_code { STATS_200, STATS_206, STATS_304, STATS_400, STATS_404, STATS_500, STATS_NCODES };
@@ -55,6 +59,11 @@ struct stats_slot {
 	atomic_ullong tls_handshakes;         /* completed, resumed ones included */
 	atomic_ullong tls_resumed;            /* of which resumed a session (a ticket) */
 	atomic_ullong tls_handshake_failures; /* bad ClientHello, no shared cipher, left or timed out mid-way */
+	/* version 2: where each request's time went */
+	atomic_ullong queue_ns_sum;           /* readable -> picked up */
+	atomic_ullong service_ns_sum;         /* picked up -> last byte */
+	atomic_ullong queue[STATS_LADDER_BUCKETS];
+	atomic_ullong service[STATS_LADDER_BUCKETS];
 };
 
 /* The gauges of one process's file cache. */

@@ -51,6 +51,12 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->tls_handshakes += LOAD(s->tls_handshakes);
 		t->tls_resumed += LOAD(s->tls_resumed);
 		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
+		t->queue_ns_sum += LOAD(s->queue_ns_sum);
+		t->service_ns_sum += LOAD(s->service_ns_sum);
+		for (int k = 0; k < STATS_LADDER_BUCKETS; k++) {
+			t->queue[k] += LOAD(s->queue[k]);
+			t->service[k] += LOAD(s->service[k]);
+		}
 	}
 	for (uint32_t i = 0; i < h->ncaches; i++) {
 		struct stats_cache_block *c = stats_cache_at(h, i);
@@ -98,6 +104,51 @@ double stats_quantile_us(const uint64_t hist[STATS_LAT_BUCKETS], double q)
 		return lo + (hi - lo) * ((rank - seen) / (double)hist[i]);
 	}
 	return stats_bucket_le_us(STATS_LAT_BUCKETS - 2);
+}
+
+/* 1, 2, 5 x 10^k ns for k = 3 .. 10: 1 us .. 10 s. */
+static const int64_t ladder_le_ns[STATS_LADDER_BUCKETS - 1] = {
+	1000,	     2000,	  5000,	       10000,	    20000,	 50000,	      100000,	   200000,
+	500000,	     1000000,	  2000000,     5000000,	    10000000,	 20000000,    50000000,	   100000000,
+	200000000,   500000000,	  1000000000,  2000000000,  5000000000,	 10000000000,
+};
+
+int stats_ladder_bucket(int64_t ns)
+{
+	/* most values are small: a linear walk from the bottom ends early */
+	int i = 0;
+	while (i < STATS_LADDER_BUCKETS - 1 && ns > ladder_le_ns[i])
+		i++;
+	return i;
+}
+
+double stats_ladder_le_us(int i)
+{
+	if (i < 0 || i >= STATS_LADDER_BUCKETS - 1)
+		return INFINITY;
+	return (double)ladder_le_ns[i] / 1000;
+}
+
+double stats_ladder_quantile_us(const uint64_t hist[STATS_LADDER_BUCKETS], double q)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < STATS_LADDER_BUCKETS; i++)
+		total += hist[i];
+	if (total == 0)
+		return 0;
+	double rank = q * (double)total, seen = 0;
+	for (int i = 0; i < STATS_LADDER_BUCKETS; i++) {
+		if (hist[i] == 0 || seen + (double)hist[i] < rank) {
+			seen += (double)hist[i];
+			continue;
+		}
+		double lo = i == 0 ? 0 : stats_ladder_le_us(i - 1);
+		if (i == STATS_LADDER_BUCKETS - 1)
+			return lo; /* no upper bound to interpolate to */
+		double hi = stats_ladder_le_us(i);
+		return lo + (hi - lo) * ((rank - seen) / (double)hist[i]);
+	}
+	return stats_ladder_le_us(STATS_LADDER_BUCKETS - 2);
 }
 
 /* Every offset and length comes from a segment that its writer (or anyone
