@@ -234,8 +234,12 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 			printf(", {\"le\": null, \"count\": %" PRIu64 "}", t->latency[i]);
 	}
 	printf("]},\n");
-	json_ladder("queue_us", t->queue, t->queue_ns_sum);
-	json_ladder("service_us", t->service, t->service_ns_sum);
+	if (t->has_times) {
+		json_ladder("queue_us", t->queue, t->queue_ns_sum);
+		json_ladder("service_us", t->service, t->service_ns_sum);
+	} else { /* an older build's segment: it does not time requests */
+		printf("  \"queue_us\": null,\n  \"service_us\": null,\n");
+	}
 	printf("  \"workers\": [");
 	bool first = true;
 	for (uint32_t i = 0; i < h->nslots; i++) {
@@ -331,7 +335,7 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 	fmt_us(p99, sizeof(p99), stats_quantile_us(hist, 0.99));
 	printf("\n  latency     p50 %s   p90 %s   p99 %s\n", p50, p90, p99);
 	/* where the time went: percentiles estimated from the 1-2-5 buckets */
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < 2 && t->has_times; k++) {
 		uint64_t lh[STATS_LADDER_BUCKETS];
 		const uint64_t *cur = k ? t->service : t->queue, *before = k ? p->service : p->queue;
 		for (int i = 0; i < STATS_LADDER_BUCKETS; i++)

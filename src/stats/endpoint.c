@@ -147,12 +147,14 @@ static void render_metrics(FILE *f, const struct stats_header *h, const struct s
 	fprintf(f, "spindle_request_duration_seconds_sum %.9f\n", (double)t->latency_ns_sum / 1e9);
 	fprintf(f, "spindle_request_duration_seconds_count %" PRIu64 "\n", cum);
 
-	ladder_histogram(f, h, "spindle_request_queue_seconds",
-			 "From readable (accepted, or reported ready) to picked up by the thread or loop that served it.",
-			 t->queue, t->queue_ns_sum);
-	ladder_histogram(f, h, "spindle_request_service_seconds",
-			 "From picked up to the response's last byte handed to the kernel.", t->service,
-			 t->service_ns_sum);
+	if (t->has_times) {
+		ladder_histogram(f, h, "spindle_request_queue_seconds",
+				 "From readable (accepted, or reported ready) to picked up by the thread or loop that served it.",
+				 t->queue, t->queue_ns_sum);
+		ladder_histogram(f, h, "spindle_request_service_seconds",
+				 "From picked up to the response's last byte handed to the kernel.", t->service,
+				 t->service_ns_sum);
+	}
 
 	fprintf(f, "# HELP spindle_worker_requests_total Responses completed by each worker slot.\n"
 		   "# TYPE spindle_worker_requests_total counter\n");
@@ -213,7 +215,7 @@ static void render_status(FILE *f, const struct stats_header *h, const struct st
 	fprintf(f, "<h2>queue wait and service time</h2>\n<p>percentiles estimated from histogram buckets "
 		   "(1-2-5 steps)</p>\n<table>\n<tr><th></th><th>p50</th><th>p99</th><th>p99.9</th><th>mean</th></tr>\n");
 	static const double tq[] = { 0.5, 0.99, 0.999 };
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < 2 && t->has_times; k++) {
 		const uint64_t *hist = k ? t->service : t->queue;
 		uint64_t n = 0;
 		for (int i = 0; i < STATS_LADDER_BUCKETS; i++)

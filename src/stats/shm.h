@@ -19,7 +19,7 @@
 #include "../fs/cache.h"
 
 #define STATS_MAGIC 0x31544c53444e5053ULL /* "SPNDSLT1" little-endian */
-#define STATS_VERSION 2 /* 2: the slots gained the queue wait and service time histograms */
+#define STATS_VERSION 1
 #define STATS_LINE 64
 #define STATS_MAX_SLOTS 1024
 /* Cache blocks: 2 * STATS_CACHE_HALF of them, at most STATS_CACHE_HALF per
@@ -59,7 +59,10 @@ struct stats_slot {
 	atomic_ullong tls_handshakes;         /* completed, resumed ones included */
 	atomic_ullong tls_resumed;            /* of which resumed a session (a ticket) */
 	atomic_ullong tls_handshake_failures; /* bad ClientHello, no shared cipher, left or timed out mid-way */
-	/* version 2: where each request's time went */
+	/* added in version 1 after the fields above: readers step by the
+	 * header's slot_size and look here only with STATS_HAS_TIMES, so a
+	 * segment of an older build (smaller slots) reads as before, and an older
+	 * reader skips these: where each request's time went (conn.h) */
 	atomic_ullong queue_ns_sum;           /* readable -> picked up */
 	atomic_ullong service_ns_sum;         /* picked up -> last byte */
 	atomic_ullong queue[STATS_LADDER_BUCKETS];
@@ -107,6 +110,9 @@ struct stats_header {
 
 /* The header's fields up to root: what every version-1 segment has. */
 #define STATS_HEADER_MIN (offsetof(struct stats_header, listen))
+/* The slot's fields up to the timing histograms: what every version-1 segment has. */
+#define STATS_SLOT_MIN (offsetof(struct stats_slot, queue_ns_sum))
+#define STATS_HAS_TIMES(h) ((h)->slot_size >= offsetof(struct stats_slot, service) + sizeof(((struct stats_slot *)0)->service))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 
 static inline struct stats_slot *stats_slot_at(const struct stats_header *h, uint32_t i)

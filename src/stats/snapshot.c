@@ -27,6 +27,7 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->taken_mono_ns = stats_mono_ns();
+	t->has_times = STATS_HAS_TIMES(h);
 	for (uint32_t i = 0; i < h->nslots; i++) {
 		struct stats_slot *s = stats_slot_at(h, i);
 		t->accepted += LOAD(s->accepted);
@@ -51,6 +52,8 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->tls_handshakes += LOAD(s->tls_handshakes);
 		t->tls_resumed += LOAD(s->tls_resumed);
 		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
+		if (!t->has_times)
+			continue; /* an older build's slots end before them */
 		t->queue_ns_sum += LOAD(s->queue_ns_sum);
 		t->service_ns_sum += LOAD(s->service_ns_sum);
 		for (int k = 0; k < STATS_LADDER_BUCKETS; k++) {
@@ -166,7 +169,7 @@ const char *stats_check(const struct stats_header *h, size_t len)
 	uint32_t nslots = h->nslots, ncaches = h->ncaches, slot_size = h->slot_size;
 	if (h->header_size < STATS_HEADER_MIN || layout > len || h->header_size > layout ||
 	    nslots == 0 || nslots > STATS_MAX_SLOTS || ncaches > 2 * STATS_CACHE_HALF ||
-	    slot_size < sizeof(struct stats_slot) || slot_size > 65536 || slot_size % STATS_LINE != 0 ||
+	    slot_size < STATS_SLOT_MIN || slot_size > 65536 || slot_size % STATS_LINE != 0 ||
 	    coff % STATS_LINE != 0 || soff % STATS_LINE != 0 || coff < h->header_size)
 		return "the segment's layout is inconsistent";
 	/* both spans are small now: at most 1024 x 64 KiB */

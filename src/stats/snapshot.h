@@ -26,6 +26,7 @@ struct stats_totals {
 	uint64_t latency_ns_sum;
 	uint64_t latency[STATS_LAT_BUCKETS];
 	uint64_t tls_handshakes, tls_resumed, tls_handshake_failures;
+	bool has_times;  /* the segment's slots hold the two below (STATS_HAS_TIMES) */
 	uint64_t queue_ns_sum, service_ns_sum;
 	uint64_t queue[STATS_LADDER_BUCKETS], service[STATS_LADDER_BUCKETS];
 	int64_t active;  /* accepted - closed */

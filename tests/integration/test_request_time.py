@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import threading
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import util
-from test_stats import _patched, _run_stat_on, real_segment  # noqa: F401 (a fixture)
+from test_stats import (OFF_LAYOUT, OFF_NSLOTS, OFF_SLOT_SIZE, REAL_SLOTS_OFF, _patched, _run_stat_on,  # noqa: F401
+                        real_segment)
 
 QUEUE = "spindle_request_queue_seconds"
 SERVICE = "spindle_request_service_seconds"
 BURST = 20          # concurrent requests
 WORK_MS = 20        # of spinning each (delay_kind = wall: the same 20 ms whoever else runs)
+OLD_SLOT_SIZE = 512  # a worker slot before the timing histograms (src/stats/shm.h)
 
 
 def _histograms(srv: util.Server) -> dict:
@@ -153,16 +156,30 @@ def test_every_model_times_every_request(model, fresh_server):
         assert d["first_byte_us"] <= d["service_us"], d
 
 
-def test_viewer_refuses_the_previous_layout(real_segment):  # noqa: F811
-    """A segment of the layout before the timing histograms (version 1, slots
-    of 512 bytes) is refused by name, not misread as this one."""
+def test_viewer_reads_a_segment_of_the_previous_layout(real_segment):  # noqa: F811
+    """The timing histograms were added at the end of each slot, and readers
+    step through the slots by the header's slot_size: a segment of the layout
+    before them (slots of 512 bytes) still reads, with its counts right and no
+    timing (null), rather than being misread or refused; slots too small even
+    for that are refused."""
     name = f"v1seg{os.getpid()}"
-    old = _patched(real_segment, ("<I", 8, 1), ("<I", 76, 512))
-    for args in (["--json"], []):
-        r = _run_stat_on(name, old, *args)
-        assert r.returncode == 1, (args, r.returncode, r.stdout[:200], r.stderr)
-        assert b"different spindle version" in r.stderr, r.stderr
-        assert r.stdout == b""
-    # this layout's version with the old, smaller slots is no better
-    r = _run_stat_on(name, _patched(real_segment, ("<I", 76, 512)), "--json")
+    size = struct.unpack_from("<I", real_segment, OFF_SLOT_SIZE)[0]
+    nslots = struct.unpack_from("<I", real_segment, OFF_NSLOTS)[0]
+    assert size > OLD_SLOT_SIZE
+    slots = b"".join(real_segment[REAL_SLOTS_OFF + i * size:REAL_SLOTS_OFF + i * size + OLD_SLOT_SIZE]
+                     for i in range(nslots))
+    old = real_segment[:REAL_SLOTS_OFF] + slots
+    old = _patched(old, ("<I", OFF_SLOT_SIZE, OLD_SLOT_SIZE), ("<Q", OFF_LAYOUT, len(old)))
+    r = _run_stat_on(name, old, "--json")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    s = json.loads(r.stdout)
+    assert s["requests"] == 1 and s["status_codes"]["200"] == 1, s  # the fixture's one request
+    assert s["queue_us"] is None and s["service_us"] is None, s
+    r = _run_stat_on(name, old)
+    assert r.returncode == 0 and b"queue wait" not in r.stdout, r.stdout
+    # this build's segment has them: the same request, timed
+    r = _run_stat_on(name, real_segment, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["service_us"]["count"] == 1, r.stdout
+    # slots that cannot even hold the counters before them are refused
+    r = _run_stat_on(name, _patched(old, ("<I", OFF_SLOT_SIZE, OLD_SLOT_SIZE - 64)), "--json")
     assert r.returncode == 1 and b"inconsistent" in r.stderr, r.stderr
