@@ -73,6 +73,7 @@ struct resp_record {
 	enum stats_method method;
 	uint64_t head_len;       /* bytes of the head: the rest of what is sent is body */
 	int64_t stats_t0;
+	int64_t ready_ns, pickup_ns, first_ns; /* its request's stamps (conn_readable) */
 	struct span request_line, referer, user_agent; /* into the input buffer */
 };
 
@@ -148,6 +149,13 @@ struct conn {
 	/* stats */
 	int64_t stats_t0;        /* CLOCK_MONOTONIC ns when the current request head arrived; 0: none */
 	uint32_t nreq;           /* responses completed on this connection */
+	/* Request stamps, CLOCK_MONOTONIC ns (see conn_readable). Every
+	 * pipelined request's first byte came in the latest read: the core reads
+	 * only while it waits for a head or a body, never while responses are
+	 * pending, so bytes past a request arrived with its last read. */
+	int64_t readable_ns;     /* the driver's stamp for the next read; 0: none */
+	int64_t read_ready_ns;   /* since when the latest read's bytes were readable */
+	int64_t req_ready_ns, req_pickup_ns, first_byte_ns; /* the current request's; pickup 0: none started */
 
 	struct sockaddr_storage peer_addr;
 	char peer[INET6_ADDRSTRLEN];
@@ -1441,8 +1449,9 @@ static void send_continue(struct conn *c)
 	c->last_progress = conn_now_ms();
 }
 
-/* Parses and answers as many buffered requests as possible (one at a time). */
-static void process_input(struct conn *c)
+/* Parses and answers as many buffered requests as possible (one at a time).
+ * now: the clock read of the read that brought bytes, or 0 (none yet). */
+static void process_input(struct conn *c, int64_t now)
 {
 	if (c->state != ST_HEAD)
 		return;
@@ -1454,6 +1463,14 @@ static void process_input(struct conn *c)
 		c->idle = false;
 		c->head_started = conn_now_ms();
 	}
+	if (c->req_pickup_ns == 0) {
+		/* a request starts: picked up now, by the read that brought its
+		 * first byte, or (buffered behind another) as the core gets to it */
+		if (!now)
+			now = stats_clock_ns();
+		c->req_pickup_ns = now;
+		c->req_ready_ns = c->read_ready_ns && c->read_ready_ns <= now ? c->read_ready_ns : now;
+	}
 	if (!conn_out_buffers(c)) {
 		log_error("out of memory for a response");
 		c->state = ST_CLOSE;
@@ -1463,7 +1480,7 @@ static void process_input(struct conn *c)
 					  &c->req, &c->parse);
 	if (r == 0)
 		return;
-	c->stats_t0 = stats_clock_ns(); /* stats: latency runs from here to the response's last byte */
+	c->stats_t0 = now ? now : stats_clock_ns(); /* stats: latency runs from here to the response's last byte */
 	if (r < 0) {
 		c->have_req = false;
 		c->next_start = c->in_end; /* framing is lost: nothing after this can be trusted */
@@ -1562,14 +1579,28 @@ struct iovec conn_input_space(struct conn *c)
 	return (struct iovec){ c->in + c->in_end, c->in_cap - c->in_end };
 }
 
+void conn_readable(struct conn *c, int64_t ns)
+{
+	c->readable_ns = ns;
+}
+
 void conn_input_done(struct conn *c, ssize_t n)
 {
+	int64_t now = 0;
+
 	if (n <= 0) {
 		/* EOF or error: whatever was half-received cannot be answered. */
 		c->state = ST_CLOSE;
 		return;
 	}
 	c->in_end += (size_t)n;
+	if (c->state == ST_HEAD || c->state == ST_BODY) {
+		/* one clock read per read: it stamps these bytes, the request they
+		 * may start and the head they may complete */
+		now = stats_clock_ns();
+		c->read_ready_ns = c->readable_ns && c->readable_ns <= now ? c->readable_ns : now;
+	}
+	c->readable_ns = 0;
 	switch (c->state) {
 	case ST_LINGER:
 		c->in_start = c->in_end = 0;
@@ -1579,7 +1610,7 @@ void conn_input_done(struct conn *c, ssize_t n)
 		consume_body(c);
 		break;
 	case ST_HEAD:
-		process_input(c);
+		process_input(c, now);
 		break;
 	default:
 		break;
@@ -1603,21 +1634,35 @@ static struct resp_record record_of(const struct conn *c)
 		.method = stats_method_of(c),
 		.head_len = c->head_len,
 		.stats_t0 = c->stats_t0,
+		.ready_ns = c->req_ready_ns,
+		.pickup_ns = c->req_pickup_ns,
+		.first_ns = c->first_byte_ns,
 		.request_line = c->have_req ? c->req.request_line : raw_first_line(c),
 		.referer = c->have_req ? c->req.referer : (struct span){ 0 },
 		.user_agent = c->have_req ? c->req.user_agent : (struct span){ 0 },
 	};
 }
 
-/* A response's last byte is out: stats and the access log line, once each. */
-static void response_account(struct conn *c, const struct resp_record *r, uint64_t sent)
+/* A response's last byte is out (at now): stats and the access log line,
+ * once each. */
+static void response_account(struct conn *c, const struct resp_record *r, uint64_t sent, int64_t now)
 {
-	int64_t elapsed_ns = r->stats_t0 ? stats_clock_ns() - r->stats_t0 : 0;
+	int64_t elapsed_ns = r->stats_t0 ? now - r->stats_t0 : 0;
+	/* a response no request started (none so far) was picked up when its
+	 * head was complete, or else as it left */
+	int64_t pickup = r->pickup_ns ? r->pickup_ns : r->stats_t0 ? r->stats_t0 : now;
+	int64_t ready = r->ready_ns && r->ready_ns <= pickup ? r->ready_ns : pickup;
+	int64_t first = r->first_ns >= pickup ? r->first_ns : now;
+	int64_t service = now > pickup ? now - pickup : 0;
 	/* stats: a few relaxed atomic adds to this worker's slot */
 	stats_response(r->method, r->status, sent - r->head_len, elapsed_ns, c->nreq++ > 0);
+	stats_request_time(pickup - ready, service);
 	if (log_access_enabled()) {
 		struct access_entry e = {
 			.duration_us = (uint64_t)elapsed_ns / 1000,
+			.queue_us = (uint64_t)(pickup - ready) / 1000,
+			.service_us = (uint64_t)service / 1000,
+			.first_byte_us = (uint64_t)(first > pickup ? first - pickup : 0) / 1000,
 			.peer = c->peer,
 			.request_line = r->request_line,
 			.status = r->status,
@@ -1709,12 +1754,13 @@ static void response_park(struct conn *c)
 	c->entry = NULL;
 	p->rec = record_of(c);
 	c->stats_t0 = 0;
+	c->req_pickup_ns = c->first_byte_ns = 0;
 	response_release(c);
 }
 
-static void parked_finish(struct conn *c, struct parked *p)
+static void parked_finish(struct conn *c, struct parked *p, int64_t now)
 {
-	response_account(c, &p->rec, p->sent);
+	response_account(c, &p->rec, p->sent, now);
 	parked_release(p);
 }
 
@@ -1730,7 +1776,7 @@ static void next_request(struct conn *c)
 	c->state = ST_HEAD;
 	c->idle = true;
 	c->last_progress = conn_now_ms();
-	process_input(c);
+	process_input(c, 0);
 }
 
 /* Answers every complete request already buffered, parking the responses
@@ -1789,11 +1835,12 @@ void conn_output(struct conn *c, struct conn_output *out)
 		gather(out, c->segs, c->nsegs, c->seg_cur, c->seg_off, c->file_fd);
 }
 
-static void finish_response(struct conn *c)
+static void finish_response(struct conn *c, int64_t now)
 {
 	struct resp_record rec = record_of(c);
-	response_account(c, &rec, c->sent);
+	response_account(c, &rec, c->sent, now);
 	c->stats_t0 = 0;
+	c->req_pickup_ns = c->first_byte_ns = 0;
 	response_release(c);
 	hdr_shrink(c);
 	if (!c->keep_alive) {
@@ -1862,29 +1909,43 @@ static size_t segs_advance(const struct seg *segs, size_t nsegs, size_t *cur, si
 	return n;
 }
 
+/* One clock read for every response a write starts or ends. */
+static int64_t clock_once(int64_t *now)
+{
+	if (!*now)
+		*now = stats_clock_ns();
+	return *now;
+}
+
 void conn_output_done(struct conn *c, size_t n)
 {
+	int64_t now = 0;
+
 	c->last_progress = conn_now_ms();
 	/* one write may end several responses: each is finished, in order */
 	while (c->nq > 0) {
 		struct parked *p = &c->q[c->q_first];
+		if (p->sent == 0 && n > 0 && !p->rec.first_ns)
+			p->rec.first_ns = clock_once(&now);
 		n = segs_advance(p->segs, p->nsegs, &p->seg_cur, &p->seg_off, &p->sent, n);
 		if (p->seg_cur < p->nsegs)
 			return;
-		parked_finish(c, p);
+		parked_finish(c, p, clock_once(&now));
 		c->q_first++;
 		if (--c->nq == 0)
 			c->q_first = 0;
 	}
 	if (c->state != ST_SEND)
 		return; /* only parked responses were out: now the core reads */
+	if (c->sent == 0 && n > 0 && !c->interim && !c->first_byte_ns)
+		c->first_byte_ns = clock_once(&now);
 	segs_advance(c->segs, c->nsegs, &c->seg_cur, &c->seg_off, &c->sent, n);
 	listing_shrink(c);
 	if (c->seg_cur == c->nsegs) {
 		if (c->interim)
 			finish_interim(c);
 		else
-			finish_response(c);
+			finish_response(c, clock_once(&now));
 	}
 }
 

@@ -83,6 +83,19 @@ bool conn_awaits_request(const struct conn *c);
  * while a receive into conn_input_space() is in flight. */
 void conn_release_idle(struct conn *c);
 
+/* Request timing. A driver that knows when the connection became readable
+ * (it accepted it, or a poller, an event batch or a completion batch reported
+ * it) says so before it hands the core the bytes: the next read that brings
+ * bytes carries the stamp (CLOCK_MONOTONIC ns, stats_clock_ns()); 0 takes it
+ * back (the read found nothing). Without one, a read's bytes count as
+ * readable when the read returned: the thread that read them had waited for
+ * them itself. The core stamps the rest: picked up (the read that brings a
+ * request's first byte, or, for a request buffered behind another, when the
+ * core starts it), and the first and last response byte passed to
+ * conn_output_done(). Queue wait = picked up - readable; service time = last
+ * byte - picked up (docs/operations.md, "Where a request's time goes"). */
+void conn_readable(struct conn *c, int64_t ns);
+
 /* Monotonic milliseconds, the clock deadlines are expressed in. */
 int64_t conn_now_ms(void);
 

@@ -161,6 +161,27 @@ static void fmt_us(char *buf, size_t len, double us)
 		snprintf(buf, len, "%.2fs", us / 1e6);
 }
 
+/* "name": {p50, p99, p999, mean, count, sum, buckets} of a request timing
+ * histogram; the percentiles are estimated from its buckets. */
+static void json_ladder(const char *name, const uint64_t hist[STATS_LADDER_BUCKETS], uint64_t sum_ns)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < STATS_LADDER_BUCKETS; i++)
+		n += hist[i];
+	printf("  \"%s\": {\"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f, \"mean\": %.1f, \"count\": %" PRIu64
+	       ", \"sum\": %.3f, \"buckets\": [",
+	       name, stats_ladder_quantile_us(hist, 0.5), stats_ladder_quantile_us(hist, 0.99),
+	       stats_ladder_quantile_us(hist, 0.999), n ? (double)sum_ns / 1e3 / (double)n : 0.0, n,
+	       (double)sum_ns / 1e3);
+	for (int i = 0; i < STATS_LADDER_BUCKETS; i++) {
+		if (i < STATS_LADDER_BUCKETS - 1)
+			printf("%s{\"le\": %g, \"count\": %" PRIu64 "}", i ? ", " : "", stats_ladder_le_us(i), hist[i]);
+		else
+			printf(", {\"le\": null, \"count\": %" PRIu64 "}", hist[i]);
+	}
+	printf("]},\n");
+}
+
 static void print_json(const struct stats_header *h, const struct stats_totals *t)
 {
 	static const char *const methods[] = { "GET", "HEAD", "other" };
@@ -212,7 +233,14 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 		else
 			printf(", {\"le\": null, \"count\": %" PRIu64 "}", t->latency[i]);
 	}
-	printf("]},\n  \"workers\": [");
+	printf("]},\n");
+	if (t->has_times) {
+		json_ladder("queue_us", t->queue, t->queue_ns_sum);
+		json_ladder("service_us", t->service, t->service_ns_sum);
+	} else { /* an older build's segment: it does not time requests */
+		printf("  \"queue_us\": null,\n  \"service_us\": null,\n");
+	}
+	printf("  \"workers\": [");
 	bool first = true;
 	for (uint32_t i = 0; i < h->nslots; i++) {
 		bool bound;
@@ -305,7 +333,20 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 	fmt_us(p50, sizeof(p50), stats_quantile_us(hist, 0.5));
 	fmt_us(p90, sizeof(p90), stats_quantile_us(hist, 0.9));
 	fmt_us(p99, sizeof(p99), stats_quantile_us(hist, 0.99));
-	printf("\n  latency     p50 %s   p90 %s   p99 %s\n\n", p50, p90, p99);
+	printf("\n  latency     p50 %s   p90 %s   p99 %s\n", p50, p90, p99);
+	/* where the time went: percentiles estimated from the 1-2-5 buckets */
+	for (int k = 0; k < 2 && t->has_times; k++) {
+		uint64_t lh[STATS_LADDER_BUCKETS];
+		const uint64_t *cur = k ? t->service : t->queue, *before = k ? p->service : p->queue;
+		for (int i = 0; i < STATS_LADDER_BUCKETS; i++)
+			lh[i] = cur[i] - before[i];
+		char q50[16], q99[16], q999[16];
+		fmt_us(q50, sizeof(q50), stats_ladder_quantile_us(lh, 0.5));
+		fmt_us(q99, sizeof(q99), stats_ladder_quantile_us(lh, 0.99));
+		fmt_us(q999, sizeof(q999), stats_ladder_quantile_us(lh, 0.999));
+		printf("  %-10s  p50 %s   p99 %s   p99.9 %s\n", k ? "service" : "queue wait", q50, q99, q999);
+	}
+	printf("\n");
 
 	/* per worker: requests in the interval, as bars against the busiest */
 	uint64_t most = 1, shown = 0, d[STATS_MAX_SLOTS];

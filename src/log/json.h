@@ -27,6 +27,9 @@ struct json_access {
 	int status;
 	uint64_t bytes;         /* body bytes sent */
 	uint64_t duration_us;   /* from the request head's arrival to the response's last byte */
+	uint64_t queue_us;      /* from readable to picked up by the thread or loop that served it */
+	uint64_t service_us;    /* from picked up to the response's last byte */
+	uint64_t first_byte_us; /* from picked up to the response's first byte */
 	struct span referer, user_agent; /* p == NULL: absent (written as null) */
 	const char *model;
 	long worker;            /* the serving thread's id (Linux TID) */

@@ -105,7 +105,8 @@ static enum blocking_end serve(const struct server *srv, int fd, struct wire *c,
 	return BLOCKING_CLOSED;
 }
 
-void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen)
+void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen,
+		    int64_t accepted_ns)
 {
 	struct wire *c = wire_new(srv, server_tls_for(srv, fd), fd, peer, peerlen);
 
@@ -114,6 +115,9 @@ void blocking_serve(const struct server *srv, int fd, const struct sockaddr *pee
 		close(fd);
 		return;
 	}
+	/* After this one, the thread waits for each request's bytes itself:
+	 * they are picked up as they come (no stamp: no queue). */
+	wire_readable(c, accepted_ns);
 	serve(srv, fd, c, false);
 }
 

@@ -8,8 +8,11 @@
 struct server;
 struct wire;
 
-/* Takes ownership of fd (non-blocking); returns when the connection is closed. */
-void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen);
+/* Takes ownership of fd (non-blocking); returns when the connection is closed.
+ * accepted_ns: when accept() returned it (stats_clock_ns), the first request's
+ * "readable" stamp: its queue wait runs from there to the first read. */
+void blocking_serve(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t peerlen,
+		    int64_t accepted_ns);
 
 enum blocking_end {
 	BLOCKING_CLOSED, /* the socket is closed and the conn freed */

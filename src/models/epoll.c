@@ -59,6 +59,7 @@ struct loop {
 	struct conn_slots *slots; /* max_connections, shared by all loops */
 	bool stopping;
 	int64_t drain_deadline;
+	int64_t turn_ns;       /* stats: when this turn's events came (one clock read a turn) */
 };
 
 /* Tags in epoll_event.data.ptr for the non-connection descriptors. */
@@ -131,6 +132,9 @@ static bool econn_register(struct loop *lp, struct econn *e)
  * has had its turn (then it goes on the ready list). */
 static void econn_run(struct loop *lp, struct econn *e)
 {
+	/* Readable since the turn began: what it waited behind the others in
+	 * this turn is its queue wait (see conn_readable). */
+	wire_readable(e->c, lp->turn_ns);
 	for (int steps = 0;; steps++) {
 		int64_t deadline;
 		enum conn_want want = wire_wants(e->c, &deadline);
@@ -279,6 +283,7 @@ static void *loop_main(void *arg)
 			log_error("epoll_wait: %m");
 			break;
 		}
+		lp->turn_ns = stats_clock_ns();
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
 			if (tag == &tag_listener) {

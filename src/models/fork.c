@@ -86,12 +86,12 @@ static void reap(struct children *ch)
 
 /* In the child (set up by child_fork): serve the one connection. */
 static void child_main(struct server *srv, struct acceptor *acc, int fd, struct sockaddr_storage *peer,
-		       socklen_t len)
+		       socklen_t len, int64_t accepted_ns)
 {
 	stats_process_start(srv, STATS_PROC_PER_CONNECTION); /* stats */
 	acceptor_close(acc);
 	server_close_listeners(srv); /* the child has no use for them */
-	blocking_serve(srv, fd, (struct sockaddr *)peer, len);
+	blocking_serve(srv, fd, (struct sockaddr *)peer, len, accepted_ns);
 	child_exit(0);
 }
 
@@ -200,9 +200,10 @@ static int fork_run(struct server *srv)
 			}
 			continue;
 		}
+		int64_t accepted_ns = stats_clock_ns(); /* stats: the queue wait includes the fork */
 		pid_t pid = child_fork(srv);
 		if (pid == 0)
-			child_main(srv, &acc, fd, &peer, len);
+			child_main(srv, &acc, fd, &peer, len, accepted_ns);
 		close(fd); /* the child has its own copy */
 		if (pid < 0) {
 			log_warn("fork: fork: %s: a connection was dropped", strerror(errno));

@@ -14,8 +14,10 @@ static enum io_result do_read(struct wire *c, int fd)
 	do
 		n = recv(fd, space.iov_base, space.iov_len, 0);
 	while (n < 0 && errno == EINTR);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		wire_readable(c, 0); /* not readable after all: the bytes that come later carry their own stamp */
 		return IO_AGAIN;
+	}
 	wire_input_done(c, n < 0 ? -errno : n);
 	/* A stream socket returns everything queued, up to the space: a short
 	 * read means the socket is empty now. */

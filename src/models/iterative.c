@@ -34,7 +34,7 @@ static int iterative_run(struct server *srv)
 				log_warn("accept: %s", strerror(-fd));
 			continue;
 		}
-		blocking_serve(srv, fd, (struct sockaddr *)&peer, len);
+		blocking_serve(srv, fd, (struct sockaddr *)&peer, len, stats_clock_ns());
 	}
 	acceptor_close(&acc);
 	return 0;

@@ -70,6 +70,7 @@ struct pitem {
 	bool parked;        /* on the idle list, owned by the poller */
 	bool fresh;         /* accepted, not yet served: counts against qcap */
 	int64_t deadline;   /* when parked: conn_wants' deadline */
+	int64_t ready_ns;   /* stats: when it was queued, the "readable" stamp of its next request */
 	struct pitem *next, *prev;
 };
 
@@ -119,8 +120,11 @@ static void made_room_locked(struct pool *p)
 		kick(p);
 }
 
-static void push_locked(struct pool *p, struct pitem *it)
+/* ready_ns: since when it has been ready (stats_clock_ns): its queue wait
+ * starts there (see conn_readable). */
+static void push_locked(struct pool *p, struct pitem *it, int64_t ready_ns)
 {
+	it->ready_ns = ready_ns;
 	it->next = NULL;
 	if (p->qtail)
 		p->qtail->next = it;
@@ -228,6 +232,7 @@ static void *pool_worker(void *arg)
 			break; /* shut down, and the queue is empty */
 		made_room_locked(p);
 		pthread_mutex_unlock(&p->mu);
+		wire_readable(it->c, it->ready_ns); /* picked up: the core stamps the read */
 		enum blocking_end end = blocking_serve_until_idle(p->srv, it->fd, it->c);
 		pthread_mutex_lock(&p->mu);
 		if (end == BLOCKING_CLOSED) {
@@ -235,7 +240,7 @@ static void *pool_worker(void *arg)
 			p->nconns--;
 			made_room_locked(p);
 		} else if (end == BLOCKING_YIELD) {
-			push_locked(p, it); /* behind what waits: one flooder cannot hold a worker */
+			push_locked(p, it, stats_clock_ns()); /* behind what waits: one flooder cannot hold a worker */
 		} else {
 			park_locked(p, it, end);
 		}
@@ -270,7 +275,8 @@ static bool listener_update(struct pool *p)
 	return room;
 }
 
-static void pool_accept(struct pool *p)
+/* batch_ns: when epoll_wait returned the listener's readiness. */
+static void pool_accept(struct pool *p, int64_t batch_ns)
 {
 	for (int i = 0; i < POOL_ACCEPT_BATCH; i++) {
 		if (!listener_update(p))
@@ -305,18 +311,18 @@ static void pool_accept(struct pool *p)
 		pthread_mutex_lock(&p->mu);
 		p->nconns++;
 		p->qfresh++;
-		push_locked(p, it);
+		push_locked(p, it, batch_ns);
 		pthread_mutex_unlock(&p->mu);
 	}
 }
 
 /* A parked connection is readable (or hung up): it is work again. */
-static void pool_wake(struct pool *p, struct pitem *it)
+static void pool_wake(struct pool *p, struct pitem *it, int64_t batch_ns)
 {
 	pthread_mutex_lock(&p->mu);
 	if (it->parked) {
 		unpark_locked(p, it);
-		push_locked(p, it);
+		push_locked(p, it, batch_ns);
 	}
 	pthread_mutex_unlock(&p->mu);
 }
@@ -330,7 +336,7 @@ static void requeue_locked(struct pool *p, struct pitem *it)
 	if (it->armed && epoll_ctl(p->epfd, EPOLL_CTL_DEL, it->fd, NULL) < 0)
 		log_error("pool: epoll_ctl(DEL): %s", strerror(errno));
 	it->armed = false;
-	push_locked(p, it);
+	push_locked(p, it, stats_clock_ns());
 }
 
 static void pool_scan(struct pool *p, int64_t now)
@@ -425,21 +431,23 @@ static int pool_loop(struct pool *p)
 			log_error("pool: epoll_wait: %s", strerror(errno));
 			return 1;
 		}
+		/* stats: one clock read per batch stamps every connection in it */
+		int64_t batch_ns = n > 0 ? stats_clock_ns() : 0;
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
 			if (tag == &tag_listener) {
-				pool_accept(p);
+				pool_accept(p, batch_ns);
 			} else if (tag == &tag_kick) {
 				uint64_t v;
 				ssize_t r = read(p->kick_fd, &v, sizeof(v));
 				(void)r;
 				listener_update(p);
 			} else if (tag != &tag_wake) {
-				pool_wake(p, tag);
+				pool_wake(p, tag, batch_ns);
 			}
 		}
 		if (acceptor_pause_over(&p->acc))
-			pool_accept(p); /* watch the listener again (if there is room), or pause again */
+			pool_accept(p, stats_clock_ns()); /* watch the listener again (if there is room), or pause again */
 		int64_t now = conn_now_ms();
 		if (now >= next_scan) {
 			pool_scan(p, now);

@@ -57,6 +57,7 @@ struct tjob {
 	int fd;
 	struct sockaddr_storage peer;
 	socklen_t len;
+	int64_t accepted_ns;      /* stats: its first request's "readable" stamp */
 	struct tjob *prev, *next; /* in tm->jobs while its thread lives */
 };
 
@@ -85,7 +86,7 @@ static void *thread_main(void *arg)
 	struct tmodel *tm = job->tm;
 
 	stats_bind_slot(stats_next_id()); /* stats: threads take slots round-robin */
-	blocking_serve(tm->srv, job->fd, (struct sockaddr *)&job->peer, job->len);
+	blocking_serve(tm->srv, job->fd, (struct sockaddr *)&job->peer, job->len, job->accepted_ns);
 	/* once counted out, the process may leave before this thread has */
 	tls_thread_done();
 	pthread_mutex_lock(&tm->mu);
@@ -139,7 +140,7 @@ static int spawn(struct tmodel *tm, const pthread_attr_t *attr, int fd, const st
 
 	if (!job)
 		return ENOMEM;
-	*job = (struct tjob){ .tm = tm, .fd = fd, .peer = *peer, .len = len };
+	*job = (struct tjob){ .tm = tm, .fd = fd, .peer = *peer, .len = len, .accepted_ns = stats_clock_ns() };
 	pthread_mutex_lock(&tm->mu);
 	tm->live++;
 	jobs_add_locked(tm, job);

@@ -173,6 +173,7 @@ struct loop {
 	int nconns;
 	bool stopping;
 	int64_t drain_deadline;
+	int64_t turn_ns;       /* stats: when this batch of completions came (one clock read a batch) */
 	int rc;
 	/* the provided-buffer ring (NULL: this kernel has none; single-shot recv only) */
 	struct io_uring_buf_ring *br;
@@ -550,6 +551,10 @@ static void uconn_complete(struct loop *lp, struct uconn *u, int res)
 		op = OP_NONE;
 	switch (op) {
 	case OP_RECV:
+		/* readable since the batch came: waiting behind the others in it
+		 * is its queue wait (see conn_readable) */
+		if (res > 0)
+			wire_readable(u->c, lp->turn_ns);
 		wire_input_done(u->c, res);
 		break;
 	case OP_SENDMSG:
@@ -579,8 +584,13 @@ static void uconn_mrecv_complete(struct loop *lp, struct uconn *u, int res, unsi
 {
 	if (flags & IORING_CQE_F_BUFFER) {
 		uint16_t bid = (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT);
-		if (res > 0 && u->pending != PEND_CLOSE)
+		if (res > 0 && u->pending != PEND_CLOSE) {
+			/* the oldest bytes held set the stamp: they may wait in the
+			 * stash behind this connection's own response (pipelining) */
+			if (u->stash_head == URING_NO_BUF)
+				wire_readable(u->c, lp->turn_ns);
 			uconn_stash_push(lp, u, bid, (uint32_t)res);
+		}
 		else
 			loop_buf_give(lp, bid);
 	}
@@ -1015,6 +1025,7 @@ static void *loop_main(void *arg)
 			break;
 		}
 
+		lp->turn_ns = stats_clock_ns();
 		bool stop_seen = false;
 		unsigned head, seen = 0;
 		io_uring_for_each_cqe(&lp->ring, head, cqe) {

@@ -62,6 +62,29 @@ static void gauge(FILE *f, const char *name, const char *help, double v)
 	fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
 }
 
+/* One of the request timing histograms, labelled with the model (the same
+ * model for every worker of a generation: the sum is that model's). */
+static void ladder_histogram(FILE *f, const struct stats_header *h, const char *name, const char *help,
+			     const uint64_t hist[STATS_LADDER_BUCKETS], uint64_t sum_ns)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	uint64_t cum = 0;
+	for (int i = 0; i < STATS_LADDER_BUCKETS; i++) {
+		cum += hist[i];
+		fprintf(f, "%s_bucket{model=\"", name);
+		FIELD(f, h->model);
+		if (i < STATS_LADDER_BUCKETS - 1)
+			fprintf(f, "\",le=\"%.9g\"} %" PRIu64 "\n", stats_ladder_le_us(i) / 1e6, cum);
+		else
+			fprintf(f, "\",le=\"+Inf\"} %" PRIu64 "\n", cum);
+	}
+	fprintf(f, "%s_sum{model=\"", name);
+	FIELD(f, h->model);
+	fprintf(f, "\"} %.9f\n%s_count{model=\"", (double)sum_ns / 1e9, name);
+	FIELD(f, h->model);
+	fprintf(f, "\"} %" PRIu64 "\n", cum);
+}
+
 static void render_metrics(FILE *f, const struct stats_header *h, const struct stats_totals *t)
 {
 	static const char *const methods[] = { "GET", "HEAD", "other" };
@@ -124,6 +147,15 @@ static void render_metrics(FILE *f, const struct stats_header *h, const struct s
 	fprintf(f, "spindle_request_duration_seconds_sum %.9f\n", (double)t->latency_ns_sum / 1e9);
 	fprintf(f, "spindle_request_duration_seconds_count %" PRIu64 "\n", cum);
 
+	if (t->has_times) {
+		ladder_histogram(f, h, "spindle_request_queue_seconds",
+				 "From readable (accepted, or reported ready) to picked up by the thread or loop that served it.",
+				 t->queue, t->queue_ns_sum);
+		ladder_histogram(f, h, "spindle_request_service_seconds",
+				 "From picked up to the response's last byte handed to the kernel.", t->service,
+				 t->service_ns_sum);
+	}
+
 	fprintf(f, "# HELP spindle_worker_requests_total Responses completed by each worker slot.\n"
 		   "# TYPE spindle_worker_requests_total counter\n");
 	for (uint32_t i = 0; i < h->nslots; i++) {
@@ -178,6 +210,23 @@ static void render_status(FILE *f, const struct stats_header *h, const struct st
 		fprintf(f, "<tr><th>p%g</th><td>%.0f &micro;s</td></tr>\n", qs[i] * 100, stats_quantile_us(t->latency, qs[i]));
 	fprintf(f, "<tr><th>mean</th><td>%.0f &micro;s</td></tr>\n</table>\n",
 		done ? (double)t->latency_ns_sum / 1e3 / (double)done : 0.0);
+
+	/* estimated from the 1-2-5 buckets: within a bucket's width */
+	fprintf(f, "<h2>queue wait and service time</h2>\n<p>percentiles estimated from histogram buckets "
+		   "(1-2-5 steps)</p>\n<table>\n<tr><th></th><th>p50</th><th>p99</th><th>p99.9</th><th>mean</th></tr>\n");
+	static const double tq[] = { 0.5, 0.99, 0.999 };
+	for (int k = 0; k < 2 && t->has_times; k++) {
+		const uint64_t *hist = k ? t->service : t->queue;
+		uint64_t n = 0;
+		for (int i = 0; i < STATS_LADDER_BUCKETS; i++)
+			n += hist[i];
+		fprintf(f, "<tr><th>%s</th>", k ? "service" : "queue wait");
+		for (size_t i = 0; i < sizeof(tq) / sizeof(tq[0]); i++)
+			fprintf(f, "<td>%.1f &micro;s</td>", stats_ladder_quantile_us(hist, tq[i]));
+		fprintf(f, "<td>%.1f &micro;s</td></tr>\n",
+			n ? (double)(k ? t->service_ns_sum : t->queue_ns_sum) / 1e3 / (double)n : 0.0);
+	}
+	fprintf(f, "</table>\n");
 
 	fprintf(f, "<h2>per worker</h2>\n<table>\n");
 	uint64_t most = 1;

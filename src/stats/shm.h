@@ -30,6 +30,10 @@
  * at most 2^i microseconds (and more than 2^(i-1)); the last one the rest
  * (over 2^26 us, about 67 s). */
 #define STATS_LAT_BUCKETS 28
+/* Queue wait and service time buckets (conn.h, request timing): a 1-2-5
+ * ladder of upper bounds from 1 us to 10 s (stats_ladder_le_us), and a last
+ * bucket for the rest. */
+#define STATS_LADDER_BUCKETS 23
 
 enum stats_method { STATS_GET, STATS_HEAD, STATS_OTHER, STATS_NMETHODS };
 enum stats_code { STATS_200, STATS_206, STATS_304, STATS_400, STATS_404, STATS_500, STATS_NCODES };
@@ -55,6 +59,14 @@ struct stats_slot {
 	atomic_ullong tls_handshakes;         /* completed, resumed ones included */
 	atomic_ullong tls_resumed;            /* of which resumed a session (a ticket) */
 	atomic_ullong tls_handshake_failures; /* bad ClientHello, no shared cipher, left or timed out mid-way */
+	/* added in version 1 after the fields above: readers step by the
+	 * header's slot_size and look here only with STATS_HAS_TIMES, so a
+	 * segment of an older build (smaller slots) reads as before, and an older
+	 * reader skips these: where each request's time went (conn.h) */
+	atomic_ullong queue_ns_sum;           /* readable -> picked up */
+	atomic_ullong service_ns_sum;         /* picked up -> last byte */
+	atomic_ullong queue[STATS_LADDER_BUCKETS];
+	atomic_ullong service[STATS_LADDER_BUCKETS];
 };
 
 /* The gauges of one process's file cache. */
@@ -98,6 +110,9 @@ struct stats_header {
 
 /* The header's fields up to root: what every version-1 segment has. */
 #define STATS_HEADER_MIN (offsetof(struct stats_header, listen))
+/* The slot's fields up to the timing histograms: what every version-1 segment has. */
+#define STATS_SLOT_MIN (offsetof(struct stats_slot, queue_ns_sum))
+#define STATS_HAS_TIMES(h) ((h)->slot_size >= offsetof(struct stats_slot, service) + sizeof(((struct stats_slot *)0)->service))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 
 static inline struct stats_slot *stats_slot_at(const struct stats_header *h, uint32_t i)

@@ -27,6 +27,7 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->taken_mono_ns = stats_mono_ns();
+	t->has_times = STATS_HAS_TIMES(h);
 	for (uint32_t i = 0; i < h->nslots; i++) {
 		struct stats_slot *s = stats_slot_at(h, i);
 		t->accepted += LOAD(s->accepted);
@@ -51,6 +52,14 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->tls_handshakes += LOAD(s->tls_handshakes);
 		t->tls_resumed += LOAD(s->tls_resumed);
 		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
+		if (!t->has_times)
+			continue; /* an older build's slots end before them */
+		t->queue_ns_sum += LOAD(s->queue_ns_sum);
+		t->service_ns_sum += LOAD(s->service_ns_sum);
+		for (int k = 0; k < STATS_LADDER_BUCKETS; k++) {
+			t->queue[k] += LOAD(s->queue[k]);
+			t->service[k] += LOAD(s->service[k]);
+		}
 	}
 	for (uint32_t i = 0; i < h->ncaches; i++) {
 		struct stats_cache_block *c = stats_cache_at(h, i);
@@ -100,6 +109,56 @@ double stats_quantile_us(const uint64_t hist[STATS_LAT_BUCKETS], double q)
 	return stats_bucket_le_us(STATS_LAT_BUCKETS - 2);
 }
 
+/* 1, 2, 5 x 10^k ns for k = 3 .. 10: 1 us .. 10 s. */
+static const int64_t ladder_le_ns[STATS_LADDER_BUCKETS - 1] = {
+	1000, 2000, 5000,                         /* 1 us */
+	10000, 20000, 50000,
+	100000, 200000, 500000,
+	1000000, 2000000, 5000000,                /* 1 ms */
+	10000000, 20000000, 50000000,
+	100000000, 200000000, 500000000,
+	1000000000, 2000000000, 5000000000,       /* 1 s */
+	10000000000,
+};
+
+int stats_ladder_bucket(int64_t ns)
+{
+	/* most values are small: a linear walk from the bottom ends early */
+	int i = 0;
+	while (i < STATS_LADDER_BUCKETS - 1 && ns > ladder_le_ns[i])
+		i++;
+	return i;
+}
+
+double stats_ladder_le_us(int i)
+{
+	if (i < 0 || i >= STATS_LADDER_BUCKETS - 1)
+		return INFINITY;
+	return (double)ladder_le_ns[i] / 1000;
+}
+
+double stats_ladder_quantile_us(const uint64_t hist[STATS_LADDER_BUCKETS], double q)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < STATS_LADDER_BUCKETS; i++)
+		total += hist[i];
+	if (total == 0)
+		return 0;
+	double rank = q * (double)total, seen = 0;
+	for (int i = 0; i < STATS_LADDER_BUCKETS; i++) {
+		if (hist[i] == 0 || seen + (double)hist[i] < rank) {
+			seen += (double)hist[i];
+			continue;
+		}
+		double lo = i == 0 ? 0 : stats_ladder_le_us(i - 1);
+		if (i == STATS_LADDER_BUCKETS - 1)
+			return lo; /* no upper bound to interpolate to */
+		double hi = stats_ladder_le_us(i);
+		return lo + (hi - lo) * ((rank - seen) / (double)hist[i]);
+	}
+	return stats_ladder_le_us(STATS_LADDER_BUCKETS - 2);
+}
+
 /* Every offset and length comes from a segment that its writer (or anyone
  * able to write it) may have filled with anything: each is bounded before it
  * is multiplied or added, so no sum can wrap around. */
@@ -115,7 +174,7 @@ const char *stats_check(const struct stats_header *h, size_t len)
 	uint32_t nslots = h->nslots, ncaches = h->ncaches, slot_size = h->slot_size;
 	if (h->header_size < STATS_HEADER_MIN || layout > len || h->header_size > layout ||
 	    nslots == 0 || nslots > STATS_MAX_SLOTS || ncaches > 2 * STATS_CACHE_HALF ||
-	    slot_size < sizeof(struct stats_slot) || slot_size > 65536 || slot_size % STATS_LINE != 0 ||
+	    slot_size < STATS_SLOT_MIN || slot_size > 65536 || slot_size % STATS_LINE != 0 ||
 	    coff % STATS_LINE != 0 || soff % STATS_LINE != 0 || coff < h->header_size)
 		return "the segment's layout is inconsistent";
 	/* both spans are small now: at most 1024 x 64 KiB */

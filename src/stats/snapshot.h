@@ -26,6 +26,9 @@ struct stats_totals {
 	uint64_t latency_ns_sum;
 	uint64_t latency[STATS_LAT_BUCKETS];
 	uint64_t tls_handshakes, tls_resumed, tls_handshake_failures;
+	bool has_times;  /* the segment's slots hold the two below (STATS_HAS_TIMES) */
+	uint64_t queue_ns_sum, service_ns_sum;
+	uint64_t queue[STATS_LADDER_BUCKETS], service[STATS_LADDER_BUCKETS];
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;
 };
@@ -41,6 +44,18 @@ double stats_quantile_us(const uint64_t hist[STATS_LAT_BUCKETS], double q);
 
 /* Upper bound of bucket i in microseconds (the last bucket: infinity). */
 double stats_bucket_le_us(int i);
+
+/* The queue wait and service time histograms: a 1-2-5 ladder. Bucket i <
+ * STATS_LADDER_BUCKETS - 1 counts values above the bound of bucket i - 1 and
+ * at most stats_ladder_le_us(i) (1, 2, 5, 10, 20, 50 ... 10,000,000 us); the
+ * last one, everything above 10 s. */
+int stats_ladder_bucket(int64_t ns);
+double stats_ladder_le_us(int i); /* the last bucket: infinity */
+/* The q-quantile (0 < q < 1) in microseconds, estimated from the buckets:
+ * interpolated linearly within the bucket it falls in, so it is off by at most
+ * that bucket's width (2x or 2.5x); in the last bucket, its lower bound (10 s:
+ * "at least"). 0 when empty. */
+double stats_ladder_quantile_us(const uint64_t hist[STATS_LADDER_BUCKETS], double q);
 
 /* Checks that len bytes at h hold a segment this code can read; else
  * returns a reason. */

@@ -877,6 +877,19 @@ void stats_response(enum stats_method method, int status, uint64_t body_bytes, i
 	STATS_ADD(s, latency[latency_bucket(latency_ns)], 1);
 }
 
+void stats_request_time(int64_t queue_ns, int64_t service_ns)
+{
+	struct stats_slot *s = stats_here();
+	if (!s)
+		return;
+	queue_ns = queue_ns > 0 ? queue_ns : 0;
+	service_ns = service_ns > 0 ? service_ns : 0;
+	STATS_ADD(s, queue_ns_sum, (unsigned long long)queue_ns);
+	STATS_ADD(s, service_ns_sum, (unsigned long long)service_ns);
+	STATS_ADD(s, queue[stats_ladder_bucket(queue_ns)], 1);
+	STATS_ADD(s, service[stats_ladder_bucket(service_ns)], 1);
+}
+
 bool stats_enabled(const struct server *srv)
 {
 	return srv->stats != NULL;

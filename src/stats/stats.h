@@ -137,4 +137,7 @@ static inline int64_t stats_clock_ns(void)
  * connection's first. */
 void stats_response(enum stats_method method, int status, uint64_t body_bytes, int64_t latency_ns, bool reused);
 
+/* The same response's queue wait and service time (conn.h, request timing). */
+void stats_request_time(int64_t queue_ns, int64_t service_ns);
+
 #endif

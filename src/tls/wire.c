@@ -558,6 +558,12 @@ bool wire_awaits_request(struct wire *w)
 	return conn_awaits_request(w->core);
 }
 
+void wire_readable(struct wire *w, int64_t ns)
+{
+	if (!w->tls || w->tls->state == TLS_OPEN || ns == 0)
+		conn_readable(w->core, ns);
+}
+
 void wire_release_idle(struct wire *w)
 {
 	struct tls_conn *t = w->tls;

@@ -47,6 +47,9 @@ void wire_timeout(struct wire *w);
 void wire_drain(struct wire *w);
 bool wire_awaits_request(struct wire *w);
 void wire_release_idle(struct wire *w);
+/* conn_readable(); a TLS wire keeps only stamps that come once its handshake
+ * is done: the stamps time requests, and a handshake is none. */
+void wire_readable(struct wire *w, int64_t ns);
 
 /* OpenSSL's key-log callback for contexts with kernel TLS (context.c): takes
  * the server application traffic secret for the kernel. */

@@ -54,6 +54,7 @@ def parse_any(line: str, fmt: str) -> dict:
 
 
 JSON_KEYS = ["time", "client", "method", "target", "protocol", "status", "bytes", "duration_us",
+             "queue_us", "service_us", "first_byte_us",
              "referer", "user_agent", "model", "worker"]
 RFC3339_MS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 

@@ -87,13 +87,13 @@ Test(json, access_line_fields_and_nulls)
 	struct json_access a = {
 		.time = "2026-11-22T19:22:38.123Z", .client = "::1",
 		.method = SPAN_LIT("GET"), .target = SPAN_LIT("/x\"y"), .protocol = SPAN_LIT("HTTP/1.1"),
-		.status = 200, .bytes = 13, .duration_us = 42,
+		.status = 200, .bytes = 13, .duration_us = 42, .queue_us = 7, .service_us = 35, .first_byte_us = 30,
 		.referer = { 0 }, .user_agent = SPAN_LIT("ua\\1"), .model = "epoll", .worker = 1234,
 	};
 	size_t n = json_access_line(line, sizeof(line), &a);
 	const char *want = "{\"time\":\"2026-11-22T19:22:38.123Z\",\"client\":\"::1\",\"method\":\"GET\","
 			   "\"target\":\"/x\\\"y\",\"protocol\":\"HTTP/1.1\",\"status\":200,\"bytes\":13,"
-			   "\"duration_us\":42,\"referer\":null,\"user_agent\":\"ua\\\\1\",\"model\":\"epoll\","
+			   "\"duration_us\":42,\"queue_us\":7,\"service_us\":35,\"first_byte_us\":30,\"referer\":null,\"user_agent\":\"ua\\\\1\",\"model\":\"epoll\","
 			   "\"worker\":1234}\n";
 	cr_expect(n == strlen(want) && memcmp(line, want, n) == 0, "got %.*s", (int)n, line);
 }
