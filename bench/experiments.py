@@ -439,7 +439,9 @@ def idle_rss(lab: Lab, models: list[str]) -> None:
            "thread": "a thread per connection: 10,000 threads"}
     for m in [m for m in models if m not in rss_models]:
         lab.note("idle_rss", f"{m} skipped: {why.get(m, 'not in the list')}.")
-    lab.note("idle_rss", "measured once per server and transport (memory varies little between runs).")
+    lab.note("idle_rss", "measured once per server and transport; docs/bench/idle-memory.md says how much the "
+                         "figures moved between runs (epoll's and uring's plain ones most: how much memory that "
+                         "connections free when they go idle stays resident depends on how fast they arrive).")
     run_cells(lab, "idle_rss", cells, 1, [HELLO],
               lambda r: f"{r['transport']:<5} {r['open']} open  RSS {r['rss_mb']:7.1f} MB  PSS {r['pss_mb']:7.1f} MB "
                         f"(idle {r['base_pss_mb']:.1f})  {r['kb_per_conn']:.2f} kB/conn  procs {r['processes']} "

@@ -690,6 +690,7 @@ class Report:
                                  [[r["server"], r.get("transport", "plain"), num(r.get("open")),
                                    spread(r, "pss_mb", 1), spread(r, "base_pss_mb", 1),
                                    spread(r, "kb_per_conn", 2), errs(r)] for r in rss]))
+            self.md += [f"- {n}" for n in self.lab.notes.get("idle_rss", [])] + [""]
         if ov:
             self.md.append(table(["variant", "body", "req/s", "p99 ms"] + CPU_HEAD,
                                  [[r["variant"], r["body"], spread(r, "rps"), shown(r, r.get("p99_ms"), 2)] + cpu_cols(r)
