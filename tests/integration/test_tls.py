@@ -615,7 +615,7 @@ HALF_OPEN = 120         # handshakes whose client sends its ClientHello, then no
 # allocator, not for the wire's 16 KiB input buffer or OpenSSL's 17 KiB record
 # buffers kept while the client is silent.
 IDLE_KIB_MAX = 30
-HALF_OPEN_KIB_MAX = 50
+HALF_OPEN_KIB_MAX = 51
 
 
 def _pss_kib(srv: util.Server) -> int:
@@ -635,6 +635,46 @@ def _sanitized() -> bool:
     return b"__asan_init" in data or b"__tsan_init" in data
 
 
+class _StalledHandshake:
+    """A TLS client over memory BIOs on a raw socket: it sends its ClientHello
+    and stops, leaving the server's flight unread, until request() completes
+    the handshake and asks for `target` with Connection: close."""
+
+    def __init__(self, port: int, ctx: ssl.SSLContext):
+        self.sock = socket.create_connection((HOST, port), timeout=util.scaled(10))
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname="localhost")
+        with pytest.raises(ssl.SSLWantReadError):
+            self.obj.do_handshake()
+        self.sock.sendall(self.out.read())
+        assert self.sock.recv(1, socket.MSG_PEEK) == b"\x16"  # the server's flight is on its way
+
+    def _until_done(self, op):
+        for _ in range(1000):
+            try:
+                return op()
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.out.read())
+                data = self.sock.recv(65536)
+                if not data:
+                    raise util.ConnectionClosed("closed mid-handshake or mid-response")
+                self.inc.write(data)
+        raise AssertionError("no progress")
+
+    def request(self, target: str) -> bytes:
+        self._until_done(self.obj.do_handshake)
+        self.obj.write(util.build_request("GET", target, {"Connection": "close"}))
+        self.sock.sendall(self.out.read())
+        got = b""
+        with contextlib.suppress(ssl.SSLZeroReturnError, ssl.SSLEOFError, util.ConnectionClosed):
+            while data := self._until_done(lambda: self.obj.read(65536)):  # b"": close_notify
+                got += data
+        return got
+
+    def close(self):
+        self.sock.close()
+
+
 @pytest.mark.parametrize("idle_model", ["epoll", "uring", "pool"])
 def test_idle_tls_connections_hold_little_memory(idle_model, certs, docroot, tmp_path):
     """TLS keep-alive clients idle after one request each, and handshakes
@@ -647,7 +687,8 @@ def test_idle_tls_connections_hold_little_memory(idle_model, certs, docroot, tmp
     the connections that had not waited a scan interval yet) is already in
     the baseline. Then every idle client sends its next request, one of them
     for a file body that grows the buffers again, and gets the right
-    answers: what was released comes back."""
+    answers: what was released comes back. Three of the stalled handshakes
+    then complete and get an answer too."""
     settings = tls_settings(certs, workers=1, threads=4, keepalive_timeout="60s", header_timeout="60s",
                             max_connections=2 * (IDLE_CONNS + HALF_OPEN) + 20)
     ctx = client_context(certs)
@@ -664,11 +705,13 @@ def test_idle_tls_connections_hold_little_memory(idle_model, certs, docroot, tmp
         time.sleep(settle)
 
     def open_half() -> None:
-        for _ in range(HALF_OPEN):
+        for _ in range(HALF_OPEN - (3 if not half else 0)):
             c = util.Conn.open(srv.port, timeout=util.scaled(10))
             half.append(c)
             c.send(hello)
             assert c.sock.recv(1)[:1] == b"\x16"  # the server's flight is on its way
+        if len(half) < HALF_OPEN:
+            half.extend(_StalledHandshake(srv.port, ctx) for _ in range(3))
         time.sleep(settle)
 
     with own_server(idle_model, docroot.path, tmp_path / "srv", settings) as srv:
@@ -697,6 +740,10 @@ def test_idle_tls_connections_hold_little_memory(idle_model, certs, docroot, tmp
                 c.send(util.build_request("GET", "/range.txt"))
                 r = c.read_response("GET")
                 assert r.status == 200 and r.body == RANGE_DATA, r
+            for c in half:
+                if isinstance(c, _StalledHandshake):
+                    got = c.request("/range.txt")
+                    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(RANGE_DATA), got[:200]
         finally:
             for c in idle + half:
                 c.close()
