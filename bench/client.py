@@ -9,9 +9,15 @@ object on stdout.
                                       "any:DMIN:DMAX:BUCKETS", PATH's {d} and {b}
                                       become a random delay and bucket per request
                                       (workload requests; any body size)
-  idle HOST PORT PATH N SIZE          opens N keep-alive connections, does one
-                                      request on each, prints READY, then holds
-                                      them until stdin closes
+  idle HOST PORT PATH N SIZE [https] [SOURCES]
+                                      opens N keep-alive connections (over TLS
+                                      with "https", certificate unchecked; from
+                                      SOURCES loopback addresses 127.0.0.1,
+                                      127.0.0.2, ... in turn, 1 by default), does
+                                      one request on each, prints a JSON line
+                                      (with last_response_mono, the
+                                      CLOCK_MONOTONIC time of the last response),
+                                      then holds them until stdin closes
   pipeline HOST PORT PATH CONNS DEPTH SECONDS RESPONSE_BYTES
                                       CONNS keep-alive connections, each writing
                                       DEPTH GETs at once and reading the DEPTH
@@ -91,17 +97,31 @@ async def _latency(host, port, path, n, par, size):
     return out
 
 
-async def _idle(host, port, path, n, size):
+async def _idle(host, port, path, n, size, tls=False, sources=1):
     req = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
     conns, errors = [], []
     sem = asyncio.Semaphore(200)  # bounded burst: stays far below the listen backlog
+    ctx = None
+    if tls:
+        import ssl
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE       # the lab's certificate is self-signed, made for the run
+        ctx.set_alpn_protocols(["http/1.1"])
+    last = 0.0
 
     async def one(i):
+        nonlocal last
+        # More than one source address: each has its own ephemeral ports.
+        local = (f"127.0.0.{1 + i % sources}", 0) if sources > 1 else None
         async with sem:
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 30)
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port, ssl=ctx, server_hostname="localhost" if ctx else None,
+                                            local_addr=local), 30)
                 writer.write(req)
                 status, length = await asyncio.wait_for(_read_response(reader), 30)
+                last = time.monotonic()
                 if status != 200 or length != size:
                     errors.append(f"conn {i}: status {status}, {length} bytes")
                 conns.append((reader, writer))
@@ -115,7 +135,8 @@ async def _idle(host, port, path, n, size):
     await asyncio.sleep(0.2)
     open_now = sum(1 for r, _ in conns if not r.at_eof())
     print(json.dumps({"opened": len(conns), "open": open_now, "errors": len(errors),
-                      "error_samples": errors[:5], "setup_s": time.perf_counter() - t0}),
+                      "error_samples": errors[:5], "setup_s": time.perf_counter() - t0,
+                      "last_response_mono": last}),
           flush=True)
     # Hold until the lab closes our stdin (it measures the server meanwhile).
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
@@ -193,7 +214,9 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "idle":
         host, port, path, n, size = argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5])
-        asyncio.run(_idle(host, port, path, n, size))
+        tls = len(argv) > 6 and argv[6] == "https"
+        sources = int(argv[7]) if len(argv) > 7 else 1
+        asyncio.run(_idle(host, port, path, n, size, tls, sources))
         return 0
     if cmd == "pipeline":
         host, port, path = argv[1], int(argv[2]), argv[3]

@@ -468,67 +468,110 @@ def downloads(lab: Lab, models: list[str]) -> None:
               lambda r: f"{r['mbps']:8.1f} MB/s  {r['requests']} files  errors {r['errors']}")
 
 
+IDLE_CONNS = 10000
+IDLE_SETTLE_S = 2.0       # memory is read this long after the last response
+IDLE_SOURCES = 4          # client addresses 127.0.0.1-4: ephemeral ports to spare
+IDLE_KEEPALIVE = "300s"   # longer than it takes to open 10,000 TLS connections from Python
+
+
 def idle_rss(lab: Lab, models: list[str]) -> None:
-    nconn = 10000
-    rss_models = ["epoll", "uring", "pool", "prefork"]
-    rss_models = [m for m in rss_models if m in models]
-    settings = {"max_connections": 16384, "keepalive_timeout": "120s"}
+    """Memory per idle keep-alive connection, plain and TLS, spindle's
+    event-driven models beside nginx: PSS of the server's processes before
+    the connections open and IDLE_SETTLE_S after the last one's response."""
+    nconn = IDLE_CONNS if not lab.smoke else 200
+    rss_models = [m for m in ("epoll", "uring", "pool", "prefork") if m in models]
+    # header_timeout 60s as nginx's client_header_timeout (which also bounds its
+    # handshakes): with spindle's 10 s, two runs on a loaded machine lost 266 and
+    # 60 of 10,000 TLS connections, closed between the handshake and the request.
+    settings = {"max_connections": 16384, "keepalive_timeout": IDLE_KEEPALIVE, "header_timeout": "60s"}
+    nginx_room = {"_nginx_connections": 16384, "_nginx_keepalive_timeout": IDLE_KEEPALIVE}
+    cert, key = ("cert.pem", "key.pem") if lab.plan is not None else lab.tls_files()
+    refusal = None if lab.plan is not None else lab.spindle_tls_refusal(cert, key)
+    keys = {"tls_certificate": str(cert), "tls_certificate_key": str(key)}
 
-    def run(lab: Lab, s: Server) -> dict:
-        base = s.memory()
-        cmd = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", "180", "prlimit",
-               f"--nofile={NOFILE}:{NOFILE}", sys.executable, "-m", "bench.client", "idle", HOST,
-               str(s.port), HELLO, str(nconn), str(lab.sizes[HELLO])]
-        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, cwd=REPO)
-        try:
-            ready, _, _ = select.select([p.stdout], [], [], 150)
-            if not ready:
-                return {"failed_run": "idle client did not report within 150 s"}
-            first = json.loads(p.stdout.readline() or "{}")
-            time.sleep(1.0)   # let the server settle (parked connections, lazily touched pages)
-            held = s.memory()
-            p.stdin.close()
-            last = json.loads(p.stdout.readline() or "{}")
-        finally:
-            if p.poll() is None:
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        problems = []
-        if first.get("errors"):
-            problems.append(f"{first['errors']} connections failed: {first.get('error_samples', [])[:2]}")
-        if first.get("open", 0) < nconn:
-            problems.append(f"only {first.get('open', 0)} of {nconn} connections stayed open")
-        return {"tool": "python-idle", "conns": nconn, "opened": first.get("opened", 0),
-                "open": first.get("open", 0), "open_at_end": last.get("open_at_end"),
-                "setup_s": first.get("setup_s"), "base_rss_mb": base["rss_mb"], "base_pss_mb": base["pss_mb"],
-                "rss_mb": held["rss_mb"], "pss_mb": held["pss_mb"], "processes": held["processes"],
-                "threads": held["threads"],
-                "kb_per_conn": (held["pss_mb"] - base["pss_mb"]) * 1024 / max(1, first.get("open", 1)),
-                "errors": first.get("errors", 0) + max(0, nconn - first.get("open", 0)),
-                "problems": problems}
+    def run(tls: bool):
+        def measure(lab: Lab, s: Server) -> dict:
+            base = s.memory()
+            cmd = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", "600", "prlimit",
+                   f"--nofile={NOFILE}:{NOFILE}", sys.executable, "-m", "bench.client", "idle", HOST,
+                   str(s.port), HELLO, str(nconn), str(lab.sizes[HELLO]), "https" if tls else "http",
+                   str(IDLE_SOURCES)]
+            p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, cwd=REPO)
+            try:
+                ready, _, _ = select.select([p.stdout], [], [], 540)
+                if not ready:
+                    return {"failed_run": "idle client did not report within 540 s"}
+                first = json.loads(p.stdout.readline() or "{}")
+                # parked connections released, pages settled; no malloc_trim or anything else from outside
+                last = first.get("last_response_mono") or time.monotonic()
+                time.sleep(max(0.0, last + IDLE_SETTLE_S - time.monotonic()))
+                held = s.memory()
+                p.stdin.close()
+                end = json.loads(p.stdout.readline() or "{}")
+            finally:
+                if p.poll() is None:
+                    try:
+                        p.wait(60)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+            problems = []
+            if first.get("errors"):
+                problems.append(f"{first['errors']} connections failed: {first.get('error_samples', [])[:2]}")
+            if first.get("open", 0) < nconn:
+                problems.append(f"only {first.get('open', 0)} of {nconn} connections stayed open")
+            if end.get("open_at_end") is not None and end["open_at_end"] < first.get("open", 0):
+                problems.append(f"{first.get('open', 0) - end['open_at_end']} connections closed while held")
+            return {"tool": "python-idle", "conns": nconn, "opened": first.get("opened", 0),
+                    "open": first.get("open", 0), "open_at_end": end.get("open_at_end"),
+                    "setup_s": first.get("setup_s"), "base_rss_mb": base["rss_mb"], "base_pss_mb": base["pss_mb"],
+                    "rss_mb": held["rss_mb"], "pss_mb": held["pss_mb"], "processes": held["processes"],
+                    "threads": held["threads"],
+                    "kb_per_conn": (held["pss_mb"] - base["pss_mb"]) * 1024 / max(1, first.get("open", 1)),
+                    "rss_kb_per_conn": (held["rss_mb"] - base["rss_mb"]) * 1024 / max(1, first.get("open", 1)),
+                    # a failed connection is also one not open: count it once
+                    "errors": max(first.get("errors", 0), nconn - first.get("open", 0)),
+                    "problems": problems}
+        return measure
 
-    cells = [Cell("idle_rss", f"{m} {nconn} idle keep-alive", NGINX if m == "nginx" else spindle(m, **settings),
-                  {"conns": nconn}, run) for m in rss_models + ["nginx"]]
-    reps = 1
-    skipped = [m for m in models if m not in rss_models]
-    lab.note("idle_rss", f"bench/client.py opens {nconn} connections (200 at a time), does one keep-alive "
-                         f"request on each and holds them; memory is read from /proc while they are held: "
-                         f"RSS summed over the server's processes (counts shared pages once per process) and "
-                         f"PSS (shares them out; the fairer total for multi-process servers). Servers and "
-                         f"client run under prlimit --nofile={NOFILE}; spindle with max_connections=16384, "
-                         f"keepalive_timeout=120s.")
-    why = {"iterative": "serves one connection at a time: the other 9,999 would wait in the backlog",
+    cells, skipped = [], []
+    for m in rss_models + ["nginx"]:
+        for tls in (False, True):
+            if m == "nginx":
+                key_ = (server_key("nginx", "nginx-tls", _label="nginx", **keys, **nginx_room) if tls
+                        else server_key("nginx", "nginx", **nginx_room))
+            else:
+                key_ = spindle(m, **settings, **({"tls": "on", **keys} if tls else {}))
+            # opening 10,000 connections from Python: ~15 s plain, ~80 s TLS (the run of 2026-11-26)
+            cell = Cell("idle_rss", f"{m} {'https' if tls else 'http'} {nconn} idle keep-alive", key_,
+                        {"conns": nconn, "transport": "TLS" if tls else "plain"}, run(tls),
+                        extra_s=(90.0 if tls else 20.0) * nconn / IDLE_CONNS)
+            (skipped if tls and refusal and m != "nginx" else cells).append(cell)
+    if skipped:
+        skip_cells(lab, "idle_rss", skipped, refusal)
+    lab.note("idle_rss", f"bench/client.py opens {nconn:,} connections (200 at a time, from {IDLE_SOURCES} "
+                         f"loopback addresses), plain HTTP or TLS (Python's ssl, TLS 1.3), does one keep-alive "
+                         f"request on each and holds them. Memory is read from /proc before they open and "
+                         f"{IDLE_SETTLE_S:g} s after the last response, nothing done to the server in between "
+                         f"(no malloc_trim): PSS summed over all the server's processes (shares shared pages "
+                         f"out; the fair total for multi-process servers) and RSS. kB per connection = PSS "
+                         f"growth / connections held (1 kB = 1024 bytes). Servers on CPU {SERVER_CPUS}, the "
+                         f"client on CPU {LOAD_CPUS}, both under prlimit --nofile={NOFILE}. spindle: "
+                         f"max_connections=16384, keepalive_timeout={IDLE_KEEPALIVE}, header_timeout=60s (nginx's "
+                         f"client_header_timeout, which bounds its handshakes too); nginx: worker_processes 1, "
+                         f"worker_connections 16384, keepalive_timeout {IDLE_KEEPALIVE}, the tls experiment's "
+                         f"certificate (self-signed ECDSA P-256) and suites.")
+    why = {"iterative": "serves one connection at a time: the others would wait in the backlog",
            "fork": "a process per connection: 10,000 processes (a fork bomb on this machine)",
            "thread": "a thread per connection: 10,000 threads"}
-    for m in skipped:
+    for m in [m for m in models if m not in rss_models]:
         lab.note("idle_rss", f"{m} skipped: {why.get(m, 'not in the list')}.")
-    lab.note("idle_rss", "measured once per server (memory varies little between runs).")
-    run_cells(lab, "idle_rss", cells, reps, [HELLO],
-              lambda r: f"{r['open']} open  RSS {r['rss_mb']:7.1f} MB  PSS {r['pss_mb']:7.1f} MB "
+    lab.note("idle_rss", "measured once per server and transport; docs/bench/idle-memory.md says how much the "
+                         "figures moved between runs (epoll's and uring's plain ones most: how much memory that "
+                         "connections free when they go idle stays resident depends on how fast they arrive).")
+    run_cells(lab, "idle_rss", cells, 1, [HELLO],
+              lambda r: f"{r['transport']:<5} {r['open']} open  RSS {r['rss_mb']:7.1f} MB  PSS {r['pss_mb']:7.1f} MB "
                         f"(idle {r['base_pss_mb']:.1f})  {r['kb_per_conn']:.2f} kB/conn  procs {r['processes']} "
                         f"threads {r['threads']}")
 

@@ -892,10 +892,14 @@ class Report:
                                  [[r["server"], f"{r['file_mb']} MB", spread(r, "mbps"), spread(r, "requests"),
                                    errs(r)] + cpu_cols(r) for r in dl]))
         if rss:
-            self.md.append(table(["server", "connections held", "PSS MB", "PSS idle MB", "kB per connection",
-                                  "errors"],
-                                 [[r["server"], num(r.get("open")), spread(r, "pss_mb", 1), spread(r, "base_pss_mb", 1),
+            # plain and TLS of one server side by side (by_model's order is stable)
+            rss = by_model(sorted(rss, key=lambda r: r.get("transport") != "plain"))
+            self.md.append(table(["server", "transport", "connections held", "PSS MB", "PSS idle MB",
+                                  "kB per connection (PSS)", "errors"],
+                                 [[r["server"], r.get("transport", "plain"), num(r.get("open")),
+                                   spread(r, "pss_mb", 1), spread(r, "base_pss_mb", 1),
                                    spread(r, "kb_per_conn", 2), errs(r)] for r in rss]))
+            self.md += [f"- {n}" for n in self.lab.notes.get("idle_rss", [])] + [""]
         if ov:
             self.md.append(table(["variant", "body", "req/s", "p99 ms"] + CPU_HEAD,
                                  [[r["variant"], r["body"], spread(r, "rps"), shown(r, r.get("p99_ms"), 2)] + cpu_cols(r)

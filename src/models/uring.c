@@ -134,6 +134,7 @@ struct uconn {
 	bool cancel_sent;
 	bool answered;         /* the last operation sent bytes: the client has yet to send more */
 	bool kept_alive;       /* answered once and reading again: worth a multishot receive */
+	bool busy;             /* an operation completed since the last deadline scan */
 	/* The multishot receive (user_data: our address | 1), beside `op`. */
 	bool mrecv;            /* in flight */
 	bool mrecv_cancel_sent;
@@ -543,6 +544,7 @@ static void uconn_complete(struct loop *lp, struct uconn *u, int res)
 {
 	enum uop op = u->op;
 
+	u->busy = true;
 	u->op = OP_NONE;
 	u->cancel_sent = false;
 	u->answered = op == OP_SENDMSG;
@@ -582,6 +584,7 @@ static void uconn_complete(struct loop *lp, struct uconn *u, int res)
  * takes them when it wants READ); without IORING_CQE_F_MORE it has ended. */
 static void uconn_mrecv_complete(struct loop *lp, struct uconn *u, int res, unsigned flags)
 {
+	u->busy = true;
 	if (flags & IORING_CQE_F_BUFFER) {
 		uint16_t bid = (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT);
 		if (res > 0 && u->pending != PEND_CLOSE) {
@@ -833,8 +836,18 @@ static void loop_scan(struct loop *lp, int64_t now)
 		}
 		int64_t deadline;
 		wire_wants(u->c, &deadline);
-		if (deadline < 0 || now < deadline)
+		if (deadline < 0 || now < deadline) {
+			/* As in epoll: idle buffers go back once a connection has
+			 * waited a whole scan interval. Only with no single-shot
+			 * recv in flight (it points into the input space) and an
+			 * empty stash; the multishot receive uses the ring's
+			 * buffers, so an idle kept-alive connection qualifies. */
+			if (!u->busy && u->op == OP_NONE && u->pending == PEND_NONE &&
+			    u->stash_head == URING_NO_BUF && !u->mrecv_end_due)
+				wire_release_idle(u->c);
+			u->busy = false;
 			continue;
+		}
 		if (u->op != OP_NONE || u->mrecv) {
 			uconn_cancel(lp, u, PEND_TIMEOUT);
 		} else {

@@ -4,6 +4,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ struct tls_conn {
 	bool notify_sent;
 	bool heard;            /* some ciphertext came: a connection that closes before is no handshake */
 	int64_t progress_ms;   /* last write progress, for the closing flush's deadline */
-	unsigned char *in;     /* WIRE_IN_SIZE, while a receive may use it */
+	unsigned char *in;     /* WIRE_IN_SIZE, from wire_input_space() to wire_input_done() */
 	unsigned char *out;    /* records for the driver: out[out_off .. out_len) */
 	size_t out_off, out_len, out_cap;
 	int sock;              /* only for handing TX to the kernel, never read or written here */
@@ -79,6 +80,43 @@ struct wire {
 	const struct config *cfg;
 	struct tls_conn *tls;  /* NULL: plain TCP */
 };
+
+/* ---- the receive buffer ----------------------------------------------- */
+
+/* The ciphertext of a receive lives in t->in only until wire_input_done()
+ * has put it into the memory BIO. So that a connection the client leaves
+ * silent holds no 16 KiB of it, the buffer goes back to its thread when the
+ * receive is done, and the thread's next receive takes it: a loop that
+ * receives synchronously (epoll, the blocking models) keeps one for all its
+ * connections; a receive that waits in the kernel (uring's single-shot recv)
+ * holds its own until it completes. A thread's spare is freed when it exits. */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static bool spare_ok;
+
+static void spare_init(void)
+{
+	spare_ok = pthread_key_create(&spare_key, free) == 0;
+}
+
+static unsigned char *in_take(void)
+{
+	pthread_once(&spare_once, spare_init);
+	unsigned char *p = spare_ok ? pthread_getspecific(spare_key) : NULL;
+	if (p) {
+		pthread_setspecific(spare_key, NULL);
+		return p;
+	}
+	return malloc(WIRE_IN_SIZE);
+}
+
+static void in_give(unsigned char *p)
+{
+	pthread_once(&spare_once, spare_init);
+	if (p && spare_ok && !pthread_getspecific(spare_key) && pthread_setspecific(spare_key, p) == 0)
+		return;
+	free(p);
+}
 
 struct wire *wire_new(const struct server *srv, const struct tls_context *tls, int sock, const struct sockaddr *peer,
 		      socklen_t peerlen)
@@ -131,7 +169,7 @@ void wire_free(struct wire *w)
 		return;
 	if (w->tls) {
 		SSL_free(w->tls->ssl);
-		free(w->tls->in);
+		in_give(w->tls->in);
 		free(w->tls->out);
 		if (w->tls->ktls)
 			OPENSSL_cleanse(w->tls->ktls, sizeof(*w->tls->ktls));
@@ -381,7 +419,7 @@ struct iovec wire_input_space(struct wire *w)
 	if (!t)
 		return conn_input_space(w->core);
 	if (!t->in)
-		t->in = malloc(WIRE_IN_SIZE);
+		t->in = in_take();
 	if (!t->in) { /* the driver reads nothing and the wire closes */
 		t->state = TLS_DEAD;
 		static unsigned char none[1];
@@ -398,9 +436,14 @@ void wire_input_done(struct wire *w, ssize_t n)
 		conn_input_done(w->core, n);
 		return;
 	}
-	if (t->state == TLS_CLOSING || t->state == TLS_DEAD)
-		return; /* a receive that was in flight: nothing more is read */
+	unsigned char *in = t->in; /* the receive is over: its buffer goes back below */
+	t->in = NULL;
+	if (t->state == TLS_CLOSING || t->state == TLS_DEAD) {
+		in_give(in); /* a receive that was in flight: nothing more is read */
+		return;
+	}
 	if (n <= 0) {
+		in_give(in);
 		if (t->state == TLS_HANDSHAKE) { /* left (or reset) mid-handshake */
 			tls_fail_handshake(t);
 			return;
@@ -412,7 +455,9 @@ void wire_input_done(struct wire *w, ssize_t n)
 		return;
 	}
 	t->heard = true;
-	if (BIO_write(t->rbio, t->in, (int)n) != (int)n) {
+	int put = in ? BIO_write(t->rbio, in, (int)n) : -1;
+	in_give(in);
+	if (put != (int)n) {
 		t->state = TLS_DEAD;
 		return;
 	}
@@ -564,15 +609,44 @@ void wire_readable(struct wire *w, int64_t ns)
 		conn_readable(w->core, ns);
 }
 
+/* A memory BIO keeps the largest buffer it ever held (a flight with the
+ * certificate chain, 64 KiB of records from a file body) for as long as it
+ * lives: an empty pair is swapped for new ones, which hold no buffer until
+ * the next bytes come. */
+static void tls_renew_bios(struct tls_conn *t)
+{
+	if (BIO_ctrl_pending(t->rbio) != 0 || BIO_ctrl_pending(t->wbio) != 0)
+		return;
+	BIO *rbio = BIO_new(BIO_s_mem());
+	BIO *wbio = BIO_new(BIO_s_mem());
+	if (!rbio || !wbio) { /* keep the old ones: they still work */
+		BIO_free(rbio);
+		BIO_free(wbio);
+		ERR_clear_error();
+		return;
+	}
+	BIO_set_mem_eof_return(rbio, -1);
+	SSL_set_bio(t->ssl, rbio, wbio); /* frees the old pair */
+	t->rbio = rbio;
+	t->wbio = wbio;
+}
+
 void wire_release_idle(struct wire *w)
 {
 	struct tls_conn *t = w->tls;
 
 	conn_release_idle(w->core);
-	if (t && t->state == TLS_OPEN && !out_pending(t) && conn_awaits_request(w->core)) {
-		free(t->in);
-		free(t->out);
-		t->in = t->out = NULL;
-		t->out_cap = t->out_off = t->out_len = 0;
-	}
+	/* Between requests, and in a handshake that waits for the client's
+	 * next flight (ours is sent): nothing the wire buffers is needed until
+	 * the client's next bytes, which allocate again. */
+	if (!t || (t->state != TLS_OPEN && t->state != TLS_HANDSHAKE) || out_pending(t) ||
+	    !conn_awaits_request(w->core))
+		return;
+	in_give(t->in); /* a receive that found nothing (EAGAIN) left it here */
+	free(t->out);
+	t->in = t->out = NULL;
+	t->out_cap = t->out_off = t->out_len = 0;
+	/* OpenSSL's own record buffers are gone already: SSL_MODE_RELEASE_BUFFERS
+	 * (context.c) frees them as soon as they are empty. */
+	tls_renew_bios(t);
 }

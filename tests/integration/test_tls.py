@@ -640,3 +640,148 @@ def test_tls_file_errors_say_what_is_wrong_in_words(certs, tmp_path, docroot, wh
     r = util.run_spindle(*args, "--check", timeout=15)
     assert r.returncode == 2 and words in r.stderr, (r.returncode, r.stderr)
     assert "PEM lib" not in r.stderr.split("(OpenSSL:")[0], r.stderr
+
+
+# -- what idle connections cost ------------------------------------------------
+
+IDLE_CONNS = 250        # TLS keep-alive clients, each idle after one request (twice)
+HALF_OPEN = 120         # handshakes whose client sends its ClientHello, then nothing (twice)
+# KiB of proportional set size (PSS) per connection. OpenSSL 3.0's own state
+# is about 14 KiB per idle session and 45 KiB per handshake waiting for the
+# client's Finished (most of it a 21 KiB message buffer OpenSSL frees only when
+# the handshake ends); the bounds leave room for the core's state and the
+# allocator, not for the wire's 16 KiB input buffer or OpenSSL's 17 KiB record
+# buffers kept while the client is silent.
+IDLE_KIB_MAX = 30
+HALF_OPEN_KIB_MAX = 51
+
+
+def _pss_kib(srv: util.Server) -> int:
+    total = 0
+    for pid in util.instance_processes(srv):
+        with contextlib.suppress(OSError):
+            for ln in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if ln.startswith("Pss:"):
+                    total += int(ln.split()[1])
+    return total
+
+
+def _sanitized() -> bool:
+    """An ASan/TSan build: its allocator's redzones and quarantine make
+    memory figures meaningless (the connections are still exercised)."""
+    data = util.spindle_bin().read_bytes()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
+class _StalledHandshake:
+    """A TLS client over memory BIOs on a raw socket: it sends its ClientHello
+    and stops, leaving the server's flight unread, until request() completes
+    the handshake and asks for `target` with Connection: close."""
+
+    def __init__(self, port: int, ctx: ssl.SSLContext):
+        self.sock = socket.create_connection((HOST, port), timeout=util.scaled(10))
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname="localhost")
+        with pytest.raises(ssl.SSLWantReadError):
+            self.obj.do_handshake()
+        self.sock.sendall(self.out.read())
+        assert self.sock.recv(1, socket.MSG_PEEK) == b"\x16"  # the server's flight is on its way
+
+    def _until_done(self, op):
+        for _ in range(1000):
+            try:
+                return op()
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.out.read())
+                data = self.sock.recv(65536)
+                if not data:
+                    raise util.ConnectionClosed("closed mid-handshake or mid-response")
+                self.inc.write(data)
+        raise AssertionError("no progress")
+
+    def request(self, target: str) -> bytes:
+        self._until_done(self.obj.do_handshake)
+        self.obj.write(util.build_request("GET", target, {"Connection": "close"}))
+        self.sock.sendall(self.out.read())
+        got = b""
+        with contextlib.suppress(ssl.SSLZeroReturnError, ssl.SSLEOFError, util.ConnectionClosed):
+            while data := self._until_done(lambda: self.obj.read(65536)):  # b"": close_notify
+                got += data
+        return got
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("idle_model", ["epoll", "uring", "pool"])
+def test_idle_tls_connections_hold_little_memory(idle_model, certs, docroot, tmp_path):
+    """TLS keep-alive clients idle after one request each, and handshakes
+    stalled after the ClientHello, add at most IDLE_KIB_MAX and
+    HALF_OPEN_KIB_MAX KiB of PSS each to the instance (the wire kept its
+    input buffer, its records and the memory BIOs' largest buffers, and
+    OpenSSL its read buffer through a handshake, for as long as a client was
+    silent; uring released nothing). Each figure is the growth from a second
+    batch: what the first one freed after its last response (the buffers of
+    the connections that had not waited a scan interval yet) is already in
+    the baseline. Then every idle client sends its next request, one of them
+    for a file body that grows the buffers again, and gets the right
+    answers: what was released comes back. Three of the stalled handshakes
+    then complete and get an answer too."""
+    settings = tls_settings(certs, workers=1, threads=4, keepalive_timeout="60s", header_timeout="60s",
+                            max_connections=2 * (IDLE_CONNS + HALF_OPEN) + 20)
+    ctx = client_context(certs)
+    hello = client_hello(certs)
+    settle = max(1.0, util.scaled(0.7))  # a whole 200 ms scan interval without I/O, with room
+    idle, half = [], []
+
+    def open_idle() -> None:
+        for _ in range(IDLE_CONNS):
+            c = tls_conn(srv.port, ctx, timeout=util.scaled(10))
+            idle.append(c)
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").body == A_TXT
+        time.sleep(settle)
+
+    def open_half() -> None:
+        for _ in range(HALF_OPEN - (3 if not half else 0)):
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            half.append(c)
+            c.send(hello)
+            assert c.sock.recv(1)[:1] == b"\x16"  # the server's flight is on its way
+        if len(half) < HALF_OPEN:
+            half.extend(_StalledHandshake(srv.port, ctx) for _ in range(3))
+        time.sleep(settle)
+
+    with own_server(idle_model, docroot.path, tmp_path / "srv", settings) as srv:
+        try:
+            for _ in range(20):  # lazily initialised state and the heap's first growth
+                with tls_conn(srv.port, ctx) as c:
+                    c.send(util.build_request("GET", "/a.txt"))
+                    assert c.read_response("GET").body == A_TXT
+            pss = []
+            for step in (open_idle, open_idle, open_half, open_half):
+                step()
+                pss.append(_pss_kib(srv))
+            idle_kib = (pss[1] - pss[0]) / IDLE_CONNS
+            half_kib = (pss[3] - pss[2]) / HALF_OPEN
+            print(f"{idle_model}: {idle_kib:.1f} KiB per idle TLS connection, {half_kib:.1f} KiB per stalled "
+                  f"handshake (PSS after each batch: {pss} KiB)")
+            if not _sanitized():
+                assert idle_kib <= IDLE_KIB_MAX, f"{idle_kib:.1f} KiB per idle TLS connection"
+                assert half_kib <= HALF_OPEN_KIB_MAX, f"{half_kib:.1f} KiB per stalled handshake"
+            big = (docroot.path / "big.bin").read_bytes()
+            for i, c in enumerate(idle):
+                if i == IDLE_CONNS // 2:
+                    c.send(util.build_request("GET", "/big.bin", {"Range": "bytes=0-199999"}))
+                    r = c.read_response("GET")
+                    assert r.status == 206 and r.body == big[:200000], r
+                c.send(util.build_request("GET", "/range.txt"))
+                r = c.read_response("GET")
+                assert r.status == 200 and r.body == RANGE_DATA, r
+            for c in half:
+                if isinstance(c, _StalledHandshake):
+                    got = c.request("/range.txt")
+                    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(RANGE_DATA), got[:200]
+        finally:
+            for c in idle + half:
+                c.close()
