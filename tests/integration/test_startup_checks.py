@@ -37,6 +37,8 @@ def _cases(docroot, certs, tmp_path) -> dict[str, tuple[list[str], str]]:
     (above / "logs").mkdir(parents=True)
     shutil.chown(above, 0, grp.getgrnam("staff").gr_gid)
     above.chmod(0o775)
+    fifo = tmp_path / "fifo"  # opened blocking, it would hang the check and the master
+    os.mkfifo(fifo)
     tls = ["tls=on", f"tls_certificate_key={certs.key}"]
     return {
         "unknown user": (["user=no-such-user-here"], "no user 'no-such-user-here'"),
@@ -53,12 +55,19 @@ def _cases(docroot, certs, tmp_path) -> dict[str, tuple[list[str], str]]:
                                                    f"pid_file: {shared / 'spindle.pid'}: the directory {shared} on "
                                                    "its path is writable by group 'staff'"),
         "certificate not PEM": ([*tls, f"tls_certificate={garbage}"], str(garbage)),
+        "certificate a FIFO": ([*tls, f"tls_certificate={fifo}"], f"tls_certificate '{fifo}': not a regular file"),
+        "key a FIFO": (["tls=on", f"tls_certificate={certs.chain}", f"tls_certificate_key={fifo}"],
+                       f"tls_certificate_key '{fifo}': not a regular file"),
+        "certificate a device": ([*tls, "tls_certificate=/dev/zero"],
+                                 "tls_certificate '/dev/zero': not a regular file"),
+        "types_file a FIFO": ([f"types_file={fifo}"], f"{fifo}: not a regular file"),
     }
 
 
 CASES = ["unknown user", "unknown group", "root the user cannot enter", "log path is a link",
          "log directory writable by a group", "log under a directory a group may write",
-         "pid file directory writable by a group", "certificate not PEM"]
+         "pid file directory writable by a group", "certificate not PEM", "certificate a FIFO", "key a FIFO",
+         "certificate a device", "types_file a FIFO"]
 
 
 @needs_root
