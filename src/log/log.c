@@ -189,7 +189,9 @@ static void reopen_by_path(void)
 	if (e < 0)
 		log_error("error_log: cannot reopen '%s': %s; still writing to the old file", error_path,
 			  log_open_error(e));
-	if (a == 0 && e == 0)
+	if (a == 0 && e == 0 && !access_path[0] && !error_path[0])
+		log_info("logs reopened: none to reopen (access_log is off, the error log is standard error)");
+	else if (a == 0 && e == 0)
 		log_info("logs reopened (%s%s%s)", access_path[0] ? access_path : "",
 			 access_path[0] && error_path[0] ? ", " : "", error_path);
 }
