@@ -63,37 +63,79 @@ static void dir_of(const char *path, char *dir, size_t len)
 /* Whoever may replace a directory on the way to a file root opens (a log,
  * the pid file) may put a link there that root would follow at the next
  * reopen, start or reload: every user, a group (its members), or the serving
- * user (below). So the file's directory and every one above it, up to /, is
- * checked: as written, and as resolved, since a symbolic link on the way
- * (/var/run -> /run) leads root through its target's directories, which
- * the rule then covers too. A sticky directory lets nobody but its owner
+ * user (below). So every directory the path's names are looked up in is
+ * checked, from / down to the file's own. A symbolic link on the way
+ * (/var/run -> /run) is followed as the open would follow it, and the
+ * directories of its target are checked alike: refusing every link would
+ * refuse such ordinary set-ups, and a link in a directory that passed can
+ * only be replaced by root. A sticky directory lets nobody but its owner
  * replace another's entry, and a link put in place of a missing file is
  * refused at the open (log.c, pidfile.c). */
 typedef bool (*dir_rule_fn)(const char *key, const char *path, const char *dir, const char *user);
 
-static bool each_dir_above(const char *key, const char *path, const char *user, dir_rule_fn refused)
-{
-	char dir[4096], real[PATH_MAX];
+#define WALK_MAX_LINKS 40 /* the kernel's own limit for one path */
 
-	dir_of(path, dir, sizeof(dir));
-	bool resolved = realpath(dir, real) != NULL;
-	for (int pass = 0; pass < 2; pass++) {
-		if (pass == 1) {
-			if (!resolved)
-				break; /* a missing directory: the open says why */
-			snprintf(dir, sizeof(dir), "%s", real);
-		}
-		for (;;) {
-			if (refused(key, path, dir, user))
-				return true;
-			if (strcmp(dir, "/") == 0 || strcmp(dir, ".") == 0)
-				break;
-			char up[4096];
-			dir_of(dir, up, sizeof(up));
-			snprintf(dir, sizeof(dir), "%s", up);
-		}
+static bool each_dir_on_path(const char *key, const char *path, const char *user, dir_rule_fn refused)
+{
+	char cur[PATH_MAX] = "/", checked[PATH_MAX] = "", rest[2 * PATH_MAX], next[PATH_MAX + NAME_MAX + 2];
+	int links = 0;
+
+	if (path[0] == '/') {
+		snprintf(rest, sizeof(rest), "%s", path);
+	} else { /* the working directory is already resolved: walk it too */
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)))
+			return false;
+		snprintf(rest, sizeof(rest), "%s/%s", cwd, path);
 	}
-	return false;
+	const char *p = rest;
+	for (;;) {
+		p += strspn(p, "/");
+		size_t n = strcspn(p, "/");
+		if (n == 0 || n > NAME_MAX)
+			return false; /* a path ending in '/', or a name too long: the open says why */
+		const char *after = p + n;
+		if (strcmp(cur, checked) != 0) {
+			if (refused(key, path, cur, user))
+				return true;
+			memcpy(checked, cur, sizeof(checked));
+		}
+		if (after[strspn(after, "/")] == '\0')
+			return false; /* the file itself: the open refuses a link there */
+		if (n == 1 && p[0] == '.') {
+			p = after;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			char up[PATH_MAX];
+			dir_of(cur, up, sizeof(up));
+			memcpy(cur, up, sizeof(cur));
+			p = after;
+			continue;
+		}
+		snprintf(next, sizeof(next), "%s%s%.*s", cur, strcmp(cur, "/") ? "/" : "", (int)n, p);
+		struct stat st;
+		if (strlen(next) >= PATH_MAX || lstat(next, &st) < 0)
+			return false; /* the open says why */
+		if (S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX], joined[2 * PATH_MAX];
+			ssize_t t = readlink(next, target, sizeof(target) - 1);
+			if (++links > WALK_MAX_LINKS || t <= 0)
+				return false;
+			target[t] = '\0';
+			if (target[0] == '/')
+				snprintf(cur, sizeof(cur), "/");
+			if ((size_t)snprintf(joined, sizeof(joined), "%s%s", target, after) >= sizeof(joined))
+				return false;
+			memcpy(rest, joined, sizeof(rest));
+			p = rest;
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode))
+			return false;
+		memcpy(cur, next, sizeof(cur));
+		p = after;
+	}
 }
 
 static bool dir_open_to_others(const char *key, const char *path, const char *dir, const char *user)
@@ -122,7 +164,7 @@ static bool dir_open_to_others(const char *key, const char *path, const char *di
 
 static bool open_to_others(const char *key, const char *path)
 {
-	return each_dir_above(key, path, NULL, dir_open_to_others);
+	return each_dir_on_path(key, path, NULL, dir_open_to_others);
 }
 
 /* In a process that became the serving user: may it replace a directory
@@ -148,7 +190,7 @@ static bool dir_open_to_user(const char *key, const char *path, const char *dir,
 
 static bool open_to_user(const char *key, const char *path, const char *user)
 {
-	return each_dir_above(key, path, user, dir_open_to_user);
+	return each_dir_on_path(key, path, user, dir_open_to_user);
 }
 
 /* What the serving user (p) may do: every check that needs its rights, in

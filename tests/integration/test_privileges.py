@@ -383,6 +383,18 @@ def test_log_below_a_directory_the_user_may_write_is_refused(docroot, tmp_path):
                 assert r.returncode == 2, (log, extra, r.returncode, r.stderr)
                 assert f"access_log: {log}: the directory {ga} on its path is writable by the serving user " \
                        f"'{USER}'" in r.stderr, (log, extra, r.stderr)
+        # a link within a link's target: b/c -> d, all root's but b
+        (top / "d" / "logs").mkdir(parents=True)
+        b = top / "b"
+        b.mkdir()
+        (b / "c").symlink_to(top / "d")
+        shutil.chown(b, pw.pw_uid, pw.pw_gid)
+        (top / "via2").mkdir()
+        (top / "via2" / "logs").symlink_to(b / "c" / "logs")
+        r = util.run_spindle(*base, "--set", f"access_log={top / 'via2' / 'logs' / 'access.log'}", "--check",
+                             timeout=15)
+        assert r.returncode == 2 and f"the directory {b} on its path is writable by the serving user" in r.stderr, \
+            (r.returncode, r.stderr)
         ga.chmod(0o555)  # not writable, but its owner may make it so
         r = util.run_spindle(*base, "--set", f"access_log={ga / 'logs' / 'access.log'}", "--check", timeout=15)
         assert r.returncode == 2 and f"the directory {ga} on its path is owned by the serving user '{USER}'" \
