@@ -12,6 +12,7 @@
 #include "models/model.h"
 #include "listeners.h"
 #include "master.h"
+#include "pidfile.h"
 #include "privs.h"
 #include "tls/context.h"
 
@@ -158,7 +159,7 @@ static int preflight(const struct config *cfg)
 		return -1;
 	if (privs_resolve(cfg, &p) < 0 || privs_check(cfg, &p) < 0)
 		rc = -1;
-	if (cfg->pid_file[0] && pid_file_dir_unwritable(cfg->pid_file))
+	if (cfg->pid_file[0] && (pid_file_dir_unwritable(cfg->pid_file) || pidfile_check(cfg->pid_file) < 0))
 		rc = -1;
 	if (rc == 0 && config_serves_tls(cfg)) {
 		struct tls_context *t = tls_context_new(&on_stderr);

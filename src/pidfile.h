@@ -7,6 +7,9 @@
 #ifndef SPINDLE_PIDFILE_H
 #define SPINDLE_PIDFILE_H
 
+/* Whether path may become the pid file (pidfile_claim's checks, without
+ * creating or writing it: --check). 0, or -1 after logging why. */
+int pidfile_check(const char *path);
 /* Creates or takes over path and writes this process's id to it. Returns
  * the descriptor holding the lock, or -1 after logging why. */
 int pidfile_claim(const char *path);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <grp.h>
 #include <linux/landlock.h>
 #include <pwd.h>
@@ -59,51 +60,137 @@ static void dir_of(const char *path, char *dir, size_t len)
 		snprintf(dir, len, "%.*s", slash == path ? 1 : (int)(slash - path), path);
 }
 
-/* Whoever may replace a file in a log's directory may put a link there that
- * root would open at the next reopen, start or reload: every user, a group
- * (its members), or the serving user (below). A sticky directory
- * lets nobody but its owner replace another's file, and a link put in
- * place of a missing file is refused at the open (log.c). */
-static bool log_dir_open_to_others(const char *key, const char *path)
+/* Whoever may replace a directory on the way to a file root opens (a log,
+ * the pid file) may put a link there that root would follow at the next
+ * reopen, start or reload: every user, a group (its members), or the serving
+ * user (below). So every directory the path's names are looked up in is
+ * checked, from / down to the file's own. A symbolic link on the way
+ * (/var/run -> /run) is followed as the open would follow it, and the
+ * directories of its target are checked alike: refusing every link would
+ * refuse such ordinary set-ups, and a link in a directory that passed can
+ * only be replaced by root. A sticky directory lets nobody but its owner
+ * replace another's entry, and a link put in place of a missing file is
+ * refused at the open (log.c, pidfile.c). */
+typedef bool (*dir_rule_fn)(const char *key, const char *path, const char *dir, const char *user);
+
+#define WALK_MAX_LINKS 40 /* the kernel's own limit for one path */
+
+static bool each_dir_on_path(const char *key, const char *path, const char *user, dir_rule_fn refused)
 {
-	char dir[4096];
+	char cur[PATH_MAX] = "/", checked[PATH_MAX] = "", rest[2 * PATH_MAX], next[PATH_MAX + NAME_MAX + 2];
+	int links = 0;
+
+	if (path[0] == '/') {
+		snprintf(rest, sizeof(rest), "%s", path);
+	} else { /* the working directory is already resolved: walk it too */
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)))
+			return false;
+		snprintf(rest, sizeof(rest), "%s/%s", cwd, path);
+	}
+	const char *p = rest;
+	for (;;) {
+		p += strspn(p, "/");
+		size_t n = strcspn(p, "/");
+		if (n == 0 || n > NAME_MAX)
+			return false; /* a path ending in '/', or a name too long: the open says why */
+		const char *after = p + n;
+		if (strcmp(cur, checked) != 0) {
+			if (refused(key, path, cur, user))
+				return true;
+			memcpy(checked, cur, sizeof(checked));
+		}
+		if (after[strspn(after, "/")] == '\0')
+			return false; /* the file itself: the open refuses a link there */
+		if (n == 1 && p[0] == '.') {
+			p = after;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			char up[PATH_MAX];
+			dir_of(cur, up, sizeof(up));
+			memcpy(cur, up, sizeof(cur));
+			p = after;
+			continue;
+		}
+		snprintf(next, sizeof(next), "%s%s%.*s", cur, strcmp(cur, "/") ? "/" : "", (int)n, p);
+		struct stat st;
+		if (strlen(next) >= PATH_MAX || lstat(next, &st) < 0)
+			return false; /* the open says why */
+		if (S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX], joined[2 * PATH_MAX];
+			ssize_t t = readlink(next, target, sizeof(target) - 1);
+			if (++links > WALK_MAX_LINKS || t <= 0)
+				return false;
+			target[t] = '\0';
+			if (target[0] == '/')
+				snprintf(cur, sizeof(cur), "/");
+			if ((size_t)snprintf(joined, sizeof(joined), "%s%s", target, after) >= sizeof(joined))
+				return false;
+			memcpy(rest, joined, sizeof(rest));
+			p = rest;
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode))
+			return false;
+		memcpy(cur, next, sizeof(cur));
+		p = after;
+	}
+}
+
+static bool dir_open_to_others(const char *key, const char *path, const char *dir, const char *user)
+{
 	struct stat st;
 
-	dir_of(path, dir, sizeof(dir));
+	(void)user;
 	if (stat(dir, &st) < 0)
 		return false; /* the open says why */
 	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-		log_error("%s: %s: its directory %s is writable by every user (and not sticky), who could replace "
-			  "the log with a link: refusing it", key, path, dir);
+		log_error("%s: %s: the directory %s on its path is writable by every user (and not sticky), who "
+			  "could replace the file with a link: refusing it", key, path, dir);
 		return true;
 	}
 	if ((st.st_mode & S_IWGRP) && !(st.st_mode & S_ISVTX)) {
 		struct group *gr = getgrgid(st.st_gid);
 		char gid[16];
 		snprintf(gid, sizeof(gid), "%d", (int)st.st_gid);
-		log_error("%s: %s: its directory %s is writable by group '%s' (and not sticky), whose members could "
-			  "replace the log with a link: refusing it (make the directory root's, mode 0755)", key, path,
-			  dir, gr ? gr->gr_name : gid);
+		log_error("%s: %s: the directory %s on its path is writable by group '%s' (and not sticky), whose "
+			  "members could replace the file with a link: refusing it (make the directory root's, mode "
+			  "0755)", key, path, dir, gr ? gr->gr_name : gid);
 		return true;
 	}
 	return false;
 }
 
-/* In a process that became the serving user: may it replace a log file? */
-static bool log_dir_open_to_user(const char *key, const char *path, const char *user)
+static bool open_to_others(const char *key, const char *path)
 {
-	char dir[4096];
+	return each_dir_on_path(key, path, NULL, dir_open_to_others);
+}
+
+/* In a process that became the serving user: may it replace a directory
+ * on the path, or make it writable (it owns it)? */
+static bool dir_open_to_user(const char *key, const char *path, const char *dir, const char *user)
+{
 	struct stat st;
 
-	dir_of(path, dir, sizeof(dir));
-	if (stat(dir, &st) < 0 || access(dir, W_OK) < 0)
+	if (stat(dir, &st) < 0)
 		return false;
-	if ((st.st_mode & S_ISVTX) && st.st_uid != geteuid())
-		return false; /* sticky, not its own: it may not touch root's file */
-	log_error("%s: %s: its directory %s is writable by the serving user '%s', who could replace the log with "
-		  "a link for the master (root) to open: refusing it (make the directory root's, mode 0755)",
-		  key, path, dir, user);
+	bool writable = access(dir, W_OK) == 0;
+	if (st.st_uid != geteuid()) { /* its own: it may make it writable */
+		if (!writable)
+			return false;
+		if (st.st_mode & S_ISVTX)
+			return false; /* sticky, not its own: it may not touch root's entries */
+	}
+	log_error("%s: %s: the directory %s on its path is %s the serving user '%s', who could replace the file "
+		  "with a link for the master (root) to open: refusing it (make the directory root's, mode 0755)",
+		  key, path, dir, writable ? "writable by" : "owned by", user);
 	return true;
+}
+
+static bool open_to_user(const char *key, const char *path, const char *user)
+{
+	return each_dir_on_path(key, path, user, dir_open_to_user);
 }
 
 /* What the serving user (p) may do: every check that needs its rights, in
@@ -119,9 +206,11 @@ static int check_as_user(const struct config *cfg, const struct privs *p, int ro
 		return -1;
 	if (p->set_uid) {
 		if (cfg->access_log[0])
-			bad |= log_dir_open_to_user("access_log", cfg->access_log, cfg->user);
+			bad |= open_to_user("access_log", cfg->access_log, cfg->user);
 		if (strcmp(cfg->error_log, "-"))
-			bad |= log_dir_open_to_user("error_log", cfg->error_log, cfg->user);
+			bad |= open_to_user("error_log", cfg->error_log, cfg->user);
+		if (cfg->pid_file[0])
+			bad |= open_to_user("pid_file", cfg->pid_file, cfg->user);
 	}
 	/* Files are opened beneath the root's descriptor, so only the root
 	 * itself must let the user in, not the directories above it. */
@@ -140,9 +229,11 @@ int privs_check(const struct config *cfg, const struct privs *p)
 {
 	int rc = 0;
 
-	if (cfg->access_log[0] && log_dir_open_to_others("access_log", cfg->access_log))
+	if (cfg->access_log[0] && open_to_others("access_log", cfg->access_log))
 		rc = -1;
-	if (strcmp(cfg->error_log, "-") && log_dir_open_to_others("error_log", cfg->error_log))
+	if (strcmp(cfg->error_log, "-") && open_to_others("error_log", cfg->error_log))
+		rc = -1;
+	if (cfg->pid_file[0] && open_to_others("pid_file", cfg->pid_file))
 		rc = -1;
 	if (rc < 0)
 		return rc;

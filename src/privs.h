@@ -26,10 +26,13 @@ struct privs {
  * process needs no NSS). 0, or -1 after logging why. */
 int privs_resolve(const struct config *cfg, struct privs *p);
 /* In the master, before it opens the logs (start, --check, reload): what
- * start-up would otherwise find too late or never. Refuses a log whose
- * directory lets the serving user (or every user) replace it with a link,
- * and a root the serving user cannot enter (checked in a child that becomes
- * the user). 0, or -1 after logging why. */
+ * start-up would otherwise find too late or never. Refuses a log or pid
+ * file when its directory, or any directory above it, lets the serving user
+ * (or a group, or every user) replace it with a link, and a root the serving
+ * user cannot enter (checked in a child that becomes the user). The serving
+ * user can neither write nor chmod a directory that passed, so the rule
+ * holds until root changes it: a reopen (SIGUSR1) needs no new check. 0, or
+ * -1 after logging why. */
 int privs_check(const struct config *cfg, const struct privs *p);
 /* At start-up: root without `user` serves as root: say so. */
 void privs_warn_root(const struct config *cfg);

@@ -193,8 +193,16 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 	printf("{\n  \"instance\": \"%s\", \"pid\": %d, \"alive\": %s, \"version\": \"%s\", \"model\": \"%s\",\n",
 	       ESC(name, h->name, true), (int)h->pid, owner_alive(h) ? "true" : "false",
 	       ESC(version, h->version_str, true), ESC(model, h->model, true));
-	printf("  \"bind\": \"%s\", \"port\": %d, \"workers\": %d, \"threads\": %d, \"generation\": %llu,\n",
-	       ESC(bind, h->bind, true), h->port, h->workers, h->threads,
+	/* null when listen lines serve (the server leaves both empty then) */
+	if (h->bind[0])
+		printf("  \"bind\": \"%s\", ", ESC(bind, h->bind, true));
+	else
+		printf("  \"bind\": null, ");
+	if (h->port > 0)
+		printf("\"port\": %d, ", h->port);
+	else
+		printf("\"port\": null, ");
+	printf("\"workers\": %d, \"threads\": %d, \"generation\": %llu,\n", h->workers, h->threads,
 	       (unsigned long long)atomic_load(&((struct stats_header *)h)->generation));
 	if (STATS_HAS_LISTEN(h)) {
 		char listen[FIELD_ESCAPED(sizeof(h->listen))];

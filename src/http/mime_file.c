@@ -189,7 +189,8 @@ int mime_overrides_load(const char *path, struct mime_overrides **out, char *why
 	struct stat st;
 	char *text = NULL;
 	int rc = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* non-blocking: a FIFO must not hang --check or the master (refused below) */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));

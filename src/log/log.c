@@ -37,9 +37,12 @@ static int reopen_sock = -1; /* a serving process's end of the master's channel 
 static int64_t echo_until_ms; /* also write error lines to stderr until then (0: not; start-up) */
 
 /* Root opens the logs: a link planted at the path (a symlink, or a hard link
- * to a file elsewhere) must not hand root's descriptor to its target, and a
- * FIFO must not block the master. Returns the descriptor or -errno; -ELOOP
- * for a symlink, -EMLINK for a hard link, -EINVAL for anything but a file. */
+ * to a file elsewhere) must not hand root's descriptor to its target, a
+ * FIFO must not block the master, and a file another user put there first
+ * (in a sticky directory such as /tmp) must not receive root's lines: its
+ * owner reads them, and may truncate or swap its content at will. Returns
+ * the descriptor or -errno; -ELOOP for a symlink, -EMLINK for a hard link,
+ * -EINVAL for anything but a file, -EPERM for another user's file. */
 static int open_append(const char *path)
 {
 	struct stat st;
@@ -47,7 +50,8 @@ static int open_append(const char *path)
 
 	if (fd < 0)
 		return errno == ENXIO ? -EINVAL : -errno; /* ENXIO: a FIFO nobody reads */
-	int err = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : st.st_nlink > 1 ? -EMLINK : 0;
+	int err = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : st.st_nlink > 1 ? -EMLINK
+		: st.st_uid != geteuid() ? -EPERM : 0;
 	if (err == 0 && fcntl(fd, F_SETFL, O_APPEND) < 0)
 		err = -errno;
 	if (err < 0) {
@@ -63,6 +67,7 @@ const char *log_open_error(int err)
 	case -ELOOP: return "it is a symbolic link, which is never followed";
 	case -EMLINK: return "the file has another name (a hard link): refusing it";
 	case -EINVAL: return "it is not a regular file";
+	case -EPERM: return "the file belongs to another user (remove it, or give it to the user spindle starts as)";
 	default: return strerror(-err);
 	}
 }
@@ -184,7 +189,9 @@ static void reopen_by_path(void)
 	if (e < 0)
 		log_error("error_log: cannot reopen '%s': %s; still writing to the old file", error_path,
 			  log_open_error(e));
-	if (a == 0 && e == 0)
+	if (a == 0 && e == 0 && !access_path[0] && !error_path[0])
+		log_info("logs reopened: none to reopen (access_log is off, the error log is standard error)");
+	else if (a == 0 && e == 0)
 		log_info("logs reopened (%s%s%s)", access_path[0] ? access_path : "",
 			 access_path[0] && error_path[0] ? ", " : "", error_path);
 }

@@ -410,7 +410,7 @@ out:
 
 const struct model model_epoll = {
 	.name = "epoll",
-	.summary = "N edge-triggered event loops, one per core (the seeds' reactor; default)",
+	.summary = "N edge-triggered event loops, one per core (the default)",
 	.flags = MODEL_LISTENER_PER_WORKER,
 	.run = epoll_run,
 };

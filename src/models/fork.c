@@ -227,6 +227,6 @@ out:
 
 const struct model model_fork = {
 	.name = "fork",
-	.summary = "a process per connection, capped at max_connections (the seeds' fork server)",
+	.summary = "a process per connection, capped at max_connections",
 	.run = fork_run,
 };

@@ -42,6 +42,6 @@ static int iterative_run(struct server *srv)
 
 const struct model model_iterative = {
 	.name = "iterative",
-	.summary = "one connection at a time, blocking I/O (the seeds' basic server)",
+	.summary = "one connection at a time, blocking I/O (a baseline: one slow client stalls every other)",
 	.run = iterative_run,
 };

@@ -559,6 +559,6 @@ static int pool_run(struct server *srv)
 
 const struct model model_pool = {
 	.name = "pool",
-	.summary = "pre-created threads, bounded queue, idle keep-alive parked in a poller (seeds 000-004)",
+	.summary = "pre-created threads, bounded queue, idle keep-alive parked in a poller",
 	.run = pool_run,
 };

@@ -220,6 +220,6 @@ static int prefork_run(struct server *srv)
 
 const struct model model_prefork = {
 	.name = "prefork",
-	.summary = "a master and N worker processes, each a thread pool (seed 004)",
+	.summary = "a master and N worker processes, each a thread pool",
 	.run = prefork_run,
 };

@@ -94,7 +94,7 @@ struct stats_header {
 	uint32_t slot_size;
 	uint64_t caches_off;
 	uint64_t slots_off;
-	int32_t port;
+	int32_t port;            /* 0 when listen lines serve (bind is "" then) */
 	int32_t workers;
 	int32_t threads;
 	int32_t cache_size_mb;

@@ -566,14 +566,14 @@ summary:
 	h->slot_size = sizeof(struct stats_slot);
 	h->caches_off = caches_off;
 	h->slots_off = slots_off;
-	h->port = cfg->port;
+	h->port = cfg->nlisten ? 0 : cfg->port; /* listen lines replace bind and port: none of ours */
 	h->workers = srv->workers;
 	h->threads = cfg->threads;
 	h->cache_size_mb = (int32_t)(cfg->cache_size >> 20);
 	copy_str(h->name, sizeof(h->name), inst);
 	copy_str(h->model, sizeof(h->model), srv->model ? srv->model->name : "?");
 	copy_str(h->version_str, sizeof(h->version_str), SPINDLE_VERSION);
-	copy_str(h->bind, sizeof(h->bind), cfg->bind);
+	copy_str(h->bind, sizeof(h->bind), cfg->nlisten ? "" : cfg->bind);
 	copy_str(h->root, sizeof(h->root), cfg->root);
 	listen_summary(h, cfg);
 	__atomic_store_n(&h->magic, STATS_MAGIC, __ATOMIC_RELEASE); /* readers may look now */

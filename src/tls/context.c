@@ -3,11 +3,14 @@
 #include "context.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -185,15 +188,23 @@ static void log_file_error(const char *key, const char *path, bool want_key)
 	}
 }
 
+/* OpenSSL opens the files by path and reads them to their end: a FIFO would
+ * block --check and the master (a reload then ignores SIGTERM), a device
+ * such as /dev/zero would never end. So only a regular file the master can
+ * read gets that far (opened non-blocking, to look at it without waiting). */
 static bool readable(const char *key, const char *path)
 {
-	FILE *f = fopen(path, "r");
-	if (!f) {
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
 		log_error("tls: %s '%s': cannot read it: %s", key, path, strerror(errno));
 		return false;
 	}
-	fclose(f);
-	return true;
+	bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	close(fd);
+	if (!regular)
+		log_error("tls: %s '%s': not a regular file", key, path);
+	return regular;
 }
 
 bool tls_kernel_available(void)

@@ -53,6 +53,8 @@ def test_list_models_format():
     for ln in lines:
         # NAME, whitespace, a one-line description
         assert re.match(r"^[a-z0-9_-]+\s+\S", ln), f"bad --list-models line {ln!r}"
+        # for a user: no reference to design notes they do not have
+        assert "seed" not in ln, ln
 
 
 def test_unknown_flag_fails():

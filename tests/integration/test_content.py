@@ -287,6 +287,27 @@ def test_reload_with_broken_types_file_is_refused(site, tmp_path):
     assert r.returncode != 0 and f"{types}:2:" in r.stderr, r.stderr
 
 
+def test_reload_with_types_file_replaced_by_a_fifo_is_refused(site, tmp_path):
+    """A FIFO in place of types_file: the master's reload must not block in
+    open(2) (it would ignore SIGTERM too); it refuses it and keeps serving."""
+    root, _ = site
+    types = tmp_path / "mime.types"
+    types.write_text("application/x-zzqx zzqx\n")
+    myconf = tmp_path / "spindle.conf"
+    myconf.write_text(f"[content]\ntypes_file = {types}\n")
+    s = util.Server("epoll", root, tmp_path / "srv", extra_args=["--config", str(myconf)]).start()
+    try:
+        types.unlink()
+        os.mkfifo(types)
+        s.signal(signal.SIGHUP)
+        assert util.wait_for(lambda: "the new configuration is invalid" in s.error_log.read_text(errors="replace"),
+                             util.scaled(3)), s.error_log.read_text(errors="replace")
+        assert f"{types}: not a regular file" in s.error_log.read_text(errors="replace")
+        assert s.get("/thing.zzqx").header("Content-Type") == "application/x-zzqx", "old config kept"
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
 def test_longest_file_head_is_whole(model, tmp_path, certs):
     """Every field a file's 206 can carry, each as long as configuration
     allows (a 255-byte Strict-Transport-Security over TLS, a 159-byte

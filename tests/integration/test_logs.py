@@ -7,6 +7,8 @@ import json
 import os
 import re
 import signal
+import socket
+import subprocess
 import threading
 import time
 
@@ -255,3 +257,29 @@ def test_reload_switches_the_access_log_format(model, docroot, tmp_path):
         assert new and all(d["target"] == "/a.txt?gen=2" for d in new), lines
     finally:
         assert srv.stop() == 0
+
+
+def test_reopen_with_no_log_file_says_so(docroot, tmp_path):
+    """SIGUSR1 when the error log is standard error and access_log is off:
+    a sentence, not an empty list of files."""
+    port = util.free_port()
+    err = tmp_path / "stderr"
+    with open(err, "w") as out:
+        proc = subprocess.Popen([str(util.spindle_bin()), "--root", str(docroot.path), "--port", str(port),
+                                 "--set", "error_log=-"], stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+    try:
+        def serving() -> bool:
+            try:
+                socket.create_connection((util.HOST, port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        assert util.wait_for(serving, util.scaled(5)), err.read_text()
+        proc.send_signal(signal.SIGUSR1)
+        assert util.wait_for(lambda: "logs reopened" in err.read_text(), util.scaled(3)), err.read_text()
+        text = err.read_text()
+        assert "logs reopened: none to reopen (access_log is off, the error log is standard error)" in text, text
+        assert "logs reopened ()" not in text, text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=util.scaled(15)) == 0, err.read_text()

@@ -5,6 +5,8 @@ A second instance on the same file refuses to start; the file is gone after
 the master exits."""
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 
 import util
@@ -45,3 +47,55 @@ def test_stale_pid_file_is_taken_over(docroot, tmp_path):
     finally:
         assert srv.stop() == 0, srv.diagnostics()
     assert not pid_file.exists()
+
+
+def test_pid_file_naming_another_file_leaves_it_alone(docroot, tmp_path):
+    """pid_file pointed by mistake at a file that holds something else (a
+    configuration, a key) would be truncated to the pid, then deleted at
+    exit: refused at start and under --check, and never quoted."""
+    secret = tmp_path / "secret.key"
+    secret.write_text("TOPSECRET-not-a-pid\n")
+    secret.chmod(0o600)
+    base = ["--root", str(docroot.path), "--port", str(util.free_port()), "--set", f"pid_file={secret}"]
+    for extra in ([], ["--check"]):
+        r = util.run_spindle(*base, *extra, timeout=15)
+        assert r.returncode == 2 and f"pid_file: '{secret}' exists and does not hold a process id" in r.stderr, \
+            (extra, r.returncode, r.stderr)
+        assert "TOPSECRET" not in r.stderr, r.stderr
+    assert secret.read_text() == "TOPSECRET-not-a-pid\n"
+
+
+def test_locked_pid_file_content_is_not_quoted(docroot, tmp_path):
+    """A file some other program holds locked: the refusal names a master
+    only when the file holds a pid."""
+    other = tmp_path / "other.pid"
+    other.write_text("TOPSECRET\n")
+    with open(other) as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        r = util.run_spindle("--root", str(docroot.path), "--port", str(util.free_port()),
+                             "--set", f"pid_file={other}", timeout=15)
+    assert r.returncode != 0 and f"pid_file: '{other}'" in r.stderr, (r.returncode, r.stderr)
+    assert "TOPSECRET" not in r.stderr, r.stderr
+    assert other.read_text() == "TOPSECRET\n"
+
+
+def test_pid_file_with_another_name_or_owner_is_refused(docroot, tmp_path):
+    """A hard link (the same file under another name, which the pid would
+    overwrite) and a file another user owns (and could rewrite): refused."""
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    linked = tmp_path / "linked.pid"
+    os.link(target, linked)
+    cases = {linked: "has another name (a hard link)"}
+    if os.geteuid() == 0:
+        owned = tmp_path / "owned.pid"
+        owned.write_text("")
+        os.chown(owned, 65534, 65534)
+        cases[owned] = "belongs to another user (uid 65534)"
+    for path, said in cases.items():
+        for extra in ([], ["--check"]):
+            r = util.run_spindle("--root", str(docroot.path), "--port", str(util.free_port()),
+                                 "--set", f"pid_file={path}", *extra, timeout=15)
+            assert r.returncode == 2 and f"pid_file: '{path}' {said}" in r.stderr, (path, extra, r.returncode,
+                                                                                      r.stderr)
+    assert target.read_text() == ""

@@ -357,3 +357,103 @@ def test_each_403_says_why_at_debug_level(workdir, tmp_path):
                 (target, log_text(srv))
     finally:
         assert srv.stop() == 0, srv.diagnostics()
+
+
+@needs_root
+def test_log_below_a_directory_the_user_may_write_is_refused(docroot, tmp_path):
+    """The user owns a directory higher up (ga/logs, root's logs in the
+    user's ga): it could move logs away and put a link to a root-only
+    directory in its place, and the master would create its logs there at
+    the next reopen. Refused at start, under --check and at a reload, naming
+    the directory; so is a path that reaches it through a symbolic link."""
+    pw = _user()
+    top = Path(tempfile.mkdtemp(prefix="spindle-ga-"))  # one the user can reach
+    try:
+        top.chmod(0o755)
+        ga = top / "ga"
+        (ga / "logs").mkdir(parents=True)
+        shutil.chown(ga, pw.pw_uid, pw.pw_gid)
+        via = top / "via"  # root's, 0755: only its target is the user's
+        via.mkdir()
+        (via / "logs").symlink_to(ga / "logs")
+        base = ["--root", str(docroot.path), "--port", str(util.free_port()), "--set", f"user={USER}"]
+        for log in (ga / "logs" / "access.log", via / "logs" / "access.log"):
+            for extra in ([], ["--check"]):
+                r = util.run_spindle(*base, "--set", f"access_log={log}", *extra, timeout=15)
+                assert r.returncode == 2, (log, extra, r.returncode, r.stderr)
+                assert f"access_log: {log}: the directory {ga} on its path is writable by the serving user " \
+                       f"'{USER}'" in r.stderr, (log, extra, r.stderr)
+        # a link within a link's target: b/c -> d, all root's but b
+        (top / "d" / "logs").mkdir(parents=True)
+        b = top / "b"
+        b.mkdir()
+        (b / "c").symlink_to(top / "d")
+        shutil.chown(b, pw.pw_uid, pw.pw_gid)
+        (top / "via2").mkdir()
+        (top / "via2" / "logs").symlink_to(b / "c" / "logs")
+        r = util.run_spindle(*base, "--set", f"access_log={top / 'via2' / 'logs' / 'access.log'}", "--check",
+                             timeout=15)
+        assert r.returncode == 2 and f"the directory {b} on its path is writable by the serving user" in r.stderr, \
+            (r.returncode, r.stderr)
+        ga.chmod(0o555)  # not writable, but its owner may make it so
+        r = util.run_spindle(*base, "--set", f"access_log={ga / 'logs' / 'access.log'}", "--check", timeout=15)
+        assert r.returncode == 2 and f"the directory {ga} on its path is owned by the serving user '{USER}'" \
+            in r.stderr, (r.returncode, r.stderr)
+        ga.chmod(0o755)
+        assert not (ga / "logs" / "access.log").exists()
+        work = tmp_path / "work"
+        work.mkdir()
+        shutil.chown(ga, 0, 0)
+        srv = util.Server("epoll", docroot.path, work, {"user": USER, "access_log": ga / "logs" / "access.log"})
+        srv.start()
+        try:
+            shutil.chown(ga, pw.pw_uid, pw.pw_gid)
+            srv.signal(signal.SIGHUP)
+            assert wait_log(srv, rf"the directory {re.escape(str(ga))} on its path is writable by the serving user",
+                            5), log_text(srv)
+            assert wait_log(srv, r"reload: cannot set up the new configuration; still serving", 5), log_text(srv)
+            assert srv.get("/a.txt").body == A_TXT
+        finally:
+            assert srv.stop() == 0, srv.diagnostics()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@needs_root
+def test_log_file_another_user_put_in_a_sticky_directory_is_refused(docroot, workdir):
+    """In a sticky directory writable by all (/tmp), another user may create
+    the log's name first, mode 0666: root's lines would go to a file that
+    user reads and may empty or rewrite at will."""
+    pw = _user()
+    planted = workdir / "access.log"
+    planted.write_text("")
+    planted.chmod(0o666)
+    shutil.chown(planted, pw.pw_uid, pw.pw_gid)
+    base = ["--root", str(docroot.path), "--port", str(util.free_port()), "--set", f"access_log={planted}"]
+    for extra in ([], ["--check"]):
+        r = util.run_spindle(*base, *extra, timeout=15)
+        assert r.returncode == 2 and f"access_log: cannot open '{planted}': the file belongs to another user" \
+            in r.stderr, (extra, r.returncode, r.stderr)
+    assert planted.read_text() == ""
+
+
+@needs_root
+def test_pid_file_in_a_directory_the_user_may_write_is_refused(docroot):
+    """The user could put another process's id in the file, which `kill -USR1
+    $(cat FILE)` (and logrotate) would then signal, or remove it and let a
+    second instance start."""
+    pw = _user()
+    run = Path(tempfile.mkdtemp(prefix="spindle-run-"))
+    try:
+        run.chmod(0o755)
+        shutil.chown(run, pw.pw_uid, pw.pw_gid)
+        pid_file = run / "spindle.pid"
+        base = ["--root", str(docroot.path), "--port", str(util.free_port()), "--set", f"user={USER}",
+                "--set", f"pid_file={pid_file}"]
+        for extra in ([], ["--check"]):
+            r = util.run_spindle(*base, *extra, timeout=15)
+            assert r.returncode == 2 and f"pid_file: {pid_file}: the directory {run} on its path is writable by " \
+                f"the serving user '{USER}'" in r.stderr, (extra, r.returncode, r.stderr)
+        assert not pid_file.exists()
+    finally:
+        shutil.rmtree(run, ignore_errors=True)

@@ -33,6 +33,12 @@ def _cases(docroot, certs, tmp_path) -> dict[str, tuple[list[str], str]]:
     shared.mkdir()
     shutil.chown(shared, 0, grp.getgrnam("staff").gr_gid)
     shared.chmod(0o775)
+    above = tmp_path / "above"  # a group may rename a directory higher up, and put a link in its place
+    (above / "logs").mkdir(parents=True)
+    shutil.chown(above, 0, grp.getgrnam("staff").gr_gid)
+    above.chmod(0o775)
+    fifo = tmp_path / "fifo"  # opened blocking, it would hang the check and the master
+    os.mkfifo(fifo)
     tls = ["tls=on", f"tls_certificate_key={certs.key}"]
     return {
         "unknown user": (["user=no-such-user-here"], "no user 'no-such-user-here'"),
@@ -40,13 +46,28 @@ def _cases(docroot, certs, tmp_path) -> dict[str, tuple[list[str], str]]:
         "root the user cannot enter": ([f"root={locked}", "user=www-data"], f"cannot enter {locked}"),
         "log path is a link": ([f"access_log={link}"], "symbolic link"),
         "log directory writable by a group": ([f"access_log={shared / 'access.log'}"],
-                                              f"its directory {shared} is writable by group 'staff'"),
+                                              f"the directory {shared} on its path is writable by group "
+                                              "'staff'"),
+        "log under a directory a group may write": ([f"error_log={above / 'logs' / 'error.log'}"],
+                                                    f"the directory {above} on its path is writable by group "
+                                                    "'staff'"),
+        "pid file directory writable by a group": ([f"pid_file={shared / 'spindle.pid'}"],
+                                                   f"pid_file: {shared / 'spindle.pid'}: the directory {shared} on "
+                                                   "its path is writable by group 'staff'"),
         "certificate not PEM": ([*tls, f"tls_certificate={garbage}"], str(garbage)),
+        "certificate a FIFO": ([*tls, f"tls_certificate={fifo}"], f"tls_certificate '{fifo}': not a regular file"),
+        "key a FIFO": (["tls=on", f"tls_certificate={certs.chain}", f"tls_certificate_key={fifo}"],
+                       f"tls_certificate_key '{fifo}': not a regular file"),
+        "certificate a device": ([*tls, "tls_certificate=/dev/zero"],
+                                 "tls_certificate '/dev/zero': not a regular file"),
+        "types_file a FIFO": ([f"types_file={fifo}"], f"{fifo}: not a regular file"),
     }
 
 
 CASES = ["unknown user", "unknown group", "root the user cannot enter", "log path is a link",
-         "log directory writable by a group", "certificate not PEM"]
+         "log directory writable by a group", "log under a directory a group may write",
+         "pid file directory writable by a group", "certificate not PEM", "certificate a FIFO", "key a FIFO",
+         "certificate a device", "types_file a FIFO"]
 
 
 @needs_root

@@ -133,9 +133,12 @@ def test_viewer_names_the_listen_addresses_and_prints_whole_counts(mname, worker
         assert re.match(r"^\s*requests\s+3\s+connections", requests), requests
         worker_counts = [ln.split("|")[0].split() for ln in lines[lines.index("  worker   requests") + 1:] if "|" in ln]
         assert sum(int(c[1]) for c in worker_counts) == 3, worker_counts
-        j = json.loads(subprocess.run([str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True,
-                                      text=True, timeout=10).stdout)
+        out = subprocess.run([str(STAT_BIN), "--once", "--json", "--name", name], capture_output=True,
+                             text=True, timeout=10).stdout
+        j = json.loads(out)
         assert j["listen"] == f"127.0.0.1:{srv.port}, unix:{sock}", j["listen"]
+        # bind and port (127.0.0.1:8080 by default) name no socket here
+        assert j["bind"] is None and j["port"] is None and "8080" not in out, out
         page = srv.get("/status").body.decode()  # the status page says the same
         assert f"<th>listening on</th><td>127.0.0.1:{srv.port}, unix:{sock}</td>" in page, page
         assert f"<td>{mname}, {head.split(', ', 1)[1].strip()}</td>" in page, page
