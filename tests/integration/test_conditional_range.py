@@ -9,7 +9,8 @@ import pytest
 import util
 from conftest import A_TXT, RANGE_DATA, RANGE_MTIME
 
-# Answers decided in the core: one model (conftest.py, `semantics`).
+# Answers decided in the core: one model (conftest.py, `semantics`), except
+# a range of the 5 MB file, sent by the model's sendfile (`per_model`).
 pytestmark = pytest.mark.semantics
 
 LEN = len(RANGE_DATA)
