@@ -1,7 +1,8 @@
 """Fixtures for the spindle integration suite.
 
 * Every test that uses the `model` fixture runs once per model printed by
-  `spindle --list-models` (tests are grouped by model).
+  `spindle --list-models` (tests are grouped by model), except tests marked
+  `semantics`: they run under SEMANTICS_MODEL only (see "Semantics: one model").
 * `servers(**settings)` returns a server for (model, docroot, settings), started
   once per module and reused; after each test it must still be alive.
 * `fresh_server(**settings)` starts a dedicated server for one test (logs,
@@ -70,13 +71,49 @@ def pytest_configure(config):
         "markers", "expect_restart: the test kills or crashes a serving process on purpose, "
         "so its teardown tolerates a restart")
     config.addinivalue_line(
+        "markers", "semantics: the answer is decided wholly in the connection core, which every model "
+        f"drives alike: runs under {SEMANTICS_MODEL} only (test_models_agree.py proves the models answer "
+        f"alike; {ALL_MODELS_ENV}=1 runs it under every model)")
+    config.addinivalue_line(
+        "markers", "per_model: in a `semantics` module, a test that a model can change (I/O, bodies, "
+        "large files, keep-alive, timeouts, closing): runs under every model")
+    config.addinivalue_line(
         "markers", "solo: needs the CPU to itself to meet its bounds (busy work, spinning threads that "
         "must end in time); `make test` runs these after the parallel (pytest-xdist) run, alone")
+
+
+# ---------------------------------------------------------------------------
+# Semantics: one model
+# ---------------------------------------------------------------------------
+# Every model drives the same sans-I/O connection core (src/conn.c): what a
+# response says (status, fields, body) for a request that arrives whole is
+# decided there, never by the model. Tests of such answers carry the
+# `semantics` marker (a module's `pytestmark`, or a test's decorator) and run
+# under SEMANTICS_MODEL only; a test of a semantics module that a model can
+# change (bytes split across reads, bodies, large files, keep-alive,
+# timeouts, closing) says `per_model` and runs under every model.
+# test_models_agree.py replays a corpus of these requests against every model
+# and compares the answers with SEMANTICS_MODEL's byte for byte: that is what
+# makes one model enough. SPINDLE_TEST_ALL_MODELS=1 runs every test under
+# every model again (after a change to a model or to the driver contract).
+SEMANTICS_MODEL = "epoll"  # the default model
+ALL_MODELS_ENV = "SPINDLE_TEST_ALL_MODELS"
+
+
+def one_model(node) -> bool:
+    """True when node (a test, or its definition) runs under SEMANTICS_MODEL only."""
+    if os.environ.get(ALL_MODELS_ENV, "") not in ("", "0"):
+        return False
+    if node.get_closest_marker("per_model") is not None:
+        return False
+    return node.get_closest_marker("semantics") is not None
 
 
 def pytest_generate_tests(metafunc):
     if "model_name" in metafunc.fixturenames:
         names, _ = _models()
+        if one_model(metafunc.definition) and SEMANTICS_MODEL in names:
+            names = [SEMANTICS_MODEL]
         metafunc.parametrize("model_name", names, scope="module")
 
 

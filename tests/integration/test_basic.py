@@ -12,6 +12,10 @@ import pytest
 import util
 from conftest import A_TXT, BIG_SIZE, INDEX_HTML
 
+# Answers decided in the core: one model (conftest.py, `semantics`), except
+# file bodies, keep-alive and request bodies (`per_model`).
+pytestmark = pytest.mark.semantics
+
 
 def _client(server) -> httpx.Client:
     # trust_env=False: never route through a proxy from the environment.
@@ -34,6 +38,7 @@ def assert_common_headers(resp: util.Response, version: str | None = None):
 # GET / HEAD
 # --------------------------------------------------------------------------
 
+@pytest.mark.per_model
 def test_get_small_file_raw(server, docroot, version):
     resp = server.get("/a.txt")
     assert resp.version == "HTTP/1.1"
@@ -167,6 +172,7 @@ def test_empty_file(server):
     assert resp.body == b""
 
 
+@pytest.mark.per_model
 def test_small_files_intact(server, docroot):
     with server.connect() as c:
         for rel in ("index.html", "style.css", "app.js", "img.png", "data.json", "app.wasm",
@@ -177,6 +183,7 @@ def test_small_files_intact(server, docroot):
             assert resp.body == docroot.files[rel], rel
 
 
+@pytest.mark.per_model
 def test_big_file_intact_raw(server, docroot):
     with server.connect(timeout=30) as c:
         c.send(util.build_request("GET", "/big.bin"))
@@ -190,6 +197,7 @@ def test_big_file_intact_raw(server, docroot):
     assert nxt.body == A_TXT
 
 
+@pytest.mark.per_model
 def test_big_file_intact_httpx_streaming(server, docroot):
     h = hashlib.sha256()
     n = 0
@@ -206,6 +214,7 @@ def test_big_file_intact_httpx_streaming(server, docroot):
 # httpx, normal client behaviour
 # --------------------------------------------------------------------------
 
+@pytest.mark.per_model
 def test_httpx_keepalive_session(server, docroot):
     with _client(server) as c:
         for _ in range(3):
@@ -254,6 +263,7 @@ def test_connect_method_405(server):
     assert resp.header("Allow") == "GET, HEAD"
 
 
+@pytest.mark.per_model
 def test_post_with_body_405_then_next_connection_ok(server):
     resp = server.request("POST", "/a.txt", headers=[("Content-Length", "5")], body=b"hello")
     assert resp.status == 405

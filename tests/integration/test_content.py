@@ -12,6 +12,10 @@ import pytest
 
 import util
 
+# Answers decided in the core: one model (conftest.py, `semantics`), except
+# the per-process cache and the head larger than its first buffer (`per_model`).
+pytestmark = pytest.mark.semantics
+
 APP_JS = b"function hello() { return 'hello, hello, hello, hello'; }\n" * 8
 MTIME = 1_600_000_000
 # Stand-ins for what brotli and zstd make: the server never decodes a sidecar,
@@ -164,6 +168,7 @@ def test_stale_missing_and_direct_sidecars(model, srv):
     assert r.header("Content-Type") == "application/gzip" and not r.has("Content-Encoding")
 
 
+@pytest.mark.per_model
 def test_sidecars_are_cached_like_files(model, site, fresh_server):
     root, _ = site
     s = fresh_server(root=root, precompressed="gzip")
@@ -308,6 +313,7 @@ def test_reload_with_types_file_replaced_by_a_fifo_is_refused(site, tmp_path):
         assert s.stop() == 0, s.diagnostics()
 
 
+@pytest.mark.per_model
 def test_longest_file_head_is_whole(model, tmp_path, certs):
     """Every field a file's 206 can carry, each as long as configuration
     allows (a 255-byte Strict-Transport-Security over TLS, a 159-byte

@@ -8,6 +8,10 @@ import pytest
 import util
 from conftest import A_TXT, INDEX_HTML
 
+# Answers decided in the core: one model (conftest.py, `semantics`), except
+# bodies, bytes split across sends, pipelining and closing (`per_model`).
+pytestmark = pytest.mark.semantics
+
 
 def send_raw(server, data: bytes) -> tuple[util.Response, util.Conn]:
     c = server.connect()
@@ -60,6 +64,7 @@ def test_malformed_request_400_and_close(server, name):
     assert_still_serving(server)
 
 
+@pytest.mark.per_model
 def test_400_after_good_request_on_same_connection(server):
     """An error on the second request still answers the first one."""
     with server.connect() as c:
@@ -190,6 +195,7 @@ def test_header_names_case_insensitive(server):
 # Request bodies on GET/HEAD
 # --------------------------------------------------------------------------
 
+@pytest.mark.per_model
 def test_get_with_content_length_body_then_pipelined(server):
     body = b"0123456789" * 100
     data = (util.build_request("GET", "/a.txt", [("Content-Length", str(len(body)))], body)
@@ -202,6 +208,7 @@ def test_get_with_content_length_body_then_pipelined(server):
     assert (r2.status, r2.body) == (200, INDEX_HTML)
 
 
+@pytest.mark.per_model
 def test_get_body_that_looks_like_a_request_is_not_executed(server):
     """Body bytes are skipped, not parsed: no smuggled request."""
     smuggled = util.build_request("GET", "/index.html")
@@ -216,6 +223,7 @@ def test_get_body_that_looks_like_a_request_is_not_executed(server):
     assert r2.body == b"body { color: #333; }\n"
 
 
+@pytest.mark.per_model
 def test_get_body_sent_later_in_pieces(server):
     body = b"x" * 5000
     head = util.build_request("GET", "/a.txt", [("Content-Length", str(len(body)))])
@@ -227,6 +235,7 @@ def test_get_body_sent_later_in_pieces(server):
         assert c.read_response().body == INDEX_HTML
 
 
+@pytest.mark.per_model
 def test_head_with_body_then_pipelined(server):
     data = (util.build_request("HEAD", "/a.txt", [("Content-Length", "4")], b"abcd")
             + util.build_request("GET", "/a.txt"))
@@ -238,6 +247,7 @@ def test_head_with_body_then_pipelined(server):
     assert g.body == A_TXT
 
 
+@pytest.mark.per_model
 def test_get_with_chunked_body_then_pipelined(server):
     chunked = (b"5;ext=1\r\nhello\r\n"
                b"6\r\n world\r\n"
@@ -254,6 +264,7 @@ def test_get_with_chunked_body_then_pipelined(server):
     assert (r2.status, r2.body) == (200, INDEX_HTML)
 
 
+@pytest.mark.per_model
 def test_chunked_body_split_across_sends(server):
     chunked = b"a\r\n0123456789\r\n3\r\nabc\r\n0\r\n\r\n"
     head = util.build_request("GET", "/a.txt", [("Transfer-Encoding", "chunked")])
@@ -283,6 +294,7 @@ def test_transfer_encoding_gzip_501(server):
     assert_still_serving(server)
 
 
+@pytest.mark.per_model
 def test_body_over_max_body_413_and_close(server):
     head = util.build_request("GET", "/a.txt", [("Content-Length", str(1048576 + 1))])
     resp, c = send_raw(server, head)
@@ -292,6 +304,7 @@ def test_body_over_max_body_413_and_close(server):
     assert_still_serving(server)
 
 
+@pytest.mark.per_model
 def test_body_exactly_max_body_accepted(servers):
     srv = servers(max_body=1000)
     data = (util.build_request("GET", "/a.txt", [("Content-Length", "1000")], b"b" * 1000)
@@ -310,6 +323,7 @@ def test_content_length_over_configured_max_body_413(servers):
         assert c.wait_closed(2)
 
 
+@pytest.mark.per_model
 def test_chunked_body_over_max_body_413(servers):
     srv = servers(max_body=1000)
     chunk = b"258\r\n" + b"c" * 600 + b"\r\n"  # 0x258 = 600
@@ -332,6 +346,7 @@ def expect_head(method="GET", target="/a.txt", body_len=5, expect="100-continue"
     return util.build_request(method, target, [framing, ("Expect", expect)], version=version)
 
 
+@pytest.mark.per_model
 def test_expect_100_continue_answered_before_body_then_pipelined(server):
     """The client sends the head only and waits (bounded) for 100 Continue,
     as curl does; without it the request would hang until the body deadline."""
@@ -347,6 +362,7 @@ def test_expect_100_continue_answered_before_body_then_pipelined(server):
         assert (nxt.status, nxt.body) == (200, INDEX_HTML)
 
 
+@pytest.mark.per_model
 def test_expect_100_continue_chunked_body(server):
     with server.connect() as c:
         c.send(expect_head(chunked=True))
@@ -355,6 +371,7 @@ def test_expect_100_continue_chunked_body(server):
         assert (c.read_response().body, c.read_response().body) == (A_TXT, INDEX_HTML)
 
 
+@pytest.mark.per_model
 def test_expect_100_continue_twice_on_one_connection(server):
     with server.connect() as c:
         for _ in range(2):
@@ -364,6 +381,7 @@ def test_expect_100_continue_twice_on_one_connection(server):
             assert c.read_response().body == A_TXT
 
 
+@pytest.mark.per_model
 def test_expect_100_continue_with_body_already_sent(server):
     """A client that did not wait: the body is here, so the 100 may be
     omitted (RFC 9110 10.1.1); either way the final answer follows and the
@@ -391,6 +409,7 @@ def test_expect_100_continue_refused_request_gets_final_status_at_once(server, m
     assert_still_serving(server)
 
 
+@pytest.mark.per_model
 def test_expect_100_continue_too_large_413_at_once(servers):
     srv = servers(max_body=1000)
     with srv.connect() as c:
@@ -411,6 +430,7 @@ def test_unknown_expectation_417(server, expect):
         assert c.read_response().body == INDEX_HTML
 
 
+@pytest.mark.per_model
 def test_unknown_expectation_with_body_417_and_close(server):
     with server.connect() as c:
         c.send(expect_head(expect="fast-please", body_len=50))
@@ -439,6 +459,7 @@ def test_expect_ignored_from_http10_client(server, expect):
         assert not c.buf.startswith(b"HTTP/1.1 100"), "interim response sent to HTTP/1.0"
 
 
+@pytest.mark.per_model
 def test_expect_100_continue_with_curl(server, tmp_path):
     """curl sends Expect: 100-continue for a body above 1 MiB and waits up to
     --expect100-timeout for the 100; with a 20 s wait, a server that never
@@ -491,6 +512,7 @@ def test_expect_empty_members_are_nothing(server, expect):
         assert c.read_response().body == INDEX_HTML
 
 
+@pytest.mark.per_model
 @pytest.mark.parametrize("framing", [[], [("Content-Length", "0")]])
 def test_expect_100_continue_without_body_gets_final_response_only(server, framing):
     """No body to wait for: the final response at once, no interim 100 (RFC
@@ -504,6 +526,7 @@ def test_expect_100_continue_without_body_gets_final_response_only(server, frami
         assert c.buf == b"", f"stray bytes after the responses: {c.buf[:80]!r}"
 
 
+@pytest.mark.per_model
 def test_expect_100_continue_then_no_body_408_and_close(servers):
     """A client that gets its 100 Continue and never sends the body holds the
     connection only until the body deadline (header_timeout from the 100):

@@ -8,6 +8,9 @@ import pytest
 import util
 from conftest import A_TXT, CAFE, ERROR_404, GIT_CONFIG, OUTSIDE_SECRET, SECRET, SUB_INDEX
 
+# Answers decided in the core: one model (conftest.py, `semantics`).
+pytestmark = pytest.mark.semantics
+
 
 def test_percent_decoded_utf8_name(server):
     resp = server.get("/caf%C3%A9%20menu.html")

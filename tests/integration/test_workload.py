@@ -125,6 +125,7 @@ def test_delay_is_busy_work(servers, model):
     assert util.wait_for(spent, 3), "the delay cost the server no CPU time"
 
 
+@pytest.mark.semantics  # validation is the core's (conftest.py)
 @pytest.mark.parametrize("query", [
     "",                         # no query at all
     "delay=1",                  # missing bucket
@@ -159,6 +160,7 @@ def test_parameter_order_and_extra_keys(servers, model):
     assert b == a + 1
 
 
+@pytest.mark.semantics  # validation is the core's (conftest.py)
 def test_other_paths_still_files(servers, model, docroot):
     server = servers(**ON)
     r = server.get("/a.txt")
@@ -167,6 +169,7 @@ def test_other_paths_still_files(servers, model, docroot):
     assert server.get("/workx?delay=0&bucket=1").status == 404
 
 
+@pytest.mark.semantics  # validation is the core's (conftest.py)
 def test_off_is_just_a_path(server):
     """Off by default: /work is looked up as a file, and there is none."""
     r = server.get("/work?delay=0&bucket=1")
