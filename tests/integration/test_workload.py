@@ -191,16 +191,25 @@ def _pin_to_one_core(master: int) -> int:
     """Pins every thread of the server's process tree to one CPU; threads and
     processes created later inherit it from their (pinned) creator."""
     cpu = min(os.sched_getaffinity(0))
-    for pid in _tree(master):
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:   # a fork-model child that just exited
-            continue
-        for tid in tids:
+    # Until a whole pass finds every thread pinned: a serving process still
+    # starting (slow under TSan) may create a thread from one not pinned yet.
+    for _ in range(100):
+        moved = False
+        for pid in _tree(master):
             try:
-                os.sched_setaffinity(int(tid), {cpu})
-            except OSError:         # the thread exited meanwhile
-                pass
+                tids = os.listdir(f"/proc/{pid}/task")
+            except FileNotFoundError:   # a fork-model child that just exited
+                continue
+            for tid in tids:
+                try:
+                    if os.sched_getaffinity(int(tid)) != {cpu}:
+                        os.sched_setaffinity(int(tid), {cpu})
+                        moved = True
+                except OSError:         # the thread exited meanwhile
+                    pass
+        if not moved:
+            break
+        time.sleep(0.02)
     return cpu
 
 
