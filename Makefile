@@ -68,13 +68,16 @@ unit: $(BUILD)/unit_tests
 
 # The integration suite runs on PYTEST_JOBS pytest-xdist workers: most tests
 # wait on timers and sockets, not on the CPU (a run under ASan keeps two cores
-# less than a fifth busy), so four workers on 2 cores take about half the wall
-# time of two. A worker takes one (module, model) group at a time
+# less than a fifth busy). Four workers on 2 cores take about half the wall
+# time of two, but two clean-clone runs at four each failed one timing test
+# (a drain's CPU window, a fork-model log reopen), so two it is until those
+# are understood: `make test PYTEST_JOBS=4` is the faster local run. A worker
+# takes one (module, model) group at a time
 # (conftest.py), so shared servers start once per group as in a serial run.
 # The few tests marked `solo` need the CPU to themselves (busy work, threads
 # that must stop spinning in time) and run afterwards, alone. PYTEST_JOBS=0
 # runs everything serially, in one process.
-PYTEST_JOBS ?= 4
+PYTEST_JOBS ?= 2
 # $(call suite,REPORT,MARK EXPRESSION or empty,MORE PYTEST ARGUMENTS,ENVIRONMENT)
 suite = $(4) $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(call junit,$(1)) \
 	  -m '$(if $(2),($(2)) and )not solo' $(3) tests/integration && \
