@@ -155,12 +155,8 @@ class _PortInFile(util.Server):
         self.conf = conf
 
     def argv(self) -> list[str]:
-        a = super().argv()
-        for flag in ("--bind", "--port"):
-            i = a.index(flag)
-            del a[i:i + 2]
         self.write(self.port)
-        return a
+        return util.without_bind_and_port(super().argv())
 
     def write(self, port: int) -> None:
         self.conf.write_text(f"[server]\nbind = {util.HOST}\nport = {port}\nworkers = 1\n")

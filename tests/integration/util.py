@@ -618,6 +618,16 @@ def parse_multipart_byteranges(content_type: str, body: bytes) -> list[tuple[dic
     return parts
 
 
+def without_bind_and_port(argv: list[str]) -> list[str]:
+    """A server's argv less --bind and --port, for a server whose address comes
+    from its configuration file (so a reload can move it)."""
+    a = list(argv)
+    for flag in ("--bind", "--port"):
+        i = a.index(flag)
+        del a[i:i + 2]
+    return a
+
+
 def wait_for(pred, timeout: float, interval: float = 0.05):
     """Polls pred() until truthy or timeout; returns the last value."""
     deadline = time.monotonic() + timeout
