@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import checks, claims, plots, stats
+from . import lab as lab_mod
 from .manifest import machine_markdown
 from .plots import COLORS, bars
 
@@ -970,7 +971,11 @@ class Report:
             f"- **Repeats and order.** {man.get('repeats', '?')} repeats per cell, in rounds (every cell once per "
             f"round), the servers' order and each server's cells shuffled every round with `random.Random` "
             f"seeded by {man.get('order_seed', '—')}/experiment (recorded in manifest.json as `order_seed`; "
-            f"`python -m bench --seed N` changes it), so a drift of the host lands on every server alike.\n"
+            f"`python -m bench --seed N` changes it), so a drift of the host lands on every server alike. A "
+            f"repeat that read more than +{lab_mod.RETAKE_OTHER_CORES} cores of load from outside the lab (a quiet "
+            f"run's worst cell reads about +0.10) is taken again at the end of its experiment, at most "
+            f"{lab_mod.MAX_RETAKES} times; the last reading is then kept, with its other load in results.csv "
+            f"(`retakes` counts them).\n"
             f"- **Figures.** Every figure is the median of its repeats; the interval beside it is the percentile-"
             f"bootstrap 95% interval of that median (with 5 repeats it is their range, whose coverage is 94% "
             f"whatever the distribution: the nominal 95% is not reachable with 5 values). results.csv gives each "
@@ -1234,6 +1239,12 @@ class Report:
             out.append(f"- **How far to trust the numbers**: {inv} invalid cell(s), {cb} client-bound; other load "
                        f"on the machine {other:+.2f} cores (median cell), {worst:+.2f} at worst; steal "
                        f"{steal:.3f} cores (median).")
+            retaken = getattr(self.lab, "retaken", None)   # None: a report rendered again from results
+            if retaken is not None:
+                out.append(f"- **Disturbed repeats**: {len(retaken)} repeat(s) read more than "
+                           f"+{lab_mod.RETAKE_OTHER_CORES} cores of other load and were taken again at the end of "
+                           f"their experiment (at most {lab_mod.MAX_RETAKES} times each; which ones: each "
+                           f"experiment's notes); the figures above are the retakes'.")
         m = self.man.get("machine") or {}
         if m:
             c = m["cpu"]

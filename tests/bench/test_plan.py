@@ -139,6 +139,7 @@ def test_run_cells_shares_a_duplicate_cell_and_keeps_a_server_up_for_the_next_ex
     second experiment's cell with the same server and command is the first's
     records under its own name, and the server kept up for it is not restarted."""
     import subprocess
+    monkeypatch.setattr(lab, "MAX_RETAKES", 0)   # whatever else this machine runs meanwhile
     lb = lab.Lab(tmp_path / "out", smoke=True, repeats=2, spindle_bin=Path("/bin/false"),
                  cell_s=0.1, warmup_s=0, cores=[1])
     started, runs = [], []

@@ -116,3 +116,52 @@ def test_a_run_without_vegeta_stops_before_measuring(tmp_path):
     real = tmp_path / "vegeta"
     real.write_text("")
     assert not any("vegeta" in m for m in entry.missing_tools(real))
+
+
+
+def test_a_repeat_disturbed_by_other_load_is_taken_again_later(tmp_path, monkeypatch):
+    """A repeat that read more than RETAKE_OTHER_CORES of other load is not a
+    result: it is measured again after the experiment's other repeats, at
+    most MAX_RETAKES times (the last reading is then kept, with its other
+    load), and each retake is noted."""
+    spindle = REPO / "spindle"
+    assert spindle.exists(), "make all builds ./spindle before tests/bench"
+    assert lab.RETAKE_OTHER_CORES == 0.15 and lab.MAX_RETAKES == 2
+    lb = lab.Lab(tmp_path / "out", smoke=True, repeats=2, spindle_bin=spindle, cell_s=0.1, warmup_s=0,
+                 cores=[1])
+    lb.make_docroot()
+    # the other-load reading of each measurement, in the order they are taken
+    readings = iter([0.01, 0.90,   # calm 1; busy 1: disturbed
+                     0.02, 0.50,   # calm 2; busy 2: disturbed
+                     0.40, 0.30,   # busy 1, busy 2 again: both still disturbed
+                     0.05, 0.60])  # busy 1 quiet at last; busy 2 kept after two retakes
+    real_account = lab.account
+
+    def account(*a, **kw):
+        return {**real_account(*a, **kw), "other_cores": next(readings)}
+
+    monkeypatch.setattr(lab, "account", account)
+    monkeypatch.setattr(lab, "measurement_order",
+                        lambda cells, repeats, seed=None: [(1, cells[0], False), (1, cells[1], False),
+                                                           (2, cells[0], False), (2, cells[1], False)])
+    taken = []
+
+    def fake_run(name):
+        def run(lab_, s):
+            taken.append(name)
+            return {"tool": "fake", "requests": 1, "served": 1, "rps": 1.0, "duration_s": 0.1}
+        return run
+
+    key = lab.server_key("spindle", "epoll")
+    cells = [lab.Cell("t", "calm", key, {"conc": 1}, fake_run("calm")),
+             lab.Cell("t", "busy", key, {"conc": 1}, fake_run("busy"))]
+    try:
+        lab.run_cells(lb, "t", cells, 2, [], lambda r: "")
+    finally:
+        lb.cleanup()
+    assert taken == ["calm", "busy", "calm", "busy", "busy", "busy", "busy", "busy"]
+    assert [(r["cell"], r["rep"], r["other_cores"], r["retakes"]) for r in lb.records] == [
+        ("calm", 1, 0.01, 0), ("calm", 2, 0.02, 0), ("busy", 1, 0.05, 2), ("busy", 2, 0.60, 2)]
+    assert [(r["cell"], r["rep"], r["other_cores"]) for r in lb.retaken] == [
+        ("busy", 1, 0.90), ("busy", 2, 0.50), ("busy", 1, 0.40), ("busy", 2, 0.30)]
+    assert sum("taken again" in n for n in lb.notes["t"]) == 4
