@@ -18,6 +18,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import checks, cpumeter, kcounters, parsers, procstat
+from . import checks, cpumeter, kcounters, parsers, procstat, reqtimes
 from . import openloop as openloop_gen
 
 HOST = "127.0.0.1"
@@ -323,7 +324,10 @@ class Lab:
     def spindle_argv(self, model: str, port: int, workers: int, settings: dict, log: Path) -> list[str]:
         a = [str(self.spindle_bin), "--config", str(REPO / "server.conf"), "--bind", HOST,
              "--port", str(port), "--root", str(self.docroot), "--model", model,
-             "--set", f"workers={workers}", "--set", "access_log=off", "--set", f"error_log={log}"]
+             "--set", f"workers={workers}", "--set", "access_log=off", "--set", f"error_log={log}",
+             # /metrics on: the lab reads the request timing histograms before and after
+             # every cell (bench/reqtimes.py); per request it costs two length compares
+             "--set", "metrics=on"]
         for k, v in settings.items():
             a += ["--set", f"{k}={v}"]
         return a
@@ -780,6 +784,37 @@ http {{
             time.sleep(0.05)
         return last
 
+    def http_get(self, s: Server, path: str, timeout: float = 5.0) -> str | None:
+        """One GET with Connection: close, over TLS where the server speaks
+        it (certificates unchecked: the tls experiment's are made for the
+        run); the body of a 200, else None."""
+        try:
+            raw = socket.create_connection((HOST, s.port), timeout=timeout)
+            if s.scheme == "https":
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                raw = ctx.wrap_socket(raw, server_hostname=HOST)
+            with raw as c:
+                c.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                data = b""
+                while chunk := c.recv(65536):
+                    data += chunk
+        except (OSError, ssl.SSLError):
+            return None
+        head, _, body = data.partition(b"\r\n\r\n")
+        if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
+            return None
+        return body.decode(errors="replace")
+
+    def request_times(self, s: Server) -> dict | None:
+        """spindle's queue-wait and service-time histograms as they stand
+        (bench/reqtimes.py), or None: another server, or /metrics unreadable."""
+        if s.kind != "spindle" or not s.alive():
+            return None
+        text = self.http_get(s, "/metrics")
+        return reqtimes.parse_metrics(text) if text else None
+
     def starves_second_connection(self, s: Server, path: str, wait_s: float = 1.0) -> bool:
         """True when, while one keep-alive connection stays open, a second one
         gets no response within wait_s (the iterative model's behaviour; wrk
@@ -859,7 +894,9 @@ class Cell:
     same_as: str = ""
 
 
-ORDER_SEED = 20261126    # the default run's shuffle; recorded in the manifest (order_seed)
+ORDER_SEED = 20261126
+# Reading spindle's /metrics before and after a cell (Lab.request_times), for the plan's estimate
+METRICS_READ_S = 0.02    # the default run's shuffle; recorded in the manifest (order_seed)
 
 # A repeat measured while something outside the lab used the CPUs is taken again at the end of its
 # experiment. A quiet run's worst cell reads +0.10 cores of other load (the 2026-11-26 published run,
@@ -1107,7 +1144,8 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                          "warmups": sum(1 for _, _, w in order if w),
                          "keys": list(dict.fromkeys(c.server for c in cells)),
                          "names": names, "shared": len(shared),
-                         "extra_s": repeats * sum(c.extra_s for c in cells)})
+                         "extra_s": repeats * sum(c.extra_s + (METRICS_READ_S if c.server[0] == "spindle" else 0.0)
+                                                  for c in cells)})
         return
     reuse_measured(lab, exp, shared)
     running: dict[tuple, Server] = {}
@@ -1172,6 +1210,9 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
             if warm_up:
                 lab.warm(s, c.warm_path)
             tot0 = lab.totals(s) if c.workload else None
+            # the server's own histograms, read outside the CPU window (their reading costs the server a
+            # request): the cell's queue wait and service time are the difference (bench/reqtimes.py)
+            rt0 = lab.request_times(s)
             t_tot0 = time.monotonic()
             pids0 = s.pids()
             # perf counts the server's system calls and switches for the cell (inherited by what
@@ -1198,6 +1239,7 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
             sched1 = procstat.threads_schedstat(pids1)
             kc1 = kcounters.snapshot(pids1, lab.meter.server_group(s.cg_key))
             perf_counts = perf.stop() if perf else None
+            rt1 = lab.request_times(s) if rt0 is not None else None
             if not s.alive():
                 m.setdefault("problems", []).append(f"server died (exit {s.proc.returncode})")
             gen = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
@@ -1217,6 +1259,7 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 # the server's threads' time waiting for a CPU (live threads; one that exits takes its own)
                 m["server_runq_wait_s"] = procstat.schedstat_delta(sched0, sched1)[1]
                 m.update(kcounters.per_request(kcounters.delta(kc0, kc1), perf_counts, m.get("served") or 0))
+                m.update(reqtimes.fields(reqtimes.delta(rt0, rt1)))
             if raw_path:
                 m["raw_file"] = raw_path
                 closed = not (c.params.get("open_loop") or "rate" in c.params)

@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import checks, claims, plots, stats
+from . import checks, claims, plots, stats, why
 from . import lab as lab_mod
 from .manifest import machine_markdown
 from .plots import COLORS, bars
@@ -234,6 +234,7 @@ class Report:
         self.replication: list[dict] = []
         self.winners: dict[str, str] = {}     # peers: verdict id -> winner (or "unsettled")
         self.plots: list[str] = []
+        self.why: list[dict] = []             # the "which model wins, when, and why" regimes (bench/why.py)
 
     def head(self, exp, title):
         self.md.append(f"\n## {title}\n")
@@ -963,6 +964,26 @@ class Report:
                                f"**{r['status']}**" if r["status"] in (stats.REVERSED,) else r["status"]]
                               for r in self.replication]))
 
+    def why_section(self):
+        """Which model wins, when, and why (bench/why.py), with the queue wait and
+        service time of spindle's models against offered load."""
+        text, self.why = why.section(self.rows)
+        self.md.append(text)
+        rows = [r for r in why.sweep(self.rows) if r.get("queue_mean_us") is not None]
+        if not rows:
+            return
+        fig, ax = plt.subplots(figsize=(9, 4.8))
+        for m in [m for m in MODEL_ORDER if any(r["server"] == m for r in rows)]:
+            pts = sorted([r for r in rows if r["server"] == m and not r.get("invalid")], key=lambda r: r["rate"])
+            for key, style, what in (("service_mean_us", "-", "service"), ("queue_mean_us", "--", "queue wait")):
+                ax.plot([r["rate"] for r in pts], [max(r[key], 0.1) for r in pts], marker="o", linestyle=style,
+                        color=COLORS.get(m), label=f"{m} {what}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _style(ax, "queue wait and service time inside spindle against offered load (open loop, keep-alive, 13 B)",
+               "mean per request, µs (log)", "offered load, requests/s (log)")
+        self.save_fig(fig, "queue_service.png", "queue wait and service time against offered load", [ax])
+
     def method_section(self):
         """How verdicts are reached, and the choices a reader should know."""
         man = self.man
@@ -1086,7 +1107,8 @@ class Report:
                    ("ctx_vol_per_req", "vol. switches", 2), ("ctx_invol_per_req", "invol. switches", 3),
                    ("ctx_per_req", "switches (perf)", 2), ("runq_us_per_req", "run-queue µs", 1),
                    ("minflt_per_req", "minor faults", 3), ("syscalls_per_req", "syscalls", 1),
-                   ("softirq_us_per_req", "softirq µs (machine)", 1))
+                   ("softirq_us_per_req", "softirq µs (machine)", 1), ("queue_mean_us", "queue wait µs", 1),
+                   ("service_mean_us", "service µs", 1))
 
     def kernel_section(self):
         """What each request cost the kernel, per cell and server: medians over the repeats."""
@@ -1113,7 +1135,9 @@ class Report:
             + ("this run had --syscalls, so its CPU figures include that cost" if any(
                 r.get("syscalls_per_req") is not None and not r.get("count_syscalls") for r in recs)
                else "elsewhere —") + "); "
-            "softirq time from /proc/stat, the whole machine's. Hardware counters on this machine: "
+            "softirq time from /proc/stat, the whole machine's; for spindle, the mean queue wait and service "
+            "time of the cell's requests from its own histograms, read from /metrics before and after the cell "
+            "(bench/reqtimes.py). Hardware counters on this machine: "
             f"**{hw}**" + ("" if hw.startswith("yes") else " — so no cycles, instructions, IPC or cache misses "
                           "here") + "; `python -m bench --pmu` adds cycles and instructions per request where "
             "perf has them (it implies --syscalls). Medians over the repeats; every repeat's figures are in results.csv.\n")
@@ -1284,6 +1308,7 @@ class Report:
         self.headline = self.headline_rows()
         self.claims_section()
         self.replication_section()
+        self.why_section()
         self.method_section()
         self.changes_section()
         claims_md = self.md
