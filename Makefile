@@ -18,7 +18,7 @@ PORT     ?= 8080
 MODEL    ?=
 BUILD    ?= build
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c))
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c src/net/*.c))
 MAIN_SRC := src/main.c
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
@@ -142,7 +142,7 @@ spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 # libFuzzer targets (tests/fuzz/): the parser and path code alone, and the
 # connection core, Range responses and the configuration over the whole core.
 # UB aborts like any crash (-fno-sanitize-recover=all); see tests/fuzz/run.sh.
-FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls
+FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls fuzz_proxy
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) $(WARN) -O1 -g $(FUZZ_SAN) -DSPINDLE_VERSION='"$(VERSION)"'
 FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c
@@ -167,6 +167,11 @@ build/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c tests/fuzz/tls_driver.c tests/fuzz/co
 		tests/fuzz/fuzz_conn.h src/conn.c src/tls/wire.c \
 		$(filter-out build/fuzz/obj/src/conn.o build/fuzz/obj/src/tls/wire.o,$(FUZZ_OBJ))
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c src/tls/wire.c,$^) $(LDLIBS)
+
+# The PROXY header parser alone: pure, so no core around it.
+build/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c src/net/proxy_protocol.c
+	@mkdir -p build/fuzz
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
 
 build/fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(LDLIBS)

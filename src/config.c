@@ -60,6 +60,7 @@ static const struct key_kind key_int, key_size, key_duration, key_duration_us, k
 
 static int check_model(const char *value, char *why, size_t whylen);
 static int check_fallback(const char *value, char *why, size_t whylen);
+static int check_real_ip_from(const char *value, char *why, size_t whylen);
 
 static const struct name_value symlinks_names[] = {
 	{ "inside", SYMLINKS_INSIDE }, { "all", SYMLINKS_ALL }, { "off", SYMLINKS_OFF }, { NULL, 0 },
@@ -101,6 +102,7 @@ static const struct config_key config_keys[] = {
 	N("server", "max_connections", key_int, max_connections, 1, 1000000, "10240"),
 	K("server", "reuseport", key_bool, reuseport, "on"),
 	K("server", "listen", key_listen, listen, NULL), /* repeated: each line adds one */
+	S("server", "real_ip_from", key_string_off, real_ip_from, "off", check_real_ip_from),
 	K("server", "user", key_name, user, "off"),
 	K("server", "group", key_name, group, "off"),
 	K("server", "landlock", key_bool, landlock, "on"),
@@ -346,6 +348,19 @@ static int check_fallback(const char *value, char *why, size_t whylen)
 	if (!fallback_resolves(value)) {
 		snprintf(why, whylen, "fallback: '%s' must be a path starting with '/' (no query) that "
 			 "names a file beneath the root, or off", value);
+		return -1;
+	}
+	return 0;
+}
+
+/* The balancers a `listen ... proxy_protocol` address takes PROXY headers
+ * from: an address list as stats_allow's. */
+static int check_real_ip_from(const char *value, char *why, size_t whylen)
+{
+	struct cidr_list l;
+	char inner[256];
+	if (cidr_list_parse(value, &l, inner, sizeof(inner)) < 0) {
+		snprintf(why, whylen, "real_ip_from: %s", inner);
 		return -1;
 	}
 	return 0;
@@ -638,10 +653,32 @@ static void report(const char *fmt, ...)
 	reporter(msg);
 }
 
+/* libinih's reader with the line count kept, so that a check made after
+ * the whole file is read can still name the line it is about. */
+struct line_reader {
+	FILE *f;
+	int line;      /* of the last chunk read: the pair being handled */
+	bool at_start; /* the next chunk starts a line (fgets splits a long one) */
+};
+
 struct ini_state {
 	struct config *cfg;
 	char why[512];
+	const struct line_reader *reader;
 };
+
+static char *read_counting(char *str, int num, void *stream)
+{
+	struct line_reader *r = stream;
+	char *s = fgets(str, num, r->f);
+	if (s) {
+		size_t n = strlen(s);
+		if (r->at_start)
+			r->line++;
+		r->at_start = n > 0 && s[n - 1] == '\n';
+	}
+	return s;
+}
 
 /* One "pattern = value" of [cache_control] (or of --set cache_control=...). */
 static int cache_control_apply(struct config *cfg, const char *pattern, const char *value, char *why,
@@ -681,18 +718,30 @@ static int ini_on_pair(void *user, const char *section, const char *name, const 
 				 k->section, section);
 		return 0;
 	}
-	return k->kind->set(st->cfg, k, value, st->why, sizeof(st->why)) == 0;
+	if (k->kind->set(st->cfg, k, value, st->why, sizeof(st->why)) < 0)
+		return 0;
+	if (k->kind == &key_listen)
+		st->cfg->listen[st->cfg->nlisten - 1].line = st->reader->line;
+	return 1;
 }
 
 int config_load_file(struct config *cfg, const char *path)
 {
-	struct ini_state st = { .cfg = cfg };
+	struct line_reader r = { .at_start = true };
+	struct ini_state st = { .cfg = cfg, .reader = &r };
 
 	ini_stop_on_first_error = true;
 	ini_allow_multiline = false; /* an indented line is a mistake, not a continuation */
-	int line = ini_parse(path, ini_on_pair, &st);
-	if (line == -1) {
+	errno = 0;
+	r.f = fopen(path, "re");
+	if (!r.f) {
 		report("%s: %s", path, strerror(errno ? errno : ENOENT));
+		return -1;
+	}
+	int line = ini_parse_stream(read_counting, &r, ini_on_pair, &st);
+	fclose(r.f);
+	if (line == -2) {
+		report("%s: out of memory", path);
 		return -1;
 	}
 	if (line != 0) {
@@ -816,7 +865,7 @@ static int listen_parse_address(const char *tok, struct listen_addr *a, char *wh
 	return 0;
 }
 
-/* One option after the address: tls, ipv6only=on|off, mode=0660, owner=, group=. */
+/* One option after the address: tls, proxy_protocol, ipv6only=on|off, mode=0660, owner=, group=. */
 static int listen_parse_option(const char *opt, struct listen_addr *a, char *why, size_t whylen)
 {
 	const char *eq = strchr(opt, '=');
@@ -827,6 +876,8 @@ static int listen_parse_option(const char *opt, struct listen_addr *a, char *why
 #define OPT_IS(name) (klen == strlen(name) && strncmp(opt, name, klen) == 0)
 	if (OPT_IS("tls") && !eq) {
 		a->tls = true;
+	} else if (OPT_IS("proxy_protocol") && !eq) {
+		a->proxy_protocol = true;
 	} else if (OPT_IS("ipv6only") && eq) {
 		if (!v6) {
 			snprintf(why, whylen, "listen: ipv6only applies to an IPv6 address only");
@@ -859,7 +910,8 @@ static int listen_parse_option(const char *opt, struct listen_addr *a, char *why
 			strcpy(dst, val);
 		}
 	} else {
-		snprintf(why, whylen, "listen: unknown option '%s' (tls, ipv6only=, mode=, owner=, group=)", opt);
+		snprintf(why, whylen, "listen: unknown option '%s' (tls, proxy_protocol, ipv6only=, mode=, owner=, group=)",
+			 opt);
 		return -1;
 	}
 #undef OPT_IS
@@ -924,6 +976,8 @@ void listen_addr_format(const struct listen_addr *a, char *buf, size_t len)
 		APPEND(" group=%s", a->group);
 	if (a->tls)
 		APPEND(" tls");
+	if (a->proxy_protocol)
+		APPEND(" proxy_protocol");
 #undef APPEND
 }
 
@@ -937,18 +991,35 @@ bool listen_addr_same(const struct listen_addr *a, const struct listen_addr *b)
 	return a->port == b->port && strcmp(a->host, b->host) == 0;
 }
 
+/* "server.conf:12" for a listen line read from the file, else the source. */
+static void listen_where(const struct config *cfg, const struct listen_addr *a, char *buf, size_t len)
+{
+	if (a->line > 0)
+		snprintf(buf, len, "%s:%d", cfg->source, a->line);
+	else
+		snprintf(buf, len, "%s", cfg->source);
+}
+
 /* No address twice: the second bind would fail, or join the first one's
- * reuseport group. */
+ * reuseport group. A PROXY header is taken only from real_ip_from: without
+ * one, such an address would refuse every connection. */
 static int listen_validate(const struct config *cfg)
 {
-	for (int i = 0; i < cfg->nlisten; i++)
+	char buf[256], where[4200];
+	for (int i = 0; i < cfg->nlisten; i++) {
+		listen_addr_format(&cfg->listen[i], buf, sizeof(buf));
+		listen_where(cfg, &cfg->listen[i], where, sizeof(where));
 		for (int j = 0; j < i; j++)
 			if (listen_addr_same(&cfg->listen[i], &cfg->listen[j])) {
-				char buf[256];
-				listen_addr_format(&cfg->listen[i], buf, sizeof(buf));
-				report("%s: listen: %s is given twice", cfg->source, buf);
+				report("%s: listen: %s is given twice", where, buf);
 				return -1;
 			}
+		if (cfg->listen[i].proxy_protocol && !cfg->real_ip_from[0]) {
+			report("%s: listen: %s takes the PROXY protocol, but real_ip_from names no balancer to take it "
+			       "from (real_ip_from = ADDRESS/PREFIX ...)", where, buf);
+			return -1;
+		}
+	}
 	return 0;
 }
 

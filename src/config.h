@@ -20,7 +20,8 @@
  * like nginx's `listen` directive:
  *   listen = 127.0.0.1:8080 | [::]:8080 ipv6only=on | *:8080 | 8080
  *   listen = unix:/run/spindle.sock mode=0660 owner=www-data group=www-data
- *   listen = 0.0.0.0:8443 tls */
+ *   listen = 0.0.0.0:8443 tls
+ *   listen = 10.0.0.11:8080 proxy_protocol   (behind a balancer: see real_ip_from) */
 #define CONFIG_MAX_LISTEN 16
 enum listen_kind { LISTEN_TCP, LISTEN_UNIX };
 
@@ -35,6 +36,8 @@ struct listen_addr {
 	char owner[64];       /* UNIX: chown the socket file to this user/group ("": leave it) */
 	char group[64];
 	bool tls;             /* serve HTTPS here */
+	bool proxy_protocol;  /* every connection starts with a PROXY header (net/proxy_protocol.h) */
+	int line;             /* where the line is in cfg->source, for messages; 0: not from a file */
 };
 
 /* Parses one `listen` value into *out; on error writes why and returns -1.
@@ -112,6 +115,7 @@ struct config {
 	char group[64];       /* ... and group ("": the user's login group) */
 	bool landlock;        /* restrict serving processes' file access where the kernel can */
 	char pid_file[4096];  /* "" when off; the master's pid, written once it listens */
+	char real_ip_from[1024]; /* who may send a PROXY header: CIDRs, space-separated; "" when off */
 
 	/* [tls]: tls = on makes `port` an HTTPS port */
 	bool tls;

@@ -184,7 +184,14 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 	c->seg_max = 2 * c->cfg->max_ranges + 3;
 	/* buffers come with the first bytes (conn_input_space, conn_out_buffers) */
 	c->head_started = c->last_progress = conn_now_ms();
+	conn_set_peer(c, peer, peerlen);
+	return c;
+}
+
+void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerlen)
+{
 	strcpy(c->peer, "-");
+	memset(&c->peer_addr, 0, sizeof(c->peer_addr));
 	if (peer && peerlen <= sizeof(c->peer_addr))
 		memcpy(&c->peer_addr, peer, peerlen);
 	if (peer && peer->sa_family == AF_INET && peerlen >= sizeof(struct sockaddr_in))
@@ -193,7 +200,6 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer, sizeof(c->peer));
 	else if (peer && peer->sa_family == AF_UNIX)
 		strcpy(c->peer, "unix:"); /* a client's socket is unnamed; the log says which family */
-	return c;
 }
 
 /* Listings are built whole in memory (up to AUTOINDEX_MAX_BODY each) and held

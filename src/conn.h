@@ -47,6 +47,10 @@ struct conn_output {
 
 struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, socklen_t peerlen);
 void conn_free(struct conn *c);
+/* The client is someone other than the socket's peer: a PROXY header named
+ * it (tls/wire.c). Before the first request byte only: the access log,
+ * stats_allow and the per-client budgets then see this address. */
+void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerlen);
 
 /* Where the driver may put received bytes. Never empty while the core wants READ. */
 struct iovec conn_input_space(struct conn *c);

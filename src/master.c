@@ -236,12 +236,14 @@ static int gen_listeners_wanted(const struct generation *g)
 
 static void gen_release(struct master *m, struct generation *g);
 
-static bool line_wants_tls(const struct listen_addr *lines, int n, const struct listen_addr *a)
+/* The configuration's line for an address, which holds its options (an
+ * inherited socket without a line has none), or NULL. */
+static const struct listen_addr *line_for(const struct listen_addr *lines, int n, const struct listen_addr *a)
 {
 	for (int i = 0; i < n; i++)
 		if (listen_addr_same(&lines[i], a))
-			return lines[i].tls;
-	return false;
+			return &lines[i];
+	return NULL;
 }
 
 /* Builds a generation's server on the master's listeners, first adding the
@@ -296,7 +298,9 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 			/* tls: this configuration's line for the address (a reload
 			 * may add or drop it on a socket that stays, and an
 			 * inherited socket comes without options), or tls = on */
-			g->srv.listen_group_tls[k] = line_wants_tls(addrs, naddrs, &l->set.addr) || cfg->tls;
+			const struct listen_addr *line = line_for(addrs, naddrs, &l->set.addr);
+			g->srv.listen_group_tls[k] = (line && line->tls) || cfg->tls;
+			g->srv.listen_group_proxy[k] = line && line->proxy_protocol;
 			socklen_t alen = sizeof(g->srv.listen_group_addr[k]);
 			if (getsockname(l->set.fds[0], (struct sockaddr *)&g->srv.listen_group_addr[k], &alen) < 0)
 				memset(&g->srv.listen_group_addr[k], 0, sizeof(g->srv.listen_group_addr[k]));

@@ -86,25 +86,37 @@ static bool listener_matches(const struct sockaddr_storage *l, const struct sock
 	       IN6_ARE_ADDR_EQUAL(&l6->sin6_addr, &((const struct sockaddr_in6 *)a)->sin6_addr);
 }
 
-const struct tls_context *server_tls_for(const struct server *srv, int fd)
+/* Whether the listener that accepted fd has flag[] set: without a system
+ * call when all groups agree. */
+static bool group_flag(const struct server *srv, const bool *flag, int fd)
 {
-	int ntls = 0;
+	int n = 0;
 	for (int g = 0; g < srv->nlisten_groups; g++)
-		ntls += srv->listen_group_tls[g];
-	if (!srv->tls || ntls == 0)
-		return NULL;
-	if (ntls == srv->nlisten_groups)
-		return srv->tls;
+		n += flag[g];
+	if (n == 0)
+		return false;
+	if (n == srv->nlisten_groups)
+		return true;
 	struct sockaddr_storage local;
 	socklen_t len = sizeof(local);
 	memset(&local, 0, sizeof(local));
 	if (getsockname(fd, (struct sockaddr *)&local, &len) < 0)
-		return NULL; /* the connection is gone anyway */
+		return false; /* the connection is gone anyway */
 	for (int pass = 0; pass < 2; pass++) /* an exact address before a wildcard */
 		for (int g = 0; g < srv->nlisten_groups; g++)
 			if (listener_matches(&srv->listen_group_addr[g], &local, pass == 0))
-				return srv->listen_group_tls[g] ? srv->tls : NULL;
-	return NULL;
+				return flag[g];
+	return false;
+}
+
+const struct tls_context *server_tls_for(const struct server *srv, int fd)
+{
+	return srv->tls && group_flag(srv, srv->listen_group_tls, fd) ? srv->tls : NULL;
+}
+
+bool server_proxy_for(const struct server *srv, int fd)
+{
+	return group_flag(srv, srv->listen_group_proxy, fd);
 }
 
 const struct error_page *server_error_page(const struct server *srv, int status)
@@ -139,6 +151,12 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		return -1;
 	}
 	load_error_pages(srv);
+	char bad[256];
+	if (cidr_list_parse(cfg->real_ip_from, &srv->real_ip_from, bad, sizeof(bad)) < 0) {
+		/* config_validate() refused this already; a caller skipping it lands here */
+		log_error("real_ip_from: %s", bad);
+		return -1;
+	}
 	if (cfg->types_file[0]) {
 		char why[512];
 		if (mime_overrides_load(cfg->types_file, &srv->mime, why, sizeof(why)) < 0) {

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "http/parse.h"
+#include "stats/cidr.h"
 
 #define SERVER_MAX_LISTENERS 1024
 #define SERVER_MAX_ADDRESSES 32 /* listeners.h's LISTENERS_MAX */
@@ -39,6 +40,10 @@ struct server {
 	bool listen_group_tls[SERVER_MAX_ADDRESSES];
 	struct sockaddr_storage listen_group_addr[SERVER_MAX_ADDRESSES];
 	int nlisten_groups;
+	/* which groups take a PROXY header first (`listen ... proxy_protocol`),
+	 * and from whom (cfg->real_ip_from) */
+	bool listen_group_proxy[SERVER_MAX_ADDRESSES];
+	struct cidr_list real_ip_from;
 	int workers;                 /* resolved: cfg->workers, or the number of cores */
 	int wake_fd;                 /* eventfd: becomes readable when a stop is requested */
 	struct http_limits limits;
@@ -86,6 +91,9 @@ void server_stop_from_signal(int sig, const siginfo_t *info);
  * listener serves plain HTTP. One getsockname() when the instance has both
  * kinds of listener; none otherwise. */
 const struct tls_context *server_tls_for(const struct server *srv, int fd);
+/* Whether a connection accepted on fd starts with a PROXY header (its
+ * listener has proxy_protocol). Looked up as server_tls_for does. */
+bool server_proxy_for(const struct server *srv, int fd);
 
 /* The custom page for a status, or NULL. */
 const struct error_page *server_error_page(const struct server *srv, int status);

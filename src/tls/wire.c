@@ -1,12 +1,18 @@
 /* wire.c - the plain and TLS transports between a driver and the core (see
- * wire.h). The TLS one is a small state machine around an SSL object whose
- * BIOs are memory: it never touches the socket. */
+ * wire.h), and the PROXY header that may come before either. The TLS one is
+ * a small state machine around an SSL object whose BIOs are memory: it never
+ * touches the socket. */
 #include "wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -14,6 +20,7 @@
 
 #include "../config.h"
 #include "../log/log.h"
+#include "../net/proxy_protocol.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "context.h"
@@ -75,10 +82,21 @@ struct tls_ktls {
 	struct ktls_records records;
 };
 
+/* A connection on a `proxy_protocol` listener, until its header is in. */
+struct proxy_stage {
+	unsigned char buf[PROXY_HEADER_MAX]; /* the bytes so far: the header, maybe more */
+	size_t len;
+	bool draining;                       /* its deadline is a drain's grace, not header_timeout */
+	struct sockaddr_storage peer;        /* the balancer, for log lines */
+	socklen_t peerlen;
+};
+
 struct wire {
 	struct conn *core;
 	const struct config *cfg;
-	struct tls_conn *tls;  /* NULL: plain TCP */
+	struct tls_conn *tls;       /* NULL: plain TCP */
+	struct proxy_stage *proxy;  /* non-NULL: the PROXY header comes first */
+	bool refused;               /* the PROXY stage refused the connection: close */
 };
 
 /* ---- the receive buffer ----------------------------------------------- */
@@ -118,6 +136,160 @@ static void in_give(unsigned char *p)
 	free(p);
 }
 
+/* ---- the PROXY header ------------------------------------------------ */
+
+/* A listener with proxy_protocol takes the header before anything else,
+ * TLS included (a balancer in TCP mode passes the ClientHello through after
+ * it), and only from real_ip_from: anyone else could name any client. The
+ * header is read into the stage's buffer, never more than the core can take
+ * at once after it, so that what follows the header in the same read (a
+ * request, a ClientHello) goes on in one piece. Until the header is whole the
+ * wire wants to read under the core's deadline (header_timeout). */
+
+#define PROXY_LOG_PER_SECOND 10 /* refusal lines a process writes, at most */
+
+static _Atomic int64_t refusal_second;
+static atomic_uint refusal_lines;
+static atomic_ulong refusal_unlogged;
+
+/* "192.0.2.1:41234", "[2001:db8::1]:41234" or "unix:". */
+static void peer_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap)
+{
+	char a[INET6_ADDRSTRLEN];
+	if (sa && sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		snprintf(buf, cap, "%s:%u", a, ntohs(s4->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+		snprintf(buf, cap, "[%s]:%u", a, ntohs(s6->sin6_port));
+	} else {
+		snprintf(buf, cap, "%s", sa && sa->sa_family == AF_UNIX ? "unix:" : "-");
+	}
+}
+
+/* One warning per refused connection, PROXY_LOG_PER_SECOND of them a second
+ * at most: a client connecting in a loop must not fill the log. The first one
+ * written after a quiet spell tells how many went unlogged. */
+static void proxy_log_refusal(const struct sockaddr *peer, socklen_t len, const char *why)
+{
+	if (!log_wants(LOG_WARN))
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	int64_t now = ts.tv_sec, was = atomic_load(&refusal_second);
+	if (was != now && atomic_compare_exchange_strong(&refusal_second, &was, now))
+		atomic_store(&refusal_lines, 0);
+	if (atomic_fetch_add(&refusal_lines, 1) >= PROXY_LOG_PER_SECOND) {
+		atomic_fetch_add(&refusal_unlogged, 1);
+		return;
+	}
+	unsigned long missed = atomic_exchange(&refusal_unlogged, 0);
+	char who[INET6_ADDRSTRLEN + 16];
+	peer_text(peer, len, who, sizeof(who));
+	if (missed)
+		log_warn("proxy_protocol: refused %s: %s (and %lu more refusals not logged)", who, why, missed);
+	else
+		log_warn("proxy_protocol: refused %s: %s", who, why);
+}
+
+static void proxy_refuse(struct wire *w, const char *why)
+{
+	struct proxy_stage *p = w->proxy;
+	if (why)
+		proxy_log_refusal((const struct sockaddr *)&p->peer, p->peerlen, why);
+	w->refused = true;
+}
+
+static int proxy_start(struct wire *w, const struct server *srv, const struct sockaddr *peer, socklen_t peerlen)
+{
+	if (!peer || !cidr_list_match(&srv->real_ip_from, peer)) {
+		proxy_log_refusal(peer, peerlen, "not in real_ip_from");
+		w->refused = true;
+		return 0;
+	}
+	struct proxy_stage *p = w->proxy = malloc(sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->len = 0;
+	p->draining = false;
+	p->peerlen = peerlen <= sizeof(p->peer) ? peerlen : 0;
+	memcpy(&p->peer, peer, p->peerlen);
+	return 0;
+}
+
+static struct iovec proxy_input_space(struct wire *w)
+{
+	struct proxy_stage *p = w->proxy;
+	size_t room = sizeof(p->buf) - p->len;
+	if (!w->tls) { /* see above: the rest must fit the core's buffer */
+		struct iovec core = conn_input_space(w->core);
+		if (core.iov_len < room)
+			room = core.iov_len;
+	}
+	return (struct iovec){ p->buf + p->len, room };
+}
+
+static void tls_received(struct wire *w, const unsigned char *in, size_t n);
+
+/* Bytes that came after the header, for the transport. */
+static void proxy_pass_on(struct wire *w, const unsigned char *in, size_t n)
+{
+	if (w->tls) {
+		tls_received(w, in, n);
+		return;
+	}
+	struct iovec space = conn_input_space(w->core);
+	if (space.iov_len < n) { /* the core's buffer could not be had */
+		w->refused = true;
+		return;
+	}
+	memcpy(space.iov_base, in, n);
+	conn_input_done(w->core, (ssize_t)n);
+}
+
+static void proxy_input_done(struct wire *w, ssize_t n)
+{
+	struct proxy_stage *p = w->proxy;
+	struct proxy_header h;
+
+	if (w->refused) /* timed out while a receive was in flight */
+		return;
+	if (n <= 0) {
+		/* a connect-and-close (a port probe) sent no header to refuse */
+		proxy_refuse(w, p->len ? "the connection ended inside its PROXY header" : NULL);
+		return;
+	}
+	p->len += (size_t)n;
+	switch (proxy_parse(p->buf, p->len, &h)) {
+	case PROXY_NEED_MORE:
+		return;
+	case PROXY_ERROR:
+		proxy_refuse(w, h.error);
+		return;
+	case PROXY_DONE:
+		break;
+	}
+	/* v2 LOCAL and v1 UNKNOWN: the balancer speaks for itself (a health check) */
+	if (h.relayed)
+		conn_set_peer(w->core, (const struct sockaddr *)&h.src, h.addrlen);
+	w->proxy = NULL; /* from here on, a plain or TLS wire */
+	if (p->len > h.len)
+		proxy_pass_on(w, p->buf + h.len, p->len - h.len);
+	free(p);
+}
+
+static void proxy_timeout(struct wire *w)
+{
+	struct proxy_stage *p = w->proxy;
+	/* a drain's grace running out is no fault of the balancer's */
+	proxy_refuse(w, p->draining ? NULL : "no complete PROXY header within header_timeout");
+	conn_timeout(w->core); /* counted as the core counts a timeout */
+}
+
+/* ---- the wire --------------------------------------------------------- */
+
 struct wire *wire_new(const struct server *srv, const struct tls_context *tls, int sock, const struct sockaddr *peer,
 		      socklen_t peerlen)
 {
@@ -129,7 +301,9 @@ struct wire *wire_new(const struct server *srv, const struct tls_context *tls, i
 	w->core = conn_new(srv, peer, peerlen);
 	if (!w->core)
 		goto fail;
-	if (!tls)
+	if (server_proxy_for(srv, sock) && proxy_start(w, srv, peer, peerlen) < 0)
+		goto fail;
+	if (!tls || w->refused)
 		return w;
 	struct tls_conn *t = w->tls = calloc(1, sizeof(*t));
 	if (!t)
@@ -176,6 +350,7 @@ void wire_free(struct wire *w)
 		free(w->tls->ktls);
 		free(w->tls);
 	}
+	free(w->proxy);
 	conn_free(w->core);
 	free(w);
 }
@@ -416,6 +591,12 @@ struct iovec wire_input_space(struct wire *w)
 {
 	struct tls_conn *t = w->tls;
 
+	if (w->proxy)
+		return proxy_input_space(w);
+	if (w->refused) { /* the driver reads nothing more: the wire wants to close */
+		static unsigned char none[1];
+		return (struct iovec){ none, sizeof(none) };
+	}
 	if (!t)
 		return conn_input_space(w->core);
 	if (!t->in)
@@ -432,6 +613,12 @@ void wire_input_done(struct wire *w, ssize_t n)
 {
 	struct tls_conn *t = w->tls;
 
+	if (w->proxy) {
+		proxy_input_done(w, n);
+		return;
+	}
+	if (w->refused)
+		return;
 	if (!t) {
 		conn_input_done(w->core, n);
 		return;
@@ -454,10 +641,17 @@ void wire_input_done(struct wire *w, ssize_t n)
 		tls_pump(w);
 		return;
 	}
-	t->heard = true;
-	int put = in ? BIO_write(t->rbio, in, (int)n) : -1;
+	tls_received(w, in, (size_t)n);
 	in_give(in);
-	if (put != (int)n) {
+}
+
+/* Ciphertext for OpenSSL, from a receive (or after a PROXY header). */
+static void tls_received(struct wire *w, const unsigned char *in, size_t n)
+{
+	struct tls_conn *t = w->tls;
+
+	t->heard = true;
+	if (!in || BIO_write(t->rbio, in, (int)n) != (int)n) {
 		t->state = TLS_DEAD;
 		return;
 	}
@@ -538,7 +732,14 @@ void wire_shutdown_done(struct wire *w)
 enum conn_want wire_wants(struct wire *w, int64_t *deadline_ms)
 {
 	struct tls_conn *t = w->tls;
+
+	if (w->refused) {
+		*deadline_ms = -1;
+		return CONN_WANT_CLOSE;
+	}
 	enum conn_want want = conn_wants(w->core, deadline_ms);
+	if (w->proxy) /* the header, under the core's deadline for a request's head */
+		return want == CONN_WANT_CLOSE ? want : CONN_WANT_READ;
 
 	if (!t)
 		return want;
@@ -563,6 +764,12 @@ void wire_timeout(struct wire *w)
 	struct tls_conn *t = w->tls;
 	int64_t deadline;
 
+	if (w->refused)
+		return;
+	if (w->proxy) {
+		proxy_timeout(w);
+		return;
+	}
 	if (!t) {
 		conn_timeout(w->core);
 		return;
@@ -586,6 +793,8 @@ void wire_timeout(struct wire *w)
 void wire_drain(struct wire *w)
 {
 	conn_drain(w->core);
+	if (w->proxy)
+		w->proxy->draining = true;
 	if (w->tls && w->tls->state == TLS_OPEN)
 		tls_pump(w);
 }
@@ -594,7 +803,7 @@ bool wire_awaits_request(struct wire *w)
 {
 	struct tls_conn *t = w->tls;
 
-	if (t && (out_pending(t) || t->state == TLS_CLOSING || t->state == TLS_DEAD))
+	if (w->refused || (t && (out_pending(t) || t->state == TLS_CLOSING || t->state == TLS_DEAD)))
 		return false;
 	/* Mid-handshake, the client's next bytes are awaited as a head's are,
 	 * so the core decides: not while draining, when the grace is watched

@@ -5,7 +5,7 @@
  * core's driver interface (conn.h) with the wire_ prefix, so the loop of any
  * model reads the same:
  *
- *     driver  <-- wire bytes -->  wire (plain | TLS)  <-- plaintext -->  core
+ *     driver  <-- wire bytes -->  wire ([PROXY] plain | TLS)  <-- plaintext -->  core
  *
  * A plain wire forwards every call (sendfile stays intact). A TLS wire runs
  * OpenSSL over memory BIOs: received ciphertext goes into the BIO and comes
@@ -18,7 +18,14 @@
  * With kernel TLS (ktls.h) a TLS 1.3 wire hands its transmit direction to the
  * socket before the first response; from then on it forwards the core's
  * output like a plain wire (sendfile again) while received records still go
- * through OpenSSL. */
+ * through OpenSSL.
+ *
+ * On a listener with proxy_protocol, a PROXY header (net/proxy_protocol.h)
+ * comes before either: the wire takes it from the first bytes, only from a
+ * peer in real_ip_from, and tells the core the client it names
+ * (conn_set_peer); the bytes after it go on as the connection's first. A
+ * peer outside real_ip_from, a malformed header, or none within
+ * header_timeout: the wire wants CLOSE, with a warning in the error log. */
 #ifndef SPINDLE_TLS_WIRE_H
 #define SPINDLE_TLS_WIRE_H
 
@@ -29,7 +36,8 @@ struct wire;
 
 /* tls: the listener's TLS context, or NULL for plain TCP. sock: the
  * connection's socket; the wire never reads or writes it, but may hand its
- * TLS transmit direction to the kernel (ktls.h). */
+ * TLS transmit direction to the kernel (ktls.h), and asks the server whether
+ * its listener takes a PROXY header (server_proxy_for). */
 struct wire *wire_new(const struct server *srv, const struct tls_context *tls, int sock, const struct sockaddr *peer,
 		      socklen_t peerlen);
 void wire_free(struct wire *w);

@@ -40,6 +40,8 @@ listen = [::1]:8082 ipv6only=off
 listen = *:8083
 listen = 8084
 listen = unix:sock mode=0660 owner=nobody group=nogroup
+listen = 127.0.0.1:8085 proxy_protocol
+real_ip_from = 10.0.0.2 fd00::/64 unix:
 user = nobody
 group = nogroup
 landlock = off
@@ -250,6 +252,8 @@ BAD_LINES = [
     ("bad-listen-v6", "listen = ::1:80\n"),
     ("listen-twice", "listen = 80\nlisten = *:80\n"),
     ("listen-too-many", "".join(f"listen = {8000 + i}\n" for i in range(17))),
+    ("bad-real-ip-from", "real_ip_from = 10.0.0.0/33\n"),
+    ("bad-listen-proxy-value", "listen = 80 proxy_protocol=on\n"),
     ("bad-codings", "precompressed = lzma\n"),
     ("bad-cache-control", "[cache_control]\n/a =\n"),
     ("bad-cache-control-pattern", "[cache_control]\n[a = b\n"),
@@ -263,6 +267,7 @@ BAD_LINES = [
     ("bad-metrics-path", "metrics_path = metrics\n"),
     ("bad-health-path", "health_path = healthz\n"),
     ("redirect-with-tls", "redirect_https = on\nlisten = 443 tls\n"),
+    ("proxy-needs-real-ip-from", "listen = 80\nlisten = 81 proxy_protocol\n"),
     ("bad-default-type", "default_type = text\n"),
     ("missing-types-file", "types_file = no.types\n"),
 ]
@@ -278,6 +283,7 @@ BAD_SETS = [
     ("set-control-char", ["--set", "hsts=a\rb"]),
     ("set-trailing-space", ["--set", "default_type=text/plain "]),
     ("set-bad-listen-ctl", ["--set", "listen=80\r"]),
+    ("set-proxy-needs-real-ip-from", ["--set", "listen=80 proxy_protocol"]),
     ("set-bad-cache-control", ["--set", "cache_control=nopattern"]),
     ("flag-bad-port", ["--port", "x"]),
     ("flag-bad-model", ["-m", "nope"]),
