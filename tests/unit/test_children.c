@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -121,6 +122,8 @@ Test(children, a_sigusr1_is_passed_on_to_every_child)
 	char got[2];
 	size_t n = 0;
 	while (n < 2) {
+		struct pollfd pfd = { .fd = report[0], .events = POLLIN };
+		cr_assert_eq(poll(&pfd, 1, 5000), 1, "both children heard it (%zu did)", n);
 		ssize_t r = read(report[0], got + n, 2 - n);
 		cr_assert(r > 0, "both children heard it");
 		n += (size_t)r;
