@@ -131,15 +131,3 @@ _Noreturn void child_exit(int rc)
 #endif
 	_exit(rc);
 }
-
-int child_kill(pid_t pid, int sig)
-{
-	return sig == SIGTERM ? server_send_stop(pid, server_retiring()) : kill(pid, sig);
-}
-
-#define RETIRE_RECHECK_MS 100
-
-int child_drain_wait_ms(bool told_retire, int64_t left)
-{
-	return told_retire && left > RETIRE_RECHECK_MS ? RETIRE_RECHECK_MS : (int)left;
-}

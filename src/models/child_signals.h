@@ -6,7 +6,6 @@
 #define SPINDLE_MODELS_CHILD_SIGNALS_H
 
 #include <stdbool.h>
-#include <stdint.h>
 
 /* Creates the pipe and installs the handlers (SIGUSR1 also reopens this
  * process's logs). Returns the descriptor to poll, or -1 with errno set. */
@@ -24,15 +23,6 @@ struct server;
 pid_t child_fork(struct server *srv);
 /* Empties the pipe; true when a SIGUSR1 came (pass it on to the children). */
 bool child_signals_drain(void);
-
-/* kill() for a child, except that a SIGTERM passes on how this process
- * stops: a reload's retirement stays one (the child's health checks keep
- * answering 200), anything else is a stop. */
-int child_kill(pid_t pid, int sig);
-/* How long a drain may wait (left ms at most) before it looks again whether
- * a stop came while the children were only told to retire: a stop is then
- * passed on (child_kill), so their checks turn 503 too. */
-int child_drain_wait_ms(bool told_retire, int64_t left);
 
 /* Test builds: a child that failed (crashed, or exited non-zero because a
  * sanitizer found a leak or UB) fails its parent's exit status too, and so the

@@ -14,7 +14,6 @@
  * remembers it. */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -27,8 +26,10 @@
 #include "../server.h"
 #include "../stats/stats.h"
 #include "io.h"
+#include "loops.h"
 #include "model.h"
 #include "slots.h"
+#include "sweep.h"
 
 #define EPOLL_EVENTS 256
 #define EPOLL_SCAN_MS 200  /* how often deadlines are checked */
@@ -57,8 +58,7 @@ struct loop {
 	int nconns;
 	struct econn *ready, *ready_tail; /* used up their budget with readiness left */
 	struct conn_slots *slots; /* max_connections, shared by all loops */
-	bool stopping;
-	int64_t drain_deadline;
+	struct sweep sweep;    /* deadline sweeps; a stop's drain time */
 	int64_t turn_ns;       /* stats: when this turn's events came (one clock read a turn) */
 };
 
@@ -204,7 +204,7 @@ static void loop_accept_upto(struct loop *lp, int max)
 
 static void loop_accept(struct loop *lp)
 {
-	if (!lp->stopping && !server_stopping())
+	if (!lp->sweep.stopping && !server_stopping())
 		loop_accept_upto(lp, INT_MAX);
 }
 
@@ -216,23 +216,25 @@ static void loop_scan(struct loop *lp, int64_t now)
 		next = e->next;
 		int64_t deadline;
 		wire_wants(e->c, &deadline);
-		if (lp->stopping && now >= lp->drain_deadline) {
+		switch (sweep_check(&lp->sweep, deadline, now)) {
+		case SWEEP_DRAINED:
 			econn_close(lp, e);
-			continue;
-		}
-		if (deadline >= 0 && now >= deadline) {
+			break;
+		case SWEEP_EXPIRED:
 			wire_timeout(e->c);
 			e->can_read = e->can_write = true; /* let it try what it wants now */
 			econn_run(lp, e); /* may close it */
-			continue;
+			break;
+		case SWEEP_WAITING:
+			/* Idle buffers go back once a connection has waited a whole
+			 * scan interval, not each time it waits: a busy keep-alive
+			 * client would free and allocate them again for every
+			 * request. Only acts between requests. */
+			if (!e->can_read && !e->busy)
+				wire_release_idle(e->c);
+			e->busy = false;
+			break;
 		}
-		/* Idle buffers go back once a connection has waited a whole scan
-		 * interval, not each time it waits: a busy keep-alive client
-		 * would free and allocate them again for every request. Only
-		 * acts between requests. */
-		if (!e->can_read && !e->busy)
-			wire_release_idle(e->c);
-		e->busy = false;
 	}
 }
 
@@ -240,8 +242,7 @@ static void loop_begin_stop(struct loop *lp)
 {
 	struct econn *e, *next;
 
-	lp->stopping = true;
-	lp->drain_deadline = conn_now_ms() + lp->srv->cfg->drain_timeout_ms;
+	sweep_begin_stop(&lp->sweep, lp->srv->cfg->drain_timeout_ms);
 	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, lp->acc.fd, NULL);
 	epoll_ctl(lp->epfd, EPOLL_CTL_DEL, lp->srv->wake_fd, NULL);
 	/* With EPOLLEXCLUSIVE a connection wakes one waiter only, and a wake-up
@@ -264,19 +265,11 @@ static void *loop_main(void *arg)
 	struct loop *lp = arg;
 	struct epoll_event events[EPOLL_EVENTS];
 	stats_bind_slot(lp->id); /* stats */
-	int64_t next_scan = conn_now_ms() + EPOLL_SCAN_MS;
+	sweep_init(&lp->sweep, EPOLL_SCAN_MS);
 
-	while (!(lp->stopping && lp->nconns == 0)) {
-		int timeout = -1;
-		if (lp->ready) {
-			timeout = 0; /* turns are due: just collect new events */
-		} else if (lp->nconns > 0) {
-			int64_t now = conn_now_ms();
-			timeout = next_scan > now ? (int)(next_scan - now) : 0;
-		}
-		int pause = acceptor_pause_ms(&lp->acc); /* out of descriptors, see listen.h */
-		if (pause >= 0 && (timeout < 0 || pause < timeout))
-			timeout = pause;
+	while (!(lp->sweep.stopping && lp->nconns == 0)) {
+		/* turns due: just collect new events; out of descriptors: see listen.h */
+		int timeout = lp->ready ? 0 : sweep_wait_ms(&lp->sweep, lp->nconns > 0, acceptor_pause_ms(&lp->acc));
 		bool stop_seen = false;
 		int n = epoll_wait(lp->epfd, events, EPOLL_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
@@ -317,95 +310,77 @@ static void *loop_main(void *arg)
 			econn_run(lp, e);
 			e = next;
 		}
-		if (stop_seen && !lp->stopping)
+		if (stop_seen && !lp->sweep.stopping)
 			loop_begin_stop(lp);
 		/* the listener is edge-triggered: after a pause, no new edge may come
 		 * for the connections that waited through it */
-		if (acceptor_pause_over(&lp->acc) && !lp->stopping)
+		if (acceptor_pause_over(&lp->acc) && !lp->sweep.stopping)
 			loop_accept(lp);
 		int64_t now = conn_now_ms();
-		if (now >= next_scan) {
+		if (sweep_due(&lp->sweep, now))
 			loop_scan(lp, now);
-			next_scan = now + EPOLL_SCAN_MS;
-		}
 	}
 	return NULL;
 }
 
-static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops, struct conn_slots *slots)
+static int loop_init(void *arg, const struct server *srv, int id, int nloops, struct conn_slots *slots)
 {
+	struct loop *lp = arg;
+	struct epoll_event lev = { .events = EPOLLIN | EPOLLET, .data.ptr = &tag_listener };
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &tag_wake };
+	struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &tag_slot };
+	int shared;
+
 	lp->srv = srv;
 	lp->id = id;
 	lp->slots = slots;
 	lp->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (lp->epfd < 0)
-		return -1;
+		goto fail;
 	/* the master may hold more listeners than we have loops (a reload to
 	 * fewer workers): every one of them is accepted from by some loop */
-	int shared = acceptor_init_groups(&lp->acc, srv->listen_fds, srv->listen_group_len, srv->nlisten_groups, id,
-					  nloops);
+	shared = acceptor_init_groups(&lp->acc, srv->listen_fds, srv->listen_group_len, srv->nlisten_groups, id,
+				      nloops);
 	if (shared < 0)
-		return -1;
+		goto fail;
 	/* EPOLLEXCLUSIVE: a connection on a shared listener wakes one loop, not
 	 * all (epoll refuses it on an epoll set of several listeners). */
 	lp->exclusive = shared && nloops > 1 && lp->acc.nfds == 1;
-	struct epoll_event lev = { .events = EPOLLIN | EPOLLET | (lp->exclusive ? EPOLLEXCLUSIVE : 0),
-				   .data.ptr = &tag_listener };
-	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &tag_wake };
-	struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &tag_slot };
+	if (lp->exclusive)
+		lev.events |= EPOLLEXCLUSIVE;
 	if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, lp->acc.fd, &lev) < 0 ||
 	    epoll_ctl(lp->epfd, EPOLL_CTL_ADD, srv->wake_fd, &wev) < 0 ||
 	    epoll_ctl(lp->epfd, EPOLL_CTL_ADD, slots->wake_fds[id], &sev) < 0)
-		return -1;
+		goto fail;
+	return 0;
+fail:
+	log_error("epoll loop %d: %m", id);
+	return -1;
+}
+
+static int loop_fini(void *arg)
+{
+	struct loop *lp = arg;
+
+	while (lp->conns)
+		econn_close(lp, lp->conns);
+	acceptor_close(&lp->acc);
+	if (lp->epfd > 0)
+		close(lp->epfd);
 	return 0;
 }
 
+static const struct loop_ops epoll_loops = {
+	.name = "epoll",
+	.size = sizeof(struct loop),
+	.init = loop_init,
+	.main = loop_main,
+	.fini = loop_fini,
+};
+
 static int epoll_run(struct server *srv)
 {
-	int nloops = srv->workers < SLOTS_MAX_LOOPS ? srv->workers : SLOTS_MAX_LOOPS;
-	struct conn_slots slots = { .nloops = 0 };
-	struct loop *loops = calloc((size_t)nloops, sizeof(*loops));
-	pthread_t *threads = calloc((size_t)nloops, sizeof(*threads));
-	int started = 0, rc = 0;
-
-	if (!loops || !threads || slots_init(&slots, srv->cfg->max_connections, nloops) < 0) {
-		rc = 1;
-		goto out;
-	}
-	for (int i = 0; i < nloops; i++) {
-		if (loop_init(&loops[i], srv, i, nloops, &slots) < 0) {
-			log_error("epoll loop %d: %m", i);
-			rc = 1;
-			server_request_stop();
-			break;
-		}
-	}
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	for (; rc == 0 && started < nloops; started++) {
-		if (pthread_create(&threads[started], &attr, loop_main, &loops[started]) != 0) {
-			log_error("pthread_create: %m");
-			rc = 1;
-			server_request_stop();
-			break;
-		}
-	}
-	pthread_attr_destroy(&attr);
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
-out:
-	for (int i = 0; loops && i < nloops; i++) {
-		while (loops[i].conns)
-			econn_close(&loops[i], loops[i].conns);
-		acceptor_close(&loops[i].acc);
-		if (loops[i].epfd > 0)
-			close(loops[i].epfd);
-	}
-	free(loops);
-	free(threads);
-	slots_destroy(&slots);
-	return rc;
+	return loops_run(srv, &epoll_loops);
 }
 
 const struct model model_epoll = {

@@ -54,6 +54,7 @@
 #include "../stats/stats.h"
 #include "blocking.h"
 #include "model.h"
+#include "sweep.h"
 
 #define POOL_STACK (256 * 1024)  /* see thread.c for the measurement */
 #define POOL_QUEUE_PER_THREAD 2
@@ -81,6 +82,7 @@ struct pool {
 	struct acceptor acc;
 	bool listening;         /* the listener is in the epoll set (listener thread only) */
 	bool listener_dead;     /* shut down under us: never watch it again */
+	struct sweep sweep;     /* parked connections' deadlines; the drain time (listener thread only) */
 
 	pthread_mutex_t mu;     /* guards everything below */
 	pthread_cond_t work;    /* the queue is not empty */
@@ -176,6 +178,17 @@ static void close_locked(struct pool *p, struct pitem *it)
 
 static void requeue_locked(struct pool *p, struct pitem *it);
 
+/* After a timeout or a drain told the core: closes the connection if that
+ * ended it, else queues it for a worker (say, a 408 to send). */
+static void settle_locked(struct pool *p, struct pitem *it)
+{
+	int64_t d;
+	if (wire_wants(it->c, &d) == CONN_WANT_CLOSE)
+		close_locked(p, it);
+	else
+		requeue_locked(p, it);
+}
+
 /* A worker gives back a connection that waits for the client (to send, or
  * to read). */
 static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
@@ -184,12 +197,8 @@ static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
 
 	if (p->draining) {
 		/* a worker waits out its drain grace: it may still send a request */
-		int64_t d;
 		wire_drain(it->c);
-		if (wire_wants(it->c, &d) == CONN_WANT_CLOSE)
-			close_locked(p, it);
-		else
-			requeue_locked(p, it);
+		settle_locked(p, it);
 		return;
 	}
 	wire_wants(it->c, &it->deadline);
@@ -345,21 +354,19 @@ static void pool_scan(struct pool *p, int64_t now)
 	struct pitem *it = p->idle, *next;
 	for (; it; it = next) {
 		next = it->next;
-		if (it->deadline < 0 || now < it->deadline)
+		/* the sweep runs until the stop only: none is drained here */
+		if (sweep_check(&p->sweep, it->deadline, now) != SWEEP_EXPIRED)
 			continue;
 		unpark_locked(p, it);
 		wire_timeout(it->c);
-		int64_t d;
-		if (wire_wants(it->c, &d) == CONN_WANT_CLOSE)
-			close_locked(p, it);
-		else
-			requeue_locked(p, it); /* e.g. a 408 to send */
+		settle_locked(p, it);
 	}
 	pthread_mutex_unlock(&p->mu);
 }
 
 static void pool_begin_stop(struct pool *p)
 {
+	sweep_begin_stop(&p->sweep, p->srv->cfg->drain_timeout_ms);
 	listener_watch(p, false);
 	/* the stop eventfd stays readable from now on */
 	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->srv->wake_fd, NULL) < 0)
@@ -368,13 +375,9 @@ static void pool_begin_stop(struct pool *p)
 	p->draining = true;
 	while (p->idle) {
 		struct pitem *it = p->idle;
-		int64_t d;
 		unpark_locked(p, it);
 		wire_drain(it->c);
-		if (wire_wants(it->c, &d) == CONN_WANT_CLOSE)
-			close_locked(p, it);
-		else
-			requeue_locked(p, it);
+		settle_locked(p, it);
 	}
 	if (p->nconns > 0)
 		log_info("pool: waiting for %d connection(s) to finish", p->nconns);
@@ -384,7 +387,7 @@ static void pool_begin_stop(struct pool *p)
 /* Waits for the open count to reach 0, or the drain time to pass. */
 static void pool_wait_drained(struct pool *p)
 {
-	int64_t deadline = conn_now_ms() + p->srv->cfg->drain_timeout_ms + POOL_EXIT_GRACE_MS;
+	int64_t deadline = p->sweep.drain_deadline + POOL_EXIT_GRACE_MS;
 	struct epoll_event events[POOL_EVENTS];
 
 	for (;;) {
@@ -409,8 +412,8 @@ static void pool_wait_drained(struct pool *p)
 static int pool_loop(struct pool *p)
 {
 	struct epoll_event events[POOL_EVENTS];
-	int64_t next_scan = conn_now_ms() + POOL_SCAN_MS;
 
+	sweep_init(&p->sweep, POOL_SCAN_MS);
 	listener_watch(p, true);
 	if (!p->listening)
 		return 1;
@@ -418,14 +421,7 @@ static int pool_loop(struct pool *p)
 		pthread_mutex_lock(&p->mu);
 		bool any = p->nconns > 0; /* only this thread opens connections */
 		pthread_mutex_unlock(&p->mu);
-		int timeout = -1;
-		if (any) {
-			int64_t now = conn_now_ms();
-			timeout = next_scan > now ? (int)(next_scan - now) : 0;
-		}
-		int pause = acceptor_pause_ms(&p->acc);
-		if (pause >= 0 && (timeout < 0 || pause < timeout))
-			timeout = pause;
+		int timeout = sweep_wait_ms(&p->sweep, any, acceptor_pause_ms(&p->acc));
 		int n = epoll_wait(p->epfd, events, POOL_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
 			log_error("pool: epoll_wait: %s", strerror(errno));
@@ -449,10 +445,8 @@ static int pool_loop(struct pool *p)
 		if (acceptor_pause_over(&p->acc))
 			pool_accept(p, stats_clock_ns()); /* watch the listener again (if there is room), or pause again */
 		int64_t now = conn_now_ms();
-		if (now >= next_scan) {
+		if (sweep_due(&p->sweep, now))
 			pool_scan(p, now);
-			next_scan = now + POOL_SCAN_MS;
-		}
 	}
 	return 0;
 }

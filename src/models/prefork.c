@@ -9,7 +9,6 @@
  * waitpid(-1, WNOHANG). Each worker gets max_connections / W connections. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "../server.h"
 #include "../stats/stats.h"
 #include "child_signals.h"
+#include "children.h"
 #include "model.h"
 #include "pool.h"
 
@@ -33,9 +33,6 @@ struct worker {
 	int64_t restart_at; /* when not running */
 };
 
-static int sig_fd = -1; /* child_signals: SIGCHLD and SIGUSR1 arrive here */
-static bool worker_failed; /* a worker crashed or exited non-zero (see CHILD_FAILURE_IS_FATAL) */
-
 /* In a new worker (set up by child_fork, which also makes it die with the
  * serving process rather than serve on unsupervised beside a restarted one). */
 static void worker_main(struct server *srv, int max_conns)
@@ -44,8 +41,9 @@ static void worker_main(struct server *srv, int max_conns)
 	exit(rc); /* a normal exit, so sanitizer builds check the worker for leaks */
 }
 
-static int spawn(struct server *srv, struct worker *w, int id, int max_conns)
+static int spawn(struct server *srv, struct children *ch, int id, int max_conns)
 {
+	struct worker *w = (struct worker *)ch->owner + id;
 	pid_t pid = child_fork(srv);
 
 	if (pid == 0) {
@@ -59,118 +57,28 @@ static int spawn(struct server *srv, struct worker *w, int id, int max_conns)
 	}
 	w->pid = pid;
 	w->started = conn_now_ms();
+	children_add(ch, pid, id);
 	return 0;
 }
 
-static int find(const struct worker *ws, int n, pid_t pid)
+/* A reaped worker: restarted (not at once after a start) unless it ended as
+ * a stop asked. */
+static void worker_exited(struct children *ch, struct child kid, int status)
 {
-	for (int i = 0; i < n; i++)
-		if (ws[i].pid == pid)
-			return i;
-	return -1;
-}
+	struct worker *w = (struct worker *)ch->owner + kid.id;
+	bool stopping = ch->draining;
 
-/* child_kill: a SIGTERM passes a retirement on as one */
-static void signal_all(const struct worker *ws, int n, int sig)
-{
-	for (int i = 0; i < n; i++) {
-		if (ws[i].pid <= 0)
-			continue;
-		if (child_kill(ws[i].pid, sig) < 0 && errno != ESRCH)
-			log_warn("prefork: kill %d: %s", (int)ws[i].pid, strerror(errno));
-	}
-}
-
-/* Empties the self-pipe and reaps every exited worker; passes a SIGUSR1 on
- * to the workers. Returns how many run. */
-static int reap(struct worker *ws, int n, bool stopping)
-{
-	bool reopen;
-	int status, live = 0;
-	pid_t pid;
-
-	reopen = child_signals_drain();
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		int i = find(ws, n, pid);
-		if (i < 0)
-			continue;
-		ws[i].pid = 0;
-		if (!child_exit_ok(status))
-			worker_failed = true;
-		if (stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-			continue;
-		int64_t now = conn_now_ms(), earliest = ws[i].started + PREFORK_RESTART_MIN_MS;
-		ws[i].restart_at = now > earliest ? now : earliest;
-		if (WIFSIGNALED(status))
-			log_warn("prefork: worker %d (pid %d) killed by signal %d%s", i, (int)pid, WTERMSIG(status),
-				 stopping ? "" : ": restarting it");
-		else
-			log_warn("prefork: worker %d (pid %d) exited with status %d%s", i, (int)pid,
-				 WEXITSTATUS(status), stopping ? "" : ": restarting it");
-	}
-	if (pid < 0 && errno != ECHILD)
-		log_error("prefork: waitpid: %s", strerror(errno));
-	for (int i = 0; i < n; i++)
-		live += ws[i].pid != 0;
-	if (reopen)
-		signal_all(ws, n, SIGUSR1);
-	return live;
-}
-
-/* watch_stop: the serving loop waits for the stop eventfd too; the drain
- * must not (it stays readable once stopping, and the drain would spin).
- * Deciding it from server_stopping() here instead lost a stop that came
- * between the loop's check and this poll: no wake-up, workers never told. */
-static void wait_events(const struct server *srv, bool watch_stop, int timeout_ms)
-{
-	struct pollfd pfd[2] = {
-		{ .fd = sig_fd, .events = POLLIN },
-		{ .fd = watch_stop ? srv->wake_fd : -1, .events = POLLIN }, /* poll() skips fd -1 */
-	};
-	int n = poll(pfd, 2, timeout_ms);
-	if (n < 0 && errno != EINTR)
-		log_error("prefork: poll: %s", strerror(errno));
-}
-
-static void drain_workers(const struct server *srv, struct worker *ws, int n)
-{
-	int64_t deadline = conn_now_ms() + srv->cfg->drain_timeout_ms + PREFORK_EXIT_GRACE_MS;
-	int live = reap(ws, n, true);
-
-	bool told_retire = server_retiring();
-	signal_all(ws, n, SIGTERM);
-	while (live > 0) {
-		int64_t left = deadline - conn_now_ms();
-		if (left <= 0)
-			break;
-		/* a stop may still come while retiring: look again now and then */
-		wait_events(srv, false, child_drain_wait_ms(told_retire, left));
-		if (told_retire && !server_retiring()) {
-			signal_all(ws, n, SIGTERM); /* the workers' checks turn 503 too */
-			told_retire = false;
-		}
-		live = reap(ws, n, true);
-	}
-	if (live > 0) {
-		log_warn("prefork: drain timeout: killing %d worker(s)", live);
-		signal_all(ws, n, SIGKILL);
-	}
-	while (live > 0) {
-		int status;
-		pid_t pid = waitpid(-1, &status, 0);
-		if (pid < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != ECHILD)
-				log_error("prefork: waitpid: %s", strerror(errno));
-			break;
-		}
-		int i = find(ws, n, pid);
-		if (i >= 0) {
-			ws[i].pid = 0;
-			live--;
-		}
-	}
+	w->pid = 0;
+	if (stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return;
+	int64_t now = conn_now_ms(), earliest = w->started + PREFORK_RESTART_MIN_MS;
+	w->restart_at = now > earliest ? now : earliest;
+	if (WIFSIGNALED(status))
+		log_warn("prefork: worker %d (pid %d) killed by signal %d%s", kid.id, (int)kid.pid, WTERMSIG(status),
+			 stopping ? "" : ": restarting it");
+	else
+		log_warn("prefork: worker %d (pid %d) exited with status %d%s", kid.id, (int)kid.pid,
+			 WEXITSTATUS(status), stopping ? "" : ": restarting it");
 }
 
 static int prefork_run(struct server *srv)
@@ -178,40 +86,42 @@ static int prefork_run(struct server *srv)
 	int n = srv->workers;
 	int max_conns = (srv->cfg->max_connections + n - 1) / n;
 	struct worker *ws = calloc((size_t)n, sizeof(*ws));
+	struct children ch = { .model = "prefork", .noun = "worker(s)", .cap = n, .exited = worker_exited,
+			       .owner = ws };
 	int rc = 0;
 
 	if (!ws) {
 		log_error("prefork: out of memory");
 		return 1;
 	}
-	sig_fd = child_signals_open();
-	if (sig_fd < 0) {
-		log_error("prefork: signal pipe: %s", strerror(errno));
+	if (children_open(&ch) < 0) {
 		free(ws);
 		return 1;
 	}
-	worker_failed = false;
 	log_info("prefork: %d workers x %d threads", n, srv->cfg->threads);
 	for (int i = 0; i < n && !server_stopping(); i++)
-		spawn(srv, &ws[i], i, max_conns);
+		spawn(srv, &ch, i, max_conns);
 	while (!server_stopping()) {
-		reap(ws, n, false);
+		children_reap(&ch);
 		int64_t now = conn_now_ms(), next = -1;
 		for (int i = 0; i < n && !server_stopping(); i++) {
 			if (ws[i].pid != 0)
 				continue;
 			if (ws[i].restart_at <= now)
-				spawn(srv, &ws[i], i, max_conns);
+				spawn(srv, &ch, i, max_conns);
 			if (ws[i].pid == 0 && (next < 0 || ws[i].restart_at < next))
 				next = ws[i].restart_at;
 		}
-		wait_events(srv, true, next < 0 ? -1 : (int)(next > now ? next - now : 0));
+		/* the stop eventfd too: deciding from server_stopping() whether to
+		 * watch it lost a stop that came between the loop's check and the
+		 * poll (no wake-up, workers never told) */
+		children_wait(&ch, srv->wake_fd, -1, next < 0 ? -1 : (int)(next > now ? next - now : 0));
 	}
-	drain_workers(srv, ws, n);
-	child_signals_close();
-	sig_fd = -1;
+	/* the workers end their own drain first */
+	children_drain(&ch, conn_now_ms() + srv->cfg->drain_timeout_ms + PREFORK_EXIT_GRACE_MS);
+	children_close(&ch);
 	free(ws);
-	if (worker_failed && CHILD_FAILURE_IS_FATAL && rc == 0) {
+	if (ch.failed && CHILD_FAILURE_IS_FATAL && rc == 0) {
 		log_error("prefork: a worker failed (see above): exiting with status 1");
 		rc = 1;
 	}

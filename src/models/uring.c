@@ -67,7 +67,6 @@
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +82,10 @@
 #include "../server.h"
 #include "../stats/stats.h"
 #include "io.h"
+#include "loops.h"
 #include "model.h"
 #include "slots.h"
+#include "sweep.h"
 
 #define URING_SCAN_MS 200            /* how often deadlines are checked */
 #define URING_SQ_ENTRIES 1024
@@ -172,8 +173,7 @@ struct loop {
 	int64_t accept_retry_at; /* after an accept error: not before then (0: now) */
 	struct uconn *conns;   /* every open connection, for deadline scans */
 	int nconns;
-	bool stopping;
-	int64_t drain_deadline;
+	struct sweep sweep;    /* deadline sweeps; a stop's drain time */
 	int64_t turn_ns;       /* stats: when this batch of completions came (one clock read a batch) */
 	int rc;
 	/* the provided-buffer ring (NULL: this kernel has none; single-shot recv only) */
@@ -631,7 +631,7 @@ static bool loop_multishot_room(const struct loop *lp)
  * clients wait in the backlog and a freed slot wakes us (slots.h). */
 static void loop_arm_accept(struct loop *lp)
 {
-	if (lp->accept_armed || lp->stopping)
+	if (lp->accept_armed || lp->sweep.stopping)
 		return;
 	if (lp->accept_retry_at) {
 		if (conn_now_ms() < lp->accept_retry_at)
@@ -708,7 +708,7 @@ static void loop_new_conn(struct loop *lp, int fd)
 	}
 	/* accepted as the stop came in, or left to us by the accept we
 	 * cancelled (loop_take_leftovers): answered once, then closed */
-	if (lp->stopping)
+	if (lp->sweep.stopping)
 		wire_drain(u->c);
 	u->fd = fd;
 	u->stash_head = u->stash_tail = URING_NO_BUF;
@@ -726,7 +726,7 @@ static void loop_take_conn(struct loop *lp, int fd)
 {
 	if (lp->nparked == 0 && slots_take(lp->slots)) {
 		loop_new_conn(lp, fd);
-	} else if (lp->nparked < URING_PARKED_MAX && !lp->stopping) {
+	} else if (lp->nparked < URING_PARKED_MAX && !lp->sweep.stopping) {
 		lp->parked[lp->nparked++] = fd;
 	} else {
 		close(fd); /* a multishot burst far past its margin, or stopping */
@@ -738,7 +738,7 @@ static void loop_take_conn(struct loop *lp, int fd)
 static void loop_unpark(struct loop *lp)
 {
 	int i = 0;
-	while (i < lp->nparked && !lp->stopping && slots_take(lp->slots))
+	while (i < lp->nparked && !lp->sweep.stopping && slots_take(lp->slots))
 		loop_new_conn(lp, lp->parked[i++]);
 	memmove(lp->parked, lp->parked + i, (size_t)(lp->nparked - i) * sizeof(lp->parked[0]));
 	lp->nparked -= i;
@@ -771,7 +771,7 @@ static void loop_on_accept(struct loop *lp, int res, unsigned flags)
 {
 	if (!(flags & IORING_CQE_F_MORE)) {
 		lp->accept_armed = false; /* single-shot done, or multishot ended */
-		if (lp->stopping) {
+		if (lp->sweep.stopping) {
 			if (res >= 0)
 				loop_take_conn(lp, res);
 			loop_take_leftovers(lp);
@@ -783,14 +783,14 @@ static void loop_on_accept(struct loop *lp, int res, unsigned flags)
 	} else {
 		if (res == -EMFILE || res == -ENFILE) {
 			lp->emfile = true;
-		} else if (res == -EINVAL && lp->accept_multi && !lp->stopping && !server_stopping()) {
+		} else if (res == -EINVAL && lp->accept_multi && !lp->sweep.stopping && !server_stopping()) {
 			lp->multishot = false; /* a kernel before 5.19 knows no multishot accept */
 		} else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR && res != -ECONNABORTED) {
 			/* Not re-armed at once, or a failing accept would spin the
 			 * loop. EINVAL: the listener was shut down, as a stop (ours,
 			 * or the master's before it signals us) does first. */
 			lp->accept_retry_at = conn_now_ms() + URING_SCAN_MS;
-			if (res != -EINVAL && !lp->stopping && !server_stopping())
+			if (res != -EINVAL && !lp->sweep.stopping && !server_stopping())
 				log_warn("accept: %s", strerror(-res));
 		}
 		if (lp->accept_armed) /* an error that did not end a multishot accept */
@@ -806,7 +806,7 @@ static void loop_on_accept(struct loop *lp, int res, unsigned flags)
 static void loop_on_listener_ready(struct loop *lp, int res)
 {
 	lp->accept_armed = false;
-	if (res < 0 || lp->stopping)
+	if (res < 0 || lp->sweep.stopping)
 		return;
 	struct sockaddr_storage peer;
 	socklen_t len;
@@ -830,13 +830,13 @@ static void loop_scan(struct loop *lp, int64_t now)
 	struct uconn *u = lp->conns, *next;
 	for (; u; u = next) {
 		next = u->next;
-		if (lp->stopping && now >= lp->drain_deadline) {
-			uconn_end(lp, u);
-			continue;
-		}
 		int64_t deadline;
 		wire_wants(u->c, &deadline);
-		if (deadline < 0 || now < deadline) {
+		switch (sweep_check(&lp->sweep, deadline, now)) {
+		case SWEEP_DRAINED:
+			uconn_end(lp, u);
+			break;
+		case SWEEP_WAITING:
 			/* As in epoll: idle buffers go back once a connection has
 			 * waited a whole scan interval. Only with no single-shot
 			 * recv in flight (it points into the input space) and an
@@ -846,13 +846,15 @@ static void loop_scan(struct loop *lp, int64_t now)
 			    u->stash_head == URING_NO_BUF && !u->mrecv_end_due)
 				wire_release_idle(u->c);
 			u->busy = false;
-			continue;
-		}
-		if (u->op != OP_NONE || u->mrecv) {
-			uconn_cancel(lp, u, PEND_TIMEOUT);
-		} else {
-			wire_timeout(u->c);
-			uconn_step(lp, u);
+			break;
+		case SWEEP_EXPIRED:
+			if (u->op != OP_NONE || u->mrecv) {
+				uconn_cancel(lp, u, PEND_TIMEOUT);
+			} else {
+				wire_timeout(u->c);
+				uconn_step(lp, u);
+			}
+			break;
 		}
 	}
 }
@@ -861,8 +863,7 @@ static void loop_begin_stop(struct loop *lp)
 {
 	struct uconn *u = lp->conns, *next;
 
-	lp->stopping = true;
-	lp->drain_deadline = conn_now_ms() + lp->srv->cfg->drain_timeout_ms;
+	sweep_begin_stop(&lp->sweep, lp->srv->cfg->drain_timeout_ms);
 	loop_cancel_accept(lp);
 	while (lp->nparked > 0) /* never served: closing is all a drain can do */
 		close(lp->parked[--lp->nparked]);
@@ -908,7 +909,7 @@ static void loop_dispatch(struct loop *lp, const struct io_uring_cqe *cqe, bool 
 		lp->wake_armed = false;
 		if (server_stopping())
 			*stop_seen = true;
-		else if (!lp->stopping)
+		else if (!lp->sweep.stopping)
 			loop_arm_wake(lp);
 		break;
 	default:
@@ -923,7 +924,7 @@ static void loop_dispatch(struct loop *lp, const struct io_uring_cqe *cqe, bool 
 
 static bool loop_done(const struct loop *lp)
 {
-	return lp->stopping && lp->nconns == 0 && !lp->accept_armed && !lp->wake_armed && !lp->slot_armed;
+	return lp->sweep.stopping && lp->nconns == 0 && !lp->accept_armed && !lp->wake_armed && !lp->slot_armed;
 }
 
 /* The multishot receives' buffer ring, registered by the loop's own thread
@@ -1004,8 +1005,8 @@ static int loop_enable_ring(struct loop *lp)
 static void *loop_main(void *arg)
 {
 	struct loop *lp = arg;
-	int64_t next_scan = conn_now_ms() + URING_SCAN_MS;
 
+	sweep_init(&lp->sweep, URING_SCAN_MS);
 	if (lp->enable) {
 		int err = loop_enable_ring(lp);
 		if (err < 0) {
@@ -1023,11 +1024,10 @@ static void *loop_main(void *arg)
 	while (!loop_done(lp)) {
 		struct io_uring_cqe *cqe;
 		struct __kernel_timespec ts, *tsp = NULL;
-		int64_t now = conn_now_ms();
-		if (lp->nconns > 0 || lp->stopping || lp->accept_retry_at) {
-			int64_t wait = next_scan > now ? next_scan - now : 0;
+		int wait = sweep_wait_ms(&lp->sweep, lp->nconns > 0 || lp->sweep.stopping || lp->accept_retry_at, -1);
+		if (wait >= 0) {
 			ts.tv_sec = wait / 1000;
-			ts.tv_nsec = (wait % 1000) * 1000000;
+			ts.tv_nsec = (wait % 1000) * 1000000L;
 			tsp = &ts;
 		}
 		int ret = io_uring_submit_and_wait_timeout(&lp->ring, &cqe, 1, tsp, NULL);
@@ -1047,14 +1047,13 @@ static void *loop_main(void *arg)
 		}
 		io_uring_cq_advance(&lp->ring, seen);
 
-		if ((stop_seen || server_stopping()) && !lp->stopping)
+		if ((stop_seen || server_stopping()) && !lp->sweep.stopping)
 			loop_begin_stop(lp);
 		loop_arm_accept(lp);
-		now = conn_now_ms();
-		if (now >= next_scan) {
+		int64_t now = conn_now_ms();
+		if (sweep_due(&lp->sweep, now)) {
 			loop_scan(lp, now);
-			next_scan = now + URING_SCAN_MS;
-			if (lp->stopping && now >= lp->drain_deadline + URING_CANCEL_GRACE_MS) {
+			if (sweep_drain_over(&lp->sweep, now, URING_CANCEL_GRACE_MS)) {
 				log_error("io_uring loop %d: %d connection(s) did not finish cancelling",
 					  lp->id, lp->nconns);
 				break;
@@ -1065,8 +1064,9 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-static int loop_init(struct loop *lp, const struct server *srv, int id, int nloops, struct conn_slots *slots)
+static int loop_init(void *arg, const struct server *srv, int id, int nloops, struct conn_slots *slots)
 {
+	struct loop *lp = arg;
 	/* two operations per connection and a cancel; the cap is shared,
 	 * so one loop may hold every connection (overflow is kept, not lost) */
 	unsigned cq = 3u * (unsigned)srv->cfg->max_connections + 64;
@@ -1078,6 +1078,7 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, int nloo
 			 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
 		.cq_entries = cq < URING_SQ_ENTRIES * 2 ? URING_SQ_ENTRIES * 2 : cq > 65536 ? 65536 : cq,
 	};
+	int shared, err;
 
 	lp->srv = srv;
 	lp->id = id;
@@ -1085,17 +1086,19 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, int nloo
 	lp->multishot = true;
 	/* the master may hold more listeners than we have loops (a reload to
 	 * fewer workers): every one of them is accepted from by some loop */
-	int shared = acceptor_init_groups(&lp->acc, srv->listen_fds, srv->listen_group_len, srv->nlisten_groups, id,
-					  nloops);
-	if (shared < 0)
-		return -errno;
+	shared = acceptor_init_groups(&lp->acc, srv->listen_fds, srv->listen_group_len, srv->nlisten_groups, id,
+				      nloops);
+	if (shared < 0) {
+		err = -errno;
+		goto fail;
+	}
 	/* One listener for several loops (reuseport off): one wake-up of a
 	 * multishot accept takes the whole backlog, so the first loop to arm
 	 * one took every connection and the others idled. A single accept per
 	 * loop takes one connection and leaves the next to another loop. */
 	if (shared && nloops > 1)
 		lp->multishot = false;
-	int err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
+	err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
 	if (err == -EINVAL) { /* an older kernel: the plain ring */
 		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE, .cq_entries = p.cq_entries };
 		err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
@@ -1103,13 +1106,19 @@ static int loop_init(struct loop *lp, const struct server *srv, int id, int nloo
 		lp->enable = true;
 	}
 	if (err < 0)
-		return err;
+		goto fail;
 	lp->ring_ok = true;
 	return 0;
+fail:
+	/* no silent fallback: the operator chose this model */
+	log_error("io_uring unavailable: %s; choose another model", strerror(-err));
+	return -1;
 }
 
-static void loop_fini(struct loop *lp)
+static int loop_fini(void *arg)
 {
+	struct loop *lp = arg;
+
 	/* Normally nothing is in flight here. After a fatal error, exiting the
 	 * ring cancels what is left before the connections' memory goes. */
 	if (lp->ring_ok)
@@ -1131,59 +1140,20 @@ static void loop_fini(struct loop *lp)
 	while (lp->nparked > 0)
 		close(lp->parked[--lp->nparked]);
 	acceptor_close(&lp->acc);
+	return lp->rc;
 }
+
+static const struct loop_ops uring_loops = {
+	.name = "io_uring",
+	.size = sizeof(struct loop),
+	.init = loop_init,
+	.main = loop_main,
+	.fini = loop_fini,
+};
 
 static int uring_run(struct server *srv)
 {
-	int nloops = srv->workers;
-	struct loop *loops = calloc((size_t)nloops, sizeof(*loops));
-	pthread_t *threads = calloc((size_t)nloops, sizeof(*threads));
-	struct conn_slots slots;
-	int started = 0, rc = 0;
-
-	memset(&slots, 0, sizeof(slots)); /* slots_destroy() is safe after a failed init */
-
-	if (nloops > SLOTS_MAX_LOOPS)
-		nloops = SLOTS_MAX_LOOPS;
-	if (!loops || !threads || slots_init(&slots, srv->cfg->max_connections, nloops) < 0) {
-		log_error("out of memory for %d io_uring loops", nloops);
-		rc = 1;
-		goto out;
-	}
-	for (int i = 0; i < nloops; i++) {
-		int err = loop_init(&loops[i], srv, i, nloops, &slots);
-		if (err < 0) {
-			/* no silent fallback: the operator chose this model */
-			log_error("io_uring unavailable: %s; choose another model", strerror(-err));
-			rc = 1;
-			goto out;
-		}
-	}
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	for (; started < nloops; started++) {
-		if (pthread_create(&threads[started], &attr, loop_main, &loops[started]) != 0) {
-			log_error("pthread_create: %m");
-			rc = 1;
-			server_request_stop();
-			break;
-		}
-	}
-	pthread_attr_destroy(&attr);
-	for (int i = 0; i < started; i++) {
-		pthread_join(threads[i], NULL);
-		if (loops[i].rc)
-			rc = 1;
-	}
-out:
-	for (int i = 0; loops && i < nloops; i++)
-		if (loops[i].srv)
-			loop_fini(&loops[i]);
-	free(loops);
-	free(threads);
-	slots_destroy(&slots);
-	return rc;
+	return loops_run(srv, &uring_loops);
 }
 
 const struct model model_uring = {

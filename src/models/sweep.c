@@ -1,0 +1,51 @@
+/* sweep.c - the deadline sweep and drain clock of the event-driven models
+ * (see the header). */
+#include "sweep.h"
+
+#include "../conn.h"
+
+void sweep_init(struct sweep *s, int interval_ms)
+{
+	*s = (struct sweep){ .interval_ms = interval_ms, .next = conn_now_ms() + interval_ms };
+}
+
+int sweep_wait_ms(const struct sweep *s, bool any_open, int also_ms)
+{
+	int ms = -1;
+
+	if (any_open) {
+		int64_t now = conn_now_ms();
+		ms = s->next > now ? (int)(s->next - now) : 0;
+	}
+	if (also_ms >= 0 && (ms < 0 || also_ms < ms))
+		ms = also_ms;
+	return ms;
+}
+
+bool sweep_due(struct sweep *s, int64_t now)
+{
+	if (now < s->next)
+		return false;
+	s->next = now + s->interval_ms;
+	return true;
+}
+
+enum sweep_verdict sweep_check(const struct sweep *s, int64_t deadline, int64_t now)
+{
+	if (sweep_drain_over(s, now, 0))
+		return SWEEP_DRAINED;
+	if (deadline >= 0 && now >= deadline)
+		return SWEEP_EXPIRED;
+	return SWEEP_WAITING;
+}
+
+void sweep_begin_stop(struct sweep *s, int drain_ms)
+{
+	s->stopping = true;
+	s->drain_deadline = conn_now_ms() + drain_ms;
+}
+
+bool sweep_drain_over(const struct sweep *s, int64_t now, int grace_ms)
+{
+	return s->stopping && now >= s->drain_deadline + grace_ms;
+}

@@ -1,0 +1,46 @@
+/* sweep.h - the clock of the event-driven models (epoll, uring, and pool's
+ * poller): a sweep over the open connections every interval expires their
+ * deadlines (conn_wants) and lets idle ones give their buffers back, and a
+ * stop starts the drain time, after which the connections still open are
+ * ended. The sweep says what is due for each connection; the model does it
+ * with its own I/O. */
+#ifndef SPINDLE_MODELS_SWEEP_H
+#define SPINDLE_MODELS_SWEEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sweep {
+	int interval_ms;
+	int64_t next;           /* when the next sweep is due (conn_now_ms's clock) */
+	bool stopping;          /* a stop began: connections drain, none is accepted */
+	int64_t drain_deadline; /* ... and those still open then are ended */
+};
+
+enum sweep_verdict {
+	SWEEP_WAITING, /* its deadline is ahead: if it was idle the whole interval, its buffers can go */
+	SWEEP_EXPIRED, /* its deadline passed: wire_timeout(), then let it do what it wants */
+	SWEEP_DRAINED, /* the drain time is up: end it */
+};
+
+/* The first sweep is an interval from now. */
+void sweep_init(struct sweep *s, int interval_ms);
+
+/* How long the loop may sleep: until the next sweep if connections are open
+ * (0 if it is due), else for ever (-1); less if also_ms (>= 0) is shorter. */
+int sweep_wait_ms(const struct sweep *s, bool any_open, int also_ms);
+
+/* True if a sweep is due at now; the next one is then an interval away. */
+bool sweep_due(struct sweep *s, int64_t now);
+
+/* What the sweep at now does with a connection whose deadline (from
+ * wire_wants; -1: none) is given. */
+enum sweep_verdict sweep_check(const struct sweep *s, int64_t deadline, int64_t now);
+
+/* A stop: the open connections get drain_ms to finish. */
+void sweep_begin_stop(struct sweep *s, int drain_ms);
+
+/* True once the drain time, and grace_ms after it, has passed. */
+bool sweep_drain_over(const struct sweep *s, int64_t now, int grace_ms);
+
+#endif
