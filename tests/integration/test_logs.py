@@ -341,29 +341,37 @@ def test_a_child_exiting_does_not_cut_the_wait_for_the_master_short(docroot, tmp
     """fork: a connection's child that exits while the serving process waits
     for the master's reply (its SIGCHLD interrupts the wait) must not end
     that wait empty-handed: the serving process kept the moved file, and
-    the reply then sat unread until the next rotation took it."""
+    the reply then sat unread until the next rotation took it. The look must
+    come well within the 2 s the serving process waits; a loaded machine
+    that delays it past that says nothing, and it is tried again."""
     srv = util.Server("fork", docroot.path, tmp_path / "srv").start()
     try:
         serving = util.serving_pids(srv.proc.pid)[0]
-        with srv.connect() as c:
-            c.send(util.build_request("GET", "/a.txt?before=1"))
-            assert c.read_response().status == 200
-            # this connection's child alone (the start-up probe's may still be exiting)
-            children = lambda: [p for p in util.proc_children(serving) if util.proc_live(p)]
-            assert util.wait_for(lambda: len(children()) == 1, util.scaled(2)), children()
-            child = children()
-            os.kill(srv.proc.pid, signal.SIGSTOP)
-            try:
-                os.kill(serving, signal.SIGUSR1)
-                assert util.wait_for(lambda: in_usr1_handler(serving), util.scaled(2), 0.01), "SIGUSR1 not handled"
-                c.close()  # the child sees the end of its connection and exits
-                assert util.wait_for(lambda: util.proc_state(child[0]) in (None, "Z"), util.scaled(2), 0.01)
-                time.sleep(0.1)
-                waiting = in_usr1_handler(serving)
-            finally:
-                os.kill(srv.proc.pid, signal.SIGCONT)
+        children = lambda: [p for p in util.proc_children(serving) if util.proc_live(p)]
+        for _ in range(3):  # until one look in time
+            with srv.connect() as c:
+                c.send(util.build_request("GET", "/a.txt?before=1"))
+                assert c.read_response().status == 200
+                # this connection's child alone (an earlier one may still be exiting)
+                assert util.wait_for(lambda: len(children()) == 1, util.scaled(2)), children()
+                child = children()
+                os.kill(srv.proc.pid, signal.SIGSTOP)
+                try:
+                    t0 = time.monotonic()
+                    os.kill(serving, signal.SIGUSR1)
+                    assert util.wait_for(lambda: in_usr1_handler(serving), util.scaled(2), 0.01), "not handled"
+                    c.close()  # the child sees the end of its connection and exits
+                    assert util.wait_for(lambda: util.proc_state(child[0]) in (None, "Z"), util.scaled(2), 0.01)
+                    time.sleep(0.1)
+                    waiting = in_usr1_handler(serving)
+                    in_time = time.monotonic() - t0 < 1.5
+                finally:
+                    os.kill(srv.proc.pid, signal.SIGCONT)
+            assert util.wait_for(lambda: not in_usr1_handler(serving), util.scaled(3), 0.01)
+            if in_time:
+                break
+        assert in_time, "the machine was too loaded to look within 1.5 s of the signal, 3 times"
         assert waiting, "the serving process stopped waiting for the master when its child exited"
-        assert util.wait_for(lambda: not in_usr1_handler(serving), util.scaled(3), 0.01)
         rotate_and_check(srv)
     finally:
         assert srv.stop() == 0, srv.diagnostics()
