@@ -65,7 +65,7 @@ struct master {
 	struct listeners listeners; /* per address; each generation accepts from its own ones */
 	int current;          /* index of the generation that should be serving */
 	int sigfd;
-	int reopen_fds[2];    /* [0] the master answers on, [1] every serving process asks on (log.c) */
+	int reopen_fds[2];    /* [0] the master reads log requests on, [1] every serving process asks on (log.c) */
 	int pid_fd;           /* holds the pid file's lock (-1: no pid_file) */
 	char pid_file[4096];  /* the start's: a reload does not move it */
 	sigset_t blocked;
@@ -734,11 +734,10 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 	if (spawn(&m, 0) < 0)
 		begin_stop(&m);
 
-	bool reopen_owed = false; /* log replies wait for room in the socket's send buffer */
 	while (!m.stopping || children_left(&m)) {
 		int timeout = 100; /* ticks for start-up grace, drain deadlines, respawns */
 		struct pollfd pfd[2] = { { .fd = m.sigfd, .events = POLLIN },
-					 { .fd = m.reopen_fds[0], .events = reopen_owed ? POLLOUT : POLLIN } };
+					 { .fd = m.reopen_fds[0], .events = POLLIN } };
 		if (poll(pfd, 2, timeout) < 0 && errno != EINTR) {
 			log_error("poll: %m");
 			break;
@@ -761,8 +760,8 @@ int master_run(const struct config *cfg, config_builder build, void *build_arg)
 				break;
 			}
 		}
-		if (pfd[1].revents & (POLLIN | POLLOUT))
-			reopen_owed = log_answer_reopen(m.reopen_fds[0]);
+		if (pfd[1].revents & POLLIN)
+			log_answer_reopen(m.reopen_fds[0]);
 		reap(&m);
 		tick(&m);
 		if (m.reload_pending && !m.stopping && gen_alloc(&m) >= 0) {

@@ -1,10 +1,11 @@
 /* log.c - one write(2) per line to O_APPEND files; reopened on SIGUSR1.
  *
  * Only the master opens a log by path. A serving process (and every worker
- * it forks) reopens by asking the master for the descriptors it holds, over
- * a datagram socket inherited at the fork: it needs no right on the files or
- * their directory, so neither a symlink planted there nor Landlock's rules
- * come into it. */
+ * it forks) reopens by asking the master for the descriptors it holds, on
+ * a datagram socket inherited at the fork, and takes them from the reply on
+ * a channel the request carries: it needs no right on the files or their
+ * directory, so neither a symlink planted there nor Landlock's rules come
+ * into it. */
 #include "log.h"
 
 #include <errno.h>
@@ -200,6 +201,8 @@ static void reopen_by_path(void)
 enum { CARRIES_ACCESS = 1, CARRIES_ERROR = 2 };
 
 #define REOPEN_WAIT_MS 2000 /* a master that does not answer: keep the old files */
+#define REOPEN_RETRY_MS 10  /* too many descriptors in flight (ETOOMANYREFS): ask again after */
+#define ANSWERS_PER_CALL 256 /* the master's loop has other work too */
 
 static int64_t monotonic_ms(void)
 {
@@ -208,12 +211,23 @@ static int64_t monotonic_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Waits for events on the socket until deadline; false when it passed. */
+/* Waits for events on the socket until deadline; false when it passed. A
+ * signal is not an answer: the fork model's serving process asks from its
+ * SIGUSR1 handler, and a child exiting meanwhile (SIGCHLD) must not end
+ * the wait. */
 static bool wait_sock(int sock, short events, int64_t deadline)
 {
-	int64_t left = deadline - monotonic_ms();
-	struct pollfd pfd = { .fd = sock, .events = events };
-	return left > 0 && poll(&pfd, 1, (int)left) >= 0;
+	for (;;) {
+		int64_t left = deadline - monotonic_ms();
+		struct pollfd pfd = { .fd = sock, .events = events };
+		if (left <= 0)
+			return false;
+		int n = poll(&pfd, 1, (int)left);
+		if (n > 0)
+			return true;
+		if (n < 0 && errno != EINTR)
+			return false;
+	}
 }
 
 /* Puts the descriptors a reply carries in place of ours. */
@@ -235,24 +249,65 @@ static void take_reply(struct msghdr *msg, unsigned char what)
 			dup3(fds[i], error_fd, O_CLOEXEC);
 		close(fds[i++]);
 	}
+	while (i < n && i < 2)
+		close(fds[i++]); /* not ours to keep */
 }
 
-/* A serving process's reopen: one request, one reply with the master's
- * descriptors. Every process of the instance asks on the same socket, whose
- * send buffer (and the master's) may fill when hundreds ask at once: that is
- * waited out, not taken for an answer. Every reply carries the same files,
- * so which asker reads which reply does not matter. */
+/* Sends the request: one byte and the channel the reply is to come back
+ * on. A full socket (hundreds asking at once) is waited out. 0 or -1. */
+static int send_request(int channel, int64_t deadline)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	char req = 'r';
+	struct iovec iov = { &req, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &channel, sizeof(int));
+
+	for (;;) {
+		if (sendmsg(reopen_sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno == ETOOMANYREFS) { /* this user's descriptors in flight: the master is reading them */
+			if (deadline - monotonic_ms() < REOPEN_RETRY_MS)
+				return -1;
+			poll(NULL, 0, REOPEN_RETRY_MS);
+			continue;
+		}
+		if (errno != EAGAIN || !wait_sock(reopen_sock, POLLOUT, deadline))
+			return -1;
+	}
+}
+
+/* A serving process's reopen: a request carrying a channel of its own, and
+ * the reply with the master's descriptors on that channel. Every process of
+ * the instance (fork children and prefork workers too) asks on one shared
+ * socket, so a reply on it could go to any of them: one whose asker gave up
+ * (a 2 s wait ran out, a signal cut it short) or died would wait there, and
+ * the next rotation's first asker would take it and with it the files of
+ * the rotation before. A reply on the asker's own channel reaches that ask
+ * or nobody: a channel given up is closed, and the master's late reply
+ * goes nowhere. */
 static void reopen_from_master(void)
 {
 	int64_t deadline = monotonic_ms() + REOPEN_WAIT_MS;
+	int ch[2];
 
-	for (;;) {
-		if (send(reopen_sock, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
-			break;
-		if ((errno != EAGAIN && errno != EINTR) || !wait_sock(reopen_sock, POLLOUT, deadline))
-			return;
-	}
-	for (;;) {
+	/* SEQPACKET: a master that drops the request (or dies) ends the wait at once */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)
+		return; /* out of descriptors: keep the old files */
+	int sent = send_request(ch[1], deadline);
+	close(ch[1]); /* the master holds the one in flight */
+	while (sent == 0) {
 		union {
 			struct cmsghdr h;
 			char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -261,14 +316,15 @@ static void reopen_from_master(void)
 		struct iovec iov = { &what, 1 };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 				      .msg_controllen = sizeof(ctl.buf) };
-		if (recvmsg(reopen_sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1) {
+		ssize_t n = recvmsg(ch[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n == 1) {
 			take_reply(&msg, what);
-			return;
+			break;
 		}
-		/* another asker may take the reply that woke us: wait for the next */
-		if ((errno != EAGAIN && errno != EINTR) || !wait_sock(reopen_sock, POLLIN, deadline))
-			return;
+		if (n == 0 || (errno != EAGAIN && errno != EINTR) || !wait_sock(ch[0], POLLIN, deadline))
+			break;
 	}
+	close(ch[0]);
 }
 
 void log_reopen(void)
@@ -286,9 +342,8 @@ void log_reopen_via(int sock)
 	reopen_sock = sock;
 }
 
-static unsigned replies_owed; /* requests read, not yet answered (a full send buffer) */
-
-static bool send_reply(int sock)
+/* The reply: which logs, and their descriptors, on the asker's channel. */
+static void send_reply(int channel)
 {
 	union {
 		struct cmsghdr h;
@@ -317,22 +372,63 @@ static bool send_reply(int sock)
 		c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
 		memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
 	}
-	return sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+	/* an asker that gave up closed its end: nothing to do about that */
+	ssize_t sent = sendmsg(channel, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)sent;
 }
 
-bool log_answer_reopen(int sock)
+/* The channel a request carries, or -1. Only a Unix SEQPACKET socket is
+ * answered: the root master writes the log descriptors to nothing else
+ * (not a TCP socket, not a pipe a confined process chose). */
+static int request_channel(struct msghdr *msg)
 {
-	char req[16];
+	int fd = -1;
 
-	for (;;) {
-		/* owed replies first: the send buffer had no room for them */
-		while (replies_owed > 0 && send_reply(sock))
-			replies_owed--;
-		if (replies_owed > 0)
-			return true; /* the caller waits for room (POLLOUT) */
-		if (recv(sock, req, sizeof(req), MSG_DONTWAIT) <= 0)
-			return false;
-		replies_owed++;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (fd < 0)
+				fd = got;
+			else
+				close(got);
+		}
+	}
+	int type = 0, domain = 0;
+	socklen_t len = sizeof(int), dlen = sizeof(int);
+	if (fd >= 0 && (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+			getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) < 0 ||
+			type != SOCK_SEQPACKET || domain != AF_UNIX)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+void log_answer_reopen(int sock)
+{
+	for (int i = 0; i < ANSWERS_PER_CALL; i++) {
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		char req[16];
+		struct iovec iov = { req, sizeof(req) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				      .msg_controllen = sizeof(ctl.buf) };
+		if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		int channel = request_channel(&msg);
+		if (channel >= 0) {
+			send_reply(channel);
+			close(channel);
+		}
 	}
 }
 

@@ -23,18 +23,17 @@ enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
  * log when one is open, else to stderr), the current files kept. */
 int log_open(const struct config *cfg);
 void log_close(void);
-/* Async-signal-safe (open, dup2, close, send, recvmsg, poll only): for
- * SIGUSR1 and logrotate. In the master it opens the paths again (never
+/* Async-signal-safe in a serving process (socketpair, sendmsg, recvmsg,
+ * poll, dup3, close only): for SIGUSR1 and logrotate. In the master it opens the paths again (never
  * through a link) and logs the outcome; in a process given log_reopen_via()
  * it takes the master's current descriptors instead. */
 void log_reopen(void);
 /* In a serving process: from now on reopen through sock (a datagram socket
  * whose other end the master answers with log_answer_reopen). */
 void log_reopen_via(int sock);
-/* In the master: answers every pending request on sock with the open logs;
- * true when replies are still owed (its send buffer is full: call again
- * once sock is writable). */
-bool log_answer_reopen(int sock);
+/* In the master: answers the pending requests on sock (when it is readable),
+ * each on the channel it carries, with the open logs. Never blocks. */
+void log_answer_reopen(int sock);
 /* What an error of open_append (a -errno) means, in words. */
 const char *log_open_error(int err);
 /* For the next ms milliseconds (-1: until called again, 0: stop), error

@@ -283,3 +283,128 @@ def test_reopen_with_no_log_file_says_so(docroot, tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=util.scaled(15)) == 0, err.read_text()
+
+
+# --------------------------------------------------------------------------
+# Reopening under races: a serving process asks the master for the new
+# descriptors from its SIGUSR1 handler, and so do its children and workers.
+# --------------------------------------------------------------------------
+
+def in_usr1_handler(pid: int) -> bool:
+    """Whether pid (single-threaded: a fork or prefork serving process) runs
+    its SIGUSR1 handler now: the signal is blocked while it does."""
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    blocked = next(ln for ln in status.splitlines() if ln.startswith("SigBlk:"))
+    return bool(int(blocked.split()[1], 16) >> (signal.SIGUSR1 - 1) & 1)
+
+
+def rotate_and_check(srv: util.Server, n: int = 1) -> None:
+    """Moves the access log away, SIGUSR1 to the master: every process of the
+    instance lets go of the moved file, and the next line lands in a new one."""
+    rotated = srv.access_log.with_name(f"access.log.{n}")
+    os.rename(srv.access_log, rotated)
+    srv.signal(signal.SIGUSR1)
+    released = util.wait_for(lambda: not util.open_by_instance(srv, rotated), util.scaled(3))
+    assert released, f"{rotated.name} still open in {util.open_by_instance(srv, rotated)} after SIGUSR1"
+    srv.get(f"/a.txt?after={n}")
+    assert any(f"after={n}" in ln for ln in wait_lines(srv.access_log, 1)), log_lines(srv.access_log)
+
+
+@pytest.mark.parametrize("kind", ["fork", "prefork"])
+def test_a_reply_too_late_for_its_ask_is_not_taken_at_the_next_rotation(kind, docroot, tmp_path):
+    """A serving process that gave up waiting for the master (2 s; the master
+    is stopped here, as a loaded machine may hold it up) keeps its files; the
+    master's late reply must not be what the next rotation takes: it carries
+    the files of the rotation before, the ones logrotate has just moved."""
+    settings = {"workers": 2} if kind == "prefork" else {}
+    srv = util.Server(kind, docroot.path, tmp_path / "srv", settings).start()
+    try:
+        srv.get("/a.txt?before=1")
+        serving = util.serving_pids(srv.proc.pid)[0]
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        try:
+            os.kill(serving, signal.SIGUSR1)  # it asks a master that cannot answer
+            assert util.wait_for(lambda: in_usr1_handler(serving), util.scaled(2), 0.01), "SIGUSR1 not handled"
+            assert util.wait_for(lambda: not in_usr1_handler(serving), util.scaled(5), 0.01), "still waiting"
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)  # and now it answers that ask, too late
+        time.sleep(0.3)
+        rotate_and_check(srv)
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+def test_a_child_exiting_does_not_cut_the_wait_for_the_master_short(docroot, tmp_path):
+    """fork: a connection's child that exits while the serving process waits
+    for the master's reply (its SIGCHLD interrupts the wait) must not end
+    that wait empty-handed: the serving process kept the moved file, and
+    the reply then sat unread until the next rotation took it. The look must
+    come well within the 2 s the serving process waits; a loaded machine
+    that delays it past that says nothing, and it is tried again."""
+    srv = util.Server("fork", docroot.path, tmp_path / "srv").start()
+    try:
+        serving = util.serving_pids(srv.proc.pid)[0]
+        children = lambda: [p for p in util.proc_children(serving) if util.proc_live(p)]
+        for _ in range(3):  # until one look in time
+            with srv.connect() as c:
+                c.send(util.build_request("GET", "/a.txt?before=1"))
+                assert c.read_response().status == 200
+                # this connection's child alone (an earlier one may still be exiting)
+                assert util.wait_for(lambda: len(children()) == 1, util.scaled(2)), children()
+                child = children()
+                os.kill(srv.proc.pid, signal.SIGSTOP)
+                try:
+                    t0 = time.monotonic()
+                    os.kill(serving, signal.SIGUSR1)
+                    assert util.wait_for(lambda: in_usr1_handler(serving), util.scaled(2), 0.01), "not handled"
+                    c.close()  # the child sees the end of its connection and exits
+                    assert util.wait_for(lambda: util.proc_state(child[0]) in (None, "Z"), util.scaled(2), 0.01)
+                    time.sleep(0.1)
+                    waiting = in_usr1_handler(serving)
+                    in_time = time.monotonic() - t0 < 1.5
+                finally:
+                    os.kill(srv.proc.pid, signal.SIGCONT)
+            assert util.wait_for(lambda: not in_usr1_handler(serving), util.scaled(3), 0.01)
+            if in_time:
+                break
+        assert in_time, "the machine was too loaded to look within 1.5 s of the signal, 3 times"
+        assert waiting, "the serving process stopped waiting for the master when its child exited"
+        rotate_and_check(srv)
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
+@pytest.mark.parametrize("kind", ["fork", "prefork"])
+def test_rotations_while_connections_come_and_go(kind, docroot, tmp_path):
+    """Rotation after rotation while keep-alive connections (fork: a child
+    each) are open and closing around the SIGUSR1, every process of the
+    instance on one CPU as on a loaded machine: each rotation's moved file
+    is let go of by every process."""
+    srv = util.Server(kind, docroot.path, tmp_path / "srv", {"workers": 2} if kind == "prefork" else {}).start()
+    cpu = {min(os.sched_getaffinity(0))}
+    try:
+        for n in range(1, 13):
+            conns = [srv.connect() for _ in range(8)]
+            for c in conns:
+                c.send(util.build_request("GET", f"/a.txt?n={n}"))
+            for c in conns:
+                assert c.read_response().status == 200
+            for pid in util.instance_processes(srv):  # taskset: children inherit it
+                try:
+                    os.sched_setaffinity(pid, cpu)
+                except OSError:
+                    pass  # gone already
+            rotated = srv.access_log.with_name(f"access.log.{n}")
+            os.rename(srv.access_log, rotated)
+            for c in conns[:4]:  # children exit as the signal goes round
+                c.close()
+            srv.signal(signal.SIGUSR1)
+            for c in conns[4:]:
+                c.close()
+            released = util.wait_for(lambda: not util.open_by_instance(srv, rotated), util.scaled(3))
+            assert released, f"rotation {n}: {rotated.name} still open in {util.open_by_instance(srv, rotated)}"
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
