@@ -3,15 +3,19 @@ challenge files an ACME client leaves in `acme_webroot` for every request,
 whatever its Host, over plain HTTP even on an instance that redirects
 everything else to HTTPS, under Landlock and as the dropped user; a renewed
 certificate put at the same paths is picked up by a reload under load with no
-failed request."""
+failed request; and certbot, against Pebble (Let's Encrypt's test ACME
+server), obtains a certificate through spindle's webroot that spindle then
+serves and curl verifies against Pebble's root."""
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -29,6 +33,7 @@ pytestmark = pytest.mark.semantics
 TOKEN = "LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0"
 KEY_AUTH = (TOKEN + ".9jg46WB3rR_AHD-EBXdN7cBkH1WOu0tA3M9fm21mqTI").encode()
 CHALLENGE = "/.well-known/acme-challenge/"
+GO_BIN = util.REPO_ROOT / "build" / "go" / "bin"
 
 
 @pytest.fixture(scope="module")
@@ -227,3 +232,156 @@ def test_renewed_certificate_at_the_same_paths_served_after_reload_under_wrk(mod
         assert res["failed"] == 0, res["out"]
     finally:
         assert srv.stop() == 0, srv.diagnostics()
+
+
+# ---------------------------------------------------------------------------
+# certbot against Pebble, through spindle
+# ---------------------------------------------------------------------------
+
+ACME_NAME = "www.spindle.test"
+
+
+def _tool(path: Path | str | None, what: str) -> str:
+    if path is None or not Path(path).exists():
+        pytest.fail(f"{what} is missing: `make deps` (scripts/install-deps.sh) installs it", pytrace=False)
+    return str(path)
+
+
+def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}"
+        try:
+            with socket.create_connection((util.HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listening on {port} after {timeout}s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def _curl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["curl", "-sS", "--max-time", "10", *args], capture_output=True, timeout=20)
+
+
+def test_certbot_gets_a_certificate_from_pebble_through_spindle(certs, docroot, tmp_path):
+    """certbot certonly --webroot, unchanged, against Pebble: Pebble asks
+    spindle's plain port for the challenge (its DNS, pebble-challtestsrv,
+    says every name is 127.0.0.1), certbot's deploy hook copies the
+    certificate to the paths spindle reads and sends SIGHUP, and curl
+    verifies what spindle's TLS port then serves against Pebble's root. Every
+    process the test starts is stopped by its pid; the whole takes seconds."""
+    pebble = _tool(GO_BIN / "pebble", "pebble")
+    challtestsrv = _tool(GO_BIN / "pebble-challtestsrv", "pebble-challtestsrv")
+    certbot = _tool(shutil.which("certbot"), "certbot")
+
+    webroot = tmp_path / "acme"
+    webroot.mkdir()
+    # spindle starts on a placeholder certificate: the test CA's, which
+    # Pebble's root does not vouch for
+    live = tmp_path / "tls"
+    live.mkdir()
+    chain, key = live / "fullchain.pem", live / "privkey.pem"
+    shutil.copy(certs.chain, chain)
+    shutil.copy(certs.key, key)
+    tls_port = util.free_port()
+    from test_listen import ListenServer
+    srv = ListenServer("epoll", docroot.path, tmp_path / "srv", [f"127.0.0.1:{tls_port} tls"],
+                       settings={"tls_certificate": str(chain), "tls_certificate_key": str(key),
+                                 "acme_webroot": str(webroot)})
+
+    acme_port, mgmt_port, dns_port, dns_mgmt_port = (util.free_port() for _ in range(4))
+    procs: list[subprocess.Popen] = []
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def start(argv: list[str], name: str, env: dict | None = None) -> subprocess.Popen:
+        out = open(logs / f"{name}.log", "wb")
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 cwd=tmp_path, env=env)
+        finally:
+            out.close()
+        procs.append(p)
+        return p
+
+    try:
+        srv.start()
+        # DNS for Pebble: every A query answers 127.0.0.1, AAAA nothing (so
+        # Pebble dials spindle's IPv4 address); its challenge servers are off
+        dns = start([challtestsrv, "-dnsserver", f"127.0.0.1:{dns_port}", "-management",
+                     f"127.0.0.1:{dns_mgmt_port}", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
+                     "-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", ""], "challtestsrv")
+        _wait_port(dns_mgmt_port, dns, logs / "challtestsrv.log", 10)
+        config = tmp_path / "pebble.json"
+        config.write_text(json.dumps({"pebble": {
+            "listenAddress": f"127.0.0.1:{acme_port}", "managementListenAddress": f"127.0.0.1:{mgmt_port}",
+            "certificate": str(certs.chain), "privateKey": str(certs.key),
+            # the HTTP-01 validation goes to spindle's plain port
+            "httpPort": srv.port, "tlsPort": util.free_port(),
+            "ocspResponderURL": "", "externalAccountBindingRequired": False,
+            "retryAfter": {"authz": 1, "order": 1}, "keyAlgorithm": "ecdsa"}}))
+        # real validation (never PEBBLE_VA_ALWAYS_VALID), without its random
+        # sleeps and with no nonce refused on purpose: the test stays short
+        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_VA_ALWAYS_VALID="0", PEBBLE_WFE_NONCEREJECT="0",
+                   PEBBLE_AUTHZREUSE="0")
+        peb = start([pebble, "-config", str(config), "-dnsserver", f"127.0.0.1:{dns_port}"], "pebble", env)
+        _wait_port(acme_port, peb, logs / "pebble.log", 10)
+        _wait_port(mgmt_port, peb, logs / "pebble.log", 10)
+
+        # Pebble's root, from its management API (made fresh at each start)
+        r = _curl("--cacert", str(certs.ca), f"https://127.0.0.1:{mgmt_port}/roots/0")
+        assert r.returncode == 0 and b"BEGIN CERTIFICATE" in r.stdout, r.stderr
+        pebble_root = tmp_path / "pebble-root.pem"
+        pebble_root.write_bytes(r.stdout)
+        verify = ["--cacert", str(pebble_root), "--resolve", f"{ACME_NAME}:{tls_port}:127.0.0.1",
+                  f"https://{ACME_NAME}:{tls_port}/a.txt"]
+        r = _curl(*verify)
+        assert r.returncode != 0, "the placeholder certificate verified against Pebble's root"
+
+        hook = (f'cp "$RENEWED_LINEAGE/fullchain.pem" {chain} && cp "$RENEWED_LINEAGE/privkey.pem" {key} '
+                f'&& kill -HUP {srv.proc.pid}')
+        cb = tmp_path / "certbot"
+        t0 = time.monotonic()
+        r = subprocess.run([certbot, "certonly", "--non-interactive", "--agree-tos",
+                            "--register-unsafely-without-email", "--server", f"https://127.0.0.1:{acme_port}/dir",
+                            "--webroot", "-w", str(webroot), "-d", ACME_NAME, "--deploy-hook", hook,
+                            "--config-dir", str(cb / "config"), "--work-dir", str(cb / "work"),
+                            "--logs-dir", str(cb / "logs")],
+                           capture_output=True, text=True, timeout=90,
+                           env=dict(os.environ, REQUESTS_CA_BUNDLE=str(certs.ca)))
+        took = time.monotonic() - t0
+        assert r.returncode == 0, (f"certbot exited {r.returncode}:\n{r.stdout}\n{r.stderr}\n--- pebble:\n"
+                                   f"{(logs / 'pebble.log').read_text(errors='replace')[-3000:]}\n"
+                                   f"{srv.diagnostics()}")
+        print(f"\ncertbot certonly against Pebble through spindle: {took:.1f} s")
+        # Pebble fetched the challenge from spindle, over plain HTTP
+        access = srv.access_log.read_text(errors="replace")
+        assert re.search(r'"GET /\.well-known/acme-challenge/[A-Za-z0-9_-]+ HTTP/1\.1" 200 ', access), access
+        assert not [p for p in webroot.rglob("*") if p.is_file()], "certbot removes its challenge files"
+
+        assert wait_log(srv, GEN_RE.format(n=2, model="epoll"), util.scaled(10)), \
+            f"the deploy hook's SIGHUP brought no new generation\n{srv.diagnostics()}"
+        # the old generation takes new connections (on the placeholder)
+        # until it has drained: both accept on the same sockets
+        assert wait_log(srv, r"generation 1 \(pid \d+\) finished", util.scaled(15)), srv.diagnostics()
+        r = _curl(*verify)
+        assert r.returncode == 0 and r.stdout == A_TXT, (r.returncode, r.stderr, srv.diagnostics())
+        # and the certificate served is the one certbot got
+        lineage = cb / "config" / "live" / ACME_NAME / "cert.pem"
+        ctx = ssl.create_default_context(cafile=str(pebble_root))
+        with socket.create_connection((util.HOST, tls_port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname=ACME_NAME) as s:
+                served = int(s.getpeercert()["serialNumber"], 16)
+        assert served == _serial_of_pem(lineage)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        if srv.proc is not None:
+            assert srv.stop() == 0, srv.diagnostics()
