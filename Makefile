@@ -145,7 +145,7 @@ spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls fuzz_proxy
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) $(WARN) -O1 -g $(FUZZ_SAN) -DSPINDLE_VERSION='"$(VERSION)"'
-FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c
+FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c src/acme_challenge.c src/fs/file.c
 FUZZ_OBJ    := $(CORE_SRC:%.c=build/fuzz/obj/%.o)
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/%)
 

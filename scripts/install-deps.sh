@@ -6,6 +6,8 @@
 #   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk is a test dependency;
 #                                   linux-perf: the manifest asks perf whether hardware counters exist)
 #                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
+# The tests also need Pebble (Let's Encrypt's test ACME server, for the certbot round trip), built the
+# same way into build/go/bin.
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
@@ -20,6 +22,7 @@ packages=(
   # the Debian package: make deb builds it from a copy of the checkout's files (git),
   # lintian checks it, test_deb.py installs it (logrotate checks its rotation file)
   debhelper lintian git logrotate
+  certbot  # the ACME round trip (test_acme.py), against Pebble (below)
 )
 
 for arg in "$@"; do
@@ -37,7 +40,20 @@ is_installed() {
 }
 
 want_vegeta=false
-for arg in "$@"; do [ "$arg" = bench ] && want_vegeta=true; done
+want_pebble=true  # test dependencies: not for build or man alone
+for arg in "$@"; do
+  case "$arg" in
+    bench) want_vegeta=true ;;
+    build|man) want_pebble=false ;;
+  esac
+done
+
+# The machine's Go toolchain, or nothing (then say what is missing).
+find_go() {
+  if command -v go >/dev/null 2>&1; then echo go
+  elif [ -x /usr/local/go/bin/go ]; then echo /usr/local/go/bin/go
+  fi
+}
 
 # vegeta: a constant-rate (open-loop) generator for the lab's latency-vs-offered-load
 # curves. Pinned version, built from the Go module proxy with the Go toolchain
@@ -50,9 +66,9 @@ install_vegeta() {
   if [ -x "$bin" ] && "$bin" -version 2>/dev/null | grep -q "${VEGETA_VERSION#v}"; then
     return 0
   fi
-  local go=go
-  command -v go >/dev/null 2>&1 || go=/usr/local/go/bin/go
-  if ! command -v "$go" >/dev/null 2>&1; then
+  local go
+  go=$(find_go)
+  if [ -z "$go" ]; then
     echo "install-deps: vegeta needs a Go toolchain (go); install one or put vegeta in $dir" >&2
     return 1
   fi
@@ -60,6 +76,35 @@ install_vegeta() {
   echo "deps: building vegeta $VEGETA_VERSION into $dir"
   GOBIN="$dir" GOFLAGS=-modcacherw "$go" install \
     -ldflags "-X main.Version=${VEGETA_VERSION#v}" "github.com/tsenart/vegeta/v12@$VEGETA_VERSION"
+}
+
+# Pebble: Let's Encrypt's ACME test server, and its DNS companion
+# pebble-challtestsrv (it answers every name with 127.0.0.1, so Pebble
+# validates against the spindle under test). Pinned, built from the Go module
+# proxy into the repository like vegeta; a binary counts as installed when its
+# embedded module version is the pinned one.
+PEBBLE_VERSION=v2.10.1
+install_pebble() {
+  local dir go cmd ok=true
+  dir="$(cd "$(dirname "$0")/.." && pwd)/build/go/bin"
+  go=$(find_go)
+  for cmd in pebble pebble-challtestsrv; do
+    if [ -z "$go" ] || ! [ -x "$dir/$cmd" ] ||
+       ! "$go" version -m "$dir/$cmd" 2>/dev/null | grep -q "mod[[:space:]]*github.com/letsencrypt/pebble/v2[[:space:]]*$PEBBLE_VERSION"; then
+      ok=false
+    fi
+  done
+  $ok && return 0
+  if [ -z "$go" ]; then
+    echo "install-deps: Pebble needs a Go toolchain (go); install one or put pebble and pebble-challtestsrv in $dir" >&2
+    return 1
+  fi
+  mkdir -p "$dir"
+  echo "deps: building pebble $PEBBLE_VERSION into $dir"
+  GOBIN="$dir" GOFLAGS=-modcacherw "$go" install \
+    -ldflags "-X main.version=$PEBBLE_VERSION" \
+    "github.com/letsencrypt/pebble/v2/cmd/pebble@$PEBBLE_VERSION" \
+    "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$PEBBLE_VERSION"
 }
 
 missing=()
@@ -72,6 +117,7 @@ done
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "deps: all present"
   if $want_vegeta; then install_vegeta; fi
+  if $want_pebble; then install_pebble; fi
   exit 0
 fi
 
@@ -93,3 +139,4 @@ export DEBIAN_FRONTEND=noninteractive
   "${missing[@]}" >/dev/null
 echo "deps: installed ${#missing[@]} package(s)"
 if $want_vegeta; then install_vegeta; fi
+if $want_pebble; then install_pebble; fi

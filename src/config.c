@@ -61,6 +61,7 @@ static const struct key_kind key_int, key_size, key_duration, key_duration_us, k
 static int check_model(const char *value, char *why, size_t whylen);
 static int check_fallback(const char *value, char *why, size_t whylen);
 static int check_real_ip_from(const char *value, char *why, size_t whylen);
+static int check_acme_webroot(const char *value, char *why, size_t whylen);
 
 static const struct name_value symlinks_names[] = {
 	{ "inside", SYMLINKS_INSIDE }, { "all", SYMLINKS_ALL }, { "off", SYMLINKS_OFF }, { NULL, 0 },
@@ -155,6 +156,7 @@ static const struct config_key config_keys[] = {
 	K("tls", "hsts", key_string_off, hsts, "off"),
 	K("tls", "redirect_https", key_bool, redirect_https, "off"),
 	N("tls", "redirect_https_port", key_int, redirect_https_port, 1, 65535, "443"),
+	S("tls", "acme_webroot", key_string_off, acme_webroot, "off", check_acme_webroot),
 
 	K("content", "precompressed", key_codings, precompressed, "off"),
 	K("content", "types_file", key_string_off, types_file, "off"),
@@ -361,6 +363,22 @@ static int check_real_ip_from(const char *value, char *why, size_t whylen)
 	char inner[256];
 	if (cidr_list_parse(value, &l, inner, sizeof(inner)) < 0) {
 		snprintf(why, whylen, "real_ip_from: %s", inner);
+		return -1;
+	}
+	return 0;
+}
+
+/* The master opens the webroot at start and on reload: a missing one is
+ * refused here, with its line, rather than by every challenge later. */
+static int check_acme_webroot(const char *value, char *why, size_t whylen)
+{
+	struct stat st;
+	if (stat(value, &st) < 0) {
+		snprintf(why, whylen, "acme_webroot: '%s': %s", value, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, whylen, "acme_webroot: '%s' is not a directory", value);
 		return -1;
 	}
 	return 0;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acme_challenge.h"
 #include "budget.h"
 #include "endpoints.h"
 #include "fs/cache.h"
@@ -1224,6 +1225,33 @@ static void respond_fallback(struct conn *c)
 	respond_opened(c, fd, &st, &t);
 }
 
+/* An ACME HTTP-01 challenge file from acme_webroot (acme_challenge.h), or
+ * false when the path is not one. Anything but a token's regular file is
+ * 404: no listing, no sidecar, no fallback. */
+static bool respond_acme(struct conn *c)
+{
+	char rel[ACME_REL_MAX];
+	enum acme_match m = acme_challenge_match(c->req.path, rel, sizeof(rel));
+	if (m == ACME_NOT_CHALLENGE)
+		return false;
+	struct stat st;
+	int fd = m == ACME_TOKEN ? acme_challenge_open(c->srv->acme_fd, rel, &st) : -ENOENT;
+	if (fd < 0) {
+		respond_status(c, 404, false, NULL);
+		return true;
+	}
+	char etag[HTTP_ETAG_MAX];
+	struct file_view f = {
+		.size = (uint64_t)st.st_size, .mtime = st.st_mtime, .etag = etag,
+		.etag_len = http_etag(etag, st.st_mtime, (uint64_t)st.st_size),
+		.mime = "text/plain", .entry = NULL, .fd = fd,
+	};
+	http_date_format(st.st_mtime, f.lm_buf);
+	f.last_modified = f.lm_buf;
+	respond_file(c, &f);
+	return true;
+}
+
 /* Static files: resolve, confine, open, then answer. */
 static void respond_request(struct conn *c)
 {
@@ -1241,6 +1269,9 @@ static void respond_request(struct conn *c)
 		respond_status(c, refused, false, refused == 405 ? "Allow: GET, HEAD\r\n" : NULL);
 		return;
 	}
+	/* before any redirect: the ACME server asks over plain HTTP */
+	if (cfg->acme_webroot[0] && respond_acme(c))
+		return;
 	if (cfg->redirect_https) { /* config_validate: no TLS listener then */
 		respond_redirect_https(c);
 		return;

@@ -170,7 +170,7 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	if (server_enter_serving(&g->srv) < 0)
 		_exit(1);
 	/* Landlock first: it looks the logs' directories up with our rights */
-	if (privs_landlock(&g->cfg, g->srv.root_fd) < 0 || privs_drop(&g->privs) < 0)
+	if (privs_landlock(&g->cfg, g->srv.root_fd, g->srv.acme_fd) < 0 || privs_drop(&g->privs) < 0)
 		_exit(1);
 	serving_pid = getpid();
 	serving_master_pid = master_pid;

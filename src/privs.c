@@ -195,7 +195,7 @@ static bool open_to_user(const char *key, const char *path, const char *user)
 
 /* What the serving user (p) may do: every check that needs its rights, in
  * a child that becomes it. */
-static int check_as_user(const struct config *cfg, const struct privs *p, int root_fd)
+static int check_as_user(const struct config *cfg, const struct privs *p, int root_fd, int acme_fd)
 {
 	int bad = 0;
 
@@ -222,6 +222,12 @@ static int check_as_user(const struct config *cfg, const struct privs *p, int ro
 		log_warn("root: the serving processes' user (uid %d) cannot list %s (%s): index files are still "
 			 "served, listings are not", (int)geteuid(), cfg->root, strerror(errno));
 	}
+	/* challenge files are opened beneath the webroot's descriptor alike */
+	if (acme_fd >= 0 && faccessat(acme_fd, ".", X_OK, 0) < 0) {
+		log_error("acme_webroot: the serving processes' user (uid %d) cannot enter %s (%s): every ACME "
+			  "challenge would get 404", (int)geteuid(), cfg->acme_webroot, strerror(errno));
+		bad = 1;
+	}
 	return bad ? -1 : 0;
 }
 
@@ -243,27 +249,32 @@ int privs_check(const struct config *cfg, const struct privs *p)
 	int root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
 		return rc; /* the server's own open of the root says why */
+	/* -1 when off, or when it cannot be opened: server_init says why */
+	int acme_fd = cfg->acme_webroot[0] ? open(cfg->acme_webroot, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	pid_t pid;
+	int status;
 	if (!other_user) {
-		if (check_as_user(cfg, p, root_fd) < 0)
+		if (check_as_user(cfg, p, root_fd, acme_fd) < 0)
 			rc = -1;
-		close(root_fd);
-		return rc;
+		goto out;
 	}
 	/* The master has no thread: forking here is safe. */
-	pid_t pid = fork();
+	pid = fork();
 	if (pid < 0) {
 		log_error("fork: %s", strerror(errno));
-		close(root_fd);
-		return -1;
+		rc = -1;
+		goto out;
 	}
 	if (pid == 0)
-		_exit(check_as_user(cfg, p, root_fd) < 0 ? 1 : 0);
-	close(root_fd);
-	int status;
+		_exit(check_as_user(cfg, p, root_fd, acme_fd) < 0 ? 1 : 0);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		rc = -1;
+out:
+	close(root_fd);
+	if (acme_fd >= 0)
+		close(acme_fd);
 	return rc;
 }
 
@@ -389,7 +400,7 @@ static int allow_sanitizer(int ruleset)
 }
 #endif
 
-int privs_landlock(const struct config *cfg, int root_fd)
+int privs_landlock(const struct config *cfg, int root_fd, int acme_fd)
 {
 	if (!cfg->landlock)
 		return 0;
@@ -416,6 +427,9 @@ int privs_landlock(const struct config *cfg, int root_fd)
 	int rc = -1;
 	if (allow_fd(rs, root_fd, cfg->root, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR) < 0)
 		goto out;
+	/* ACME challenge files: read, never listed */
+	if (acme_fd >= 0 && allow_fd(rs, acme_fd, cfg->acme_webroot, LANDLOCK_ACCESS_FS_READ_FILE) < 0)
+		goto out;
 	/* the acceptor's spare descriptor (listen.c) */
 	if (allow_beneath(rs, "/dev/null", LANDLOCK_ACCESS_FS_READ_FILE) < 0)
 		goto out;
@@ -434,9 +448,10 @@ int privs_landlock(const struct config *cfg, int root_fd)
 	if (cfg->symlinks == SYMLINKS_ALL)
 		log_warn("landlock: symlinks = all, but a link leading out of %s is still refused (403) by the "
 			 "kernel; turn landlock off to follow such links", cfg->root);
-	log_info("landlock (ABI %d): serving process %d may only read beneath %s and write its logs "
+	log_info("landlock (ABI %d): serving process %d may only read beneath %s%s%s and write its logs "
 		 "(through the descriptors the master opened)", abi,
-		 (int)getpid(), cfg->root);
+		 (int)getpid(), cfg->root, acme_fd >= 0 ? " and the ACME webroot " : "",
+		 acme_fd >= 0 ? cfg->acme_webroot : "");
 	rc = 0;
 out:
 	close(rs);

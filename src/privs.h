@@ -5,7 +5,7 @@
  * re-reads the configuration. Every serving process, before it serves,
  * gives up what it does not need: it becomes `user`/`group` with no
  * supplementary groups, and (Landlock, Linux 5.13+) can then only read
- * beneath the root, whatever a request's path resolves to, and write to the
+ * beneath the root (and the ACME webroot), whatever a request's path resolves to, and write to the
  * logs only through the descriptors the master opened for it. Workers it
  * forks (fork, prefork) inherit both. */
 #ifndef SPINDLE_PRIVS_H
@@ -42,9 +42,9 @@ void privs_warn_root(const struct config *cfg);
  * 0, or -1 after logging why (then exit). */
 int privs_drop(const struct privs *p);
 /* In a serving process, before privs_drop: the Landlock ruleset, root_fd
- * being the root the files are opened beneath. 0 when applied or turned off,
- * 1 when the kernel lacks Landlock (logged once per serving process), -1 on
- * an error (logged). */
-int privs_landlock(const struct config *cfg, int root_fd);
+ * being the root the files are opened beneath, acme_fd the ACME webroot
+ * (or -1). 0 when applied or turned off, 1 when the kernel lacks Landlock
+ * (logged once per serving process), -1 on an error (logged). */
+int privs_landlock(const struct config *cfg, int root_fd, int acme_fd);
 
 #endif

@@ -132,7 +132,7 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 	memset(srv, 0, sizeof(*srv));
 	srv->cfg = cfg;
 	srv->model = model;
-	srv->wake_fd = -1;
+	srv->wake_fd = srv->acme_fd = -1;
 	srv->workers = cfg->workers > 0 ? cfg->workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (srv->workers < 1)
 		srv->workers = 1;
@@ -156,6 +156,15 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		/* config_validate() refused this already; a caller skipping it lands here */
 		log_error("real_ip_from: %s", bad);
 		return -1;
+	}
+	/* opened here, by the master, as the root is: the serving processes
+	 * reach it through this descriptor (and Landlock's rule for it) */
+	if (cfg->acme_webroot[0]) {
+		srv->acme_fd = open(cfg->acme_webroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (srv->acme_fd < 0) {
+			log_error("acme_webroot '%s': %s", cfg->acme_webroot, strerror(errno));
+			return -1;
+		}
 	}
 	if (cfg->types_file[0]) {
 		char why[512];
@@ -224,9 +233,11 @@ void server_close(struct server *srv)
 	srv->tls = NULL;
 	if (srv->root_fd >= 0)
 		close(srv->root_fd);
+	if (srv->acme_fd >= 0)
+		close(srv->acme_fd);
 	if (srv->wake_fd >= 0)
 		close(srv->wake_fd);
-	srv->root_fd = srv->wake_fd = stop_eventfd = -1;
+	srv->root_fd = srv->acme_fd = srv->wake_fd = stop_eventfd = -1;
 }
 
 static void wake_for_stop(void)

@@ -16,11 +16,15 @@
  *         range; otherwise count == 0; an empty file is never RANGE_OK.
  *         range_coalesce then covers every range, keeps parts `gap` apart
  *         and in the order of the earliest range in each.
+ *  acme:  the same bytes as a request path: a token match is exactly the
+ *         canonical path, under the challenge directory, of token
+ *         characters only; nothing is written at or past its cap.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/acme_challenge.h"
 #include "../../src/fs/path.h"
 #include "../../src/http/range.h"
 
@@ -84,6 +88,29 @@ static void fuzz_path(const uint8_t *in, size_t n, size_t cap)
 		fuzz_check(res2.len == res.len && memcmp(again, out, res.len) == 0);
 		fuzz_check(res2.has_dot_segment == res.has_dot_segment);
 	}
+}
+
+static void fuzz_acme(const uint8_t *in, size_t n, size_t cap)
+{
+	static const char prefix[] = ACME_CHALLENGE_DIR "/";
+	const size_t plen = sizeof(prefix) - 1;
+	char rel[ACME_REL_MAX + 8];
+	struct span path = { (const char *)in, n };
+
+	memset(rel, 0x5a, sizeof(rel));
+	enum acme_match m = acme_challenge_match(path, rel, cap);
+	for (size_t i = cap; i < sizeof(rel); i++)
+		fuzz_check(rel[i] == 0x5a);
+	if (m != ACME_TOKEN)
+		return;
+	size_t len = strnlen(rel, cap);
+	fuzz_check(len < cap && len > plen && memcmp(rel, prefix, plen) == 0);
+	fuzz_check(strspn(rel + plen, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") ==
+		   len - plen);
+	char canon[4096];
+	struct path_result res;
+	fuzz_check(path_resolve(path, canon, sizeof(canon), &res) == 0);
+	fuzz_check(!res.trailing_slash && res.len == len && memcmp(canon, rel, len) == 0);
 }
 
 static void fuzz_range(const uint8_t *in, size_t n, uint64_t fsize, size_t max)
@@ -168,6 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cap = FUZZ_CAP;
 	fuzz_path(copy, n, cap);
 	fuzz_range(copy, n, fsize, max);
+	fuzz_acme(copy, n, ACME_REL_MAX - (fsize & 7)); /* short buffers too */
 
 	free(copy);
 	return 0;

@@ -99,6 +99,7 @@ tls_certificate_key = /etc/spindle/privkey.pem
 hsts = max-age=63072000; includeSubDomains
 redirect_https = on
 redirect_https_port = 8443
+acme_webroot = www
 
 [content]
 precompressed = zstd br gzip
@@ -270,6 +271,8 @@ BAD_LINES = [
     ("proxy-needs-real-ip-from", "listen = 80\nlisten = 81 proxy_protocol\n"),
     ("bad-default-type", "default_type = text\n"),
     ("missing-types-file", "types_file = no.types\n"),
+    ("missing-acme-webroot", "[tls]\nacme_webroot = nowhere\n"),
+    ("acme-webroot-not-a-directory", "[tls]\nacme_webroot = mime.types\n"),
 ]
 
 BAD_SETS = [

@@ -1,7 +1,7 @@
 /* test_privs.c - what a process confined by privs_landlock may still do:
- * read beneath the root and write to the log descriptors it already holds,
- * and nothing else in the logs' directory (no other file written or made,
- * not even the log reopened by path). */
+ * read beneath the root and the ACME webroot and write to the log
+ * descriptors it already holds, and nothing else in the logs' directory (no
+ * other file written or made, not even the log reopened by path). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,9 +31,10 @@ static int confined_child(const struct config *cfg, const char *dir)
 	snprintf(p, sizeof(p), "%s/logs/access.log", dir);
 	int log_fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC); /* as the master hands it over */
 	int root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (log_fd < 0 || root_fd < 0)
+	int acme_fd = open(cfg->acme_webroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (log_fd < 0 || root_fd < 0 || acme_fd < 0)
 		return 10;
-	if (privs_landlock(cfg, root_fd) != 0)
+	if (privs_landlock(cfg, root_fd, acme_fd) != 0)
 		return 11; /* this machine's kernel has Landlock: it must apply */
 	if (write(log_fd, "line\n", 5) != 5)
 		return 1; /* the log it holds */
@@ -51,6 +52,12 @@ static int confined_child(const struct config *cfg, const char *dir)
 	snprintf(p, sizeof(p), "%s/www/page.html", dir);
 	if (open(p, O_WRONLY | O_APPEND) >= 0 || errno != EACCES)
 		return 6; /* the root is read-only */
+	if (openat(acme_fd, "token", O_RDONLY) < 0)
+		return 7; /* a challenge file in the ACME webroot */
+	if (openat(acme_fd, "token", O_WRONLY | O_APPEND) >= 0 || errno != EACCES)
+		return 8; /* ... read-only too */
+	if (openat(acme_fd, "new", O_WRONLY | O_CREAT | O_EXCL, 0644) >= 0 || errno != EACCES)
+		return 9; /* ... where nothing is made */
 	return 0;
 }
 
@@ -70,9 +77,14 @@ Test(privs, landlock_leaves_nothing_writable_in_the_log_directory)
 	put(p, "");
 	snprintf(p, sizeof(p), "%s/logs/other.log", dir);
 	put(p, "untouched\n");
+	snprintf(p, sizeof(p), "%s/acme", dir);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/acme/token", dir);
+	put(p, "token.thumbprint");
 
 	config_defaults(&cfg);
 	snprintf(cfg.root, sizeof(cfg.root), "%s/www", dir);
+	snprintf(cfg.acme_webroot, sizeof(cfg.acme_webroot), "%s/acme", dir);
 	snprintf(cfg.access_log, sizeof(cfg.access_log), "%s/logs/access.log", dir);
 	snprintf(cfg.error_log, sizeof(cfg.error_log), "%s/logs/error.log", dir);
 	snprintf(p, sizeof(p), "%s/logs/error.log", dir);
