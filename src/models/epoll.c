@@ -179,10 +179,9 @@ static void econn_run(struct loop *lp, struct econn *e)
 }
 
 /* Accepts a batch into lp->fresh without running any: what was queued when
- * the turn began is taken at its start, and serving it waits until the
- * turn's other events are served. Ends early at
- * the connection cap (a freed slot wakes us) or when the queue is empty;
- * a full batch leaves accept_more set, for the next turn. */
+ * the turn began is taken at its start, and served after the turn's other
+ * events. Ends early at the connection cap (a freed slot wakes us) or when
+ * the queue is empty; a full batch leaves accept_more set, for the next turn. */
 static void loop_accept_batch(struct loop *lp)
 {
 	lp->accept_more = false;
