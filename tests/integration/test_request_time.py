@@ -273,3 +273,33 @@ def test_queue_wait_never_exceeds_what_the_client_waited(model, fresh_server, ke
             over.append((target, d["queue_us"], d["service_us"], round(lat_us)))
     assert not over, (f"{len(over)} of {len(latency)} requests stamped longer than their client waited "
                       f"(target, queue_us, service_us, client µs): {sorted(over, key=lambda o: -o[1])[:5]}")
+
+
+def test_epoll_reconnecting_clients_do_not_starve_open_connections(docroot, tmp_path):
+    """One loop, CLIENTS clients reconnecting for 3 ms requests: a request on
+    a connection already open is answered within a turn or two (a turn takes
+    at most 64 new connections, here the CLIENTS waiting), not when the
+    reconnecting stops: a loop that accepted until its backlog ran dry never
+    got back to epoll_wait to hear of it."""
+    srv = util.Server("epoll", docroot.path, tmp_path / "epoll",
+                      {"workload": "on", "work_unit": "1ms", "delay_kind": "wall", "workers": "1"}).start()
+    open_conn = srv.connect(timeout=util.scaled(30))
+    open_conn.send(util.build_request("GET", "/a.txt"))  # registered with the loop: it waits for its next
+    assert open_conn.read_response().status == 200
+    load = threading.Thread(target=_timed_clients, args=(srv, False))
+    load.start()
+    worst = 0.0
+    try:
+        time.sleep(RUN_S / 4)
+        for _ in range(3):
+            t0 = time.monotonic()
+            open_conn.send(util.build_request("GET", "/a.txt"))
+            assert open_conn.read_response().status == 200
+            worst = max(worst, time.monotonic() - t0)
+            time.sleep(RUN_S / 8)
+    finally:
+        load.join(60)
+        open_conn.close()
+        assert srv.stop() == 0, srv.diagnostics()
+    # a turn: CLIENTS x 3 ms of work; the reconnecting went on for RUN_S
+    assert worst < util.scaled(0.2), f"an open connection waited {worst:.3f} s behind new ones"
