@@ -155,6 +155,7 @@ struct conn {
 	 * only while it waits for a head or a body, never while responses are
 	 * pending, so bytes past a request arrived with its last read. */
 	int64_t readable_ns;     /* the driver's stamp for the next read; 0: none */
+	int64_t writing_ns;      /* the driver's stamp for the next write (conn_writing); 0: none */
 	int64_t read_ready_ns;   /* since when the latest read's bytes were readable */
 	int64_t req_ready_ns, req_pickup_ns, first_byte_ns; /* the current request's; pickup 0: none started */
 
@@ -1954,9 +1955,16 @@ static int64_t clock_once(int64_t *now)
 	return *now;
 }
 
+void conn_writing(struct conn *c, int64_t ns)
+{
+	c->writing_ns = ns;
+}
+
 void conn_output_done(struct conn *c, size_t n)
 {
-	int64_t now = 0;
+	int64_t now = c->writing_ns; /* 0: clock_once reads the clock */
+
+	c->writing_ns = 0;
 
 	c->last_progress = conn_now_ms();
 	/* one write may end several responses: each is finished, in order */

@@ -99,6 +99,13 @@ void conn_release_idle(struct conn *c);
  * conn_output_done(). Queue wait = picked up - readable; service time = last
  * byte - picked up (docs/operations.md, "Where a request's time goes"). */
 void conn_readable(struct conn *c, int64_t ns);
+/* A driver may likewise stamp a write with a clock read taken just before
+ * the call that hands the kernel its bytes: the response bytes the next
+ * conn_output_done() reports were out by then, and the first and last are
+ * stamped so. Without one they are stamped when conn_output_done() runs: a
+ * thread preempted as its write woke the client would count the client's
+ * time as service. */
+void conn_writing(struct conn *c, int64_t ns);
 
 /* Monotonic milliseconds, the clock deadlines are expressed in. */
 int64_t conn_now_ms(void);

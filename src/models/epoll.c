@@ -11,7 +11,15 @@
  * requests as fast as it reads the responses) goes on the loop's ready list
  * and gets its next turn after the other ready connections and the deadline
  * scan: edge-triggered epoll will not report it again, so the list is what
- * remembers it. */
+ * remembers it.
+ *
+ * Accepting is bounded the same way (as nginx and h2o bound theirs): a turn
+ * takes at most EPOLL_ACCEPT_BATCH new connections, right after epoll_wait
+ * returns, and serves them after the turn's other events. Accepting and
+ * serving each at once, until the backlog was empty, never returned to
+ * epoll_wait while clients reconnected as fast as they were answered: the
+ * open connections' events waited, and every new connection was stamped
+ * readable at a turn that began before it even connected. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -35,6 +43,7 @@
 #define EPOLL_SCAN_MS 200  /* how often deadlines are checked */
 #define EPOLL_BACKLOG 4096 /* listen.c's listen() backlog */
 #define EPOLL_BUDGET 16    /* reads/writes per connection per turn: 64 KiB to 1 MiB */
+#define EPOLL_ACCEPT_BATCH 64 /* accepts per turn */
 
 struct econn {
 	struct wire *c;
@@ -44,6 +53,7 @@ struct econn {
 	bool queued;           /* on the loop's ready list */
 	bool busy;             /* did I/O since the last deadline scan */
 	bool registered;       /* in the epoll set (only once it first had to wait) */
+	int64_t accepted_ns;   /* stats: when a batch took it, its first run's readable stamp */
 	struct econn *prev, *next;
 	struct econn *ready_next;
 };
@@ -60,6 +70,10 @@ struct loop {
 	struct conn_slots *slots; /* max_connections, shared by all loops */
 	struct sweep sweep;    /* deadline sweeps; a stop's drain time */
 	int64_t turn_ns;       /* stats: when this turn's events came (one clock read a turn) */
+	struct econn *fresh[EPOLL_ACCEPT_BATCH]; /* accepted this turn, not yet run */
+	int nfresh;
+	bool accept_more;      /* the last batch was full: the backlog may hold more, which the
+				* edge-triggered listener will not report again */
 };
 
 /* Tags in epoll_event.data.ptr for the non-connection descriptors. */
@@ -132,9 +146,10 @@ static bool econn_register(struct loop *lp, struct econn *e)
  * has had its turn (then it goes on the ready list). */
 static void econn_run(struct loop *lp, struct econn *e)
 {
-	/* Readable since the turn began: what it waited behind the others in
-	 * this turn is its queue wait (see conn_readable). */
-	wire_readable(e->c, lp->turn_ns);
+	/* Readable since the turn began (or it was accepted): what it waited
+	 * behind the others in this turn is its queue wait (see conn_readable). */
+	wire_readable(e->c, e->accepted_ns ? e->accepted_ns : lp->turn_ns);
+	e->accepted_ns = 0;
 	for (int steps = 0;; steps++) {
 		int64_t deadline;
 		enum conn_want want = wire_wants(e->c, &deadline);
@@ -163,11 +178,17 @@ static void econn_run(struct loop *lp, struct econn *e)
 	}
 }
 
-/* Accepts until the queue is empty, the cap is reached, or max are taken. */
-static void loop_accept_upto(struct loop *lp, int max)
+/* Accepts a batch into lp->fresh without running any: what was queued when
+ * the turn began is taken at its start, and served after the turn's other
+ * events. Ends early at the connection cap (a freed slot wakes us) or when
+ * the queue is empty; a full batch leaves accept_more set, for the next turn. */
+static void loop_accept_batch(struct loop *lp)
 {
-	/* At the cap connections wait in the backlog; a freed slot wakes us. */
-	for (int n = 0; n < max && slots_take(lp->slots); n++) {
+	lp->accept_more = false;
+	/* dropped ones (out of descriptors) count too: the batch stays bounded */
+	for (int n = 0; n < EPOLL_ACCEPT_BATCH; n++) {
+		if (!slots_take(lp->slots))
+			return; /* at the cap connections wait in the backlog */
 		struct sockaddr_storage peer;
 		socklen_t len;
 		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
@@ -190,6 +211,10 @@ static void loop_accept_upto(struct loop *lp, int max)
 			slots_give(lp->slots);
 			return;
 		}
+		/* Stamped when accepted, not with the turn's start: the turn
+		 * began before a connection that came during the batch, and the
+		 * thread may have been preempted since. */
+		e->accepted_ns = stats_clock_ns();
 		e->fd = fd;
 		e->can_read = true; /* the listener defers accepting until bytes come */
 		e->can_write = true;
@@ -198,14 +223,25 @@ static void loop_accept_upto(struct loop *lp, int max)
 			lp->conns->prev = e;
 		lp->conns = e;
 		lp->nconns++;
-		econn_run(lp, e);
+		lp->fresh[lp->nfresh++] = e;
 	}
+	lp->accept_more = true;
+}
+
+/* Serves the connections the batch took, oldest first. */
+static void loop_run_fresh(struct loop *lp)
+{
+	for (int i = 0; i < lp->nfresh; i++)
+		econn_run(lp, lp->fresh[i]);
+	lp->nfresh = 0;
 }
 
 static void loop_accept(struct loop *lp)
 {
 	if (!lp->sweep.stopping && !server_stopping())
-		loop_accept_upto(lp, INT_MAX);
+		loop_accept_batch(lp);
+	else
+		lp->accept_more = false;
 }
 
 /* Expires deadlines, and ends connections still open when the drain time is up. */
@@ -251,8 +287,13 @@ static void loop_begin_stop(struct loop *lp)
 	 * unanswered until another one arrives. Our registration is gone now,
 	 * so each such connection is in the queue: take them (at most a
 	 * backlog's worth, all it can hold), answered drained below. */
-	if (lp->exclusive)
-		loop_accept_upto(lp, EPOLL_BACKLOG);
+	for (int n = 0; lp->exclusive && n < EPOLL_BACKLOG; n += EPOLL_ACCEPT_BATCH) {
+		loop_accept_batch(lp);
+		loop_run_fresh(lp);
+		if (!lp->accept_more)
+			break;
+	}
+	lp->accept_more = false;
 	for (e = lp->conns; e; e = next) {
 		next = e->next;
 		wire_drain(e->c);
@@ -269,8 +310,9 @@ static void *loop_main(void *arg)
 
 	while (!(lp->sweep.stopping && lp->nconns == 0)) {
 		/* turns due: just collect new events; out of descriptors: see listen.h */
-		int timeout = lp->ready ? 0 : sweep_wait_ms(&lp->sweep, lp->nconns > 0, acceptor_pause_ms(&lp->acc));
-		bool stop_seen = false;
+		int timeout = lp->ready || lp->accept_more ? 0
+			      : sweep_wait_ms(&lp->sweep, lp->nconns > 0, acceptor_pause_ms(&lp->acc));
+		bool stop_seen = false, accept_due = lp->accept_more;
 		int n = epoll_wait(lp->epfd, events, EPOLL_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait: %m");
@@ -279,11 +321,19 @@ static void *loop_main(void *arg)
 		lp->turn_ns = stats_clock_ns();
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
-			if (tag == &tag_listener) {
-				loop_accept(lp);
-			} else if (tag == &tag_slot) {
+			if (tag == &tag_slot)
 				slots_woken(lp->slots, lp->id);
-				loop_accept(lp);
+			if (tag == &tag_slot || tag == &tag_listener)
+				accept_due = true;
+		}
+		/* first: those queued when the turn began are taken (and
+		 * stamped) before the turn's work delays them */
+		if (accept_due)
+			loop_accept(lp);
+		for (int i = 0; i < n; i++) {
+			void *tag = events[i].data.ptr;
+			if (tag == &tag_listener || tag == &tag_slot) {
+				continue;
 			} else if (tag == &tag_wake) {
 				/* after the batch: draining may close connections that
 				 * still have events further down this array */
@@ -300,6 +350,7 @@ static void *loop_main(void *arg)
 				econn_run(lp, e);
 			}
 		}
+		loop_run_fresh(lp);
 		/* Those that used up their budget, in order; a connection that
 		 * uses it up again is queued for the next round. */
 		struct econn *e = lp->ready;
@@ -315,7 +366,7 @@ static void *loop_main(void *arg)
 		/* the listener is edge-triggered: after a pause, no new edge may come
 		 * for the connections that waited through it */
 		if (acceptor_pause_over(&lp->acc) && !lp->sweep.stopping)
-			loop_accept(lp);
+			lp->accept_more = true; /* taken at the next turn's start */
 		int64_t now = conn_now_ms();
 		if (sweep_due(&lp->sweep, now))
 			loop_scan(lp, now);

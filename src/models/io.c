@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../stats/stats.h"
+
 static enum io_result do_read(struct wire *c, int fd)
 {
 	struct iovec space = wire_input_space(c);
@@ -34,6 +36,9 @@ static enum io_result do_write(struct wire *c, int fd)
 		wire_output_done(c, 0);
 		return IO_PROGRESS;
 	}
+	/* stats: the bytes are out no earlier than this, whenever this thread
+	 * gets to run again after the call (see conn_writing) */
+	wire_writing(c, stats_clock_ns());
 	do {
 		if (out.iovcnt == 1) { /* send() skips sendmsg's copy of the msghdr and iovec */
 			n = send(fd, out.iov[0].iov_base, out.iov[0].iov_len, MSG_NOSIGNAL | (out.more ? MSG_MORE : 0));
@@ -50,6 +55,8 @@ static enum io_result do_write(struct wire *c, int fd)
 			}
 		}
 	} while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		wire_writing(c, 0); /* nothing went out: no stamp for a later write */
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return IO_AGAIN;

@@ -284,8 +284,7 @@ static bool listener_update(struct pool *p)
 	return room;
 }
 
-/* batch_ns: when epoll_wait returned the listener's readiness. */
-static void pool_accept(struct pool *p, int64_t batch_ns)
+static void pool_accept(struct pool *p)
 {
 	for (int i = 0; i < POOL_ACCEPT_BATCH; i++) {
 		if (!listener_update(p))
@@ -320,7 +319,10 @@ static void pool_accept(struct pool *p, int64_t batch_ns)
 		pthread_mutex_lock(&p->mu);
 		p->nconns++;
 		p->qfresh++;
-		push_locked(p, it, batch_ns);
+		/* stamped as accepted, not at the batch's start: one that came
+		 * during the batch, or while this thread was preempted in it,
+		 * was not waiting then */
+		push_locked(p, it, stats_clock_ns());
 		pthread_mutex_unlock(&p->mu);
 	}
 }
@@ -432,7 +434,7 @@ static int pool_loop(struct pool *p)
 		for (int i = 0; i < n; i++) {
 			void *tag = events[i].data.ptr;
 			if (tag == &tag_listener) {
-				pool_accept(p, batch_ns);
+				pool_accept(p);
 			} else if (tag == &tag_kick) {
 				uint64_t v;
 				ssize_t r = read(p->kick_fd, &v, sizeof(v));
@@ -443,7 +445,7 @@ static int pool_loop(struct pool *p)
 			}
 		}
 		if (acceptor_pause_over(&p->acc))
-			pool_accept(p, stats_clock_ns()); /* watch the listener again (if there is room), or pause again */
+			pool_accept(p); /* watch the listener again (if there is room), or pause again */
 		int64_t now = conn_now_ms();
 		if (sweep_due(&p->sweep, now))
 			pool_scan(p, now);

@@ -148,6 +148,7 @@ struct uconn {
 	uint16_t stash_head, stash_tail;
 	uint32_t stash_off;
 	struct conn_output out; /* the iovecs of an in-flight sendmsg */
+	int64_t send_ns;       /* stats: when it was queued (see conn_writing) */
 	struct msghdr msg;
 	struct uconn *prev, *next;
 };
@@ -424,9 +425,12 @@ static bool uconn_sendfile(struct uconn *u, const struct conn_output *out, bool 
 	off_t off = out->file_off;
 	size_t len = out->file_len < IO_SENDFILE_CHUNK ? out->file_len : IO_SENDFILE_CHUNK;
 	ssize_t n;
+	wire_writing(u->c, stats_clock_ns()); /* stats (see conn_writing) */
 	do
 		n = sendfile(u->fd, out->file_fd, &off, len);
 	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		wire_writing(u->c, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return false;
 	if (n <= 0) /* 0: the file shrank under us, the promised length can't be kept */
@@ -491,6 +495,13 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 					io_uring_prep_sendmsg(sqe, u->fd, &u->msg, flags);
 				}
 				u->op = OP_SENDMSG;
+				/* stats: the bytes leave when the ring is next
+				 * submitted, at the turn's end; their completion is
+				 * read a turn later, maybe behind others' work. A
+				 * stamp from either would count time after the
+				 * client had them as service; this one leaves out
+				 * the rest of the turn instead. */
+				u->send_ns = stats_clock_ns();
 			} else {
 				io_uring_prep_poll_add(sqe, u->fd, POLLOUT);
 				u->op = OP_POLLOUT;
@@ -564,6 +575,7 @@ static void uconn_complete(struct loop *lp, struct uconn *u, int res)
 			wire_output_failed(u->c);
 			break;
 		}
+		wire_writing(u->c, u->send_ns);
 		wire_output_done(u->c, (size_t)res);
 		break;
 	case OP_POLLOUT:

@@ -812,6 +812,12 @@ bool wire_awaits_request(struct wire *w)
 	return conn_awaits_request(w->core);
 }
 
+void wire_writing(struct wire *w, int64_t ns)
+{
+	if (!w->tls || kernel_tx(w->tls))
+		conn_writing(w->core, ns);
+}
+
 void wire_readable(struct wire *w, int64_t ns)
 {
 	if (!w->tls || w->tls->state == TLS_OPEN || ns == 0)

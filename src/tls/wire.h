@@ -58,6 +58,10 @@ void wire_release_idle(struct wire *w);
 /* conn_readable(); a TLS wire keeps only stamps that come once its handshake
  * is done: the stamps time requests, and a handshake is none. */
 void wire_readable(struct wire *w, int64_t ns);
+/* conn_writing(); only where the socket's bytes are the core's (no TLS, or
+ * kernel TLS): a user-space TLS wire's core is done when its bytes are
+ * encrypted, before any write. */
+void wire_writing(struct wire *w, int64_t ns);
 
 /* OpenSSL's key-log callback for contexts with kernel TLS (context.c): takes
  * the server application traffic secret for the kernel. */

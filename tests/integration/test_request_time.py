@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import struct
 import threading
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -185,3 +187,119 @@ def test_viewer_reads_a_segment_of_the_previous_layout(real_segment):  # noqa: F
     # slots that cannot even hold the counters before them are refused
     r = _run_stat_on(name, _patched(old, ("<I", OFF_SLOT_SIZE, OLD_SLOT_SIZE - 64)), "--json")
     assert r.returncode == 1 and b"inconsistent" in r.stderr, r.stderr
+
+
+CLIENTS = 8          # reconnecting (or keep-alive) clients
+CLIENT_WORK_MS = 3   # of spinning per request
+RUN_S = 1.0          # how long they keep at it
+SLACK_US = 1000      # the log's whole microseconds, and the two clocks' reads
+
+
+def _timed_clients(srv: util.Server, keep_alive: bool) -> dict[str, float]:
+    """CLIENTS clients send CPU-bound requests back to back for RUN_S, each
+    the moment the previous one is answered (on a new connection each, or on
+    one kept alive). {target: client-measured latency in µs}: from connect()
+    (or, kept alive, from the send) to the response's last byte."""
+    latency: dict[str, float] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(CLIENTS)
+
+    def client(i: int):
+        try:
+            start.wait(10)
+            end = time.monotonic() + RUN_S
+            conn = srv.connect(timeout=util.scaled(30)) if keep_alive else None
+            k = 0
+            while time.monotonic() < end:
+                target = f"/work?delay={CLIENT_WORK_MS}&bucket={i}&id={i}.{k}"
+                k += 1
+                if keep_alive:
+                    t0 = time.monotonic()
+                    conn.send(util.build_request("GET", target))
+                    r = conn.read_response()
+                    t1 = time.monotonic()
+                    assert r.status == 200, r
+                else:
+                    t0 = time.monotonic()
+                    with socket.create_connection((util.HOST, srv.port), timeout=util.scaled(30)) as s:
+                        s.sendall(util.build_request("GET", target, headers={"Connection": "close"}))
+                        data = b""
+                        while chunk := s.recv(65536):
+                            data += chunk
+                    t1 = time.monotonic()
+                    assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+                with lock:
+                    latency[target] = (t1 - t0) * 1e6
+            if conn:
+                conn.close()
+        except Exception as e:  # reported below
+            errors.append(f"client {i}: {e!r}")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, "\n".join(errors)
+    return latency
+
+
+@pytest.mark.parametrize("keep_alive", [False, True], ids=["reconnecting", "kept_alive"])
+def test_queue_wait_never_exceeds_what_the_client_waited(model, fresh_server, keep_alive):
+    """A request's stamps cannot start before its client connected (or, kept
+    alive, sent it): queue wait + service time <= the latency the client
+    measured, for every request, even while clients reconnect (or send their
+    next request) the moment they are answered. One event loop (one worker)
+    makes them share a loop's turns; a loop that accepted and served new
+    connections until its backlog ran dry never ended its turn while clients
+    kept reconnecting, and stamped all of them with that turn's start."""
+    srv = fresh_server(workload="on", work_unit="1ms", delay_kind="wall", access_log_format="json", workers="1")
+    latency = _timed_clients(srv, keep_alive)
+    assert len(latency) >= CLIENTS * 5, f"only {len(latency)} requests were answered in {RUN_S} s"
+    logged: dict[str, dict] = {}
+
+    def read_log():
+        for line in srv.access_log.read_text().splitlines():
+            d = json.loads(line)
+            logged[d["target"]] = d
+        return all(t in logged for t in latency)
+
+    assert util.wait_for(read_log, 5), f"{len(set(latency) - set(logged))} requests not logged"
+    over = []
+    for target, lat_us in latency.items():
+        d = logged[target]
+        if d["queue_us"] + d["service_us"] > lat_us + SLACK_US:
+            over.append((target, d["queue_us"], d["service_us"], round(lat_us)))
+    assert not over, (f"{len(over)} of {len(latency)} requests stamped longer than their client waited "
+                      f"(target, queue_us, service_us, client µs): {sorted(over, key=lambda o: -o[1])[:5]}")
+
+
+def test_epoll_reconnecting_clients_do_not_starve_open_connections(docroot, tmp_path):
+    """One loop, CLIENTS clients reconnecting for 3 ms requests: a request on
+    a connection already open is answered within a turn or two (a turn takes
+    at most 64 new connections, here the CLIENTS waiting), not when the
+    reconnecting stops: a loop that accepted until its backlog ran dry never
+    got back to epoll_wait to hear of it."""
+    srv = util.Server("epoll", docroot.path, tmp_path / "epoll",
+                      {"workload": "on", "work_unit": "1ms", "delay_kind": "wall", "workers": "1"}).start()
+    open_conn = srv.connect(timeout=util.scaled(30))
+    open_conn.send(util.build_request("GET", "/a.txt"))  # registered with the loop: it waits for its next
+    assert open_conn.read_response().status == 200
+    load = threading.Thread(target=_timed_clients, args=(srv, False))
+    load.start()
+    worst = 0.0
+    try:
+        time.sleep(RUN_S / 4)
+        for _ in range(3):
+            t0 = time.monotonic()
+            open_conn.send(util.build_request("GET", "/a.txt"))
+            assert open_conn.read_response().status == 200
+            worst = max(worst, time.monotonic() - t0)
+            time.sleep(RUN_S / 8)
+    finally:
+        load.join(60)
+        open_conn.close()
+        assert srv.stop() == 0, srv.diagnostics()
+    # a turn: CLIENTS x 3 ms of work; the reconnecting went on for RUN_S
+    assert worst < util.scaled(0.2), f"an open connection waited {worst:.3f} s behind new ones"

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../src/conn.h"
 #include "../../src/stats/snapshot.h"
@@ -186,5 +187,33 @@ Test(stamps, a_stamp_in_the_future_counts_no_negative_wait)
 	serve(c, GET_A);
 	cr_assert_eq(get(&slot.requests), 1);
 	cr_expect_eq(get(&slot.queue_ns_sum), 0);
+	conn_free(c);
+}
+
+/* A write stamped before the call (conn_writing) ends the service there: a
+ * thread that ran again only 30 ms after its write returned does not count
+ * those 30 ms, when the client may have had the response long since. */
+Test(stamps, a_write_stamp_ends_the_service_time)
+{
+	struct conn *c = conn_new(&ts.srv, NULL, 0);
+	for (int stamped = 1; stamped >= 0; stamped--) {
+		struct iovec sp = conn_input_space(c);
+		memcpy(sp.iov_base, GET_A, strlen(GET_A));
+		conn_input_done(c, (ssize_t)strlen(GET_A));
+		int64_t dl;
+		cr_assert_eq(conn_wants(c, &dl), CONN_WANT_WRITE);
+		struct conn_output o;
+		conn_output(c, &o);
+		if (stamped)
+			conn_writing(c, stats_clock_ns());
+		usleep(30 * 1000); /* preempted after the write */
+		conn_output_done(c, o.total);
+		cr_assert_eq(conn_wants(c, &dl), CONN_WANT_READ, "one write took the whole response");
+		uint64_t s = get(&slot.service_ns_sum);
+		if (stamped)
+			cr_expect(s < 30 * MS, "service %llu ns: the time after the write was counted", (unsigned long long)s);
+		else /* and the stamp times that write only */
+			cr_expect(s >= 30 * MS, "service %llu ns in all", (unsigned long long)s);
+	}
 	conn_free(c);
 }
