@@ -18,7 +18,7 @@ PORT     ?= 8080
 MODEL    ?=
 BUILD    ?= build
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c))
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/http1/*.c src/site/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c))
 MAIN_SRC := src/main.c
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
@@ -157,16 +157,16 @@ build/fuzz/fuzz_parse build/fuzz/fuzz_path: build/fuzz/%: tests/fuzz/%.c $(FUZZ_
 	@mkdir -p build/fuzz
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
 
-# conn_driver.c includes src/conn.c, so the core's own conn.o stays out.
+# conn_driver.c includes src/http1/session.c, so the core's own session.o stays out.
 build/fuzz/fuzz_conn build/fuzz/fuzz_range: build/fuzz/%: tests/fuzz/%.c tests/fuzz/conn_driver.c \
-		tests/fuzz/fuzz_conn.h src/conn.c $(filter-out build/fuzz/obj/src/conn.o,$(FUZZ_OBJ))
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c,$^) $(LDLIBS)
+		tests/fuzz/fuzz_conn.h src/http1/session.c $(filter-out build/fuzz/obj/src/http1/session.o,$(FUZZ_OBJ))
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/http1/session.c,$^) $(LDLIBS)
 
-# The TLS wire's harness includes src/tls/wire.c as conn_driver.c does conn.c.
+# The TLS wire's harness includes src/tls/wire.c as conn_driver.c does session.c.
 build/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c tests/fuzz/tls_driver.c tests/fuzz/conn_driver.c tests/fuzz/fuzz_tls.h \
-		tests/fuzz/fuzz_conn.h src/conn.c src/tls/wire.c \
-		$(filter-out build/fuzz/obj/src/conn.o build/fuzz/obj/src/tls/wire.o,$(FUZZ_OBJ))
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c src/tls/wire.c,$^) $(LDLIBS)
+		tests/fuzz/fuzz_conn.h src/http1/session.c src/tls/wire.c \
+		$(filter-out build/fuzz/obj/src/http1/session.o build/fuzz/obj/src/tls/wire.o,$(FUZZ_OBJ))
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/http1/session.c src/tls/wire.c,$^) $(LDLIBS)
 
 build/fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(LDLIBS)
