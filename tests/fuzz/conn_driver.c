@@ -7,6 +7,10 @@
  * that went out. */
 #include "../../src/http1/session.c"
 
+#include <errno.h>
+#include <fcntl.h>
+
+#include "../../src/http/date.h"
 #include "../../src/http/filters.h"
 
 #include <ftw.h>
