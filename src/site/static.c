@@ -20,7 +20,6 @@
 #include "../log/log.h"
 #include "../stats/stats.h"
 #include "internal.h"
-#include "site.h"
 
 /* A file to answer with: from the cache (entry set), or open (fd >= 0). */
 struct file_view {
