@@ -25,8 +25,11 @@
 
 struct cache_entry;
 
-#define RESPONSE_FIELDS_MAX 20
-#define RESPONSE_STORE 512   /* a built-in error page and the computed values fit */
+/* A file's response has at most 10 fields; a built-in error page (under
+ * 180 bytes) and a file's computed values (under 180) fit the store. Small
+ * enough that a session's h1_out stays in malloc's per-thread cache. */
+#define RESPONSE_FIELDS_MAX 16
+#define RESPONSE_STORE 256
 
 struct response_field {
 	const char *name;

@@ -51,7 +51,7 @@ enum conn_state {
  * (the core wants WRITE until the queue is empty, and compacts only when it
  * reads). */
 struct parked {
-	struct h1_out out;
+	struct h1_out *out;
 	struct h1_record rec;
 };
 
@@ -83,7 +83,7 @@ struct conn {
 	/* the current response */
 	bool keep_alive;         /* after this response */
 	bool linger;             /* the client may still be sending: half-close, then drain */
-	struct h1_out out;
+	struct h1_out *out;      /* allocated per busy period, as its buffers (conn_out_buffers) */
 	size_t seg_max;          /* segments a response may need: a head and a multipart body */
 
 	/* responses answered before the current one and not yet sent: q[q_first
@@ -131,7 +131,6 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 	c->srv = srv;
 	c->cfg = srv->cfg;
 	c->state = ST_HEAD;
-	response_init(&c->out.resp);
 	c->seg_max = 2 * c->cfg->max_ranges + 3;
 	/* buffers come with the first bytes (conn_input_space, conn_out_buffers) */
 	c->head_started = c->last_progress = conn_now_ms();
@@ -161,12 +160,12 @@ static void hdr_shrink(struct h1_out *o)
 
 static void out_free(struct h1_out *o)
 {
+	if (!o)
+		return;
 	h1_out_reset(o);
 	free(o->hdr);
 	free(o->segs);
-	o->hdr = NULL;
-	o->segs = NULL;
-	o->hdr_cap = o->seg_max = 0;
+	free(o);
 }
 
 /* Frees the queue, with any response still parked in it (the connection is
@@ -176,7 +175,7 @@ static void queue_free(struct conn *c)
 	if (!c->q)
 		return;
 	for (size_t i = 0; i < CONN_QUEUE_MAX; i++)
-		out_free(&c->q[i].out);
+		out_free(c->q[i].out);
 	free(c->q);
 	c->q = NULL;
 	c->q_first = c->nq = 0;
@@ -187,17 +186,25 @@ void conn_free(struct conn *c)
 	if (!c)
 		return;
 	stats_conn_closed(); /* stats */
-	out_free(&c->out);
+	out_free(c->out);
 	queue_free(c);
 	free(c->in);
 	free(c);
 }
 
-/* The buffers a response is built in; allocated per busy period, so an idle
- * keep-alive connection holds only its struct (see conn_release_idle). */
+/* The response and the buffers it is built in; allocated per busy period,
+ * so an idle keep-alive connection holds only its struct (see
+ * conn_release_idle). */
 static bool conn_out_buffers(struct conn *c)
 {
-	struct h1_out *o = &c->out;
+	if (!c->out) {
+		c->out = malloc(sizeof(*c->out));
+		if (!c->out)
+			return false;
+		*c->out = (struct h1_out){ .hdr = NULL };
+		response_init(&c->out->resp);
+	}
+	struct h1_out *o = c->out;
 	if (!o->segs) {
 		o->segs = calloc(c->seg_max, sizeof(*o->segs));
 		o->seg_max = o->segs ? c->seg_max : 0;
@@ -214,7 +221,8 @@ void conn_release_idle(struct conn *c)
 	if (c->state != ST_HEAD || c->in_start != c->in_end || c->nq > 0)
 		return;
 	queue_free(c);
-	out_free(&c->out);
+	out_free(c->out);
+	c->out = NULL;
 	free(c->in);
 	c->in = NULL;
 	c->in_cap = 0;
@@ -228,10 +236,10 @@ static bool is_head(const struct conn *c)
 	return c->have_req && c->req.method == HTTP_HEAD;
 }
 
-/* The value in c->out.resp is complete: serialize it and send. */
+/* The value in c->out->resp is complete: serialize it and send. */
 static void answer(struct conn *c)
 {
-	struct response *r = &c->out.resp;
+	struct response *r = &c->out->resp;
 	if (r->close || r->linger || c->draining)
 		c->keep_alive = false;
 	c->linger = r->linger;
@@ -241,14 +249,14 @@ static void answer(struct conn *c)
 		.keep_alive = c->keep_alive,
 		.say_keep_alive = c->have_req && c->req.version_minor == 0,
 	};
-	int err = h1_serialize(&c->out, &f);
+	int err = h1_serialize(c->out, &f);
 	if (err < 0) {
 		/* the built-in 500's head fits any head buffer: this one goes */
 		log_error("a %d response cannot be sent (%s): answering 500", r->status, strerror(-err));
 		site_error(c->srv, 500, r);
 		c->keep_alive = f.keep_alive = false;
 		c->linger = true;
-		h1_serialize(&c->out, &f);
+		h1_serialize(c->out, &f);
 	}
 	c->state = ST_SEND;
 	c->last_progress = conn_now_ms();
@@ -258,8 +266,8 @@ static void answer(struct conn *c)
  * site's page for it; close_after: framing is in doubt, close and drain. */
 static void answer_error(struct conn *c, int status, bool close_after)
 {
-	site_error(c->srv, status, &c->out.resp);
-	c->out.resp.linger = close_after;
+	site_error(c->srv, status, &c->out->resp);
+	c->out->resp.linger = close_after;
 	answer(c);
 }
 
@@ -268,8 +276,8 @@ static void respond_request(struct conn *c)
 	c->keep_alive = c->req.keep_alive && !c->draining;
 	c->linger = false;
 	c->last_progress = conn_now_ms();
-	h1_out_reset(&c->out);
-	site_respond(c->srv, &c->req, &c->peer_addr, &c->out.resp);
+	h1_out_reset(c->out);
+	site_respond(c->srv, &c->req, &c->peer_addr, &c->out->resp);
 	answer(c);
 }
 
@@ -320,7 +328,7 @@ static void consume_body(struct conn *c)
 static void send_continue(struct conn *c)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-	struct h1_out *o = &c->out;
+	struct h1_out *o = c->out;
 	o->nsegs = o->seg_cur = o->seg_off = 0;
 	o->sent = 0;
 	o->segs[o->nsegs++] = (struct h1_seg){ cont, 0, sizeof(cont) - 1 };
@@ -368,8 +376,8 @@ static void start_request(struct conn *c, int r)
 		 * status at once when the site refuses it whatever it holds
 		 * (RFC 9110 10.1.1); the client may send the body anyway, so
 		 * close after. */
-		if (site_refuse(c->srv, &c->req, &c->out.resp)) {
-			c->out.resp.linger = true;
+		if (site_refuse(c->srv, &c->req, &c->out->resp)) {
+			c->out->resp.linger = true;
 			answer(c);
 			return;
 		}
@@ -511,9 +519,9 @@ void conn_input_done(struct conn *c, ssize_t n)
 static struct h1_record record_of(const struct conn *c)
 {
 	struct h1_record rec = {
-		.status = c->out.resp.status,
+		.status = c->out->resp.status,
 		.method = STATS_OTHER,
-		.head_len = c->out.head_len,
+		.head_len = c->out->head_len,
 		.stats_t0 = c->stats_t0,
 		.ready_ns = c->req_ready_ns,
 		.pickup_ns = c->req_pickup_ns,
@@ -546,7 +554,7 @@ static void queue_unsent(const struct conn *c, size_t *bytes, size_t *segs)
 {
 	*bytes = *segs = 0;
 	for (size_t i = c->q_first; i < c->q_first + c->nq; i++) {
-		const struct h1_out *p = &c->q[i].out;
+		const struct h1_out *p = c->q[i].out;
 		for (size_t k = p->seg_cur; k < p->nsegs; k++) {
 			*bytes += p->segs[k].len - (k == p->seg_cur ? p->seg_off : 0);
 			(*segs)++;
@@ -557,7 +565,7 @@ static void queue_unsent(const struct conn *c, size_t *bytes, size_t *segs)
 /* May the current response wait in the queue while the next one is built? */
 static bool response_parkable(struct conn *c)
 {
-	const struct h1_out *o = &c->out;
+	const struct h1_out *o = c->out; /* set while ST_SEND */
 	if (c->state != ST_SEND || c->interim || !c->keep_alive || o->resp.body.kind == RESPONSE_BODY_FILE ||
 	    o->nsegs - o->seg_cur > PARKED_SEGS || c->q_first + c->nq == CONN_QUEUE_MAX)
 		return false;
@@ -569,13 +577,8 @@ static bool response_parkable(struct conn *c)
 	/* the next response must still fit the same write */
 	if (segs >= CONN_IOV_MAX || bytes >= CONN_GATHER_BYTES)
 		return false;
-	if (!c->q) {
-		c->q = calloc(CONN_QUEUE_MAX, sizeof(*c->q));
-		if (!c->q)
-			return false; /* no memory: simply no gathering */
-		for (size_t i = 0; i < CONN_QUEUE_MAX; i++)
-			response_init(&c->q[i].out.resp);
-	}
+	if (!c->q && !(c->q = calloc(CONN_QUEUE_MAX, sizeof(*c->q))))
+		return false; /* no memory: simply no gathering */
 	return true;
 }
 
@@ -594,18 +597,18 @@ static bool next_request_buffered(const struct conn *c)
 	return false;
 }
 
-/* Moves the current response into the queue: the whole h1_out is swapped
- * with a free slot's, whose buffers the next response is then built in. */
+/* Moves the current response into the queue: its h1_out trades places
+ * with a free slot's (none yet: conn_out_buffers makes one), in which the
+ * next response is then built. */
 static void response_park(struct conn *c)
 {
 	struct parked *p = &c->q[c->q_first + c->nq++];
 	p->rec = record_of(c);
-	struct h1_out free_slot = p->out;
+	struct h1_out *free_slot = p->out;
 	p->out = c->out;
 	c->out = free_slot;
 	c->stats_t0 = 0;
 	c->req_pickup_ns = c->first_byte_ns = 0;
-	h1_out_reset(&c->out);
 }
 
 /* The connection stays open: on to the next request, which may already be
@@ -671,20 +674,20 @@ void conn_output(struct conn *c, struct conn_output *out)
 	out->total = 0;
 	out->more = false;
 	for (size_t i = c->q_first; i < c->q_first + c->nq; i++)
-		if (!gather(out, &c->q[i].out))
+		if (!gather(out, c->q[i].out))
 			return;
 	if (c->state == ST_SEND)
-		gather(out, &c->out);
+		gather(out, c->out);
 }
 
 static void finish_response(struct conn *c, int64_t now)
 {
 	struct h1_record rec = record_of(c);
-	account(c, &rec, c->out.sent, now);
+	account(c, &rec, c->out->sent, now);
 	c->stats_t0 = 0;
 	c->req_pickup_ns = c->first_byte_ns = 0;
-	h1_out_reset(&c->out);
-	hdr_shrink(&c->out);
+	h1_out_reset(c->out);
+	hdr_shrink(c->out);
 	if (!c->keep_alive) {
 		c->have_req = false;
 		bool unread = c->in_end > c->next_start;
@@ -699,8 +702,8 @@ static void finish_response(struct conn *c, int64_t now)
 static void finish_interim(struct conn *c)
 {
 	c->interim = false;
-	c->out.nsegs = c->out.seg_cur = c->out.seg_off = 0;
-	c->out.sent = c->out.head_len = 0;
+	c->out->nsegs = c->out->seg_cur = c->out->seg_off = 0;
+	c->out->sent = c->out->head_len = 0;
 	c->state = ST_BODY;
 	c->body_started = c->last_progress = conn_now_ms();
 }
@@ -740,17 +743,17 @@ void conn_output_done(struct conn *c, size_t n)
 	/* one write may end several responses: each is finished, in order */
 	while (c->nq > 0) {
 		struct parked *p = &c->q[c->q_first];
-		if (p->out.sent == 0 && n > 0 && !p->rec.first_ns)
+		if (p->out->sent == 0 && n > 0 && !p->rec.first_ns)
 			p->rec.first_ns = clock_once(&now);
-		n = segs_advance(&p->out, n);
-		if (p->out.seg_cur < p->out.nsegs)
+		n = segs_advance(p->out, n);
+		if (p->out->seg_cur < p->out->nsegs)
 			return;
-		account(c, &p->rec, p->out.sent, clock_once(&now));
-		h1_out_reset(&p->out);
-		if (p->out.hdr_cap > 1024) { /* like hdr_shrink: a big head's buffer is not kept */
-			free(p->out.hdr);
-			p->out.hdr = NULL;
-			p->out.hdr_cap = 0;
+		account(c, &p->rec, p->out->sent, clock_once(&now));
+		h1_out_reset(p->out);
+		if (p->out->hdr_cap > 1024) { /* like hdr_shrink: a big head's buffer is not kept */
+			free(p->out->hdr);
+			p->out->hdr = NULL;
+			p->out->hdr_cap = 0;
 		}
 		c->q_first++;
 		if (--c->nq == 0)
@@ -758,7 +761,7 @@ void conn_output_done(struct conn *c, size_t n)
 	}
 	if (c->state != ST_SEND)
 		return; /* only parked responses were out: now the core reads */
-	struct h1_out *o = &c->out;
+	struct h1_out *o = c->out;
 	if (o->sent == 0 && n > 0 && !c->interim && !c->first_byte_ns)
 		c->first_byte_ns = clock_once(&now);
 	segs_advance(o, n);

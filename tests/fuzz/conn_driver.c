@@ -249,8 +249,10 @@ static void fz_append(struct fz_drv *d, const void *p, size_t n)
 /* What is left of the current response, by the core's segment list. */
 static uint64_t fz_remaining(const struct conn *c)
 {
-	const struct h1_out *o = &c->out;
+	const struct h1_out *o = c->out;
 	uint64_t left = 0;
+	if (!o)
+		return 0;
 	for (size_t i = o->seg_cur; i < o->nsegs; i++)
 		left += o->segs[i].len - (i == o->seg_cur ? o->seg_off : 0);
 	return left;
@@ -260,8 +262,8 @@ static uint64_t fz_remaining(const struct conn *c)
 static uint64_t fz_parked_left(const struct parked *p)
 {
 	uint64_t left = 0;
-	for (size_t k = p->out.seg_cur; k < p->out.nsegs; k++)
-		left += p->out.segs[k].len - (k == p->out.seg_cur ? p->out.seg_off : 0);
+	for (size_t k = p->out->seg_cur; k < p->out->nsegs; k++)
+		left += p->out->segs[k].len - (k == p->out->seg_cur ? p->out->seg_off : 0);
 	return left;
 }
 
@@ -278,7 +280,7 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 	FZ_CHECK(!d->closed);
 	FZ_CHECK(c->state == ST_SEND || c->nq > 0); /* parked responses go out first */
 	if (c->nq == 0)
-		FZ_CHECK(d->cur.len == c->out.sent); /* the core counts what we saw go out */
+		FZ_CHECK(d->cur.len == c->out->sent); /* the core counts what we saw go out */
 	conn_output(c, &out);
 	FZ_CHECK(out.total > 0); /* WRITE with nothing to write would spin a driver */
 	FZ_CHECK(out.iovcnt >= 0 && out.iovcnt <= CONN_IOV_MAX);
@@ -299,7 +301,7 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 	const struct parked *first = c->nq ? &c->q[c->q_first] : NULL;
 	uint64_t remaining = first ? fz_parked_left(first) : fz_remaining(c);
 	if (!first)
-		FZ_CHECK(c->out.head_len > 0 && c->out.head_len <= d->cur.len + remaining);
+		FZ_CHECK(c->out->head_len > 0 && c->out->head_len <= d->cur.len + remaining);
 	if (first && out.iovcnt == 0)
 		FZ_CHECK(0); /* a file range never comes before parked memory */
 
@@ -328,14 +330,14 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 		d->cur.head_request = first->rec.method == STATS_HEAD;
 		d->cur.keep_alive = true; /* only keep-alive responses are parked */
 	} else {
-		d->cur.status = c->out.resp.status;
-		d->cur.head_len = c->out.head_len;
+		d->cur.status = c->out->resp.status;
+		d->cur.head_len = c->out->head_len;
 		d->cur.head_request = is_head(c);
 		d->cur.keep_alive = c->keep_alive;
 	}
 	conn_output_done(c, n);
 	if (!completes) {
-		FZ_CHECK(first || (c->state == ST_SEND && c->out.sent == d->cur.len));
+		FZ_CHECK(first || (c->state == ST_SEND && c->out->sent == d->cur.len));
 		return;
 	}
 	if (getenv("FUZZ_VERBOSE")) /* when reproducing: what went out */
@@ -392,7 +394,7 @@ static enum conn_want fz_wants(struct fz_drv *d, int64_t *deadline)
 	case CONN_WANT_WRITE:
 		FZ_CHECK(!d->closed); /* no response after one that said close */
 		FZ_CHECK(*deadline >= 0);
-		FZ_CHECK(c->nq > 0 || (c->out.nsegs > 0 && c->out.seg_cur < c->out.nsegs)); /* parked, or the current */
+		FZ_CHECK(c->nq > 0 || (c->out && c->out->nsegs > 0 && c->out->seg_cur < c->out->nsegs)); /* parked, or the current */
 		break;
 	case CONN_WANT_SHUTDOWN:
 	case CONN_WANT_CLOSE:
@@ -402,7 +404,7 @@ static enum conn_want fz_wants(struct fz_drv *d, int64_t *deadline)
 	/* between responses nothing of the last one is held (a closed
 	 * connection lets go in conn_free) */
 	if (c->state == ST_HEAD || c->state == ST_BODY || c->state == ST_LINGER)
-		FZ_CHECK(c->out.resp.body.kind == RESPONSE_BODY_NONE && c->out.resp.body.fd < 0);
+		FZ_CHECK(!c->out || (c->out->resp.body.kind == RESPONSE_BODY_NONE && c->out->resp.body.fd < 0));
 	return w;
 }
 
