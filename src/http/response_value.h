@@ -11,8 +11,7 @@
  * configuration, a cached entry the value holds, or the value's own store),
  * so they are read only before the value is serialized. After that only the
  * body is read, through response_body_bytes(), and the value may be moved
- * (a session parks it by copying the struct): nothing in it points at
- * itself then. */
+ * (copied as a struct): nothing a session reads then points into it. */
 #ifndef SPINDLE_HTTP_RESPONSE_VALUE_H
 #define SPINDLE_HTTP_RESPONSE_VALUE_H
 
