@@ -18,7 +18,7 @@ PORT     ?= 8080
 MODEL    ?=
 BUILD    ?= build
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c src/net/*.c))
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/http1/*.c src/site/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c src/net/*.c))
 MAIN_SRC := src/main.c
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
@@ -145,7 +145,7 @@ spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls fuzz_proxy
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) $(WARN) -O1 -g $(FUZZ_SAN) -DSPINDLE_VERSION='"$(VERSION)"'
-FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c src/acme_challenge.c src/fs/file.c
+FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c src/site/acme_challenge.c src/fs/file.c
 FUZZ_OBJ    := $(CORE_SRC:%.c=build/fuzz/obj/%.o)
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/%)
 
@@ -157,16 +157,16 @@ build/fuzz/fuzz_parse build/fuzz/fuzz_path: build/fuzz/%: tests/fuzz/%.c $(FUZZ_
 	@mkdir -p build/fuzz
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
 
-# conn_driver.c includes src/conn.c, so the core's own conn.o stays out.
+# conn_driver.c includes src/http1/session.c, so the core's own session.o stays out.
 build/fuzz/fuzz_conn build/fuzz/fuzz_range: build/fuzz/%: tests/fuzz/%.c tests/fuzz/conn_driver.c \
-		tests/fuzz/fuzz_conn.h src/conn.c $(filter-out build/fuzz/obj/src/conn.o,$(FUZZ_OBJ))
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c,$^) $(LDLIBS)
+		tests/fuzz/fuzz_conn.h src/http1/session.c $(filter-out build/fuzz/obj/src/http1/session.o,$(FUZZ_OBJ))
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/http1/session.c,$^) $(LDLIBS)
 
-# The TLS wire's harness includes src/tls/wire.c as conn_driver.c does conn.c.
+# The TLS wire's harness includes src/tls/wire.c as conn_driver.c does session.c.
 build/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c tests/fuzz/tls_driver.c tests/fuzz/conn_driver.c tests/fuzz/fuzz_tls.h \
-		tests/fuzz/fuzz_conn.h src/conn.c src/tls/wire.c \
-		$(filter-out build/fuzz/obj/src/conn.o build/fuzz/obj/src/tls/wire.o,$(FUZZ_OBJ))
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/conn.c src/tls/wire.c,$^) $(LDLIBS)
+		tests/fuzz/fuzz_conn.h src/http1/session.c src/tls/wire.c \
+		$(filter-out build/fuzz/obj/src/http1/session.o build/fuzz/obj/src/tls/wire.o,$(FUZZ_OBJ))
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/http1/session.c src/tls/wire.c,$^) $(LDLIBS)
 
 # The PROXY header parser alone: pure, so no core around it.
 build/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c src/net/proxy_protocol.c

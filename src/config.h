@@ -124,7 +124,7 @@ struct config {
 	char hsts[256];                 /* Strict-Transport-Security value on HTTPS responses; "" = none */
 	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
 	int redirect_https_port;        /* ... on this port */
-	char acme_webroot[4096];        /* ACME HTTP-01 files (acme_challenge.h); "" = off */
+	char acme_webroot[4096];        /* ACME HTTP-01 files (site/acme_challenge.h); "" = off */
 	/* [content]: precompressed sidecars, MIME types, Expires */
 	struct encoding_prefs precompressed; /* sidecar codings by preference; n == 0: off */
 	char types_file[4096];   /* mime.types-format file over the built-in table; "" = none */

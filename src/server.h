@@ -27,7 +27,7 @@ struct server {
 	const struct config *cfg;
 	const struct model *model;
 	int root_fd;                 /* O_PATH handle all files are opened beneath */
-	int acme_fd;                 /* O_PATH handle of cfg->acme_webroot, or -1 (acme_challenge.h) */
+	int acme_fd;                 /* O_PATH handle of cfg->acme_webroot, or -1 (site/acme_challenge.h) */
 	int listen_fds[SERVER_MAX_LISTENERS];
 	int nlisten;
 	/* listen_fds holds one group of sockets per address, one after

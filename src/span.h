@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-/* Valid only while the buffer it points into is unchanged (see conn.c: the
+/* Valid only while the buffer it points into is unchanged (see http1/session.c: the
  * input buffer is compacted only after a response has been queued). */
 struct span {
 	const char *p;

@@ -26,7 +26,7 @@ struct cache_entry {
 	const char *mime;
 
 	/* the caller's: a fact about the file it would rather not look up on
-	 * every request (conn.c: which precompressed sidecars exist), and when
+	 * every request (site/static.c: which precompressed sidecars exist), and when
 	 * it was last worked out (0: never). The cache only zeroes them. */
 	atomic_uint aux;
 	atomic_llong aux_checked_ms;

@@ -1,6 +1,6 @@
 /* autoindex.h - directory listings: the query that orders them,
  * the sort, and the HTML and JSON bodies. Pure: entries in, bytes out; the
- * directory is read by fs/dirlist.c and the response built by conn.c. */
+ * directory is read by fs/dirlist.c and the response built by site/listing.c. */
 #ifndef SPINDLE_HTTP_AUTOINDEX_H
 #define SPINDLE_HTTP_AUTOINDEX_H
 

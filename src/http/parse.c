@@ -933,3 +933,26 @@ fail:
 	*consumed = i;
 	return HTTP_CHUNKED_ERROR;
 }
+
+enum http_expectation http_expectation(const struct http_request *r)
+{
+	/* A 100-continue from an HTTP/1.0 client MUST be ignored (1.0 has no
+	 * interim responses); Apache ignores any Expect from 1.0, and so do we. */
+	if (!r->expect.p || r->version_minor == 0)
+		return HTTP_EXPECT_NONE;
+	/* A list over every Expect line (RFC 9110 5.3, 5.6.1): empty members
+	 * are nothing; any member but 100-continue is one we cannot meet. */
+	enum http_expectation ex = HTTP_EXPECT_NONE;
+	const char *cursor = NULL;
+	struct span line;
+	while (http_field_lines_next(r->expect, r->expect_lines, "expect", &cursor, &line)) {
+		const char *p = line.p, *end = line.p + line.len;
+		struct span m;
+		while (http_list_member_next(&p, end, &m)) {
+			if (!span_eq_nocase(m, "100-continue"))
+				return HTTP_EXPECT_UNKNOWN;
+			ex = HTTP_EXPECT_CONTINUE;
+		}
+	}
+	return ex;
+}

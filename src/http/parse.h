@@ -151,4 +151,13 @@ bool http_list_member_next(const char **p, const char *end, struct span *member)
 
 const char *http_method_name(enum http_method m);
 
+enum http_expectation {
+	HTTP_EXPECT_NONE,     /* no Expect, or one ignored (from HTTP/1.0) */
+	HTTP_EXPECT_CONTINUE, /* 100-continue */
+	HTTP_EXPECT_UNKNOWN,  /* anything else: 417 */
+};
+
+/* What the request's Expect fields ask for (RFC 9110 10.1.1). */
+enum http_expectation http_expectation(const struct http_request *r);
+
 #endif

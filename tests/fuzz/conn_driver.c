@@ -2,9 +2,16 @@
  * temporary docroot, servers over it, and a loop that plays a client and a
  * socket at once, checking the core's invariants after every call.
  *
- * It includes src/conn.c (the fuzz build links every other core source) so
- * it can compare the core's own bookkeeping with the bytes that went out. */
-#include "../../src/conn.c"
+ * It includes src/http1/session.c (the fuzz build links every other core
+ * source) so it can compare the session's own bookkeeping with the bytes
+ * that went out. */
+#include "../../src/http1/session.c"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#include "../../src/http/date.h"
+#include "../../src/http/filters.h"
 
 #include <ftw.h>
 
@@ -242,9 +249,12 @@ static void fz_append(struct fz_drv *d, const void *p, size_t n)
 /* What is left of the current response, by the core's segment list. */
 static uint64_t fz_remaining(const struct conn *c)
 {
+	const struct h1_out *o = c->out;
 	uint64_t left = 0;
-	for (size_t i = c->seg_cur; i < c->nsegs; i++)
-		left += c->segs[i].len - (i == c->seg_cur ? c->seg_off : 0);
+	if (!o)
+		return 0;
+	for (size_t i = o->seg_cur; i < o->nsegs; i++)
+		left += o->segs[i].len - (i == o->seg_cur ? o->seg_off : 0);
 	return left;
 }
 
@@ -252,8 +262,8 @@ static uint64_t fz_remaining(const struct conn *c)
 static uint64_t fz_parked_left(const struct parked *p)
 {
 	uint64_t left = 0;
-	for (size_t k = p->seg_cur; k < p->nsegs; k++)
-		left += p->segs[k].len - (k == p->seg_cur ? p->seg_off : 0);
+	for (size_t k = p->out->seg_cur; k < p->out->nsegs; k++)
+		left += p->out->segs[k].len - (k == p->out->seg_cur ? p->out->seg_off : 0);
 	return left;
 }
 
@@ -270,7 +280,7 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 	FZ_CHECK(!d->closed);
 	FZ_CHECK(c->state == ST_SEND || c->nq > 0); /* parked responses go out first */
 	if (c->nq == 0)
-		FZ_CHECK(d->cur.len == c->sent); /* the core counts what we saw go out */
+		FZ_CHECK(d->cur.len == c->out->sent); /* the core counts what we saw go out */
 	conn_output(c, &out);
 	FZ_CHECK(out.total > 0); /* WRITE with nothing to write would spin a driver */
 	FZ_CHECK(out.iovcnt >= 0 && out.iovcnt <= CONN_IOV_MAX);
@@ -291,7 +301,7 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 	const struct parked *first = c->nq ? &c->q[c->q_first] : NULL;
 	uint64_t remaining = first ? fz_parked_left(first) : fz_remaining(c);
 	if (!first)
-		FZ_CHECK(c->head_len > 0 && c->head_len <= d->cur.len + remaining);
+		FZ_CHECK(c->out->head_len > 0 && c->out->head_len <= d->cur.len + remaining);
 	if (first && out.iovcnt == 0)
 		FZ_CHECK(0); /* a file range never comes before parked memory */
 
@@ -320,14 +330,14 @@ static void fz_write_step(struct fz_drv *d, size_t limit)
 		d->cur.head_request = first->rec.method == STATS_HEAD;
 		d->cur.keep_alive = true; /* only keep-alive responses are parked */
 	} else {
-		d->cur.status = c->status;
-		d->cur.head_len = c->head_len;
+		d->cur.status = c->out->resp.status;
+		d->cur.head_len = c->out->head_len;
 		d->cur.head_request = is_head(c);
 		d->cur.keep_alive = c->keep_alive;
 	}
 	conn_output_done(c, n);
 	if (!completes) {
-		FZ_CHECK(first || (c->state == ST_SEND && c->sent == d->cur.len));
+		FZ_CHECK(first || (c->state == ST_SEND && c->out->sent == d->cur.len));
 		return;
 	}
 	if (getenv("FUZZ_VERBOSE")) /* when reproducing: what went out */
@@ -384,7 +394,7 @@ static enum conn_want fz_wants(struct fz_drv *d, int64_t *deadline)
 	case CONN_WANT_WRITE:
 		FZ_CHECK(!d->closed); /* no response after one that said close */
 		FZ_CHECK(*deadline >= 0);
-		FZ_CHECK(c->nq > 0 || (c->nsegs > 0 && c->seg_cur < c->nsegs)); /* parked, or the current */
+		FZ_CHECK(c->nq > 0 || (c->out && c->out->nsegs > 0 && c->out->seg_cur < c->out->nsegs)); /* parked, or the current */
 		break;
 	case CONN_WANT_SHUTDOWN:
 	case CONN_WANT_CLOSE:
@@ -394,7 +404,7 @@ static enum conn_want fz_wants(struct fz_drv *d, int64_t *deadline)
 	/* between responses nothing of the last one is held (a closed
 	 * connection lets go in conn_free) */
 	if (c->state == ST_HEAD || c->state == ST_BODY || c->state == ST_LINGER)
-		FZ_CHECK(c->file_fd < 0 && !c->entry && !c->body);
+		FZ_CHECK(!c->out || (c->out->resp.body.kind == RESPONSE_BODY_NONE && c->out->resp.body.fd < 0));
 	return w;
 }
 
@@ -571,10 +581,10 @@ void fz_check_no_fd_leak(int probe)
 	FZ_CHECK(fz_fd_probe() == probe);
 }
 
-/* The gap below which the core merges two ranges (conn.c's own rule). */
+/* The gap below which the core merges two ranges (the range filter's own rule). */
 uint64_t fz_multipart_gap(const char *mime, uint64_t size)
 {
-	return multipart_part_head_len(strlen(mime), 1, 1, size);
+	return http_multipart_part_head_len(strlen(mime), 1, 1, size);
 }
 
 static struct config fz_cfg_cached, fz_cfg_plain;

@@ -2,7 +2,7 @@
  * document root, servers built over it, and a driver that records every byte
  * a connection sends, response by response.
  *
- * conn_driver.c includes src/conn.c itself (the Makefile links every core
+ * conn_driver.c includes src/http1/session.c itself (the Makefile links every core
  * source but that one), so the harness can check the state machine's own
  * bookkeeping (state, bytes sent of the current response, its status and
  * head length) against what actually went out. */

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/acme_challenge.h"
+#include "../../src/site/acme_challenge.h"
 #include "../../src/fs/path.h"
 #include "../../src/http/range.h"
 

@@ -85,7 +85,7 @@ def pytest_configure(config):
 # ---------------------------------------------------------------------------
 # Semantics: one model
 # ---------------------------------------------------------------------------
-# Every model drives the same sans-I/O connection core (src/conn.c): what a
+# Every model drives the same sans-I/O connection core (src/http1/, src/site/): what a
 # response says (status, fields, body) for a request that arrives whole is
 # decided there, never by the model. Tests of such answers carry the
 # `semantics` marker (a module's `pytestmark`, or a test's decorator) and run

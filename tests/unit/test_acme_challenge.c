@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../src/acme_challenge.h"
+#include "../../src/site/acme_challenge.h"
 #include "guard.h"
 
 #define TOKEN43 "LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0"

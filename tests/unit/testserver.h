@@ -1,5 +1,6 @@
 /* testserver.h - a real struct server over a temporary document root, for
- * unit tests that drive the connection core (conn.c) without sockets. */
+ * unit tests that drive the connection core (conn.h) or the site handler
+ * (site/site.h) without sockets. */
 #ifndef SPINDLE_TEST_TESTSERVER_H
 #define SPINDLE_TEST_TESTSERVER_H
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
-#include "span.h"
+#include "../span.h"
 
 #define ACME_CHALLENGE_DIR ".well-known/acme-challenge"
 /* Tokens are 43 characters in practice (32 random bytes, base64url). */

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/file.h"
-#include "fs/path.h"
+#include "../fs/file.h"
+#include "../fs/path.h"
 
 #define PREFIX ACME_CHALLENGE_DIR "/"
 #define PREFIX_LEN (sizeof(PREFIX) - 1)
