@@ -23,6 +23,7 @@
 #include "models/model.h"
 #include "stats/stats.h"
 #include "tls/context.h"
+#include "tls/wire.h"
 
 /* Lock-free atomic: safe to set in a signal handler and to read from any
  * thread. A stop outranks a retirement: once stopping, a late retirement
@@ -130,6 +131,7 @@ const struct error_page *server_error_page(const struct server *srv, int status)
 int server_init(struct server *srv, const struct config *cfg, const struct model *model)
 {
 	memset(srv, 0, sizeof(*srv));
+	wire_share_limits();
 	srv->cfg = cfg;
 	srv->model = model;
 	srv->wake_fd = srv->acme_fd = -1;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,11 +147,31 @@ static void in_give(unsigned char *p)
  * request, a ClientHello) goes on in one piece. Until the header is whole the
  * wire wants to read under the core's deadline (header_timeout). */
 
-#define PROXY_LOG_PER_SECOND 10 /* refusal lines a process writes, at most */
+#define PROXY_LOG_PER_SECOND 10 /* refusal lines an instance writes, at most */
 
-static _Atomic int64_t refusal_second;
-static atomic_uint refusal_lines;
-static atomic_ulong refusal_unlogged;
+/* The count is shared by every process forked after wire_share_limits():
+ * the fork model refuses in a child per connection, and a count of each
+ * child's own would let a client connecting in a loop write a line each. */
+struct refusal_limit {
+	_Atomic int64_t second;
+	atomic_uint lines;
+	atomic_ulong unlogged;
+};
+static struct refusal_limit refusal_local;
+static struct refusal_limit *refusals = &refusal_local;
+static pthread_once_t refusal_once = PTHREAD_ONCE_INIT;
+
+static void refusal_map(void)
+{
+	void *p = mmap(NULL, sizeof(struct refusal_limit), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p != MAP_FAILED) /* else each process counts its own: more lines, no harm */
+		refusals = p;
+}
+
+void wire_share_limits(void)
+{
+	pthread_once(&refusal_once, refusal_map);
+}
 
 /* "192.0.2.1:41234", "[2001:db8::1]:41234" or "unix:". */
 static void peer_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap)
@@ -178,14 +199,15 @@ static void proxy_log_refusal(const struct sockaddr *peer, socklen_t len, const 
 		return;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	int64_t now = ts.tv_sec, was = atomic_load(&refusal_second);
-	if (was != now && atomic_compare_exchange_strong(&refusal_second, &was, now))
-		atomic_store(&refusal_lines, 0);
-	if (atomic_fetch_add(&refusal_lines, 1) >= PROXY_LOG_PER_SECOND) {
-		atomic_fetch_add(&refusal_unlogged, 1);
+	struct refusal_limit *l = refusals;
+	int64_t now = ts.tv_sec, was = atomic_load(&l->second);
+	if (was != now && atomic_compare_exchange_strong(&l->second, &was, now))
+		atomic_store(&l->lines, 0);
+	if (atomic_fetch_add(&l->lines, 1) >= PROXY_LOG_PER_SECOND) {
+		atomic_fetch_add(&l->unlogged, 1);
 		return;
 	}
-	unsigned long missed = atomic_exchange(&refusal_unlogged, 0);
+	unsigned long missed = atomic_exchange(&l->unlogged, 0);
 	char who[INET6_ADDRSTRLEN + 16];
 	peer_text(peer, len, who, sizeof(who));
 	if (missed)

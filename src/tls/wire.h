@@ -41,6 +41,9 @@ struct wire;
 struct wire *wire_new(const struct server *srv, const struct tls_context *tls, int sock, const struct sockaddr *peer,
 		      socklen_t peerlen);
 void wire_free(struct wire *w);
+/* Makes the PROXY refusal log limit one for this process and every process
+ * it forks from now on (call before forking the serving processes). */
+void wire_share_limits(void);
 
 struct iovec wire_input_space(struct wire *w);
 void wire_input_done(struct wire *w, ssize_t n);

@@ -229,6 +229,28 @@ def test_header_must_come_in_time(model, proxied):
                          util.scaled(5)), errors(proxied)[-2000:]
 
 
+@pytest.mark.parametrize("kind", ["fork", "prefork"])
+def test_refusal_lines_are_limited_for_the_whole_instance(kind, docroot, tmp_path):
+    """Ten refusal lines a second for the instance, however its processes are
+    made: the fork model refuses in a child per connection and prefork in
+    each worker, and a count of each process's own let a client connecting
+    in a loop write a line per connection."""
+    srv = ProxyServer(kind, docroot.path, tmp_path / "srv", settings={"workers": 2} if kind == "prefork" else {})
+    srv.start()
+    try:
+        t0 = time.monotonic()
+        for _ in range(100):
+            with connect(srv.port, source="127.0.0.3") as c:
+                c.send(REQ)
+        seconds = int(time.monotonic() - t0) + 2  # the burst may straddle a second's turn, or a few
+        lines = lambda: len(re.findall(r"proxy_protocol: refused 127\.0\.0\.3", errors(srv)))
+        util.wait_for(lambda: lines() >= 10, util.scaled(5))
+        time.sleep(0.5)  # the children's last lines
+        assert 10 <= lines() <= 10 * seconds, f"{lines()} refusal lines for 100 connections in < {seconds} s"
+    finally:
+        assert srv.stop() == 0, srv.diagnostics()
+
+
 # ---- configuration --------------------------------------------------------
 
 def test_config_errors_name_the_line(tmp_path, docroot, certs):
