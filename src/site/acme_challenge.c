@@ -12,7 +12,7 @@
 
 #define PREFIX ACME_CHALLENGE_DIR "/"
 #define PREFIX_LEN (sizeof(PREFIX) - 1)
-#define CANON_MAX 4096 /* as the connection core resolves paths */
+#define CANON_MAX 4096 /* as the site handler resolves paths */
 
 static int token_char(unsigned char ch)
 {
