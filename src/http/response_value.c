@@ -13,7 +13,7 @@
 void response_init(struct response *r)
 {
 	r->status = 0;
-	r->close = r->linger = r->broken = false;
+	r->close = r->linger = r->broken = r->no_server = false;
 	r->has_validators = r->ranges = r->vary = false;
 	r->validators = (struct http_validators){ 0 };
 	r->nfields = 0;
@@ -138,6 +138,15 @@ void response_field_insert(struct response *r, const char *before, const char *n
 	memmove(&r->fields[i + 1], &r->fields[i], (r->nfields - i) * sizeof(r->fields[0]));
 	r->fields[i] = (struct response_field){ name, value, len };
 	r->nfields++;
+}
+
+void response_field_remove(struct response *r, const char *name)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->nfields; i++)
+		if (strcasecmp(r->fields[i].name, name) != 0)
+			r->fields[n++] = r->fields[i];
+	r->nfields = n;
 }
 
 void response_fields_keep(struct response *r, const char *const *names)

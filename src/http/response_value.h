@@ -57,6 +57,7 @@ struct response {
 	bool close;              /* the connection closes after it */
 	bool linger;             /* ... and framing is in doubt: the client may still be sending */
 	bool broken;             /* a field or value did not fit: the session answers 500 instead */
+	bool no_server;          /* the session's Server field is left out (a [headers] rule) */
 
 	/* what filters read: the selected representation's validators, whether
 	 * Range may apply, whether the answer varies with Accept-Encoding */
@@ -113,6 +114,8 @@ struct response_field *response_field_find(struct response *r, const char *name)
 /* Inserts before the field named `before` (at the end without one). */
 void response_field_insert(struct response *r, const char *before, const char *name, const char *value,
 			   size_t len);
+/* Drops every field named name. */
+void response_field_remove(struct response *r, const char *name);
 /* Keeps only the fields whose names are listed (NULL-terminated). */
 void response_fields_keep(struct response *r, const char *const *names);
 

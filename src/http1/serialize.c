@@ -64,7 +64,13 @@ int h1_serialize(struct h1_out *o, const struct h1_framing *f)
 	outbuf_put(&b, " ", 1);
 	outbuf_puts(&b, http_status_text(r->status));
 	outbuf_puts(&b, "\r\n");
-	outbuf_puts(&b, f->server_header);
+	const char *lines = f->server_header;
+	if (r->no_server && strncmp(lines, "Server:", 7) == 0) {
+		/* a [headers] rule removed it; the listener's own lines stay */
+		const char *eol = strstr(lines, "\r\n");
+		lines = eol ? eol + 2 : "";
+	}
+	outbuf_puts(&b, lines);
 	outbuf_puts(&b, "Date: ");
 	outbuf_put(&b, http_date_now(), HTTP_DATE_LEN);
 	outbuf_puts(&b, "\r\n");
