@@ -24,6 +24,8 @@ void response_init(struct response *r)
 	r->parts = NULL;
 	r->stored = 0;
 	r->heap = NULL;
+	r->lines = NULL;
+	r->lines_len = 0;
 }
 
 static void body_release(struct response *r)
@@ -44,6 +46,7 @@ void response_release(struct response *r)
 	free(r->pieces);
 	free(r->parts);
 	free(r->heap);
+	free(r->lines);
 	response_init(r);
 }
 
@@ -138,6 +141,23 @@ void response_field_insert(struct response *r, const char *before, const char *n
 	memmove(&r->fields[i + 1], &r->fields[i], (r->nfields - i) * sizeof(r->fields[0]));
 	r->fields[i] = (struct response_field){ name, value, len };
 	r->nfields++;
+}
+
+void response_line_add(struct response *r, const char *name, const char *value)
+{
+	size_t nlen = strlen(name), vlen = strlen(value);
+	char *p = realloc(r->lines, r->lines_len + nlen + vlen + 4);
+	if (!p) {
+		r->broken = true;
+		return;
+	}
+	r->lines = p;
+	p += r->lines_len;
+	memcpy(p, name, nlen);
+	memcpy(p + nlen, ": ", 2);
+	memcpy(p + nlen + 2, value, vlen);
+	memcpy(p + nlen + 2 + vlen, "\r\n", 2);
+	r->lines_len += nlen + vlen + 4;
 }
 
 void response_field_remove(struct response *r, const char *name)

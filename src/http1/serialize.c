@@ -30,7 +30,7 @@ static size_t head_bound(const struct response *r, const struct h1_framing *f)
 		   sizeof("Date: \r\n") + HTTP_DATE_LEN + sizeof("Connection: keep-alive\r\n") + 2;
 	for (size_t i = 0; i < r->nfields; i++)
 		n += strlen(r->fields[i].name) + 4 + (r->fields[i].value ? r->fields[i].len : 20);
-	return n;
+	return n + r->lines_len;
 }
 
 /* A file's body from memory small enough to follow the head in its buffer
@@ -85,6 +85,8 @@ int h1_serialize(struct h1_out *o, const struct h1_framing *f)
 			outbuf_u64(&b, length);
 		outbuf_puts(&b, "\r\n");
 	}
+	if (r->lines_len)
+		outbuf_put(&b, r->lines, r->lines_len);
 	if (!f->keep_alive)
 		outbuf_puts(&b, "Connection: close\r\n");
 	else if (f->say_keep_alive)

@@ -153,7 +153,7 @@ static void apply_headers(const struct header_rules *rules, const char *index_na
 		} else if (add) {
 			if (server) /* replaces the session's own */
 				out->no_server = true;
-			response_field_str(out, r->name, r->value);
+			response_line_add(out, r->name, r->value);
 		}
 	}
 }
