@@ -113,10 +113,10 @@ int redirect_rule_add(struct redirect_rules *rules, const char *pattern, const c
 			 "longer than %d bytes", value, RULES_TARGET_MAX - 1);
 		return -1;
 	}
-	if (target[0] != '/' && target[0] != '{' && strncmp(target, "http://", 7) != 0 &&
-	    strncmp(target, "https://", 8) != 0) {
-		snprintf(why, whylen, "'%s': the target starts with '/', 'http://', 'https://' or a placeholder",
-			 target);
+	if ((target[0] != '/' && target[0] != '{' && strncmp(target, "http://", 7) != 0 &&
+	     strncmp(target, "https://", 8) != 0) || strncmp(target, "//", 2) == 0) {
+		snprintf(why, whylen, "'%s': the target starts with one '/', 'http://', 'https://' or a "
+			 "placeholder", target);
 		return -1;
 	}
 	for (const char *t = target; *t; t++) {
@@ -290,6 +290,13 @@ long redirect_target(const struct redirect_rule *rule, const struct rules_captur
 		o += query_len;
 	}
 	out[o] = '\0';
+	/* "/a* = 301 /$1" and "/a/b" make "//b": a Location naming the host
+	 * b. A path target stays on this site: its leading slashes are one */
+	if (rule->target[0] == '/' && o > 1 && out[1] == '/') {
+		size_t extra = strspn(out, "/") - 1;
+		memmove(out, out + extra, o - extra + 1);
+		o -= extra;
+	}
 	return (long)o;
 }
 

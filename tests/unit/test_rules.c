@@ -80,6 +80,7 @@ Test(rules, redirects_first_match_wins_with_captures_and_placeholders)
 	add_redirect("/blog/*", "308 /posts/$1");
 	add_redirect("//www.*/*", "301 https://$1/$2");
 	add_redirect("/go/*", "302 https://{host}/to?p={path}&{query}");
+	add_redirect("/x*", "301 /$1");
 	add_redirect("/*", "307 /fallthrough");
 	int st;
 	cr_assert_str_eq(redirect("GET /old.html HTTP/1.1\r\nHost: a\r\n\r\n", &st), "/new.html");
@@ -95,6 +96,8 @@ Test(rules, redirects_first_match_wins_with_captures_and_placeholders)
 	cr_assert_eq(st, 301);
 	cr_assert_str_eq(redirect("GET /go/x?q=1 HTTP/1.1\r\nHost: h.example\r\n\r\n", &st),
 			 "https://h.example/to?p=/go/x&q=1");
+	/* a capture starting with '/' after a path target's '/': still this site */
+	cr_assert_str_eq(redirect("GET /x/evil.example/p HTTP/1.1\r\nHost: a\r\n\r\n", &st), "/evil.example/p");
 	cr_assert_str_eq(redirect("GET /other HTTP/1.1\r\nHost: a\r\n\r\n", &st), "/fallthrough");
 	cr_assert_eq(st, 307);
 }
@@ -117,6 +120,7 @@ Test(rules, bad_redirects_are_refused_with_a_reason)
 		{ "/a", "303 /new" },               /* not a redirect status we send */
 		{ "/a", "301" },                    /* no target */
 		{ "/a", "301 new" },                /* relative target */
+		{ "/a", "301 //other.example/" },   /* another site, without a scheme */
 		{ "/a/*", "301 /b/$2" },            /* one star, $2 */
 		{ "/a", "301 /b/{nope}" },          /* unknown placeholder */
 		{ "/a", "301 /b c" },               /* a space in the target */
