@@ -290,9 +290,10 @@ long redirect_target(const struct redirect_rule *rule, const struct rules_captur
 		o += query_len;
 	}
 	out[o] = '\0';
-	/* "/a* = 301 /$1" and "/a/b" make "//b": a Location naming the host
-	 * b. A path target stays on this site: its leading slashes are one */
-	if (rule->target[0] == '/' && o > 1 && out[1] == '/') {
+	/* "/a* = 301 /$1" and "/a/b" make "//b", and "{host}/x" without a
+	 * Host "//x": a Location naming the host b or x. A Location that
+	 * starts as a path stays on this site: its leading slashes are one */
+	if (out[0] == '/' && out[1] == '/') {
 		size_t extra = strspn(out, "/") - 1;
 		memmove(out, out + extra, o - extra + 1);
 		o -= extra;

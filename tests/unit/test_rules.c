@@ -81,6 +81,7 @@ Test(rules, redirects_first_match_wins_with_captures_and_placeholders)
 	add_redirect("//www.*/*", "301 https://$1/$2");
 	add_redirect("/go/*", "302 https://{host}/to?p={path}&{query}");
 	add_redirect("/x*", "301 /$1");
+	add_redirect("/h/*", "301 {host}/$1");
 	add_redirect("/*", "307 /fallthrough");
 	int st;
 	cr_assert_str_eq(redirect("GET /old.html HTTP/1.1\r\nHost: a\r\n\r\n", &st), "/new.html");
@@ -98,6 +99,7 @@ Test(rules, redirects_first_match_wins_with_captures_and_placeholders)
 			 "https://h.example/to?p=/go/x&q=1");
 	/* a capture starting with '/' after a path target's '/': still this site */
 	cr_assert_str_eq(redirect("GET /x/evil.example/p HTTP/1.1\r\nHost: a\r\n\r\n", &st), "/evil.example/p");
+	cr_assert_str_eq(redirect("GET /h/p HTTP/1.0\r\n\r\n", &st), "/p", "no Host: not //p");
 	cr_assert_str_eq(redirect("GET /other HTTP/1.1\r\nHost: a\r\n\r\n", &st), "/fallthrough");
 	cr_assert_eq(st, 307);
 }
