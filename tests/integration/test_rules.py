@@ -159,3 +159,27 @@ def test_bad_rules_name_file_and_line(root, tmp_path, section, line, why):
     conf.write_text(f"# a comment\n[{section}]\n{line}\n")
     r = util.run_spindle("--config", str(conf), "--root", str(root), "--check")
     assert r.returncode != 0 and f"{conf}:3: " in r.stderr and why in r.stderr, r.stderr
+
+
+def test_acme_challenge_stays_first(root, tmp_path):
+    """A catch-all redirect rule moves the site, not an ACME challenge (the
+    CA asks over plain HTTP and must get the token's file) nor the health
+    path a load balancer polls."""
+    webroot = tmp_path / "acme"
+    d = webroot / ".well-known" / "acme-challenge"
+    d.mkdir(parents=True)
+    for p in (tmp_path, webroot, webroot / ".well-known", d):
+        p.chmod(0o755)
+    (d / "tok123").write_bytes(b"tok123.key")
+    conf = tmp_path / "acme.conf"
+    conf.write_text(f"[http]\nhealth_path = /healthz\n[tls]\nacme_webroot = {webroot}\n"
+                    "[redirects]\n/* = 301 https://example.test{path}\n")
+    s = util.Server("epoll", root, tmp_path / "srv", extra_args=["--config", str(conf)]).start()
+    try:
+        r = s.get("/.well-known/acme-challenge/tok123")
+        assert r.status == 200 and r.body == b"tok123.key", r
+        r = s.get("/index.html")
+        assert (r.status, r.header("Location")) == (301, "https://example.test/index.html"), r
+        assert s.get("/healthz").status == 200
+    finally:
+        assert s.stop() == 0, s.diagnostics()
