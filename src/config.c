@@ -748,6 +748,12 @@ static int rule_apply(struct config *cfg, const char *section, const char *patte
 {
 	char inner[384];
 	bool redirect = strcmp(section, "redirects") == 0;
+	/* as for [cache_control]: what --check prints must read back */
+	if (!value_reads_back(value) || !value_reads_back(pattern) || strpbrk(pattern, "=:") ||
+	    strchr("[#;", pattern[0])) {
+		snprintf(why, whylen, "%s: '%s = %s' cannot be written in server.conf", section, pattern, value);
+		return -1;
+	}
 	int rc = redirect ? redirect_rule_add(&cfg->redirects, pattern, value, inner, sizeof(inner))
 			  : header_rule_add(&cfg->headers, pattern, value, inner, sizeof(inner));
 	if (rc < 0) {
@@ -818,22 +824,25 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 	const struct config_key *k = key_find(key);
 	char why[512];
 
-	if (strcmp(key, "cache_control") == 0) {
-		/* --set 'cache_control=PATTERN = VALUE': one [cache_control] line */
+	bool rules = strcmp(key, "redirects") == 0 || strcmp(key, "headers") == 0;
+	if (strcmp(key, "cache_control") == 0 || rules) {
+		/* --set 'cache_control=PATTERN = VALUE': one line of that section */
 		char pattern[CACHE_CONTROL_PATTERN_MAX];
 		const char *eq = strchr(value, '=');
 		size_t n = eq ? (size_t)(eq - value) : 0;
 		while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
 			n--;
 		if (!eq || n == 0 || n >= sizeof(pattern)) {
-			report("%s: cache_control: expected 'PATTERN = VALUE', got '%s'", origin, value);
+			report("%s: %s: expected 'PATTERN = VALUE', got '%s'", origin, key, value);
 			return -1;
 		}
 		memcpy(pattern, value, n);
 		pattern[n] = '\0';
 		const char *v = eq + 1;
 		v += strspn(v, " \t");
-		if (cache_control_apply(cfg, pattern, v, why, sizeof(why)) < 0) {
+		int rc = rules ? rule_apply(cfg, key, pattern, v, why, sizeof(why))
+			       : cache_control_apply(cfg, pattern, v, why, sizeof(why));
+		if (rc < 0) {
 			report("%s: %s", origin, why);
 			return -1;
 		}

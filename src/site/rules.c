@@ -81,7 +81,8 @@ int redirect_rule_add(struct redirect_rules *rules, const char *pattern, const c
 		const char *slash = strchr(pattern + 2, '/');
 		size_t hlen = slash ? (size_t)(slash - pattern - 2) : 0;
 		if (!slash || hlen == 0 || hlen >= sizeof(r.host)) {
-			snprintf(why, whylen, "'%s': expected //HOST/PATH", pattern);
+			snprintf(why, whylen, "'%s': expected //HOST/PATH, with no port in HOST (a ':' ends a pattern)",
+				 pattern);
 			return -1;
 		}
 		memcpy(r.host, pattern + 2, hlen);
