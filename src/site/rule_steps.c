@@ -67,16 +67,32 @@ bool rule_step_is_preflight(const char *origins, const struct http_request *req)
 }
 
 /* "*" lets any origin read without credentials; a list answers with the
- * origin itself, and the answer then varies with Origin (Fetch 3.2.5). */
-static void allow_origin(const char *origins, const struct http_request *req, struct response *out)
+ * origin itself, and the answer then varies with Origin (Fetch 3.2.5).
+ * The origin is copied: the request's buffer is not the value's. */
+static void allow_origin(const char *origins, const struct http_request *req, struct response *out, bool line)
 {
 	if (strcmp(origins, "*") == 0) {
-		response_field_str(out, "Access-Control-Allow-Origin", "*");
+		if (line)
+			response_line_add(out, "Access-Control-Allow-Origin", "*");
+		else
+			response_field_str(out, "Access-Control-Allow-Origin", "*");
 		return;
 	}
-	response_field(out, "Access-Control-Allow-Origin", req->origin.p, req->origin.len);
+	if (!line) {
+		response_field_copy(out, "Access-Control-Allow-Origin", req->origin.p, req->origin.len);
+		return;
+	}
+	char origin[1024];
+	if (req->origin.len >= sizeof(origin))
+		return; /* longer than any listed origin: cors_origin_allowed said no */
+	memcpy(origin, req->origin.p, req->origin.len);
+	origin[req->origin.len] = '\0';
+	response_line_add(out, "Access-Control-Allow-Origin", origin);
 }
 
+/* Vary: Origin, in the file's own Vary field when it has the one a file
+ * with sidecars has (static text, no store taken), else a line of its own
+ * (a list may be split over field lines, RFC 9110 5.3). */
 static void vary_origin(struct response *out)
 {
 	struct response_field *v = response_field_find(out, "Vary");
@@ -84,27 +100,27 @@ static void vary_origin(struct response *out)
 		response_field_str(out, "Vary", "Origin");
 		return;
 	}
-	char *p = response_alloc(out, v->len + sizeof(", Origin") - 1);
-	if (!p)
+	static const char both[] = "Accept-Encoding, Origin";
+	if (v->len == 15 && strncasecmp(v->value, "Accept-Encoding", 15) == 0) {
+		v->value = both;
+		v->len = sizeof(both) - 1;
 		return;
-	memcpy(p, v->value, v->len);
-	memcpy(p + v->len, ", Origin", sizeof(", Origin") - 1);
-	v->value = p;
-	v->len += sizeof(", Origin") - 1;
+	}
+	response_line_add(out, "Vary", "Origin");
 }
 
 void rule_step_preflight(const char *origins, const struct http_request *req, struct response *out)
 {
 	response_release(out);
 	out->status = 204;
-	allow_origin(origins, req, out);
+	allow_origin(origins, req, out, false);
 	if (strcmp(origins, "*") != 0)
 		response_field_str(out, "Vary", "Origin");
 	response_field_str(out, "Access-Control-Allow-Methods", "GET, HEAD");
 	/* the fields it asks for: a static site reads none, and refusing one
 	 * would only fail the request the browser then sends */
 	if (req->acr_headers.p && req->acr_headers.len)
-		response_field(out, "Access-Control-Allow-Headers", req->acr_headers.p, req->acr_headers.len);
+		response_field_copy(out, "Access-Control-Allow-Headers", req->acr_headers.p, req->acr_headers.len);
 	response_field_str(out, "Access-Control-Max-Age", "86400");
 }
 
@@ -166,7 +182,7 @@ void rule_step_response(const struct header_rules *headers, const char *origins,
 	if (!origins[0] || (req->method != HTTP_GET && req->method != HTTP_HEAD))
 		return;
 	if (cors_origin_allowed(origins, req->origin.p, req->origin.len))
-		allow_origin(origins, req, out);
+		allow_origin(origins, req, out, true);
 	/* with a list, whether the field is there depends on Origin: a cache
 	 * must keep the answers apart even for a request without one */
 	if (strcmp(origins, "*") != 0)

@@ -323,3 +323,21 @@ Test(rule_steps, cors_preflight)
 					"Access-Control-Request-Method: GET\r\n\r\n");
 	cr_assert_not(rule_step_is_preflight("*", &get));
 }
+
+Test(rule_steps, cors_on_a_full_store_takes_no_store)
+{
+	/* a redirect whose Location filled the store and the heap slot: the
+	 * CORS fields still fit, the value is not broken */
+	out.resp.status = 301;
+	char *fill = response_alloc(&out.resp, RESPONSE_STORE - out.resp.stored);
+	cr_assert_not_null(fill);
+	char *big = response_alloc(&out.resp, 4000);
+	cr_assert_not_null(big);
+	response_field_str(&out.resp, "Vary", "Accept");
+	struct http_request req = parse("GET / HTTP/1.1\r\nHost: a\r\nOrigin: https://app.example\r\n\r\n");
+	rule_step_response(&headers, "https://app.example", "index.html", &req, &out.resp);
+	cr_assert_not(out.resp.broken);
+	const char *h = head();
+	cr_assert_not_null(strstr(h, "\r\nVary: Accept\r\n"), "%s", h);
+	cr_assert_not_null(strstr(h, "\r\nAccess-Control-Allow-Origin: https://app.example\r\nVary: Origin\r\n"), "%s", h);
+}
