@@ -142,7 +142,7 @@ spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 # libFuzzer targets (tests/fuzz/): the parser and path code alone, and the
 # connection core, Range responses and the configuration over the whole core.
 # UB aborts like any crash (-fno-sanitize-recover=all); see tests/fuzz/run.sh.
-FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls fuzz_proxy
+FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls fuzz_proxy fuzz_rules
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) $(WARN) -O1 -g $(FUZZ_SAN) -DSPINDLE_VERSION='"$(VERSION)"'
 FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c src/site/acme_challenge.c src/fs/file.c
@@ -172,6 +172,10 @@ build/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c tests/fuzz/tls_driver.c tests/fuzz/co
 build/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c src/net/proxy_protocol.c
 	@mkdir -p build/fuzz
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
+
+# Redirect rules over a client's path and Host (the steps link the core).
+build/fuzz/fuzz_rules: tests/fuzz/fuzz_rules.c $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(LDLIBS)
 
 build/fuzz/fuzz_config: tests/fuzz/fuzz_config.c $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(LDLIBS)

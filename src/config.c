@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <ini.h>
@@ -62,6 +63,7 @@ static int check_model(const char *value, char *why, size_t whylen);
 static int check_fallback(const char *value, char *why, size_t whylen);
 static int check_real_ip_from(const char *value, char *why, size_t whylen);
 static int check_acme_webroot(const char *value, char *why, size_t whylen);
+static int check_cors_origins(const char *value, char *why, size_t whylen);
 
 static const struct name_value symlinks_names[] = {
 	{ "inside", SYMLINKS_INSIDE }, { "all", SYMLINKS_ALL }, { "off", SYMLINKS_OFF }, { NULL, 0 },
@@ -126,6 +128,7 @@ static const struct config_key config_keys[] = {
 	K("http", "health_path", key_string_off, health_path, "off"),
 	C("http", "autoindex", autoindex, autoindex_names, "off"),
 	S("http", "fallback", key_string_off, fallback, "off", check_fallback),
+	S("http", "cors_origins", key_string_off, cors_origins, "off", check_cors_origins),
 
 	N("cache", "cache_size", key_size, cache_size, 0, (long long)1 << 40, "64m"),
 	N("cache", "cache_max_file", key_size, cache_max_file, 0, (long long)1 << 32, "256k"),
@@ -351,6 +354,28 @@ static int check_fallback(const char *value, char *why, size_t whylen)
 		snprintf(why, whylen, "fallback: '%s' must be a path starting with '/' (no query) that "
 			 "names a file beneath the root, or off", value);
 		return -1;
+	}
+	return 0;
+}
+
+/* "*" or origins as a browser sends them ("https://example.com",
+ * "http://localhost:3000"): scheme, host, an optional port, no path */
+static int check_cors_origins(const char *value, char *why, size_t whylen)
+{
+	if (strcmp(value, "*") == 0)
+		return 0;
+	for (const char *p = value + strspn(value, " \t"); *p; p += strspn(p, " \t")) {
+		size_t n = strcspn(p, " \t");
+		const char *host = strncmp(p, "http://", 7) == 0 ? p + 7 : strncmp(p, "https://", 8) == 0 ? p + 8 : NULL;
+		bool ok = host && host < p + n;
+		for (const char *q = host; ok && q < p + n; q++)
+			ok = isalnum((unsigned char)*q) || strchr(".-:[]", *q);
+		if (!ok) {
+			snprintf(why, whylen, "cors_origins: '%.*s' is not an origin (like https://example.com, "
+				 "no path) or '*'", (int)n, p);
+			return -1;
+		}
+		p += n;
 	}
 	return 0;
 }
@@ -717,11 +742,34 @@ static int cache_control_apply(struct config *cfg, const char *pattern, const ch
 	return 0;
 }
 
+/* One "pattern = value" of [redirects] or [headers]. */
+static int rule_apply(struct config *cfg, const char *section, const char *pattern, const char *value, char *why,
+		      size_t whylen)
+{
+	char inner[384];
+	bool redirect = strcmp(section, "redirects") == 0;
+	/* as for [cache_control]: what --check prints must read back */
+	if (!value_reads_back(value) || !value_reads_back(pattern) || strpbrk(pattern, "=:") ||
+	    strchr("[#;", pattern[0])) {
+		snprintf(why, whylen, "%s: '%s = %s' cannot be written in server.conf", section, pattern, value);
+		return -1;
+	}
+	int rc = redirect ? redirect_rule_add(&cfg->redirects, pattern, value, inner, sizeof(inner))
+			  : header_rule_add(&cfg->headers, pattern, value, inner, sizeof(inner));
+	if (rc < 0) {
+		snprintf(why, whylen, "%s: %s", section, inner);
+		return -1;
+	}
+	return 0;
+}
+
 static int ini_on_pair(void *user, const char *section, const char *name, const char *value)
 {
 	struct ini_state *st = user;
 	if (strcmp(section, "cache_control") == 0)
 		return cache_control_apply(st->cfg, name, value, st->why, sizeof(st->why)) == 0;
+	if (strcmp(section, "redirects") == 0 || strcmp(section, "headers") == 0)
+		return rule_apply(st->cfg, section, name, value, st->why, sizeof(st->why)) == 0;
 	const struct config_key *k = key_find(name);
 
 	if (!k) {
@@ -776,22 +824,25 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 	const struct config_key *k = key_find(key);
 	char why[512];
 
-	if (strcmp(key, "cache_control") == 0) {
-		/* --set 'cache_control=PATTERN = VALUE': one [cache_control] line */
+	bool rules = strcmp(key, "redirects") == 0 || strcmp(key, "headers") == 0;
+	if (strcmp(key, "cache_control") == 0 || rules) {
+		/* --set 'cache_control=PATTERN = VALUE': one line of that section */
 		char pattern[CACHE_CONTROL_PATTERN_MAX];
 		const char *eq = strchr(value, '=');
 		size_t n = eq ? (size_t)(eq - value) : 0;
 		while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
 			n--;
 		if (!eq || n == 0 || n >= sizeof(pattern)) {
-			report("%s: cache_control: expected 'PATTERN = VALUE', got '%s'", origin, value);
+			report("%s: %s: expected 'PATTERN = VALUE', got '%s'", origin, key, value);
 			return -1;
 		}
 		memcpy(pattern, value, n);
 		pattern[n] = '\0';
 		const char *v = eq + 1;
 		v += strspn(v, " \t");
-		if (cache_control_apply(cfg, pattern, v, why, sizeof(why)) < 0) {
+		int rc = rules ? rule_apply(cfg, key, pattern, v, why, sizeof(why))
+			       : cache_control_apply(cfg, pattern, v, why, sizeof(why));
+		if (rc < 0) {
 			report("%s: %s", origin, why);
 			return -1;
 		}
@@ -1158,4 +1209,14 @@ void config_print(const struct config *cfg, FILE *out)
 	fprintf(out, "\n[cache_control]\n");
 	for (size_t i = 0; i < cfg->cache_control.n; i++)
 		fprintf(out, "%s = %s\n", cfg->cache_control.rule[i].pattern, cfg->cache_control.rule[i].value);
+	fprintf(out, "\n[redirects]\n");
+	for (size_t i = 0; i < cfg->redirects.n; i++) {
+		const struct redirect_rule *r = &cfg->redirects.rule[i];
+		fprintf(out, "%s%s%s = %d %s\n", r->host[0] ? "//" : "", r->host, r->path, r->status, r->target);
+	}
+	fprintf(out, "\n[headers]\n");
+	for (size_t i = 0; i < cfg->headers.n; i++) {
+		const struct header_rule *r = &cfg->headers.rule[i];
+		fprintf(out, "%s = %s: %s\n", r->match.pattern, r->name, r->value);
+	}
 }

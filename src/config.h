@@ -12,6 +12,7 @@
 #include "fs/file.h"
 #include "http/autoindex.h"
 #include "http/cache_control.h"
+#include "site/rules.h"
 #include "http/encoding.h"
 #include "log/log.h"
 #include "workload/workload.h"
@@ -125,6 +126,7 @@ struct config {
 	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
 	int redirect_https_port;        /* ... on this port */
 	char acme_webroot[4096];        /* ACME HTTP-01 files (site/acme_challenge.h); "" = off */
+	char cors_origins[1024];        /* origins CORS lets read GET/HEAD answers, space-separated, or "*"; "" = off */
 	/* [content]: precompressed sidecars, MIME types, Expires */
 	struct encoding_prefs precompressed; /* sidecar codings by preference; n == 0: off */
 	char types_file[4096];   /* mime.types-format file over the built-in table; "" = none */
@@ -133,6 +135,9 @@ struct config {
 
 	/* [cache_control]: "pattern = value" lines, first match wins */
 	struct cache_control_rules cache_control;
+	/* [redirects] and [headers]: "pattern = ..." lines (site/rules.h) */
+	struct redirect_rules redirects;
+	struct header_rules headers;
 
 	/* where it came from, for --check and messages */
 	char source[4096];

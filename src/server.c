@@ -140,8 +140,12 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		srv->workers = 1;
 	srv->limits = (struct http_limits){ cfg->max_request_line, cfg->max_head, cfg->max_headers };
 	bool hsts = config_serves_tls(cfg) && cfg->hsts[0];
-	snprintf(srv->server_header, sizeof(srv->server_header), "Server: spindle%s%s\r\n%s%s%s",
-		 cfg->server_tokens ? "/" : "", cfg->server_tokens ? SPINDLE_VERSION : "",
+	/* "/ = Server: -" in [headers]: not even the session's own answers
+	 * (to a request it could not parse) name the server */
+	bool server = !header_rules_remove_everywhere(&cfg->headers, "Server");
+	snprintf(srv->server_header, sizeof(srv->server_header), "%s%s%s%s%s%s%s",
+		 server ? "Server: spindle" : "", server && cfg->server_tokens ? "/" : "",
+		 server && cfg->server_tokens ? SPINDLE_VERSION : "", server ? "\r\n" : "",
 		 /* tls: RFC 6797 7.2, only where HTTPS is served. The core cannot
 		  * tell a TLS connection, so an instance with plain and TLS listen
 		  * addresses sends it on both (a browser ignores it over HTTP, 8.1) */

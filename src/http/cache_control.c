@@ -84,25 +84,25 @@ static bool path_matches(const struct cache_control_rule *r, const char *path)
 	return strncmp(path, r->pattern, strlen(r->pattern)) == 0;
 }
 
+bool cache_control_rule_matches(const struct cache_control_rule *r, const char *path, const char *index_path,
+				const char *mime)
+{
+	if (!r->by_type)
+		return path_matches(r, path) || path_matches(r, index_path);
+	char type[CACHE_CONTROL_PATTERN_MAX];
+	size_t tlen = mime ? strcspn(mime, "; \t") : 0;
+	if (tlen == 0 || tlen >= sizeof(type))
+		return false; /* no type pattern is that long: matches none */
+	memcpy(type, mime, tlen);
+	type[tlen] = '\0';
+	return fnmatch(r->pattern, type, FNM_CASEFOLD) == 0;
+}
+
 const struct cache_control_rule *cache_control_match(const struct cache_control_rules *rules, const char *path,
 						     const char *index_path, const char *mime)
 {
-	char type[CACHE_CONTROL_PATTERN_MAX];
-	size_t tlen = strcspn(mime, "; \t");
-	if (tlen >= sizeof(type))
-		tlen = 0; /* no type pattern is that long: matches none */
-	memcpy(type, mime, tlen);
-	type[tlen] = '\0';
-
-	for (size_t i = 0; i < rules->n; i++) {
-		const struct cache_control_rule *r = &rules->rule[i];
-		bool hit;
-		if (r->by_type)
-			hit = tlen > 0 && fnmatch(r->pattern, type, FNM_CASEFOLD) == 0;
-		else
-			hit = path_matches(r, path) || path_matches(r, index_path);
-		if (hit)
-			return r;
-	}
+	for (size_t i = 0; i < rules->n; i++)
+		if (cache_control_rule_matches(&rules->rule[i], path, index_path, mime))
+			return &rules->rule[i];
 	return NULL;
 }

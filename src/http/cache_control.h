@@ -32,6 +32,10 @@ struct cache_control_rules {
 int cache_control_add(struct cache_control_rules *rules, const char *pattern, const char *value, char *why,
 		      size_t whylen);
 
+/* Whether one rule matches, as cache_control_match() reads it. */
+bool cache_control_rule_matches(const struct cache_control_rule *r, const char *path, const char *index_path,
+				const char *mime);
+
 /* The first rule matching the decoded URL path (NUL-terminated) or the MIME
  * type (parameters allowed: "text/html; charset=utf-8"), or NULL. When a
  * directory request is answered by its index file, index_path is that file's

@@ -318,6 +318,8 @@ static int http_header(struct http_request *req, struct http_parse_state *s, con
 	case 6:
 		if (HTTP_NAME_IS("expect"))
 			http_list_add(&req->expect, &req->expect_lines, v);
+		else if (HTTP_NAME_IS("origin") && !span_is_set(req->origin))
+			req->origin = v;
 		break;
 	case 7:
 		if (HTTP_NAME_IS("referer") && !span_is_set(req->referer))
@@ -346,6 +348,14 @@ static int http_header(struct http_request *req, struct http_parse_state *s, con
 		} else if (HTTP_NAME_IS("user-agent") && !span_is_set(req->user_agent)) {
 			req->user_agent = v;
 		}
+		break;
+	case 29:
+		if (HTTP_NAME_IS("access-control-request-method") && !span_is_set(req->acr_method))
+			req->acr_method = v;
+		break;
+	case 30:
+		if (HTTP_NAME_IS("access-control-request-headers") && !span_is_set(req->acr_headers))
+			req->acr_headers = v;
 		break;
 	case 13:
 		if (HTTP_NAME_IS("if-none-match"))

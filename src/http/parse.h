@@ -62,6 +62,9 @@ struct http_request {
 
 	struct span user_agent;
 	struct span referer;
+	struct span origin;      /* CORS: Origin, and a preflight's Access-Control-Request-* */
+	struct span acr_method;
+	struct span acr_headers;
 
 	bool keep_alive;         /* HTTP/1.1 unless "close"; HTTP/1.0 only with "keep-alive" */
 	bool has_content_length;

@@ -15,7 +15,10 @@ const char *http_status_text(int status)
 	case 204: return "No Content";
 	case 206: return "Partial Content";
 	case 301: return "Moved Permanently";
+	case 302: return "Found";
 	case 304: return "Not Modified";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
 	case 400: return "Bad Request";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";

@@ -13,7 +13,7 @@
 void response_init(struct response *r)
 {
 	r->status = 0;
-	r->close = r->linger = r->broken = false;
+	r->close = r->linger = r->broken = r->no_server = false;
 	r->has_validators = r->ranges = r->vary = false;
 	r->validators = (struct http_validators){ 0 };
 	r->nfields = 0;
@@ -24,6 +24,8 @@ void response_init(struct response *r)
 	r->parts = NULL;
 	r->stored = 0;
 	r->heap = NULL;
+	r->lines = NULL;
+	r->lines_len = 0;
 }
 
 static void body_release(struct response *r)
@@ -44,6 +46,7 @@ void response_release(struct response *r)
 	free(r->pieces);
 	free(r->parts);
 	free(r->heap);
+	free(r->lines);
 	response_init(r);
 }
 
@@ -138,6 +141,32 @@ void response_field_insert(struct response *r, const char *before, const char *n
 	memmove(&r->fields[i + 1], &r->fields[i], (r->nfields - i) * sizeof(r->fields[0]));
 	r->fields[i] = (struct response_field){ name, value, len };
 	r->nfields++;
+}
+
+void response_line_add(struct response *r, const char *name, const char *value)
+{
+	size_t nlen = strlen(name), vlen = strlen(value);
+	char *p = realloc(r->lines, r->lines_len + nlen + vlen + 4);
+	if (!p) {
+		r->broken = true;
+		return;
+	}
+	r->lines = p;
+	p += r->lines_len;
+	memcpy(p, name, nlen);
+	memcpy(p + nlen, ": ", 2);
+	memcpy(p + nlen + 2, value, vlen);
+	memcpy(p + nlen + 2 + vlen, "\r\n", 2);
+	r->lines_len += nlen + vlen + 4;
+}
+
+void response_field_remove(struct response *r, const char *name)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->nfields; i++)
+		if (strcasecmp(r->fields[i].name, name) != 0)
+			r->fields[n++] = r->fields[i];
+	r->nfields = n;
 }
 
 void response_fields_keep(struct response *r, const char *const *names)

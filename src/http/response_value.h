@@ -57,6 +57,7 @@ struct response {
 	bool close;              /* the connection closes after it */
 	bool linger;             /* ... and framing is in doubt: the client may still be sending */
 	bool broken;             /* a field or value did not fit: the session answers 500 instead */
+	bool no_server;          /* the session's Server field is left out (a [headers] rule) */
 
 	/* what filters read: the selected representation's validators, whether
 	 * Range may apply, whether the answer varies with Accept-Encoding */
@@ -67,6 +68,10 @@ struct response {
 
 	struct response_field fields[RESPONSE_FIELDS_MAX];
 	size_t nfields;
+	/* "Name: value\r\n" lines written after the fields (owned): what
+	 * [headers] rules add, as many as match, without taking field slots */
+	char *lines;
+	size_t lines_len;
 
 	struct {
 		enum response_body_kind kind;
@@ -113,6 +118,10 @@ struct response_field *response_field_find(struct response *r, const char *name)
 /* Inserts before the field named `before` (at the end without one). */
 void response_field_insert(struct response *r, const char *before, const char *name, const char *value,
 			   size_t len);
+/* Appends "name: value\r\n" to r->lines (see there); broken when out of memory. */
+void response_line_add(struct response *r, const char *name, const char *value);
+/* Drops every field named name. */
+void response_field_remove(struct response *r, const char *name);
 /* Keeps only the fields whose names are listed (NULL-terminated). */
 void response_fields_keep(struct response *r, const char *const *names);
 

@@ -30,7 +30,7 @@ static size_t head_bound(const struct response *r, const struct h1_framing *f)
 		   sizeof("Date: \r\n") + HTTP_DATE_LEN + sizeof("Connection: keep-alive\r\n") + 2;
 	for (size_t i = 0; i < r->nfields; i++)
 		n += strlen(r->fields[i].name) + 4 + (r->fields[i].value ? r->fields[i].len : 20);
-	return n;
+	return n + r->lines_len;
 }
 
 /* A file's body from memory small enough to follow the head in its buffer
@@ -64,7 +64,13 @@ int h1_serialize(struct h1_out *o, const struct h1_framing *f)
 	outbuf_put(&b, " ", 1);
 	outbuf_puts(&b, http_status_text(r->status));
 	outbuf_puts(&b, "\r\n");
-	outbuf_puts(&b, f->server_header);
+	const char *lines = f->server_header;
+	if (r->no_server && strncmp(lines, "Server:", 7) == 0) {
+		/* a [headers] rule removed it; the listener's own lines stay */
+		const char *eol = strstr(lines, "\r\n");
+		lines = eol ? eol + 2 : "";
+	}
+	outbuf_puts(&b, lines);
 	outbuf_puts(&b, "Date: ");
 	outbuf_put(&b, http_date_now(), HTTP_DATE_LEN);
 	outbuf_puts(&b, "\r\n");
@@ -79,6 +85,8 @@ int h1_serialize(struct h1_out *o, const struct h1_framing *f)
 			outbuf_u64(&b, length);
 		outbuf_puts(&b, "\r\n");
 	}
+	if (r->lines_len)
+		outbuf_put(&b, r->lines, r->lines_len);
 	if (!f->keep_alive)
 		outbuf_puts(&b, "Connection: close\r\n");
 	else if (f->say_keep_alive)

@@ -20,6 +20,7 @@
 #include "../log/log.h"
 #include "acme_challenge.h"
 #include "internal.h"
+#include "rule_steps.h"
 
 void site_error(const struct server *srv, int status, struct response *out)
 {
@@ -35,6 +36,8 @@ void site_exchange_error(struct site_exchange *x, int status)
 int site_refuse(const struct server *srv, const struct http_request *req, struct response *out)
 {
 	int status = 0;
+	if (rule_step_is_preflight(srv->cfg->cors_origins, req))
+		return 0; /* answered by site_respond */
 	if (req->method == HTTP_METHOD_UNKNOWN)
 		status = 501;
 	else if (req->method != HTTP_GET && req->method != HTTP_HEAD)
@@ -407,24 +410,54 @@ static bool respond_acme(struct site_exchange *x)
 	return true;
 }
 
+/* A [redirects] rule's answer, or false when none matches. */
+static bool respond_redirect_rule(struct site_exchange *x)
+{
+	char loc[RULES_TARGET_MAX + 2 * SITE_PATH_MAX];
+	int status = rule_step_redirect(&x->cfg->redirects, x->req, loc, sizeof(loc));
+	if (!status)
+		return false;
+	site_exchange_error(x, status);
+	response_field_copy(x->resp, "Location", loc, strlen(loc));
+	return true;
+}
+
+/* The answer before the steps over it: the first step that answers wins. */
+static void route(struct site_exchange *x)
+{
+	const struct config *cfg = x->cfg;
+
+	if (rule_step_is_preflight(cfg->cors_origins, x->req)) {
+		rule_step_preflight(cfg->cors_origins, x->req, x->resp);
+		return;
+	}
+	if (site_refuse(x->srv, x->req, x->resp))
+		return;
+	/* before any redirect: the ACME server asks over plain HTTP */
+	if (cfg->acme_webroot[0] && respond_acme(x))
+		return;
+	if (cfg->redirect_https) { /* config_validate: no TLS listener then */
+		redirect_https(x);
+		return;
+	}
+	/* the generated endpoints (health, stats) before redirect rules:
+	 * a catch-all rule must not move a load balancer's health check */
+	struct dyn_response dyn;
+	if (endpoints_dispatch(x->srv, x->peer, x->req, &dyn)) {
+		respond_dynamic(x, &dyn);
+		return;
+	}
+	if (cfg->redirects.n && respond_redirect_rule(x))
+		return;
+	respond_path(x);
+}
+
 void site_respond(const struct server *srv, const struct http_request *req, const struct sockaddr_storage *peer,
 		  struct response *out)
 {
 	struct site_exchange x = { srv, srv->cfg, req, peer, out };
 
-	if (site_refuse(srv, req, out))
-		return;
-	/* before any redirect: the ACME server asks over plain HTTP */
-	if (x.cfg->acme_webroot[0] && respond_acme(&x))
-		return;
-	if (x.cfg->redirect_https) { /* config_validate: no TLS listener then */
-		redirect_https(&x);
-		return;
-	}
-	struct dyn_response dyn;
-	if (endpoints_dispatch(srv, peer, req, &dyn)) {
-		respond_dynamic(&x, &dyn);
-		return;
-	}
-	respond_path(&x);
+	route(&x);
+	if (x.cfg->headers.n || x.cfg->cors_origins[0])
+		rule_step_response(&x.cfg->headers, x.cfg->cors_origins, x.cfg->index, req, out);
 }

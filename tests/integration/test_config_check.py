@@ -64,6 +64,7 @@ sendfile_min = 0
 health_path = /healthz
 autoindex = html
 fallback = /app/index.html
+cors_origins = https://app.example http://localhost:3000
 
 [cache]
 cache_size = 0
@@ -111,6 +112,16 @@ cache_expires = on
 /assets/* = public, max-age=31536000, immutable
 text/html = no-cache
 *.js = max-age=60
+
+[redirects]
+/old.html = 301 /new.html
+/blog/* = 308 /posts/$1
+//www.example.com/* = 301 https://example.com/$1
+
+[headers]
+/ = Server: -
+text/html = Content-Security-Policy: default-src 'self'; img-src *
+/ = Strict-Transport-Security: max-age=31536000; includeSubDomains
 """
 
 
@@ -123,7 +134,8 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
     ("defaults", [], {}),
     ("every-key", ["--config", "t.conf"], conf(EVERY_KEY)),
     ("every-key-then-flags", ["--config", "t.conf", "-p", "1", "-b", "::1", "-m", "epoll", "-w", "2",
-                              "-t", "1", "--set", "log_level=error", "--set", "cache_control=/x = no-store"],
+                              "-t", "1", "--set", "log_level=error", "--set", "cache_control=/x = no-store",
+                              "--set", "redirects=/y = 302 /z", "--set", "headers=/ = X-Frame-Options: DENY"],
      conf(EVERY_KEY)),
     # the enums' other values (the defaults and every-key show the rest)
     ("enums-1", ["--set", "symlinks=off", "--set", "log_level=warn", "--set", "delay_kind=sleep",
@@ -258,6 +270,12 @@ BAD_LINES = [
     ("bad-codings", "precompressed = lzma\n"),
     ("bad-cache-control", "[cache_control]\n/a =\n"),
     ("bad-cache-control-pattern", "[cache_control]\n[a = b\n"),
+    ("bad-redirect-status", "[redirects]\n/a = 303 /b\n"),
+    ("bad-redirect-capture", "[redirects]\n/a/* = 301 /b/$2\n"),
+    ("bad-redirect-host-port", "[redirects]\n//www.example.com:8080/* = 301 /b\n"),
+    ("bad-header-name", "[headers]\n/ = Content-Length: 1\n"),
+    ("bad-header-line", "[headers]\n/ = nocolon\n"),
+    ("bad-cors-origins", "cors_origins = app.example\n"),
     # checks across keys (config_validate)
     ("root-missing", "root = nowhere\n"),
     ("index-path", "index = a/b.html\n"),
@@ -288,6 +306,8 @@ BAD_SETS = [
     ("set-bad-listen-ctl", ["--set", "listen=80\r"]),
     ("set-proxy-needs-real-ip-from", ["--set", "listen=80 proxy_protocol"]),
     ("set-bad-cache-control", ["--set", "cache_control=nopattern"]),
+    ("set-bad-redirect", ["--set", "redirects=/a = 301"]),
+    ("set-bad-header", ["--set", "headers=/a: b = X-A: c"]),
     ("flag-bad-port", ["--port", "x"]),
     ("flag-bad-model", ["-m", "nope"]),
     ("missing-config", ["--config", "absent.conf"]),
