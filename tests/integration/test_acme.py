@@ -259,6 +259,19 @@ def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> 
     raise AssertionError(f"nothing listening on {port} after {timeout}s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
+def _started(port: int, proc: subprocess.Popen, log: Path, last: bool) -> bool:
+    """Whether proc listens on port; False when it exited because a port it
+    was given had been taken since it was found free (try others), unless
+    this was the last try."""
+    try:
+        _wait_port(port, proc, log, 10)
+        return True
+    except AssertionError:
+        if last or proc.poll() is None or "address already in use" not in log.read_text(errors="replace"):
+            raise
+        return False
+
+
 def _curl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["curl", "-sS", "--max-time", "10", *args], capture_output=True, timeout=20)
 
@@ -289,7 +302,6 @@ def test_certbot_gets_a_certificate_from_pebble_through_spindle(certs, docroot, 
                        settings={"tls_certificate": str(chain), "tls_certificate_key": str(key),
                                  "acme_webroot": str(webroot)})
 
-    acme_port, mgmt_port, dns_port, dns_mgmt_port = (util.free_port() for _ in range(4))
     procs: list[subprocess.Popen] = []
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -308,24 +320,30 @@ def test_certbot_gets_a_certificate_from_pebble_through_spindle(certs, docroot, 
         srv.start()
         # DNS for Pebble: every A query answers 127.0.0.1, AAAA nothing (so
         # Pebble dials spindle's IPv4 address); its challenge servers are off
-        dns = start([challtestsrv, "-dnsserver", f"127.0.0.1:{dns_port}", "-management",
-                     f"127.0.0.1:{dns_mgmt_port}", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
-                     "-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", ""], "challtestsrv")
-        _wait_port(dns_mgmt_port, dns, logs / "challtestsrv.log", 10)
-        config = tmp_path / "pebble.json"
-        config.write_text(json.dumps({"pebble": {
-            "listenAddress": f"127.0.0.1:{acme_port}", "managementListenAddress": f"127.0.0.1:{mgmt_port}",
-            "certificate": str(certs.chain), "privateKey": str(certs.key),
-            # the HTTP-01 validation goes to spindle's plain port
-            "httpPort": srv.port, "tlsPort": util.free_port(),
-            "ocspResponderURL": "", "externalAccountBindingRequired": False,
-            "retryAfter": {"authz": 1, "order": 1}, "keyAlgorithm": "ecdsa"}}))
-        # real validation (never PEBBLE_VA_ALWAYS_VALID), without its random
-        # sleeps and with no nonce refused on purpose: the test stays short
-        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_VA_ALWAYS_VALID="0", PEBBLE_WFE_NONCEREJECT="0",
-                   PEBBLE_AUTHZREUSE="0")
-        peb = start([pebble, "-config", str(config), "-dnsserver", f"127.0.0.1:{dns_port}"], "pebble", env)
-        _wait_port(acme_port, peb, logs / "pebble.log", 10)
+        for attempt in range(3):   # a free port may be taken meanwhile: by a client's socket, say
+            dns_port, dns_mgmt_port = util.free_port(), util.free_port()
+            dns = start([challtestsrv, "-dnsserver", f"127.0.0.1:{dns_port}", "-management",
+                         f"127.0.0.1:{dns_mgmt_port}", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
+                         "-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", ""], "challtestsrv")
+            if _started(dns_mgmt_port, dns, logs / "challtestsrv.log", last=attempt == 2):
+                break
+        for attempt in range(3):
+            acme_port, mgmt_port = util.free_port(), util.free_port()
+            config = tmp_path / "pebble.json"
+            config.write_text(json.dumps({"pebble": {
+                "listenAddress": f"127.0.0.1:{acme_port}", "managementListenAddress": f"127.0.0.1:{mgmt_port}",
+                "certificate": str(certs.chain), "privateKey": str(certs.key),
+                # the HTTP-01 validation goes to spindle's plain port
+                "httpPort": srv.port, "tlsPort": util.free_port(),
+                "ocspResponderURL": "", "externalAccountBindingRequired": False,
+                "retryAfter": {"authz": 1, "order": 1}, "keyAlgorithm": "ecdsa"}}))
+            # real validation (never PEBBLE_VA_ALWAYS_VALID), without its random
+            # sleeps and with no nonce refused on purpose: the test stays short
+            env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_VA_ALWAYS_VALID="0", PEBBLE_WFE_NONCEREJECT="0",
+                       PEBBLE_AUTHZREUSE="0")
+            peb = start([pebble, "-config", str(config), "-dnsserver", f"127.0.0.1:{dns_port}"], "pebble", env)
+            if _started(acme_port, peb, logs / "pebble.log", last=attempt == 2):
+                break
         _wait_port(mgmt_port, peb, logs / "pebble.log", 10)
 
         # Pebble's root, from its management API (made fresh at each start)
