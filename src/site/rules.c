@@ -233,7 +233,8 @@ size_t rules_encode_path(const char *in, size_t len, char *out)
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)in[i];
-		if (isalnum(ch) || strchr("-._~!$&'()*+,;=:@/", ch)) {
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    strchr("-._~!$&'()*+,;=:@/", ch)) { /* not isalnum: no locale decides a URL */
 			out[o++] = (char)ch;
 		} else {
 			out[o++] = '%';

@@ -20,6 +20,7 @@
 #include "../log/log.h"
 #include "acme_challenge.h"
 #include "internal.h"
+#include "rules.h"
 #include "rule_steps.h"
 
 void site_error(const struct server *srv, int status, struct response *out)
@@ -50,26 +51,6 @@ int site_refuse(const struct server *srv, const struct http_request *req, struct
 	return status;
 }
 
-/* Percent-encodes a decoded path for a Location header: everything but
- * unreserved characters, sub-delims, ':', '@' and '/' (RFC 3986 3.3). */
-static size_t encode_path(const char *in, size_t len, char *out)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)in[i];
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		    strchr("-._~!$&'()*+,;=:@/", ch)) {
-			out[o++] = (char)ch;
-		} else {
-			out[o++] = '%';
-			out[o++] = hex[ch >> 4];
-			out[o++] = hex[ch & 15];
-		}
-	}
-	return o;
-}
-
 /* 301 to the same directory with a slash, the query kept (RFC 9110 15.4.2).
  * Built from the canonical path, never the raw one: "//host" as a Location
  * would send the client to another site. */
@@ -84,7 +65,7 @@ static void redirect_slash(struct site_exchange *x, const char *rel, size_t rel_
 		return;
 	}
 	loc[n++] = '/';
-	n += encode_path(rel, rel_len, loc + n);
+	n += rules_encode_path(rel, rel_len, loc + n);
 	loc[n++] = '/';
 	if (r->query.p) {
 		loc[n++] = '?';

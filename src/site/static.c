@@ -322,6 +322,18 @@ void site_serve_cached(struct site_exchange *x, struct cache_entry *e, const str
 	serve_target(x, &f, t);
 }
 
+/* A view of an opened, uncached file (f takes over fd; etag is its buffer). */
+static void view_of_fd(struct file_view *f, int fd, const struct stat *st, const char *mime, char *etag)
+{
+	*f = (struct file_view){
+		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
+		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
+		.mime = mime, .entry = NULL, .fd = fd,
+	};
+	http_date_format(st->st_mtime, f->lm_buf);
+	f->last_modified = f->lm_buf;
+}
+
 void site_serve_opened(struct site_exchange *x, int fd, const struct stat *st, const struct site_target *t)
 {
 	const char *mime = mime_lookup(x->srv->mime, t->rel, t->len, x->cfg->default_type);
@@ -332,25 +344,15 @@ void site_serve_opened(struct site_exchange *x, int fd, const struct stat *st, c
 		return;
 	}
 	char etag[HTTP_ETAG_MAX];
-	struct file_view f = {
-		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
-		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
-		.mime = mime, .entry = NULL, .fd = fd,
-	};
-	http_date_format(st->st_mtime, f.lm_buf);
-	f.last_modified = f.lm_buf;
+	struct file_view f;
+	view_of_fd(&f, fd, st, mime, etag);
 	serve_target(x, &f, t);
 }
 
 void site_serve_plain(struct site_exchange *x, int fd, const struct stat *st, const char *mime)
 {
 	char etag[HTTP_ETAG_MAX];
-	struct file_view f = {
-		.size = (uint64_t)st->st_size, .mtime = st->st_mtime, .etag = etag,
-		.etag_len = http_etag(etag, st->st_mtime, (uint64_t)st->st_size),
-		.mime = mime, .entry = NULL, .fd = fd,
-	};
-	http_date_format(st->st_mtime, f.lm_buf);
-	f.last_modified = f.lm_buf;
+	struct file_view f;
+	view_of_fd(&f, fd, st, mime, etag);
 	serve_file(x, &f);
 }
