@@ -546,7 +546,7 @@ def idle_rss(lab: Lab, models: list[str]) -> None:
             # opening 10,000 connections from Python: ~15 s plain, ~80 s TLS (the run of 2026-11-26)
             cell = Cell("idle_rss", f"{m} {'https' if tls else 'http'} {nconn} idle keep-alive", key_,
                         {"conns": nconn, "transport": "TLS" if tls else "plain"}, run(tls),
-                        extra_s=(90.0 if tls else 20.0) * nconn / IDLE_CONNS)
+                        extra_s=(90.0 if tls else 20.0) * nconn / IDLE_CONNS, retake=False)
             (skipped if tls and refusal and m != "nginx" else cells).append(cell)
     if skipped:
         skip_cells(lab, "idle_rss", skipped, refusal)

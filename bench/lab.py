@@ -889,6 +889,9 @@ class Cell:
     warm_path: str = ""             # URL warmed up before every measurement ("" = none)
     workload: dict | None = None    # workload cells: {"unit_s", "kind", "cores", "in_flight"} for the checks
     extra_s: float = 0.0            # seconds the tool runs beyond lab.cell_s (for the plan's estimate)
+    # False where a second measurement on the same running server would read what the first left
+    # behind (memory held by connections opened before), so a disturbed one is kept, not retaken
+    retake: bool = True
     # The exact command, for a cell another experiment also needs: on the same
     # server key it is measured once per run and reported in both ("" = never shared)
     same_as: str = ""
@@ -1281,7 +1284,7 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                    **({"delay_kind": c.workload["kind"]} if c.workload else {}),
                    "_params": list(c.params)}
             taken = retakes.get((id(c), rep), 0)
-            if disturbed(m) and taken < MAX_RETAKES:
+            if c.retake and disturbed(m) and taken < MAX_RETAKES:
                 retakes[(id(c), rep)] = taken + 1
                 order.append((rep, c, bool(c.warm_path)))   # later, after a warm-up of its own
                 total += 1

@@ -165,3 +165,20 @@ def test_a_repeat_disturbed_by_other_load_is_taken_again_later(tmp_path, monkeyp
     assert [(r["cell"], r["rep"], r["other_cores"]) for r in lb.retaken] == [
         ("busy", 1, 0.90), ("busy", 2, 0.50), ("busy", 1, 0.40), ("busy", 2, 0.30)]
     assert sum("taken again" in n for n in lb.notes["t"]) == 4
+
+
+def test_a_cell_that_reads_what_the_last_left_behind_is_not_retaken(tmp_path, monkeypatch):
+    """idle_rss measures memory on a server that already held the first
+    attempt's connections: a retake there would read a wrong baseline, so
+    such a cell keeps its disturbed reading (flagged by its other load)."""
+    from bench import experiments
+    monkeypatch.setattr(experiments, "run_cells", lambda lab_, exp, cells, *a, **kw: seen.extend(cells))
+    seen = []
+    lb = lab.Lab(tmp_path / "out", smoke=True, repeats=1, spindle_bin=Path("/bin/false"), cell_s=0.1,
+                 warmup_s=0, cores=[1])
+    try:
+        experiments.idle_rss(lb, ["epoll"])
+    finally:
+        lb.cleanup()
+    assert seen and all(not c.retake for c in seen)
+
