@@ -223,10 +223,11 @@ static bool conn_out_buffers(struct conn *c)
 	return o->segs && o->hdr;
 }
 
-void conn_release_idle(struct conn *c)
+bool conn_release_idle(struct conn *c)
 {
 	if (c->state != ST_HEAD || c->in_start != c->in_end || c->nq > 0)
-		return;
+		return false;
+	bool held = c->in || c->out || c->q;
 	queue_free(c);
 	out_free(c->out);
 	c->out = NULL;
@@ -234,6 +235,7 @@ void conn_release_idle(struct conn *c)
 	c->in = NULL;
 	c->in_cap = 0;
 	c->in_start = c->in_end = c->next_start = 0;
+	return held;
 }
 
 /* ---- answering ----------------------------------------------------- */

@@ -94,6 +94,7 @@ struct pool {
 	bool paused;            /* the listener waits for room: kick it when there is */
 	bool draining;          /* stopping: idle connections close instead of parking */
 	bool shutdown;          /* workers exit once the queue is empty */
+	unsigned released;      /* parked connections that gave buffers back since the last sweep */
 };
 
 /* Tags in epoll_event.data.ptr for the descriptors that are not connections. */
@@ -203,7 +204,7 @@ static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
 	}
 	wire_wants(it->c, &it->deadline);
 	if (!for_write)
-		wire_release_idle(it->c); /* between requests, give the buffers back */
+		p->released += wire_release_idle(it->c); /* between requests, give the buffers back */
 	/* Armed under the lock, so the poller cannot time it out or close it
 	 * between the two steps. A one-shot registration fires once; arming
 	 * checks readiness, so bytes (or send room) that came meanwhile are not
@@ -363,7 +364,10 @@ static void pool_scan(struct pool *p, int64_t now)
 		wire_timeout(it->c);
 		settle_locked(p, it);
 	}
+	unsigned released = p->released;
+	p->released = 0;
 	pthread_mutex_unlock(&p->mu);
+	sweep_settle(&p->sweep, released); /* outside the lock: a trim takes a while */
 }
 
 static void pool_begin_stop(struct pool *p)

@@ -2,6 +2,8 @@
  * (see the header). */
 #include "sweep.h"
 
+#include <malloc.h>
+
 #include "../conn.h"
 
 void sweep_init(struct sweep *s, int interval_ms)
@@ -48,4 +50,14 @@ void sweep_begin_stop(struct sweep *s, int drain_ms)
 bool sweep_drain_over(const struct sweep *s, int64_t now, int grace_ms)
 {
 	return s->stopping && now >= s->drain_deadline + grace_ms;
+}
+
+bool sweep_settle(struct sweep *s, unsigned released)
+{
+	s->released += released;
+	if (s->released < SWEEP_TRIM_MIN || (released > 0 && s->released < SWEEP_TRIM_MAX))
+		return false;
+	s->released = 0;
+	malloc_trim(0);
+	return true;
 }

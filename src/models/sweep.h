@@ -15,6 +15,7 @@ struct sweep {
 	int64_t next;           /* when the next sweep is due (conn_now_ms's clock) */
 	bool stopping;          /* a stop began: connections drain, none is accepted */
 	int64_t drain_deadline; /* ... and those still open then are ended */
+	unsigned released;      /* idle connections that gave buffers back since the last trim */
 };
 
 enum sweep_verdict {
@@ -36,6 +37,17 @@ bool sweep_due(struct sweep *s, int64_t now);
 /* What the sweep at now does with a connection whose deadline (from
  * wire_wants; -1: none) is given. */
 enum sweep_verdict sweep_check(const struct sweep *s, int64_t deadline, int64_t now);
+
+/* After a sweep that let `released` idle connections give their buffers
+ * back: true (and the allocator's free pages go back to the kernel,
+ * malloc_trim) once at least SWEEP_TRIM_MIN have, when a sweep releases no
+ * more (the burst is over) or SWEEP_TRIM_MAX have piled up. Freed buffers
+ * lie between the long-lived structs of the connections that stay, where
+ * the allocator never trims on its own; a busy keep-alive connection never
+ * releases, so a steady load never trims. */
+#define SWEEP_TRIM_MIN 32
+#define SWEEP_TRIM_MAX 4096
+bool sweep_settle(struct sweep *s, unsigned released);
 
 /* A stop: the open connections get drain_ms to finish. */
 void sweep_begin_stop(struct sweep *s, int drain_ms);
