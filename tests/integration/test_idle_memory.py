@@ -80,3 +80,45 @@ def test_idle_connections_give_their_buffers_back_to_the_kernel(model, docroot, 
         rc = srv.stop() if srv.alive() else srv.proc.returncode
         srv.kill()
     assert rc == 0, f"exit status {rc}\n{srv.diagnostics()}"
+
+
+TARGET_CONNS = 4000
+TARGET_KIB = 1.0        # what an idle plain keep-alive connection may cost, all told
+
+
+@pytest.mark.solo  # a bound with 10% of room, measured to the byte: not beside other servers' load
+@pytest.mark.parametrize("model", ["pool", "prefork"])
+def test_an_idle_connection_costs_at_most_a_kilobyte(model, docroot, tmp_path):
+    """Where the buffers are freed in the workers' own arenas, what an idle
+    keep-alive connection keeps (the core's state, the wire, the model's
+    record of it, the allocator's headers) adds at most TARGET_KIB KiB of
+    PSS per connection."""
+    settings = {"workers": 1, "threads": 4, "keepalive_timeout": "60s", "header_timeout": "60s",
+                "max_connections": TARGET_CONNS + 50, "access_log": "off"}
+    settle = max(1.0, util.scaled(0.7))
+    req = util.build_request("GET", "/a.txt")
+    conns = []
+    srv = util.Server(model, docroot.path, tmp_path / "srv", settings).start()
+    try:
+        for _ in range(20):  # lazily initialised state
+            with util.Conn.open(srv.port) as c:
+                c.send(req)
+                assert c.read_response("GET").body == A_TXT
+        time.sleep(settle)
+        before = _pss_kib(srv)
+        for _ in range(TARGET_CONNS):
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            conns.append(c)
+            c.send(req)
+            assert c.read_response("GET").body == A_TXT
+        time.sleep(settle)
+        kib = (_pss_kib(srv) - before) / TARGET_CONNS
+        print(f"{model}: {kib:.3f} KiB per idle connection")
+        if not _sanitized():
+            assert kib <= TARGET_KIB, f"{kib:.3f} KiB per idle plain connection"
+    finally:
+        for c in conns:
+            c.close()
+        rc = srv.stop() if srv.alive() else srv.proc.returncode
+        srv.kill()
+    assert rc == 0, f"exit status {rc}\n{srv.diagnostics()}"
