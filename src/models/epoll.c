@@ -121,6 +121,7 @@ static void econn_close(struct loop *lp, struct econn *e)
 		e->next->prev = e->prev;
 	free(e);
 	lp->nconns--;
+	sweep_closed(&lp->sweep);
 	slots_give(lp->slots);
 }
 

@@ -174,6 +174,7 @@ static void close_locked(struct pool *p, struct pitem *it)
 	wire_free(it->c);
 	free(it);
 	p->nconns--;
+	p->released++; /* as a release: the sweep trims after a burst of closes too */
 	made_room_locked(p);
 }
 
@@ -425,7 +426,7 @@ static int pool_loop(struct pool *p)
 		return 1;
 	while (!server_stopping()) {
 		pthread_mutex_lock(&p->mu);
-		bool any = p->nconns > 0; /* only this thread opens connections */
+		bool any = p->nconns > 0 || p->released > 0; /* only this thread opens connections */
 		pthread_mutex_unlock(&p->mu);
 		int timeout = sweep_wait_ms(&p->sweep, any, acceptor_pause_ms(&p->acc));
 		int n = epoll_wait(p->epfd, events, POOL_EVENTS, timeout);

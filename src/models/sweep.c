@@ -15,7 +15,8 @@ int sweep_wait_ms(const struct sweep *s, bool any_open, int also_ms)
 {
 	int ms = -1;
 
-	if (any_open) {
+	/* also to trim after the last connections closed */
+	if (any_open || s->closed > 0 || s->released >= SWEEP_TRIM_MIN) {
 		int64_t now = conn_now_ms();
 		ms = s->next > now ? (int)(s->next - now) : 0;
 	}
@@ -52,8 +53,15 @@ bool sweep_drain_over(const struct sweep *s, int64_t now, int grace_ms)
 	return s->stopping && now >= s->drain_deadline + grace_ms;
 }
 
+void sweep_closed(struct sweep *s)
+{
+	s->closed++;
+}
+
 bool sweep_settle(struct sweep *s, unsigned released)
 {
+	released += s->closed;
+	s->closed = 0;
 	s->released += released;
 	if (s->released < SWEEP_TRIM_MIN || (released > 0 && s->released < SWEEP_TRIM_MAX))
 		return false;

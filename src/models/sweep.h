@@ -16,6 +16,7 @@ struct sweep {
 	bool stopping;          /* a stop began: connections drain, none is accepted */
 	int64_t drain_deadline; /* ... and those still open then are ended */
 	unsigned released;      /* idle connections that gave buffers back since the last trim */
+	unsigned closed;        /* connections closed since the last sweep (sweep_closed) */
 };
 
 enum sweep_verdict {
@@ -28,7 +29,8 @@ enum sweep_verdict {
 void sweep_init(struct sweep *s, int interval_ms);
 
 /* How long the loop may sleep: until the next sweep if connections are open
- * (0 if it is due), else for ever (-1); less if also_ms (>= 0) is shorter. */
+ * or a trim may be due (0 if it is due), else for ever (-1); less if also_ms
+ * (>= 0) is shorter. */
 int sweep_wait_ms(const struct sweep *s, bool any_open, int also_ms);
 
 /* True if a sweep is due at now; the next one is then an interval away. */
@@ -48,6 +50,10 @@ enum sweep_verdict sweep_check(const struct sweep *s, int64_t deadline, int64_t 
 #define SWEEP_TRIM_MIN 32
 #define SWEEP_TRIM_MAX 4096
 bool sweep_settle(struct sweep *s, unsigned released);
+
+/* A connection closed: it freed all it held, and the next sweep_settle
+ * counts it as released (a burst of closes leaves the same holes). */
+void sweep_closed(struct sweep *s);
 
 /* A stop: the open connections get drain_ms to finish. */
 void sweep_begin_stop(struct sweep *s, int drain_ms);

@@ -307,6 +307,7 @@ static void uconn_close(struct loop *lp, struct uconn *u)
 		u->next->prev = u->prev;
 	free(u);
 	lp->nconns--;
+	sweep_closed(&lp->sweep);
 	slots_give(lp->slots);
 }
 
