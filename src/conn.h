@@ -87,8 +87,9 @@ bool conn_awaits_request(const struct conn *c);
 /* A driver about to wait for a connection's next request may call this: an
  * idle connection (nothing buffered, no response pending) gives back its
  * buffers, so thousands of idle keep-alive clients cost little memory. Not
- * while a receive into conn_input_space() is in flight. */
-void conn_release_idle(struct conn *c);
+ * while a receive into conn_input_space() is in flight. True if it freed
+ * anything. */
+bool conn_release_idle(struct conn *c);
 
 /* Request timing. A driver that knows when the connection became readable
  * (it accepted it, or a poller, an event batch or a completion batch reported

@@ -73,12 +73,14 @@ struct conn {
 	struct http_request req;
 	struct http_parse_state parse; /* how far its head was parsed: each read scans only new bytes */
 	size_t req_len;          /* bytes of its head, at in[start] */
+	/* (the flags of this struct sit side by side: a hole of padding after
+	 * each would cost every idle connection) */
 	bool have_req;
+	bool body_chunked;
+	bool interim;            /* sending "100 Continue"; the body is read after it */
 	uint64_t body_left;      /* Content-Length bytes still to discard */
 	int64_t body_started;    /* when its discarding began: the body's deadline counts from here */
-	bool body_chunked;
 	struct http_chunked chunked;
-	bool interim;            /* sending "100 Continue"; the body is read after it */
 
 	/* the current response */
 	bool keep_alive;         /* after this response */
@@ -95,8 +97,8 @@ struct conn {
 	int64_t head_started;    /* first byte of the current request head, or accept time */
 	int64_t last_progress;
 	bool draining;
-	int64_t drain_started;
 	bool idle;               /* waiting between requests with nothing buffered */
+	int64_t drain_started;
 
 	/* stats */
 	int64_t stats_t0;        /* CLOCK_MONOTONIC ns when the current request head arrived; 0: none */
@@ -110,7 +112,14 @@ struct conn {
 	int64_t read_ready_ns;   /* since when the latest read's bytes were readable */
 	int64_t req_ready_ns, req_pickup_ns, first_byte_ns; /* the current request's; pickup 0: none started */
 
-	struct sockaddr_storage peer_addr;
+	/* The client's address: an inet one whole, another family by its name
+	 * only (nothing reads more of it); a sockaddr_storage would add 100
+	 * bytes to every idle connection. */
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+	} peer_addr;
 	char peer[INET6_ADDRSTRLEN];
 };
 
@@ -145,6 +154,8 @@ void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerle
 	memset(&c->peer_addr, 0, sizeof(c->peer_addr));
 	if (peer && peerlen <= sizeof(c->peer_addr))
 		memcpy(&c->peer_addr, peer, peerlen);
+	else if (peer && peerlen >= sizeof(sa_family_t))
+		c->peer_addr.sa.sa_family = peer->sa_family;
 	if (peer && peer->sa_family == AF_INET && peerlen >= sizeof(struct sockaddr_in))
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer, sizeof(c->peer));
 	else if (peer && peer->sa_family == AF_INET6 && peerlen >= sizeof(struct sockaddr_in6))
@@ -223,10 +234,11 @@ static bool conn_out_buffers(struct conn *c)
 	return o->segs && o->hdr;
 }
 
-void conn_release_idle(struct conn *c)
+bool conn_release_idle(struct conn *c)
 {
 	if (c->state != ST_HEAD || c->in_start != c->in_end || c->nq > 0)
-		return;
+		return false;
+	bool held = c->in || c->out || c->q;
 	queue_free(c);
 	out_free(c->out);
 	c->out = NULL;
@@ -234,6 +246,7 @@ void conn_release_idle(struct conn *c)
 	c->in = NULL;
 	c->in_cap = 0;
 	c->in_start = c->in_end = c->next_start = 0;
+	return held;
 }
 
 /* ---- answering ----------------------------------------------------- */
@@ -284,7 +297,9 @@ static void respond_request(struct conn *c)
 	c->linger = false;
 	c->last_progress = conn_now_ms();
 	h1_out_reset(c->out);
-	site_respond(c->srv, &c->req, &c->peer_addr, &c->out->resp);
+	struct sockaddr_storage peer = { .ss_family = AF_UNSPEC };
+	memcpy(&peer, &c->peer_addr, sizeof(c->peer_addr));
+	site_respond(c->srv, &c->req, &peer, &c->out->resp);
 	answer(c);
 }
 

@@ -121,6 +121,7 @@ static void econn_close(struct loop *lp, struct econn *e)
 		e->next->prev = e->prev;
 	free(e);
 	lp->nconns--;
+	sweep_closed(&lp->sweep);
 	slots_give(lp->slots);
 }
 
@@ -248,6 +249,7 @@ static void loop_accept(struct loop *lp)
 static void loop_scan(struct loop *lp, int64_t now)
 {
 	struct econn *e = lp->conns, *next;
+	unsigned released = 0;
 	for (; e; e = next) {
 		next = e->next;
 		int64_t deadline;
@@ -267,11 +269,12 @@ static void loop_scan(struct loop *lp, int64_t now)
 			 * client would free and allocate them again for every
 			 * request. Only acts between requests. */
 			if (!e->can_read && !e->busy)
-				wire_release_idle(e->c);
+				released += wire_release_idle(e->c);
 			e->busy = false;
 			break;
 		}
 	}
+	sweep_settle(&lp->sweep, released);
 }
 
 static void loop_begin_stop(struct loop *lp)

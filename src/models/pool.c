@@ -94,6 +94,7 @@ struct pool {
 	bool paused;            /* the listener waits for room: kick it when there is */
 	bool draining;          /* stopping: idle connections close instead of parking */
 	bool shutdown;          /* workers exit once the queue is empty */
+	unsigned released;      /* parked connections that gave buffers back since the last sweep */
 };
 
 /* Tags in epoll_event.data.ptr for the descriptors that are not connections. */
@@ -173,6 +174,7 @@ static void close_locked(struct pool *p, struct pitem *it)
 	wire_free(it->c);
 	free(it);
 	p->nconns--;
+	p->released++; /* as a release: the sweep trims after a burst of closes too */
 	made_room_locked(p);
 }
 
@@ -203,7 +205,7 @@ static void park_locked(struct pool *p, struct pitem *it, enum blocking_end why)
 	}
 	wire_wants(it->c, &it->deadline);
 	if (!for_write)
-		wire_release_idle(it->c); /* between requests, give the buffers back */
+		p->released += wire_release_idle(it->c); /* between requests, give the buffers back */
 	/* Armed under the lock, so the poller cannot time it out or close it
 	 * between the two steps. A one-shot registration fires once; arming
 	 * checks readiness, so bytes (or send room) that came meanwhile are not
@@ -363,7 +365,10 @@ static void pool_scan(struct pool *p, int64_t now)
 		wire_timeout(it->c);
 		settle_locked(p, it);
 	}
+	unsigned released = p->released;
+	p->released = 0;
 	pthread_mutex_unlock(&p->mu);
+	sweep_settle(&p->sweep, released); /* outside the lock: a trim takes a while */
 }
 
 static void pool_begin_stop(struct pool *p)
@@ -421,7 +426,7 @@ static int pool_loop(struct pool *p)
 		return 1;
 	while (!server_stopping()) {
 		pthread_mutex_lock(&p->mu);
-		bool any = p->nconns > 0; /* only this thread opens connections */
+		bool any = p->nconns > 0 || p->released > 0; /* only this thread opens connections */
 		pthread_mutex_unlock(&p->mu);
 		int timeout = sweep_wait_ms(&p->sweep, any, acceptor_pause_ms(&p->acc));
 		int n = epoll_wait(p->epfd, events, POOL_EVENTS, timeout);

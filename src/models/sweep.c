@@ -2,6 +2,8 @@
  * (see the header). */
 #include "sweep.h"
 
+#include <malloc.h>
+
 #include "../conn.h"
 
 void sweep_init(struct sweep *s, int interval_ms)
@@ -13,7 +15,8 @@ int sweep_wait_ms(const struct sweep *s, bool any_open, int also_ms)
 {
 	int ms = -1;
 
-	if (any_open) {
+	/* also to trim after the last connections closed */
+	if (any_open || s->closed > 0 || s->released >= SWEEP_TRIM_MIN) {
 		int64_t now = conn_now_ms();
 		ms = s->next > now ? (int)(s->next - now) : 0;
 	}
@@ -48,4 +51,21 @@ void sweep_begin_stop(struct sweep *s, int drain_ms)
 bool sweep_drain_over(const struct sweep *s, int64_t now, int grace_ms)
 {
 	return s->stopping && now >= s->drain_deadline + grace_ms;
+}
+
+void sweep_closed(struct sweep *s)
+{
+	s->closed++;
+}
+
+bool sweep_settle(struct sweep *s, unsigned released)
+{
+	released += s->closed;
+	s->closed = 0;
+	s->released += released;
+	if (s->released < SWEEP_TRIM_MIN || (released > 0 && s->released < SWEEP_TRIM_MAX))
+		return false;
+	s->released = 0;
+	malloc_trim(0);
+	return true;
 }

@@ -15,6 +15,8 @@ struct sweep {
 	int64_t next;           /* when the next sweep is due (conn_now_ms's clock) */
 	bool stopping;          /* a stop began: connections drain, none is accepted */
 	int64_t drain_deadline; /* ... and those still open then are ended */
+	unsigned released;      /* idle connections that gave buffers back since the last trim */
+	unsigned closed;        /* connections closed since the last sweep (sweep_closed) */
 };
 
 enum sweep_verdict {
@@ -27,7 +29,8 @@ enum sweep_verdict {
 void sweep_init(struct sweep *s, int interval_ms);
 
 /* How long the loop may sleep: until the next sweep if connections are open
- * (0 if it is due), else for ever (-1); less if also_ms (>= 0) is shorter. */
+ * or a trim may be due (0 if it is due), else for ever (-1); less if also_ms
+ * (>= 0) is shorter. */
 int sweep_wait_ms(const struct sweep *s, bool any_open, int also_ms);
 
 /* True if a sweep is due at now; the next one is then an interval away. */
@@ -36,6 +39,21 @@ bool sweep_due(struct sweep *s, int64_t now);
 /* What the sweep at now does with a connection whose deadline (from
  * wire_wants; -1: none) is given. */
 enum sweep_verdict sweep_check(const struct sweep *s, int64_t deadline, int64_t now);
+
+/* After a sweep that let `released` idle connections give their buffers
+ * back: true (and the allocator's free pages go back to the kernel,
+ * malloc_trim) once at least SWEEP_TRIM_MIN have, when a sweep releases no
+ * more (the burst is over) or SWEEP_TRIM_MAX have piled up. Freed buffers
+ * lie between the long-lived structs of the connections that stay, where
+ * the allocator never trims on its own; a busy keep-alive connection never
+ * releases, so a steady load never trims. */
+#define SWEEP_TRIM_MIN 32
+#define SWEEP_TRIM_MAX 4096
+bool sweep_settle(struct sweep *s, unsigned released);
+
+/* A connection closed: it freed all it held, and the next sweep_settle
+ * counts it as released (a burst of closes leaves the same holes). */
+void sweep_closed(struct sweep *s);
 
 /* A stop: the open connections get drain_ms to finish. */
 void sweep_begin_stop(struct sweep *s, int drain_ms);

@@ -307,6 +307,7 @@ static void uconn_close(struct loop *lp, struct uconn *u)
 		u->next->prev = u->prev;
 	free(u);
 	lp->nconns--;
+	sweep_closed(&lp->sweep);
 	slots_give(lp->slots);
 }
 
@@ -840,6 +841,7 @@ static void loop_on_listener_ready(struct loop *lp, int res)
 static void loop_scan(struct loop *lp, int64_t now)
 {
 	struct uconn *u = lp->conns, *next;
+	unsigned released = 0;
 	for (; u; u = next) {
 		next = u->next;
 		int64_t deadline;
@@ -856,7 +858,7 @@ static void loop_scan(struct loop *lp, int64_t now)
 			 * buffers, so an idle kept-alive connection qualifies. */
 			if (!u->busy && u->op == OP_NONE && u->pending == PEND_NONE &&
 			    u->stash_head == URING_NO_BUF && !u->mrecv_end_due)
-				wire_release_idle(u->c);
+				released += wire_release_idle(u->c);
 			u->busy = false;
 			break;
 		case SWEEP_EXPIRED:
@@ -869,6 +871,7 @@ static void loop_scan(struct loop *lp, int64_t now)
 			break;
 		}
 	}
+	sweep_settle(&lp->sweep, released);
 }
 
 static void loop_begin_stop(struct loop *lp)

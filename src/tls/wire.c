@@ -868,17 +868,18 @@ static void tls_renew_bios(struct tls_conn *t)
 	t->wbio = wbio;
 }
 
-void wire_release_idle(struct wire *w)
+bool wire_release_idle(struct wire *w)
 {
 	struct tls_conn *t = w->tls;
 
-	conn_release_idle(w->core);
+	bool freed = conn_release_idle(w->core);
 	/* Between requests, and in a handshake that waits for the client's
 	 * next flight (ours is sent): nothing the wire buffers is needed until
 	 * the client's next bytes, which allocate again. */
 	if (!t || (t->state != TLS_OPEN && t->state != TLS_HANDSHAKE) || out_pending(t) ||
 	    !conn_awaits_request(w->core))
-		return;
+		return freed;
+	freed = freed || t->in || t->out;
 	in_give(t->in); /* a receive that found nothing (EAGAIN) left it here */
 	free(t->out);
 	t->in = t->out = NULL;
@@ -886,4 +887,5 @@ void wire_release_idle(struct wire *w)
 	/* OpenSSL's own record buffers are gone already: SSL_MODE_RELEASE_BUFFERS
 	 * (context.c) frees them as soon as they are empty. */
 	tls_renew_bios(t);
+	return freed;
 }

@@ -57,7 +57,7 @@ enum conn_want wire_wants(struct wire *w, int64_t *deadline_ms);
 void wire_timeout(struct wire *w);
 void wire_drain(struct wire *w);
 bool wire_awaits_request(struct wire *w);
-void wire_release_idle(struct wire *w);
+bool wire_release_idle(struct wire *w); /* conn_release_idle() and the wire's own buffers */
 /* conn_readable(); a TLS wire keeps only stamps that come once its handshake
  * is done: the stamps time requests, and a handshake is none. */
 void wire_readable(struct wire *w, int64_t ns);

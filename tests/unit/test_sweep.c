@@ -71,3 +71,18 @@ Test(sweep, a_loop_sleeps_until_the_next_sweep_only_with_connections_open)
 	cr_assert_eq(sweep_wait_ms(&s, true, -1), 0, "a sweep overdue: no sleep");
 	cr_assert_eq(sweep_wait_ms(&s, true, 9), 0);
 }
+
+Test(sweep, the_allocator_is_trimmed_once_a_burst_of_releases_is_over)
+{
+	struct sweep s;
+	sweep_init(&s, 200);
+	cr_assert(!sweep_settle(&s, 0), "nothing released: nothing to trim");
+	cr_assert(!sweep_settle(&s, SWEEP_TRIM_MIN - 1), "too few released to be worth a trim");
+	cr_assert(!sweep_settle(&s, 0), "still too few, though the burst is over");
+	cr_assert(!sweep_settle(&s, 1), "enough now, but connections still go idle");
+	cr_assert(sweep_settle(&s, 0), "a sweep released none: the burst is over");
+	cr_assert(!sweep_settle(&s, 0), "once per burst");
+	cr_assert(!sweep_settle(&s, SWEEP_TRIM_MAX - 1));
+	cr_assert(sweep_settle(&s, 1), "a long wave of releases is trimmed on the way");
+	cr_assert_eq(s.released, 0);
+}

@@ -1,0 +1,175 @@
+"""What idle plain keep-alive connections cost the serving processes: the
+buffers a connection gives back once it has waited a scan interval must go
+back to the kernel, not stay resident between the structs of the
+connections that stay open."""
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import pytest
+
+import util
+from conftest import A_TXT
+
+IDLE_CONNS = 2000
+PAD = 14000             # bytes of one request header: the input buffer grows to 16 KiB
+# KiB of proportional set size per idle connection. What stays is the
+# connection's state (about 1 KiB) and the allocator's partial pages; the
+# 16 KiB input buffer, the response and its head buffer each connection used
+# for its one request must not.
+IDLE_KIB_MAX = 8.0
+CLOSED_KIB_MAX = 0.5    # per connection that was open, after all closed
+
+
+def _pss_kib(srv: util.Server) -> int:
+    total = 0
+    for pid in util.instance_processes(srv):
+        with contextlib.suppress(OSError):
+            for ln in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if ln.startswith("Pss:"):
+                    total += int(ln.split()[1])
+    return total
+
+
+def _sanitized() -> bool:
+    data = util.spindle_bin().read_bytes()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
+@pytest.mark.parametrize("model", ["epoll", "uring", "pool"])
+def test_idle_connections_give_their_buffers_back_to_the_kernel(model, docroot, tmp_path):
+    """Keep-alive clients each send one request with a 14 kB header (the
+    input buffer grows to 16 KiB) and then wait: they add at most
+    IDLE_KIB_MAX KiB of PSS per connection to the serving processes once a
+    scan interval has passed (the buffers they freed stayed resident where
+    the structs of later connections sat above them). Every client then
+    gets its next answer."""
+    settings = {"workers": 1, "threads": 4, "keepalive_timeout": "60s", "header_timeout": "60s",
+                "max_connections": 2 * IDLE_CONNS + 50, "access_log": "off"}
+    settle = max(1.0, util.scaled(0.7))  # a scan interval without I/O, then the next sweep's trim
+    req = util.build_request("GET", "/a.txt", {"X-Pad": "p" * PAD})
+    conns = []
+
+    def batch(n: int) -> None:
+        for _ in range(n):
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            conns.append(c)
+            c.send(req)
+            assert c.read_response("GET").body == A_TXT
+        time.sleep(settle)
+
+    srv = util.Server(model, docroot.path, tmp_path / "srv", settings).start()
+    try:
+        for _ in range(20):  # lazily initialised state
+            with util.Conn.open(srv.port) as c:
+                c.send(req)
+                assert c.read_response("GET").body == A_TXT
+        before = _pss_kib(srv)
+        batch(IDLE_CONNS)
+        kib = (_pss_kib(srv) - before) / IDLE_CONNS
+        print(f"{model}: {kib:.2f} KiB per idle connection")
+        if not _sanitized():
+            assert kib <= IDLE_KIB_MAX, f"{kib:.2f} KiB per idle plain connection"
+        for c in conns:
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").body == A_TXT
+    finally:
+        for c in conns:
+            c.close()
+        rc = srv.stop() if srv.alive() else srv.proc.returncode
+        srv.kill()
+    assert rc == 0, f"exit status {rc}\n{srv.diagnostics()}"
+
+
+TARGET_CONNS = 4000
+TARGET_KIB = 1.0        # what an idle plain keep-alive connection may cost, all told
+
+
+@pytest.mark.solo  # a bound with 10% of room, measured to the byte: not beside other servers' load
+@pytest.mark.parametrize("model", ["pool", "prefork"])
+def test_an_idle_connection_costs_at_most_a_kilobyte(model, docroot, tmp_path):
+    """Where the buffers are freed in the workers' own arenas, what an idle
+    keep-alive connection keeps (the core's state, the wire, the model's
+    record of it, the allocator's headers) adds at most TARGET_KIB KiB of
+    PSS per connection."""
+    settings = {"workers": 1, "threads": 4, "keepalive_timeout": "60s", "header_timeout": "60s",
+                "max_connections": TARGET_CONNS + 50, "access_log": "off"}
+    settle = max(1.0, util.scaled(0.7))
+    req = util.build_request("GET", "/a.txt")
+    conns = []
+    srv = util.Server(model, docroot.path, tmp_path / "srv", settings).start()
+    try:
+        for _ in range(20):  # lazily initialised state
+            with util.Conn.open(srv.port) as c:
+                c.send(req)
+                assert c.read_response("GET").body == A_TXT
+        time.sleep(settle)
+        before = _pss_kib(srv)
+        for _ in range(TARGET_CONNS):
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            conns.append(c)
+            c.send(req)
+            assert c.read_response("GET").body == A_TXT
+        time.sleep(settle)
+        kib = (_pss_kib(srv) - before) / TARGET_CONNS
+        print(f"{model}: {kib:.3f} KiB per idle connection")
+        if not _sanitized():
+            assert kib <= TARGET_KIB, f"{kib:.3f} KiB per idle plain connection"
+    finally:
+        for c in conns:
+            c.close()
+        rc = srv.stop() if srv.alive() else srv.proc.returncode
+        srv.kill()
+    assert rc == 0, f"exit status {rc}\n{srv.diagnostics()}"
+
+
+@pytest.mark.solo  # beside other servers' load uring's figure read 1.6 KiB: not understood yet
+@pytest.mark.parametrize("model", ["epoll", "uring"])
+def test_closed_connections_give_their_memory_back(model, docroot, tmp_path):
+    """Keep-alive clients send one request each with a 14 kB header and
+    wait past a scan interval, a second round of them arrives, then all
+    close: once a sweep has passed the serving processes hold at most
+    CLOSED_KIB_MAX KiB more per connection that was open than before they
+    came (the memory they freed stayed resident, 3 to 4 KiB each, with no
+    connection left to go idle and trim it). A new client is answered."""
+    settings = {"workers": 1, "threads": 4, "keepalive_timeout": "60s", "header_timeout": "60s",
+                "max_connections": 2 * IDLE_CONNS + 50, "access_log": "off"}
+    settle = max(1.0, util.scaled(0.7))
+    req = util.build_request("GET", "/a.txt", {"X-Pad": "p" * PAD})
+    conns = []
+    srv = util.Server(model, docroot.path, tmp_path / "srv", settings).start()
+    try:
+        for _ in range(20):  # lazily initialised state
+            with util.Conn.open(srv.port) as c:
+                c.send(req)
+                assert c.read_response("GET").body == A_TXT
+        time.sleep(settle)
+        before = _pss_kib(srv)
+        for _ in range(2):
+            for _ in range(IDLE_CONNS):
+                c = util.Conn.open(srv.port, timeout=util.scaled(10))
+                conns.append(c)
+                c.send(req)
+                assert c.read_response("GET").body == A_TXT
+            time.sleep(settle)
+        for c in conns:
+            c.close()
+
+        def kib() -> float:
+            return (_pss_kib(srv) - before) / len(conns)
+
+        # the closes reach the server over a few sweeps; the trim follows the first one without any
+        if not _sanitized():
+            assert util.wait_for(lambda: kib() <= CLOSED_KIB_MAX, util.scaled(3)), \
+                f"{kib():.2f} KiB per connection, all closed"
+        with util.Conn.open(srv.port) as c:
+            c.send(req)
+            assert c.read_response("GET").body == A_TXT
+    finally:
+        for c in conns:
+            c.close()
+        rc = srv.stop() if srv.alive() else srv.proc.returncode
+        srv.kill()
+    assert rc == 0, f"exit status {rc}\n{srv.diagnostics()}"
