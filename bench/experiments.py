@@ -602,7 +602,7 @@ def overhead(lab: Lab, models: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------
-# Peers (issue 10): nginx, lighttpd and h2o beside spindle's epoll and uring
+# Peers: nginx, lighttpd and h2o beside spindle's epoll and uring
 # --------------------------------------------------------------------------
 
 PIPELINE_DEPTH = 16
@@ -691,7 +691,7 @@ def peers(lab: Lab, models: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------
-# TLS (issue 13): handshakes/s and server CPU per handshake, every model and nginx
+# TLS: handshakes/s and server CPU per handshake, every model and nginx
 # --------------------------------------------------------------------------
 
 TLS_CONNS = 50
@@ -787,7 +787,7 @@ EXPERIMENTS = {
     "downloads": downloads,
     "idle_rss": idle_rss,
     "overhead": overhead,
-    "tls": tls,          # issue 13: HTTPS handshakes and keep-alive, every model and nginx
+    "tls": tls,          # HTTPS handshakes and keep-alive, every model and nginx
 }
 # In this order, consecutive experiments share servers (run_cells keeps them up):
 # seed003 -> peers (epoll), peers -> seed000 (epoll, nginx), seed000 -> openloop
@@ -803,6 +803,6 @@ def with_calibration(names: list[str]) -> list[str]:
     core = [n for n in names if n not in CALIBRATION]
     return [CALIBRATION[0], *core, CALIBRATION[1]]
 
-# issue 12: 1 vs 2 instances behind HAProxy, in its own module (outside the default run)
+# 1 vs 2 instances behind HAProxy, in its own module (outside the default run)
 from .scaleout import scaleout  # noqa: E402  (scaleout.py needs only lab.py)
 EXPERIMENTS["scaleout"] = scaleout

@@ -199,9 +199,9 @@ hosts:
 """
 
 
-# Mozilla's "intermediate" profile (issue 13), ECDHE only: TLS 1.2 suites in its order,
+# Mozilla's "intermediate" profile, ECDHE only: TLS 1.2 suites in its order,
 # and the TLS 1.3 suites in the same order (AES-128 first), with the server's
-# preference deciding, as issue 13 asks of spindle: so both servers negotiate the
+# preference deciding, as spindle does: so both servers negotiate the
 # same suite with the same client (the report checks what ab negotiated).
 TLS_CIPHERS_12 = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
                   "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")
@@ -388,7 +388,7 @@ http {{
 
     def spindle_tls_refusal(self, cert: Path, key: Path) -> str | None:
         """Why this spindle cannot serve HTTPS (it does not accept the tls
-        settings: TLS arrives with issue 13), or None when --check accepts them."""
+        settings), or None when --check accepts them."""
         r = subprocess.run([str(self.spindle_bin), "--config", str(REPO / "server.conf"), "--set", "tls=on",
                             "--set", f"tls_certificate={cert}", "--set", f"tls_certificate_key={key}", "--check"],
                            capture_output=True, text=True, timeout=20)

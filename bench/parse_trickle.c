@@ -1,5 +1,5 @@
 /* parse_trickle.c - CPU per request head when the head arrives one byte per
- * read: the cost a trickling client imposes on the parser (issue 9, item 4).
+ * read: the cost a trickling client imposes on the parser.
  *
  *   make build/parse_trickle && build/parse_trickle [--oneshot] [--heads N]
  *

@@ -1,4 +1,4 @@
-"""The `scaleout` experiment (issue 12; outside the default run, `--only
+"""The `scaleout` experiment (outside the default run, `--only
 scaleout`): spindle behind HAProxy with one instance and with two, beside
 spindle reached directly, so the report shows what the proxy costs and what a
 second instance brings back.

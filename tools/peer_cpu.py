@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""peer_cpu.py - server CPU per request: spindle beside h2o and lighttpd (issue 10).
+"""peer_cpu.py - server CPU per request: spindle beside h2o and lighttpd.
 
 On a shared, loaded machine req/s wander, but the CPU a server spends per
 request is steady. Each server runs one worker pinned to one CPU, the load

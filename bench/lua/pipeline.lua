@@ -1,4 +1,4 @@
--- Issue 10: every write carries DEPTH pipelined GETs of one path, as wrk's
+-- Every write carries DEPTH pipelined GETs of one path, as wrk's
 -- own scripts/pipeline.lua does; wrk counts each response and sends the next
 -- batch when the whole batch is answered.
 -- Arguments (after --): [PATH] [DEPTH]   (default /index.html, 16)

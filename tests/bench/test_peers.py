@@ -1,4 +1,4 @@
-"""The peers experiment (issue 10) without load: the peers' generated
+"""The peers experiment without load: the peers' generated
 configurations, a missing peer recorded as skipped rather than crashing the
 run, the report's issue-shaped table, and which server wins a cell."""
 from __future__ import annotations
@@ -140,7 +140,7 @@ def test_winner_is_unsettled_by_a_client_bound_loser_one_run_or_too_few_servers(
         (None, "fewer than two servers measured")
 
 
-# -- the tls experiment (issue 13), without load -------------------------------------------
+# -- the tls experiment, without load -------------------------------------------
 
 S_TIME = """
 Now timing with session id reuse.
@@ -185,7 +185,7 @@ def test_nginx_tls_conf_uses_the_certificate_and_mozilla_intermediate(tmp_path):
     assert "ssl_certificate /c.pem;" in conf and "ssl_certificate_key /k.pem;" in conf
     assert "ssl_protocols TLSv1.2 TLSv1.3;" in conf
     assert f"ssl_ciphers {lab.TLS_CIPHERS_12};" in conf
-    assert all(c.startswith("ECDHE-") for c in lab.TLS_CIPHERS_12.split(":"))     # ECDHE only (issue 13)
+    assert all(c.startswith("ECDHE-") for c in lab.TLS_CIPHERS_12.split(":"))     # ECDHE only
     assert "sendfile on;" in conf                          # otherwise the file-serving nginx
 
 

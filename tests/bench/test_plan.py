@@ -40,7 +40,7 @@ def test_the_default_run_has_five_repeats_everywhere_between_two_calibrations():
 def test_the_default_run_keeps_every_asked_for_cell():
     plan = _plan()
     names = {n: set(p["names"]) for n, p in plan.items()}
-    # issue 8: seed 000's models, seed 004's concurrencies with and without -k, the buckets
+    # seed 000's models, seed 004's concurrencies with and without -k, the buckets
     for label in ("iterative", "fork", "thread", "pool-5", "pool-15", "epoll", "nginx"):
         assert f"{label} ab -c 30" in names["seed000"]
     assert {f"fork nofile=1024 ab -c {c}" for c in (100, 1000)} <= names["seed000"]
@@ -66,12 +66,12 @@ def test_the_default_run_keeps_every_asked_for_cell():
         <= names["seed000"]
     assert {f"epoll 13B matched {rate}/s close", f"nginx 13B matched {rate}/s close"} <= names["seed003"]
     assert {f"thread-max40 ab {k} c={c}" for k in ("-k", "close") for c in (10, 100)} <= names["seed004"]
-    # issue 10: the four cells for the three peers and spindle's epoll and uring
+    # the four cells for the three peers and spindle's epoll and uring
     for _, label, _, _, _ in experiments.PEER_CELLS:
         if "python" in label:
             continue
         assert {f"{srv} {label}" for srv in ("nginx", "lighttpd", "h2o", "epoll", "uring")} <= names["peers"]
-    # issue 13: full, resumed and keep-alive TLS for every model and nginx; plain HTTP for every model
+    # full, resumed and keep-alive TLS for every model and nginx; plain HTTP for every model
     for key, label, _ in experiments.TLS_CELLS:
         servers = MODELS + (["nginx"] if key != "plain" else [])
         assert {f"{srv} {label}" for srv in servers} <= names["tls"]

@@ -1,5 +1,5 @@
 """An invalid cell is shown as INVALID everywhere its numbers would appear
-(issue 8: "a cell that breaks it is marked invalid, not reported"), in every
+("a cell that breaks it is marked invalid, not reported"), in every
 column of every table, not only in the median columns; and every workload
 table and plot names the delay_kind it used."""
 from __future__ import annotations

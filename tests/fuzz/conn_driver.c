@@ -111,7 +111,7 @@ void fz_config(struct config *cfg, bool cache)
 	cfg->cache_size = cache ? 64 * 1024 : 0;
 	cfg->cache_max_file = 8192;
 	cfg->cache_revalidate_ms = 0;
-	/* issue 11: listings and the SPA fallback on the uncached server, so
+	/* listings and the SPA fallback on the uncached server, so
 	 * the fuzzer reaches them (noindex/ is listed; a missing path without
 	 * an extension gets index.html) */
 	if (!cache) {

@@ -115,7 +115,7 @@ def test_conditional_via_httpx(server, meta):
         assert r.status_code == 200 and r.content == RANGE_DATA
 
 
-# If-Match and If-Unmodified-Since (issue 9.13), in the order of RFC 9110 13.2.2.
+# If-Match and If-Unmodified-Since, in the order of RFC 9110 13.2.2.
 
 def assert_412(resp):
     assert resp.status == 412, resp
@@ -395,7 +395,7 @@ def test_max_ranges_configurable(servers, multi):
                     [(0, 1), (4000, 4001)], MULTI_DATA)
 
 
-# Range amplification (issue 9.3): overlapping, adjacent and nearly adjacent
+# Range amplification: overlapping, adjacent and nearly adjacent
 # ranges are merged, and a set adding up to more than the file gets it once.
 
 def test_overlapping_ranges_merged_into_one(server, multi):
@@ -460,7 +460,7 @@ def test_multipart_response_bounded_by_covered_span(server, multi):
         f"{len(resp.body)} bytes sent for {len(ranges)} bytes asked, spread over {span}"
 
 
-# Multipart with the longest types in the MIME table (issue 9.8): part heads
+# Multipart with the longest types in the MIME table: part heads
 # sized from the real type, not a fixed guess.
 LONG_TYPES = {
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",

@@ -1,4 +1,4 @@
-"""server.conf, config.c and spindle.conf(5) never disagree (issue 12): the
+"""server.conf, config.c and spindle.conf(5) never disagree: the
 keys server.conf documents are the keys config.c accepts, the values it shows
 are the defaults, and the man page (generated from server.conf at build time)
 lists every key with its default and renders without warnings."""

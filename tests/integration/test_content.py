@@ -1,4 +1,4 @@
-"""Serving a site as its owner configured it (issue 11): precompressed
+"""Serving a site as its owner configured it: precompressed
 sidecars (1), Cache-Control rules (2), a types file and default_type (6).
 Every model, a few requests each, on one server per model configured by file."""
 from __future__ import annotations

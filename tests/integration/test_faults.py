@@ -1,4 +1,4 @@
-"""Fault campaigns under load (issue 9): kill -9 of the serving process and of
+"""Fault campaigns under load: kill -9 of the serving process and of
 one prefork worker while wrk runs (fewer than 0.1% of requests may fail), and
 reloads that change settings while wrk runs, for every model (none may fail).
 
@@ -212,7 +212,7 @@ def _assert_nothing_failed(what: str, results: list[dict], plain: ShortConnLoad,
 
 
 # Reloads where every listener comes from `listen` lines, one of them TLS:
-# the listener set must follow the worker count and the model (issue 9.1)
+# the listener set must follow the worker count and the model
 # whatever wire a listener carries.
 TLS_RELOAD_STEPS = {
     "workers": [("epoll", 4), ("epoll", 2), ("epoll", 4)],

@@ -337,7 +337,7 @@ def test_chunked_body_over_max_body_413(servers):
 
 
 # --------------------------------------------------------------------------
-# Expect: 100-continue (RFC 9110 10.1.1; issue 9.12)
+# Expect: 100-continue (RFC 9110 10.1.1)
 # --------------------------------------------------------------------------
 
 def expect_head(method="GET", target="/a.txt", body_len=5, expect="100-continue", version="HTTP/1.1",

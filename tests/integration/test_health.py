@@ -1,4 +1,4 @@
-"""health_path (issue 12): the load balancer's check answers 200 while the
+"""health_path: the load balancer's check answers 200 while the
 instance serves and 503 with Connection: close once it stops; a generation a
 reload retires answers 200 with Connection: close; off by default."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`make install` / `make uninstall` (issue 12): staged in a temporary DESTDIR,
+"""`make install` / `make uninstall`: staged in a temporary DESTDIR,
 the installed binary runs (--help, serves with the installed sample
 configuration), the units pass `systemd-analyze verify`, and uninstall leaves
 no file behind."""

@@ -1,4 +1,4 @@
-"""Issue 12: where spindle listens. Several `listen` addresses at once, IPv6
+"""Where spindle listens. Several `listen` addresses at once, IPv6
 (v6-only and dual-stack), UNIX domain sockets (mode, stale files replaced,
 live ones left alone, removed at exit), under every model; the access log
 names the peer per family; a reload adds and removes addresses under load

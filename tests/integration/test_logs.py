@@ -1,4 +1,4 @@
-"""Access log (Combined Log Format, or JSON lines: issue 11.5), access_log=off,
+"""Access log (Combined Log Format, or JSON lines), access_log=off,
 SIGUSR1 reopening."""
 from __future__ import annotations
 

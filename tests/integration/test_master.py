@@ -588,7 +588,7 @@ def _assert_every_request_answered(res: dict, plain: ShortConnLoad, what: str) -
 
 # Each step: (model, workers). The serving generation must accept every
 # connection the kernel queued on any of the master's listeners, and new
-# listeners must exist for more workers (issue 9).
+# listeners must exist for more workers.
 WORKER_STEPS = {
     "epoll": [("epoll", 4), ("epoll", 2), ("epoll", 4), ("epoll", 6)],
     "uring": [("uring", 4), ("uring", 2), ("uring", 4), ("uring", 6)],

@@ -1,4 +1,4 @@
-"""The service manager's notification protocol (issue 12, sd_notify(3)): the
+"""The service manager's notification protocol (sd_notify(3)): the
 test plays systemd with a datagram socket of its own in $NOTIFY_SOCKET and
 checks READY=1 once serving, RELOADING=1 + MONOTONIC_USEC then READY=1 around
 a reload, STATUS= with the model and requests served, STOPPING=1 on SIGTERM."""

@@ -1,4 +1,4 @@
-"""Pipelined requests are answered without stalls (issue 10): every complete
+"""Pipelined requests are answered without stalls: every complete
 request already buffered is answered in one gathered write, and accepted
 sockets have TCP_NODELAY, so small responses never wait for the client's
 delayed ACK (~40 ms on Linux)."""
@@ -229,7 +229,7 @@ def _alone(server, request: bytes) -> bytes:
 
 
 def test_random_pipelines_equal_requests_sent_alone(server, docroot):
-    """Property (issue 10's gathering against a straightforward model): for
+    """Property: for
     seeded random pipelines of up to 40 requests, what the client receives is
     byte for byte the concatenation of the responses to each request sent
     alone on its own connection (modulo Date and multipart boundaries), sent
@@ -394,7 +394,7 @@ def test_connection_accepted_once_its_request_arrives(server):
     """The listener has TCP_DEFER_ACCEPT (as h2o's does): the kernel makes a
     connection a full socket, ready to accept, when its first bytes arrive,
     not at the handshake, so accepting it, the first read and the answer
-    happen in one wake-up with no read that finds nothing (issue 10: a third
+    happen in one wake-up with no read that finds nothing (a third
     less CPU per new connection). Until then the server's end stays in
     SYN_RECV; once the request comes, it is served. A silent client is
     accepted anyway after the kernel's SYN-ACK retransmission (about 1 s):

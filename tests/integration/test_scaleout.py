@@ -1,4 +1,4 @@
-"""Scale-out behind HAProxy (issue 12 item 6): two spindle instances behind
+"""Scale-out behind HAProxy: two spindle instances behind
 HAProxy on loopback, under wrk load; one is drained with SIGTERM and started
 again, the other is reloaded into another model, and the load sees no failed
 request.

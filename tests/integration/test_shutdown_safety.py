@@ -31,7 +31,7 @@ def instance_pids(srv: util.Server) -> list[int]:
 
 @pytest.mark.concurrent
 def test_drain_with_slow_download_costs_no_cpu(fresh_server, huge_docroot):
-    """Issue 9.2: the fork model polled its stop eventfd while draining; the
+    """The fork model polled its stop eventfd while draining; the
     eventfd stays readable once stopping, so the drain spun at 100% CPU."""
     srv = fresh_server(root=huge_docroot.path, drain_timeout=30)
     with srv.connect(timeout=30, rcvbuf=16384) as c:
@@ -67,7 +67,7 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: 
 
 @pytest.mark.concurrent
 def test_drain_timeout_with_slow_readers_exits_cleanly(fresh_server, huge_docroot):
-    """Issue 9.7: the drain times out with connection threads still in their
+    """The drain times out with connection threads still in their
     downloads (clients that stopped reading); the serving process must end
     without freeing what those threads use: exit 0, promptly, and under a
     sanitizer build (SPINDLE_BIN=./spindle-asan) without a report."""
@@ -97,7 +97,7 @@ def test_drain_timeout_with_slow_readers_exits_cleanly(fresh_server, huge_docroo
 @pytest.mark.solo  # 12 threads spin and must end within the master's drain window
 @pytest.mark.concurrent
 def test_drain_timeout_with_busy_connection_threads_exits_cleanly(model, fresh_server):
-    """Issue 9.7, made to happen: requests on the workload endpoint busy-wait
+    """Made to happen: requests on the workload endpoint busy-wait
     past the drain timeout (and its grace), so their threads are still running
     when the serving process gives up waiting, and they finish one after
     another while it tears down (stats, cache, workload buckets, error pages).

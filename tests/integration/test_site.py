@@ -1,4 +1,4 @@
-"""Issue 11 (items 3 and 4), in every model: directory listings (autoindex =
+"""In every model: directory listings (autoindex =
 html | json) and the single-page-application fallback."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fault campaign: slow and trickling clients beside a fresh one (issue 9).
+"""Fault campaign: slow and trickling clients beside a fresh one.
 
 Slow writers trickle a request head, or a request body, a byte at a time;
 slow readers ask for a large file and read it a few bytes at a time through a

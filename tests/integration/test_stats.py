@@ -413,7 +413,7 @@ def test_cache_hit_and_revalidation(fresh_server, tmp_path):
 
 
 # --------------------------------------------------------------------------
-# Issue 9.11: cache gauges across overlapping drains
+# Cache gauges across overlapping drains
 # --------------------------------------------------------------------------
 
 def _wait_log(srv: util.Server, pattern: str, timeout: float):
@@ -454,7 +454,7 @@ def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_s
 
 
 # --------------------------------------------------------------------------
-# Issue 9.11: a hostile or corrupted segment
+# A hostile or corrupted segment
 # --------------------------------------------------------------------------
 
 # struct stats_header offsets (src/stats/shm.h)

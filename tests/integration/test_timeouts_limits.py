@@ -197,7 +197,7 @@ def test_body_deadline_not_extended_by_dribbling(quick):
 
 
 # --------------------------------------------------------------------------
-# The default header_timeout (issue 9: slowloris must be cut within 10 s)
+# The default header_timeout (slowloris must be cut within 10 s)
 # --------------------------------------------------------------------------
 
 def _effective_header_timeout(r) -> str:

@@ -1,4 +1,4 @@
-"""HTTPS (issue 13) under every model: a CA and certificates made at test time
+"""HTTPS under every model: a CA and certificates made at test time
 with openssl, curl and Python's ssl as clients; keep-alive, pipelining, Range
 and a multi-MiB file over TLS; clients that leave mid-handshake, send garbage
 or dawdle through it; session resumption across processes; a bad certificate
@@ -211,7 +211,7 @@ def test_slow_handshakes_do_not_delay_a_fresh_client(model, fresh_server, certs)
     """50 clients trickling a ClientHello a byte at a time (TLS's slowloris)
     beside a fresh HTTPS client: with default threads the fresh one is
     answered within 1 s. A worker may hold a connection only while it has
-    bytes to process, in the handshake as in the request head (issue 9.14)."""
+    bytes to process, in the handshake as in the request head."""
     srv = fresh_server(**tls_settings(certs))
     hello = client_hello(certs)
     crowd = [util.Conn.open(srv.port, timeout=util.scaled(5)) for _ in range(SLOW_HANDSHAKES)]
@@ -299,7 +299,7 @@ def test_slow_tls_readers_and_writers_do_not_delay_a_fresh_client(model, fresh_s
 def test_expect_100_continue_over_tls(model, tls_server, certs):
     """Expect: 100-continue over TLS: the 100 arrives before the body is sent,
     and a request that will be refused gets its final status at once (RFC
-    9110 10.1.1, issue 9.12), as over plain TCP."""
+    9110 10.1.1), as over plain TCP."""
     ctx = client_context(certs)
     with tls_conn(tls_server.port, ctx) as c:
         c.send(util.build_request("GET", "/a.txt", [("Content-Length", "5"), ("Expect", "100-continue")]))
@@ -454,7 +454,7 @@ def test_bad_certificate_on_reload_keeps_the_old_one(proc_model, certs, docroot,
 
 
 def test_plain_and_https_side_by_side(model, certs, docroot, tmp_path):
-    """listen lines (issue 12) with the tls flag: one instance serves plain
+    """listen lines with the tls flag: one instance serves plain
     HTTP on one address and HTTPS on another TCP port and a UNIX socket; the
     wire is chosen by the listener a connection came in on, and two loops
     (epoll, uring) each take their share of both. hsts is sent over HTTPS

@@ -177,7 +177,7 @@ def test_off_is_just_a_path(server):
 
 
 # --------------------------------------------------------------------------
-# delay_kind, hold, totals (issue 8)
+# delay_kind, hold, totals
 # --------------------------------------------------------------------------
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -1,4 +1,4 @@
-/* test_accept_limit.c - the acceptor at the descriptor limit (issue 9.6).
+/* test_accept_limit.c - the acceptor at the descriptor limit.
  *
  * Criterion runs each test in its own process, so a test may lower its own
  * RLIMIT_NOFILE and use up every descriptor. */

@@ -123,7 +123,7 @@ Test(cidr, prefix_length_boundaries)
 	cr_assert_eq(cidr_list_parse("::/129", &l, err, sizeof(err)), -1);
 }
 
-/* Issue 12: a UNIX socket's clients have no address; "unix:" lets them in,
+/* A UNIX socket's clients have no address; "unix:" lets them in,
  * and nothing else does. */
 Test(cidr, unix_clients)
 {

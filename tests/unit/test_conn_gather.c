@@ -1,5 +1,5 @@
 /* test_conn_gather.c - the connection core's output path, driven without sockets:
- * pipelined requests answered in one gathered write (issue 10), partial
+ * pipelined requests answered in one gathered write, partial
  * writes across response boundaries, each response finished once, in order. */
 #include <criterion/criterion.h>
 

@@ -1,4 +1,4 @@
-/* test_file.c - the openat2-less fallback of file_open_beneath (issue 9.9):
+/* test_file.c - the openat2-less fallback of file_open_beneath:
  * it must refuse what the policy refuses and never open anything that is not
  * beneath the root, not even to look where it leads. An inotify watch on the
  * outside directory sees every open there. */

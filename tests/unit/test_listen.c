@@ -140,7 +140,7 @@ Test(acceptor_init_share, fewer_listeners_than_loops_are_shared_by_all)
 	close(fds[1]);
 }
 
-/* Several addresses (issue 12): each loop takes its share of every
+/* Several addresses: each loop takes its share of every
  * reuseport group, and all of a group smaller than the loops (a UNIX
  * socket); every socket is accepted from by exactly its loop(s). */
 Test(acceptor_init_groups, every_loop_serves_every_address)

@@ -1,4 +1,4 @@
-/* test_listen_config.c - `listen` lines (issue 12): every address form and
+/* test_listen_config.c - `listen` lines: every address form and
  * option parses into struct listen_addr and prints back the same, bad ones
  * are refused with a message naming the problem, and repeated lines add up. */
 #include <criterion/criterion.h>

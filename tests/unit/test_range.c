@@ -172,7 +172,7 @@ Test(range, exactly_max)
 	cr_expect_eq(range_parse((struct span){ h, strlen(h) }, 100, out, 3, &count), RANGE_IGNORE);
 }
 
-/* range_coalesce (issue 9.3): parsed ranges in, the set actually served out. */
+/* range_coalesce: parsed ranges in, the set actually served out. */
 struct coalesce_case {
 	const char *hdr;
 	uint64_t size, gap;

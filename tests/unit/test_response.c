@@ -47,7 +47,7 @@ Test(response, etag_list_table)
 	}
 }
 
-/* Our own tag may be weak (a directory listing, issue 11.3): the weak
+/* Our own tag may be weak (a directory listing): the weak
  * comparison still matches it with or without W/, the strong one never. */
 Test(response, own_weak_etag)
 {
