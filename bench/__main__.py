@@ -60,9 +60,18 @@ def rerender(out: Path, reference: Path | None = None) -> int:
     lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}),
                           server_memory=data.get("server_memory", []))
     from . import report
-    # the reference this run was first compared with, so a re-render prints the same replication
-    ref = data["reference_verdicts"] if "reference_verdicts" in data else report.load_reference(reference)
-    report.write(lab, out, data["manifest"], ref)
+    # the reference this run was first compared with, so a re-render prints the same replication,
+    # unless another is named
+    if reference is not None:
+        ref = report.load_reference(reference)
+    else:
+        ref = data["reference_verdicts"] if "reference_verdicts" in data else report.load_reference(None)
+    man = data["manifest"]
+    from .manifest import git_revision
+    now = git_revision()
+    if now != man.get("spindle_revision"):
+        man["rendered_by"] = now     # the verdicts are this commit's rules over the run's measurements
+    report.write(lab, out, man, ref)
     print(f"re-rendered {out / 'report.md'}")
     return 0
 

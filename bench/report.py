@@ -818,9 +818,17 @@ class Report:
             if not peers or mine.get(cpu_key) is None or mine.get("invalid"):
                 out["against"][m] = "not measured"
                 continue
-            best = min(peers, key=lambda n: peers[n][cpu_key])
+            # the best peer whose CPU per request can be set beside spindle's: a peer
+            # that stalled far below its core (nginx on pipelined requests) has a
+            # light load's cost per request, and which of the peers had the lowest
+            # would flip between runs with the noise of its figure
+            def why_not(n: str) -> str:
+                return claims.why_unusable(mine, peers[n], cpu_key) or \
+                    claims.cpu_comparable(mine, peers[n], cpu_rate(cell))
+            comparable = [n for n in peers if not why_not(n)]
+            best = min(comparable or peers, key=lambda n: peers[n][cpu_key])
             b = peers[best]
-            why = claims.why_unusable(mine, b, cpu_key) or claims.cpu_comparable(mine, b, cpu_rate(cell))
+            why = why_not(best)
             j = self.fam.difference(f"peers/{cell}/{cpu_key}/{m}-vs-best-peer", claims.vals(mine, cpu_key),
                                     claims.vals(b, cpu_key), higher_better=False, why_not=why)
             text = f"{num(mine[cpu_key], 1)} vs {best}'s {num(b[cpu_key], 1)} {unit} ({mine[cpu_key] / b[cpu_key]:.2f}x"
@@ -1332,6 +1340,10 @@ class Report:
                   if any("warm_up" in r for r in self.lab.records) else "")
                + f"; tables give the median and "
                f"(its 95% interval over the repeats). {man['pinning']['note']}\n"]
+        if man.get("rendered_by"):
+            top.append(f"Measured at {man['spindle_revision']}; this report was rendered again from the run's "
+                       f"results.json by the lab at {man['rendered_by']} (its rules for verdicts; the "
+                       f"measurements are the run's own).\n")
         took = man.get("experiment_elapsed_s") or {}
         if took:
             est = man.get("experiment_estimate_s") or {}

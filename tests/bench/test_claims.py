@@ -251,4 +251,11 @@ def test_cpu_per_request_compares_only_at_about_the_same_load():
     assert "another load" in claims.cpu_comparable(a, b)
     assert claims.cpu_comparable(dict(a, server_cores_min=0.95), b) == ""     # both at their limit
     assert claims.cpu_comparable(dict(a, rps=105000), b) == ""                # within 10%: the same load
-    assert claims.cpu_comparable(dict(a, client_bound=False), b) == ""
+    # a generator that kept up is not enough: a server that stalled far below its
+    # core (nginx's delayed-ACK stall on pipelined requests) paid a light load's CPU
+    stalled = {"rps": 18500, "client_bound": False, "cpus": "0", "server_cores": 0.13, "server_cores_min": 0.12,
+               "server_us_per_req": 7.0}
+    fast = dict(a, client_bound=False, server_us_per_req=1.0)    # less per request, at 8x the load
+    assert "another load" in claims.cpu_comparable(fast, stalled)
+    # less per request at the lighter load: load alone would have lowered it further
+    assert claims.cpu_comparable(dict(fast, server_us_per_req=9.0), stalled) == ""
