@@ -377,9 +377,23 @@ static void send_reply(int channel)
 	(void)sent;
 }
 
+/* Closes a descriptor a serving process passed. The last close of a TCP
+ * socket with SO_LINGER set and unsent data waits out the linger time in
+ * the closing process: a confined process could so hold up the root master
+ * for minutes. Lingering is switched off first (nothing to a non-socket). */
+static void close_passed(int fd)
+{
+	struct linger off = { 0 };
+	(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+	close(fd);
+}
+
 /* The channel a request carries, or -1. Only a Unix SEQPACKET socket is
  * answered: the root master writes the log descriptors to nothing else
- * (not a TCP socket, not a pipe a confined process chose). */
+ * (not a TCP socket, not a pipe a confined process chose). Any other
+ * descriptor the request carried is closed. */
+#define PASSED_FDS_MAX 253 /* the kernel's SCM_MAX_FD */
+
 static int request_channel(struct msghdr *msg)
 {
 	int fd = -1;
@@ -394,7 +408,7 @@ static int request_channel(struct msghdr *msg)
 			if (fd < 0)
 				fd = got;
 			else
-				close(got);
+				close_passed(got);
 		}
 	}
 	int type = 0, domain = 0;
@@ -402,7 +416,7 @@ static int request_channel(struct msghdr *msg)
 	if (fd >= 0 && (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
 			getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) < 0 ||
 			type != SOCK_SEQPACKET || domain != AF_UNIX)) {
-		close(fd);
+		close_passed(fd);
 		fd = -1;
 	}
 	return fd;
@@ -411,9 +425,11 @@ static int request_channel(struct msghdr *msg)
 void log_answer_reopen(int sock)
 {
 	for (int i = 0; i < ANSWERS_PER_CALL; i++) {
+		/* room for all a message can carry: the kernel itself closes
+		 * those that do not fit, lingering in this process */
 		union {
 			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
+			char buf[CMSG_SPACE(PASSED_FDS_MAX * sizeof(int))];
 		} ctl;
 		char req[16];
 		struct iovec iov = { req, sizeof(req) };
