@@ -109,23 +109,16 @@ def cpu_comparable(a: dict, b: dict, rate_key: str = "rps") -> str:
     """Why two cells' CPU per request cannot be compared ('' when they can):
     it falls several-fold from light load to saturation, so only cells at
     about the same load compare: both servers saturated, or both at about the
-    same rate. Where neither generator was client-bound each server set its
-    own pace, but that pace can be a stall far below the core (nginx's
-    delayed-ACK stall on pipelined requests ran it at 13% of a core): then
-    the comparison stands only if the server that spent less per request did
-    not also carry the heavier load, the direction in which load alone would
-    have lowered its figure."""
+    same rate. A generator that kept up is not enough: a server can set its
+    own pace well below its core (nginx's delayed-ACK stall on pipelined
+    requests ran it at 13% of a core), and its CPU per request is then that of
+    a light load. Which of the two spent less is not consulted: whether a
+    pair compares must not depend on the answer."""
     if saturated(a) and saturated(b):
         return ""
     ra, rb = a.get(rate_key), b.get(rate_key)
     if ra and rb and abs(ra / rb - 1) <= MATCHED_RATES:
         return ""
-    cpu_key = "server_us_per_mb" if rate_key == "mbps" else "server_us_per_req"
-    ca, cb = a.get(cpu_key), b.get(cpu_key)
-    if not (a.get("client_bound") or b.get("client_bound")) and ra and rb and ca and cb:
-        cheaper_rate, dearer_rate = (ra, rb) if ca <= cb else (rb, ra)
-        if cheaper_rate <= (1 + MATCHED_RATES) * dearer_rate:
-            return ""
     return "a server ran below its core's limit, at another load than the other (CPU per request " \
            "compares only at the same load)"
 

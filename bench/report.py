@@ -778,7 +778,7 @@ class Report:
                            f"{res[cpu_key][1]}.")
             for m in ("epoll", "uring"):
                 if m in res["against"]:
-                    self.md.append(f"  - {m} against the best peer: {res['against'][m]}")
+                    self.md.append(f"  - {m} against each peer: {res['against'][m]}")
         self.md.append("")
         rate = {PEER_BYTES_CELL: ("mbps", "MB/s"), PEER_LATENCY_CELL: ("p99_ms", "batch p99, ms")}
         fig, axes = plots.grid_figure(
@@ -802,7 +802,7 @@ class Report:
 
     def peer_judgements(self, cell: str, by_srv: dict) -> dict:
         """The peers' verdicts of one cell: the winner on each metric and
-        spindle against the best peer on CPU, each from the report's family."""
+        spindle against each peer on CPU, each from the report's family."""
         if cell == PEER_LATENCY_CELL:
             return {"p99_ms": self.peer_winner(cell, by_srv, "p99_ms", False, rate=False)}
         rate_key = "mbps" if cell == PEER_BYTES_CELL else "rps"
@@ -811,6 +811,10 @@ class Report:
         out = {rate_key: self.peer_winner(cell, by_srv, rate_key, True, rate=True),
                cpu_key: self.peer_winner(cell, by_srv, cpu_key, False, rate=False), "against": {}}
         peers = {n: r for n, r in by_srv.items() if n in PEERS and r.get(cpu_key) is not None and not r.get("invalid")}
+        # spindle against each peer, one verdict per pair: choosing "the best
+        # peer" first (lowest median, or lowest among those comparable) makes
+        # the verdict's subject depend on the noise between peers' figures and
+        # on which peers a rule lets in
         for m in ("epoll", "uring"):
             mine = by_srv.get(m)
             if mine is None:
@@ -818,24 +822,19 @@ class Report:
             if not peers or mine.get(cpu_key) is None or mine.get("invalid"):
                 out["against"][m] = "not measured"
                 continue
-            # the best peer whose CPU per request can be set beside spindle's: a peer
-            # that stalled far below its core (nginx on pipelined requests) has a
-            # light load's cost per request, and which of the peers had the lowest
-            # would flip between runs with the noise of its figure
-            def why_not(n: str) -> str:
-                return claims.why_unusable(mine, peers[n], cpu_key) or \
-                    claims.cpu_comparable(mine, peers[n], cpu_rate(cell))
-            comparable = [n for n in peers if not why_not(n)]
-            best = min(comparable or peers, key=lambda n: peers[n][cpu_key])
-            b = peers[best]
-            why = why_not(best)
-            j = self.fam.difference(f"peers/{cell}/{cpu_key}/{m}-vs-best-peer", claims.vals(mine, cpu_key),
-                                    claims.vals(b, cpu_key), higher_better=False, why_not=why)
-            text = f"{num(mine[cpu_key], 1)} vs {best}'s {num(b[cpu_key], 1)} {unit} ({mine[cpu_key] / b[cpu_key]:.2f}x"
-            text += f" [{j.ci95[0]:.2f}–{j.ci95[1]:.2f}])" if j.r else ")"
-            out["against"][m] = text + {"ahead": ", less CPU (after correction)",
-                                        "behind": ", **more CPU** (after correction)"}.get(
-                j.verdict, f", unsettled ({j.why_not})" if not j.r else ", unsettled")
+            parts = []
+            for p in sorted(peers, key=lambda n: peers[n][cpu_key]):
+                b = peers[p]
+                why = claims.why_unusable(mine, b, cpu_key) or claims.cpu_comparable(mine, b, cpu_rate(cell))
+                j = self.fam.difference(f"peers/{cell}/{cpu_key}/{m}-vs-{p}", claims.vals(mine, cpu_key),
+                                        claims.vals(b, cpu_key), higher_better=False, why_not=why)
+                text = f"{p} {num(b[cpu_key], 1)} {unit}: {mine[cpu_key] / b[cpu_key]:.2f}x"
+                text += f" [{j.ci95[0]:.2f}–{j.ci95[1]:.2f}]" if j.r else ""
+                text += {"ahead": ", less CPU (after correction)",
+                         "behind": ", **more CPU** (after correction)"}.get(
+                    j.verdict, f", unsettled ({j.why_not})" if not j.r else ", unsettled")
+                parts.append(text)
+            out["against"][m] = f"{num(mine[cpu_key], 1)} {unit} against " + "; ".join(parts)
         return out
 
     def peer_winner(self, cell: str, by_srv: dict, key: str, higher_better: bool, rate: bool) -> tuple:

@@ -257,5 +257,5 @@ def test_cpu_per_request_compares_only_at_about_the_same_load():
                "server_us_per_req": 7.0}
     fast = dict(a, client_bound=False, server_us_per_req=1.0)    # less per request, at 8x the load
     assert "another load" in claims.cpu_comparable(fast, stalled)
-    # less per request at the lighter load: load alone would have lowered it further
-    assert claims.cpu_comparable(dict(fast, server_us_per_req=9.0), stalled) == ""
+    # nor does it turn on which one spent less: that is what is being compared
+    assert "another load" in claims.cpu_comparable(dict(fast, server_us_per_req=9.0), stalled)
