@@ -1,6 +1,7 @@
 /* context.h - the TLS settings every connection of a generation shares: one
  * OpenSSL SSL_CTX (certificate chain, key, Mozilla "intermediate" protocol
- * and cipher choice, ALPN http/1.1) and the session-ticket secret.
+ * and cipher choice, ALPN http/1.1), the session-ticket secret, and each
+ * [site NAME]'s certificate, which the client's SNI selects.
  *
  * Built by the master in server_init(), before any fork, so every serving
  * process and thread of a generation holds the same ticket secret and a
@@ -24,6 +25,12 @@ struct tls_context;
  * the file at fault (unreadable, not a certificate, key does not match). */
 struct tls_context *tls_context_new(const struct config *cfg);
 void tls_context_free(struct tls_context *t);
+
+/* The site an established connection's SNI names, as its certificate was
+ * chosen (the best match of the sites' names): its index in the server's
+ * site table (site/site.h: 0 the top level's, i + 1 cfg->sites[i]), 0 for a
+ * name no site claims, -1 when the client sent no SNI. ssl: the SSL *. */
+int tls_site_of(const void *ssl);
 
 /* The OpenSSL context (an SSL_CTX *), for the transport layer. */
 void *tls_context_ssl_ctx(const struct tls_context *t);

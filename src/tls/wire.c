@@ -509,6 +509,7 @@ static void tls_pump(struct wire *w)
 				return;
 			}
 			t->state = TLS_OPEN;
+			conn_set_tls_site(w->core, tls_site_of(t->ssl)); /* Host is checked against it */
 			struct stats_slot *s = stats_here();
 			if (s) {
 				STATS_ADD(s, tls_handshakes, 1);
