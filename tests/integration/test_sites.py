@@ -365,3 +365,29 @@ def test_check_prints_the_sites_and_reads_them_back(tmp_path, sites):
     assert again.returncode == 0, again.stderr
     strip = lambda out: [ln for ln in out.splitlines() if not ln.startswith("#")]
     assert strip(again.stdout) == strip(r.stdout)
+
+
+def test_a_sites_broken_certificate_is_refused_at_check_and_reload(model, sites, tmp_path):
+    """A site's certificate loads as the top level's does: --check names the
+    site and the file; a reload to it is refused and the old one serves on."""
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    text = sites.conf().replace(str(sites.cert["b"][0]), str(bad))
+    (tmp_path / "www").mkdir()
+    (tmp_path / "bad.conf").write_text(text)
+    r = util.run_spindle("--check", "--config", str(tmp_path / "bad.conf"), "--set", f"listen={HOST}:1 tls",
+                         "--set", f"tls_certificate={sites.certs.chain}",
+                         "--set", f"tls_certificate_key={sites.certs.key}", cwd=tmp_path)
+    assert r.returncode == 2 and f"tls: [site b] tls_certificate '{bad}': not a PEM file" in r.stderr, r.stderr
+
+    s = SitesServer(model, sites, tmp_path / "srv", sites.conf()).start()
+    try:
+        assert wait_log(s, GEN_RE.format(n=1, model=model), util.scaled(3)), s.diagnostics()
+        s.conf.write_text(text)
+        s.signal(signal.SIGHUP)
+        assert wait_log(s, r"reload: cannot set up the new configuration", util.scaled(5)), s.diagnostics()
+        r, peer = tls_get(s, sites.certs, "b.test", "b.test")
+        assert r.status == 200 and r.body == SITE_B and "b.test" in subject_names(peer)
+        assert "generation 2" not in log_text(s)
+    finally:
+        assert s.stop() == 0, s.diagnostics()
