@@ -1,14 +1,17 @@
 /* context.h - the TLS settings every connection of a generation shares: one
  * OpenSSL SSL_CTX (certificate chain, key, Mozilla "intermediate" protocol
- * and cipher choice, ALPN http/1.1), the session-ticket secret, and each
- * [site NAME]'s certificate, which the client's SNI selects.
+ * and cipher choice, ALPN http/1.1) and the session-ticket secret.
  *
  * Built by the master in server_init(), before any fork, so every serving
  * process and thread of a generation holds the same ticket secret and a
  * ticket issued by one resumes in any other. Ticket keys rotate every
  * TLS_TICKET_ROTATE_S seconds (derived from the secret and the period's
  * number, so no process has to tell another) and on reload (a new
- * generation draws a new secret). */
+ * generation draws a new secret).
+ *
+ * Each [site NAME] with a certificate of its own has it loaded here too;
+ * the client's SNI puts it on the connection (the handshake's policy, ALPN
+ * and tickets stay the shared context's). */
 #ifndef SPINDLE_TLS_CONTEXT_H
 #define SPINDLE_TLS_CONTEXT_H
 
