@@ -571,7 +571,7 @@ static struct h1_record record_of(const struct conn *c)
 		.pickup_ns = c->req_pickup_ns,
 		.first_ns = c->first_byte_ns,
 		.site = c->site->log_name,
-		.site_stats = c->site->stats_index,
+		.site_stats = c->site->stats_index + 1,
 	};
 	if (c->have_req) {
 		rec.method = c->req.method == HTTP_GET ? STATS_GET : c->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;
