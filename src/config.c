@@ -25,12 +25,14 @@
 
 struct config_key;
 
-/* How values of one kind are parsed into a field and printed back. */
+/* How values of one kind are parsed into a field and printed back. base is
+ * the struct the key's offset is in: a struct config, or a struct
+ * site_config for the keys of a [site NAME] section. */
 struct key_kind {
-	/* Parses value into the key's field of cfg; on failure writes why. */
-	int (*set)(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen);
+	/* Parses value into the key's field of base; on failure writes why. */
+	int (*set)(void *base, const struct config_key *k, const char *value, char *why, size_t whylen);
 	/* Prints the key's "name = value" line(s) as server.conf would hold them. */
-	void (*print)(const struct config *cfg, const struct config_key *k, FILE *out);
+	void (*print)(const void *base, const struct config_key *k, FILE *out);
 	/* Numbers: the parser, what the refusal calls a good value, the bounds' unit. */
 	bool (*parse)(const char *s, long long *v);
 	const char *what;
@@ -79,7 +81,11 @@ static const struct name_value bucket_lock_names[] = {
 	{ "bucket", false }, { "global", true }, { NULL, 0 },
 };
 static const struct name_value access_log_format_names[] = {
-	{ "combined", ACCESS_LOG_COMBINED }, { "json", ACCESS_LOG_JSON }, { NULL, 0 },
+	{ "combined", ACCESS_LOG_COMBINED }, { "json", ACCESS_LOG_JSON }, { "vhost_combined", ACCESS_LOG_VHOST_COMBINED },
+	{ NULL, 0 },
+};
+static const struct name_value default_site_names[] = {
+	{ "serve", DEFAULT_SITE_SERVE }, { "reject", DEFAULT_SITE_REJECT }, { NULL, 0 },
 };
 static const struct name_value log_level_names[] = {
 	{ "debug", LOG_DEBUG }, { "info", LOG_INFO }, { "warn", LOG_WARN }, { "error", LOG_ERROR }, { NULL, 0 },
@@ -110,6 +116,7 @@ static const struct config_key config_keys[] = {
 	K("server", "group", key_name, group, "off"),
 	K("server", "landlock", key_bool, landlock, "on"),
 	K("server", "pid_file", key_string_off, pid_file, "off"),
+	C("server", "default_site", default_site, default_site_names, "serve"),
 
 	N("http", "keepalive_timeout", key_duration, keepalive_timeout_ms, 1, 3600000, "15s"),
 	N("http", "header_timeout", key_duration, header_timeout_ms, 1, 3600000, "10s"),
@@ -189,6 +196,30 @@ static bool section_known(const char *section)
 			return true;
 	return false;
 }
+
+/* ---- [site NAME] sections ------------------------------------------------ */
+
+static int check_site_names(const char *value, char *why, size_t whylen)
+{
+	return site_names_check(value, why, whylen);
+}
+
+/* The keys a [site NAME] section may hold: the rest are the whole server's
+ * (the listeners, the cache, the content settings) and stay at the top. */
+#define SF(field) offsetof(struct site_config, field), sizeof(((struct site_config *)0)->field)
+static const struct config_key site_keys[] = {
+	{ "site", "names", &key_string, SF(names), 0, 0, NULL, NULL, check_site_names },
+	{ "site", "root", &key_string, SF(root), 0, 0, NULL, NULL, NULL },
+	{ "site", "index", &key_string, SF(index), 0, 0, NULL, NULL, NULL },
+	{ "site", "autoindex", &key_choice, SF(autoindex), 0, 0, autoindex_names, NULL, NULL },
+	{ "site", "fallback", &key_string_off, SF(fallback), 0, 0, NULL, NULL, check_fallback },
+	{ "site", "cors_origins", &key_string_off, SF(cors_origins), 0, 0, NULL, NULL, check_cors_origins },
+	{ "site", "tls_certificate", &key_string_off, SF(tls_certificate), 0, 0, NULL, NULL, NULL },
+	{ "site", "tls_certificate_key", &key_string_off, SF(tls_certificate_key), 0, 0, NULL, NULL, NULL },
+};
+#undef SF
+#define NSITE_KEYS (sizeof(site_keys) / sizeof(site_keys[0]))
+/* site_keys[i] sets bit i of site_config.set (enum site_set follows the rows) */
 
 /* ---- choices ------------------------------------------------------------ */
 
@@ -454,7 +485,7 @@ static long long number_load(const void *field, size_t size)
 	return i;
 }
 
-static int set_number(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+static int set_number(void *base, const struct config_key *k, const char *value, char *why, size_t whylen)
 {
 	long long v;
 	if (!k->kind->parse(value, &v)) {
@@ -466,48 +497,48 @@ static int set_number(struct config *cfg, const struct config_key *k, const char
 			 k->kind->unit);
 		return -1;
 	}
-	number_store((char *)cfg + k->offset, k->size, v);
+	number_store((char *)base + k->offset, k->size, v);
 	return 0;
 }
 
-static void print_number(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_number(const void *base, const struct config_key *k, FILE *out)
 {
-	fprintf(out, "%s = %lld\n", k->name, number_load((const char *)cfg + k->offset, k->size));
+	fprintf(out, "%s = %lld\n", k->name, number_load((const char *)base + k->offset, k->size));
 }
 
-static void print_duration(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_duration(const void *base, const struct config_key *k, FILE *out)
 {
 	char buf[32];
-	long long ms = number_load((const char *)cfg + k->offset, k->size);
+	long long ms = number_load((const char *)base + k->offset, k->size);
 	fprintf(out, "%s = %s\n", k->name, duration_str(ms, buf, sizeof(buf)));
 }
 
-static void print_duration_us(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_duration_us(const void *base, const struct config_key *k, FILE *out)
 {
 	char buf[32];
-	long long us = number_load((const char *)cfg + k->offset, k->size);
+	long long us = number_load((const char *)base + k->offset, k->size);
 	if (us % 1000)
 		fprintf(out, "%s = %lldus\n", k->name, us);
 	else
 		fprintf(out, "%s = %s\n", k->name, duration_str(us / 1000, buf, sizeof(buf)));
 }
 
-static int set_bool(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+static int set_bool(void *base, const struct config_key *k, const char *value, char *why, size_t whylen)
 {
-	if (!parse_bool(value, (bool *)((char *)cfg + k->offset))) {
+	if (!parse_bool(value, (bool *)((char *)base + k->offset))) {
 		snprintf(why, whylen, "%s: '%s' is not on or off", k->name, value);
 		return -1;
 	}
 	return 0;
 }
 
-static void print_bool(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_bool(const void *base, const struct config_key *k, FILE *out)
 {
-	fprintf(out, "%s = %s\n", k->name, *(const bool *)((const char *)cfg + k->offset) ? "on" : "off");
+	fprintf(out, "%s = %s\n", k->name, *(const bool *)((const char *)base + k->offset) ? "on" : "off");
 }
 
 /* A string that --check can write back: not empty, fits, and reads back. */
-static int set_string(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+static int set_string(void *base, const struct config_key *k, const char *value, char *why, size_t whylen)
 {
 	if (value[0] == '\0') {
 		snprintf(why, whylen, "%s: empty value", k->name);
@@ -525,34 +556,34 @@ static int set_string(struct config *cfg, const struct config_key *k, const char
 	}
 	if (k->check && k->check(value, why, whylen) < 0)
 		return -1;
-	strcpy((char *)cfg + k->offset, value);
+	strcpy((char *)base + k->offset, value);
 	return 0;
 }
 
-static void print_string(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_string(const void *base, const struct config_key *k, FILE *out)
 {
-	fprintf(out, "%s = %s\n", k->name, (const char *)cfg + k->offset);
+	fprintf(out, "%s = %s\n", k->name, (const char *)base + k->offset);
 }
 
 /* A string, or off: stored empty. */
-static int set_string_off(struct config *cfg, const struct config_key *k, const char *value, char *why,
+static int set_string_off(void *base, const struct config_key *k, const char *value, char *why,
 			  size_t whylen)
 {
 	if (strcmp(value, "off") == 0) {
-		((char *)cfg + k->offset)[0] = '\0';
+		((char *)base + k->offset)[0] = '\0';
 		return 0;
 	}
-	return set_string(cfg, k, value, why, whylen);
+	return set_string(base, k, value, why, whylen);
 }
 
-static void print_string_off(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_string_off(const void *base, const struct config_key *k, FILE *out)
 {
-	const char *field = (const char *)cfg + k->offset;
+	const char *field = (const char *)base + k->offset;
 	fprintf(out, "%s = %s\n", k->name, field[0] ? field : "off");
 }
 
 /* A user or group name; off (or empty): none. */
-static int set_name(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+static int set_name(void *base, const struct config_key *k, const char *value, char *why, size_t whylen)
 {
 	if (strcmp(value, "off") == 0)
 		value = "";
@@ -561,14 +592,14 @@ static int set_name(struct config *cfg, const struct config_key *k, const char *
 		snprintf(why, whylen, "%s: '%s' is not a user or group name", k->name, value);
 		return -1;
 	}
-	strcpy((char *)cfg + k->offset, value);
+	strcpy((char *)base + k->offset, value);
 	return 0;
 }
 
 /* A choice is stored in an enum (int-sized) or a bool field. */
-static int set_choice(struct config *cfg, const struct config_key *k, const char *value, char *why, size_t whylen)
+static int set_choice(void *base, const struct config_key *k, const char *value, char *why, size_t whylen)
 {
-	void *field = (char *)cfg + k->offset;
+	void *field = (char *)base + k->offset;
 	int v;
 	if (!name_parse(k->names, value, &v)) {
 		char names[128];
@@ -585,9 +616,9 @@ static int set_choice(struct config *cfg, const struct config_key *k, const char
 	return 0;
 }
 
-static void print_choice(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_choice(const void *base, const struct config_key *k, FILE *out)
 {
-	const void *field = (const char *)cfg + k->offset;
+	const void *field = (const char *)base + k->offset;
 	int v;
 	if (k->size == sizeof(bool)) {
 		bool b;
@@ -600,9 +631,10 @@ static void print_choice(const struct config *cfg, const struct config_key *k, F
 }
 
 /* Each `listen` line adds one address. */
-static int set_listen(struct config *cfg, const struct config_key *k, const char *value, char *why,
+static int set_listen(void *base, const struct config_key *k, const char *value, char *why,
 		      size_t whylen)
 {
+	struct config *cfg = base;
 	(void)k;
 	if (cfg->nlisten >= CONFIG_MAX_LISTEN) {
 		snprintf(why, whylen, "listen: more than %d addresses", CONFIG_MAX_LISTEN);
@@ -614,8 +646,9 @@ static int set_listen(struct config *cfg, const struct config_key *k, const char
 	return 0;
 }
 
-static void print_listen(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_listen(const void *base, const struct config_key *k, FILE *out)
 {
+	const struct config *cfg = base;
 	char buf[256];
 	for (int j = 0; j < cfg->nlisten; j++) {
 		listen_addr_format(&cfg->listen[j], buf, sizeof(buf));
@@ -623,11 +656,11 @@ static void print_listen(const struct config *cfg, const struct config_key *k, F
 	}
 }
 
-static int set_codings(struct config *cfg, const struct config_key *k, const char *value, char *why,
+static int set_codings(void *base, const struct config_key *k, const char *value, char *why,
 		       size_t whylen)
 {
 	char inner[256];
-	if (encoding_prefs_parse(value, (struct encoding_prefs *)((char *)cfg + k->offset), inner,
+	if (encoding_prefs_parse(value, (struct encoding_prefs *)((char *)base + k->offset), inner,
 				 sizeof(inner)) < 0) {
 		snprintf(why, whylen, "%s: %s", k->name, inner);
 		return -1;
@@ -635,10 +668,10 @@ static int set_codings(struct config *cfg, const struct config_key *k, const cha
 	return 0;
 }
 
-static void print_codings(const struct config *cfg, const struct config_key *k, FILE *out)
+static void print_codings(const void *base, const struct config_key *k, FILE *out)
 {
 	char buf[256];
-	encoding_prefs_format((const struct encoding_prefs *)((const char *)cfg + k->offset), buf, sizeof(buf));
+	encoding_prefs_format((const struct encoding_prefs *)((const char *)base + k->offset), buf, sizeof(buf));
 	fprintf(out, "%s = %s\n", k->name, buf[0] ? buf : "off");
 }
 
@@ -671,6 +704,44 @@ void config_defaults(struct config *cfg)
 		}
 	}
 	strcpy(cfg->source, "(defaults and command line)");
+}
+
+void config_free(struct config *cfg)
+{
+	free(cfg->sites);
+	cfg->sites = NULL;
+	cfg->nsites = 0;
+}
+
+int config_copy(struct config *dst, const struct config *src)
+{
+	*dst = *src;
+	dst->sites = NULL;
+	dst->nsites = 0;
+	if (src->nsites == 0)
+		return 0;
+	dst->sites = malloc((size_t)src->nsites * sizeof(*dst->sites));
+	if (!dst->sites)
+		return -ENOMEM;
+	memcpy(dst->sites, src->sites, (size_t)src->nsites * sizeof(*dst->sites));
+	dst->nsites = src->nsites;
+	return 0;
+}
+
+void config_top_site(const struct config *cfg, struct site_config *out)
+{
+	memset(out, 0, sizeof(*out));
+	strcpy(out->name, "default");
+	strcpy(out->root, cfg->root);
+	strcpy(out->index, cfg->index);
+	out->autoindex = cfg->autoindex;
+	strcpy(out->fallback, cfg->fallback);
+	strcpy(out->cors_origins, cfg->cors_origins);
+	strcpy(out->tls_certificate, cfg->tls_certificate);
+	strcpy(out->tls_certificate_key, cfg->tls_certificate_key);
+	out->cache_control = cfg->cache_control;
+	out->redirects = cfg->redirects;
+	out->headers = cfg->headers;
 }
 
 static void report_stderr(const char *msg)
@@ -724,8 +795,8 @@ static char *read_counting(char *str, int num, void *stream)
 }
 
 /* One "pattern = value" of [cache_control] (or of --set cache_control=...). */
-static int cache_control_apply(struct config *cfg, const char *pattern, const char *value, char *why,
-			       size_t whylen)
+static int cache_control_apply(struct cache_control_rules *rules, const char *pattern, const char *value,
+			       char *why, size_t whylen)
 {
 	char inner[384];
 	/* libinih ends a key at '=' or ':', and reads '[', '#' or ';' first on
@@ -735,7 +806,7 @@ static int cache_control_apply(struct config *cfg, const char *pattern, const ch
 		snprintf(why, whylen, "cache_control: '%s = %s' cannot be written in server.conf", pattern, value);
 		return -1;
 	}
-	if (cache_control_add(&cfg->cache_control, pattern, value, inner, sizeof(inner)) < 0) {
+	if (cache_control_add(rules, pattern, value, inner, sizeof(inner)) < 0) {
 		snprintf(why, whylen, "cache_control: %s", inner);
 		return -1;
 	}
@@ -743,8 +814,8 @@ static int cache_control_apply(struct config *cfg, const char *pattern, const ch
 }
 
 /* One "pattern = value" of [redirects] or [headers]. */
-static int rule_apply(struct config *cfg, const char *section, const char *pattern, const char *value, char *why,
-		      size_t whylen)
+static int rule_apply(struct redirect_rules *redirects, struct header_rules *headers, const char *section,
+		      const char *pattern, const char *value, char *why, size_t whylen)
 {
 	char inner[384];
 	bool redirect = strcmp(section, "redirects") == 0;
@@ -754,8 +825,8 @@ static int rule_apply(struct config *cfg, const char *section, const char *patte
 		snprintf(why, whylen, "%s: '%s = %s' cannot be written in server.conf", section, pattern, value);
 		return -1;
 	}
-	int rc = redirect ? redirect_rule_add(&cfg->redirects, pattern, value, inner, sizeof(inner))
-			  : header_rule_add(&cfg->headers, pattern, value, inner, sizeof(inner));
+	int rc = redirect ? redirect_rule_add(redirects, pattern, value, inner, sizeof(inner))
+			  : header_rule_add(headers, pattern, value, inner, sizeof(inner));
 	if (rc < 0) {
 		snprintf(why, whylen, "%s: %s", section, inner);
 		return -1;
@@ -763,13 +834,97 @@ static int rule_apply(struct config *cfg, const char *section, const char *patte
 	return 0;
 }
 
+/* The site a [site NAME ...] section is about, created at its first
+ * mention; *sub is what follows the name ("" for the site's own keys, else
+ * "redirects", "headers" or "cache_control"). NULL with the problem in why. */
+static struct site_config *site_section(struct ini_state *st, const char *section, const char **sub)
+{
+	struct config *cfg = st->cfg;
+	char name[SITE_NAME_MAX + 1];
+	const char *p = section + 4; /* past "site" */
+	p += strspn(p, " \t");
+	size_t n = strcspn(p, " \t");
+	if (n == 0) {
+		snprintf(st->why, sizeof(st->why), "[%s]: a site section needs a name, as [site example]", section);
+		return NULL;
+	}
+	snprintf(name, sizeof(name), "%.*s", (int)(n < SITE_NAME_MAX ? n : SITE_NAME_MAX), p);
+	if (n >= SITE_NAME_MAX || !site_name_valid(name)) {
+		snprintf(st->why, sizeof(st->why), "[%s]: '%.*s' is not a site name (1-%d letters, digits, '.', '_' "
+			 "or '-'; not 'default', the top level's)", section, (int)n, p, SITE_NAME_MAX - 1);
+		return NULL;
+	}
+	p += n;
+	*sub = p + strspn(p, " \t");
+	if (**sub && strcmp(*sub, "redirects") && strcmp(*sub, "headers") && strcmp(*sub, "cache_control")) {
+		snprintf(st->why, sizeof(st->why), "unknown section [%s] (a site's sections are [site %s], and "
+			 "[site %s redirects], [site %s headers] and [site %s cache_control] for its rules)", section,
+			 name, name, name, name);
+		return NULL;
+	}
+	for (int i = 0; i < cfg->nsites; i++)
+		if (strcmp(cfg->sites[i].name, name) == 0)
+			return &cfg->sites[i];
+	if (cfg->nsites >= CONFIG_MAX_SITES) {
+		snprintf(st->why, sizeof(st->why), "[%s]: more than %d sites", section, CONFIG_MAX_SITES);
+		return NULL;
+	}
+	struct site_config *grown = realloc(cfg->sites, (size_t)(cfg->nsites + 1) * sizeof(*grown));
+	if (!grown) {
+		snprintf(st->why, sizeof(st->why), "out of memory");
+		return NULL;
+	}
+	cfg->sites = grown;
+	struct site_config *site = &cfg->sites[cfg->nsites++];
+	memset(site, 0, sizeof(*site));
+	strcpy(site->name, name);
+	site->line = st->reader->line;
+	return site;
+}
+
+/* One line of a [site NAME ...] section. */
+static int site_on_pair(struct ini_state *st, const char *section, const char *name, const char *value)
+{
+	const char *sub;
+	struct site_config *site = site_section(st, section, &sub);
+	if (!site)
+		return 0;
+	char *why = st->why;
+	size_t whylen = sizeof(st->why);
+	if (strcmp(sub, "cache_control") == 0) {
+		site->set |= SITE_SET_CACHE_CONTROL;
+		return cache_control_apply(&site->cache_control, name, value, why, whylen) == 0;
+	}
+	if (*sub) {
+		site->set |= strcmp(sub, "redirects") == 0 ? SITE_SET_REDIRECTS : SITE_SET_HEADERS;
+		return rule_apply(&site->redirects, &site->headers, sub, name, value, why, whylen) == 0;
+	}
+	for (size_t i = 0; i < NSITE_KEYS; i++) {
+		const struct config_key *k = &site_keys[i];
+		if (strcmp(k->name, name) != 0)
+			continue;
+		if (k->kind->set(site, k, value, why, whylen) < 0)
+			return 0;
+		site->set |= 1u << i;
+		site->key_line[i] = st->reader->line;
+		return 1;
+	}
+	snprintf(why, whylen, "unknown key '%s' in [%s] (a site takes names, root, index, autoindex, fallback, "
+		 "cors_origins, tls_certificate and tls_certificate_key; %s)", name, section,
+		 key_find(name) ? "this one is the whole server's, set at the top level" : "and its rule sections");
+	return 0;
+}
+
 static int ini_on_pair(void *user, const char *section, const char *name, const char *value)
 {
 	struct ini_state *st = user;
 	if (strcmp(section, "cache_control") == 0)
-		return cache_control_apply(st->cfg, name, value, st->why, sizeof(st->why)) == 0;
+		return cache_control_apply(&st->cfg->cache_control, name, value, st->why, sizeof(st->why)) == 0;
 	if (strcmp(section, "redirects") == 0 || strcmp(section, "headers") == 0)
-		return rule_apply(st->cfg, section, name, value, st->why, sizeof(st->why)) == 0;
+		return rule_apply(&st->cfg->redirects, &st->cfg->headers, section, name, value, st->why,
+				  sizeof(st->why)) == 0;
+	if (strncmp(section, "site", 4) == 0 && (section[4] == '\0' || section[4] == ' ' || section[4] == '\t'))
+		return site_on_pair(st, section, name, value);
 	const struct config_key *k = key_find(name);
 
 	if (!k) {
@@ -840,8 +995,8 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 		pattern[n] = '\0';
 		const char *v = eq + 1;
 		v += strspn(v, " \t");
-		int rc = rules ? rule_apply(cfg, key, pattern, v, why, sizeof(why))
-			       : cache_control_apply(cfg, pattern, v, why, sizeof(why));
+		int rc = rules ? rule_apply(&cfg->redirects, &cfg->headers, key, pattern, v, why, sizeof(why))
+			       : cache_control_apply(&cfg->cache_control, pattern, v, why, sizeof(why));
 		if (rc < 0) {
 			report("%s: %s", origin, why);
 			return -1;
@@ -1117,6 +1272,67 @@ static int stats_validate(const struct config *cfg)
 	return 0;
 }
 
+/* The [site NAME] sections: each has names and a root of its own, no name
+ * is any other site's, a certificate comes with its key; what a site does
+ * not set is then copied from the top level. */
+static int sites_validate(struct config *cfg)
+{
+	struct site_config top;
+	struct stat st;
+	char dup[SITE_HOSTNAME_MAX];
+
+	config_top_site(cfg, &top);
+	for (int i = 0; i < cfg->nsites; i++) {
+		struct site_config *s = &cfg->sites[i];
+		const char *src = cfg->source;
+		if (!(s->set & SITE_SET_NAMES)) {
+			report("%s:%d: [site %s] has no names (names = example.com www.example.com ...)", src, s->line,
+			       s->name);
+			return -1;
+		}
+		if (!(s->set & SITE_SET_ROOT)) {
+			report("%s:%d: [site %s] has no root (root = /srv/%s)", src, s->line, s->name, s->name);
+			return -1;
+		}
+		if (stat(s->root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			report("%s:%d: [site %s]: root: '%s' is not a directory", src, s->key_line[1], s->name, s->root);
+			return -1;
+		}
+		if ((s->set & SITE_SET_INDEX) && strchr(s->index, '/')) {
+			report("%s:%d: [site %s]: index: '%s' must be a file name, not a path", src, s->key_line[2], s->name,
+			       s->index);
+			return -1;
+		}
+		if (!(s->tls_certificate[0]) != !(s->tls_certificate_key[0])) {
+			report("%s:%d: [site %s]: tls_certificate and tls_certificate_key go together (the site's "
+			       "certificate and its key)", src, s->key_line[s->tls_certificate[0] ? 6 : 7], s->name);
+			return -1;
+		}
+		for (int j = 0; j < i; j++)
+			if (site_names_overlap(s->names, cfg->sites[j].names, dup, sizeof(dup))) {
+				report("%s:%d: [site %s]: names: '%s' is also a name of [site %s]", src, s->key_line[0],
+				       s->name, dup, cfg->sites[j].name);
+				return -1;
+			}
+		/* the rest is the top level's, as nginx's server blocks inherit */
+		if (!(s->set & SITE_SET_INDEX))
+			strcpy(s->index, top.index);
+		if (!(s->set & SITE_SET_AUTOINDEX))
+			s->autoindex = top.autoindex;
+		if (!(s->set & SITE_SET_FALLBACK))
+			strcpy(s->fallback, top.fallback);
+		if (!(s->set & SITE_SET_CORS))
+			strcpy(s->cors_origins, top.cors_origins);
+		if (!(s->set & SITE_SET_CACHE_CONTROL))
+			s->cache_control = top.cache_control;
+		if (!(s->set & SITE_SET_REDIRECTS))
+			s->redirects = top.redirects;
+		if (!(s->set & SITE_SET_HEADERS))
+			s->headers = top.headers;
+	}
+	return 0;
+}
+
 bool config_serves_tls(const struct config *cfg)
 {
 	bool any = cfg->tls;
@@ -1191,7 +1407,41 @@ int config_validate(struct config *cfg)
 		return -1;
 	if (content_validate(cfg) < 0)
 		return -1;
+	if (sites_validate(cfg) < 0)
+		return -1;
 	return 0;
+}
+
+static void print_redirects(const struct redirect_rules *rules, FILE *out)
+{
+	for (size_t i = 0; i < rules->n; i++) {
+		const struct redirect_rule *r = &rules->rule[i];
+		fprintf(out, "%s%s%s = %d %s\n", r->host[0] ? "//" : "", r->host, r->path, r->status, r->target);
+	}
+}
+
+static void print_headers(const struct header_rules *rules, FILE *out)
+{
+	for (size_t i = 0; i < rules->n; i++) {
+		const struct header_rule *r = &rules->rule[i];
+		fprintf(out, "%s = %s: %s\n", r->match.pattern, r->name, r->value);
+	}
+}
+
+/* A site as its sections: every key and rule it ends up with, inherited
+ * ones included, so what --check prints reads back the same. */
+static void print_site(const struct site_config *s, FILE *out)
+{
+	fprintf(out, "\n[site %s]\n", s->name);
+	for (size_t i = 0; i < NSITE_KEYS; i++)
+		site_keys[i].kind->print(s, &site_keys[i], out);
+	fprintf(out, "\n[site %s cache_control]\n", s->name);
+	for (size_t i = 0; i < s->cache_control.n; i++)
+		fprintf(out, "%s = %s\n", s->cache_control.rule[i].pattern, s->cache_control.rule[i].value);
+	fprintf(out, "\n[site %s redirects]\n", s->name);
+	print_redirects(&s->redirects, out);
+	fprintf(out, "\n[site %s headers]\n", s->name);
+	print_headers(&s->headers, out);
 }
 
 void config_print(const struct config *cfg, FILE *out)
@@ -1210,13 +1460,9 @@ void config_print(const struct config *cfg, FILE *out)
 	for (size_t i = 0; i < cfg->cache_control.n; i++)
 		fprintf(out, "%s = %s\n", cfg->cache_control.rule[i].pattern, cfg->cache_control.rule[i].value);
 	fprintf(out, "\n[redirects]\n");
-	for (size_t i = 0; i < cfg->redirects.n; i++) {
-		const struct redirect_rule *r = &cfg->redirects.rule[i];
-		fprintf(out, "%s%s%s = %d %s\n", r->host[0] ? "//" : "", r->host, r->path, r->status, r->target);
-	}
+	print_redirects(&cfg->redirects, out);
 	fprintf(out, "\n[headers]\n");
-	for (size_t i = 0; i < cfg->headers.n; i++) {
-		const struct header_rule *r = &cfg->headers.rule[i];
-		fprintf(out, "%s = %s: %s\n", r->match.pattern, r->name, r->value);
-	}
+	print_headers(&cfg->headers, out);
+	for (int i = 0; i < cfg->nsites; i++)
+		print_site(&cfg->sites[i], out);
 }

@@ -12,6 +12,7 @@
 #include "fs/file.h"
 #include "http/autoindex.h"
 #include "http/cache_control.h"
+#include "site/names.h"
 #include "site/rules.h"
 #include "http/encoding.h"
 #include "log/log.h"
@@ -49,6 +50,40 @@ int listen_addr_parse(const char *value, struct listen_addr *out, char *why, siz
 void listen_addr_format(const struct listen_addr *a, char *buf, size_t len);
 /* Whether two addresses name the same socket (options aside). */
 bool listen_addr_same(const struct listen_addr *a, const struct listen_addr *b);
+
+/* A [site NAME] section: a site of its own, chosen by Host or SNI (names),
+ * with its own root, certificate and rule sections ([site NAME redirects],
+ * [site NAME headers], [site NAME cache_control]). What it does not set is
+ * the top level's (config_validate copies it in), as nginx's server blocks
+ * inherit the http level's settings. */
+#define CONFIG_MAX_SITES 31 /* named sites, besides the top level's */
+enum site_set {
+	SITE_SET_NAMES = 1u << 0, SITE_SET_ROOT = 1u << 1, SITE_SET_INDEX = 1u << 2, SITE_SET_AUTOINDEX = 1u << 3,
+	SITE_SET_FALLBACK = 1u << 4, SITE_SET_CORS = 1u << 5, SITE_SET_CERT = 1u << 6, SITE_SET_KEY = 1u << 7,
+	SITE_SET_CACHE_CONTROL = 1u << 8, SITE_SET_REDIRECTS = 1u << 9, SITE_SET_HEADERS = 1u << 10,
+};
+
+struct site_config {
+	char name[SITE_NAME_MAX];
+	char names[SITE_NAMES_LIST_MAX]; /* host names and *.wildcards, space-separated (site/names.h) */
+	char root[4096];
+	char index[256];
+	enum autoindex_mode autoindex;
+	char fallback[4096];
+	char cors_origins[1024];
+	char tls_certificate[4096];      /* "": the top level's certificate */
+	char tls_certificate_key[4096];
+	struct cache_control_rules cache_control;
+	struct redirect_rules redirects;
+	struct header_rules headers;
+	unsigned set;                    /* enum site_set: what its own sections gave */
+	int line;                        /* of its first line in cfg->source, for messages */
+	int key_line[8];                 /* of each of its keys (by enum site_set bit) */
+};
+
+/* What a Host or SNI that names no site gets: the top level's site, or a
+ * refusal (404 over plain HTTP, 421 over TLS). */
+enum default_site_policy { DEFAULT_SITE_SERVE, DEFAULT_SITE_REJECT };
 
 struct config {
 	/* [server] */
@@ -117,6 +152,7 @@ struct config {
 	bool landlock;        /* restrict serving processes' file access where the kernel can */
 	char pid_file[4096];  /* "" when off; the master's pid, written once it listens */
 	char real_ip_from[1024]; /* who may send a PROXY header: CIDRs, space-separated; "" when off */
+	enum default_site_policy default_site;
 
 	/* [tls]: tls = on makes `port` an HTTPS port */
 	bool tls;
@@ -139,12 +175,25 @@ struct config {
 	struct redirect_rules redirects;
 	struct header_rules headers;
 
+	/* [site NAME] sections, in the order they first appear: heap memory
+	 * (tens of KiB each), owned by this struct (config_free) */
+	struct site_config *sites;
+	int nsites;
+
 	/* where it came from, for --check and messages */
 	char source[4096];
 };
 
 /* Fills cfg with built-in defaults. */
 void config_defaults(struct config *cfg);
+/* Frees what cfg owns (its sites); cfg may be filled again afterwards. A
+ * struct config copied whole hands its sites over with it: free one copy. */
+void config_free(struct config *cfg);
+/* *dst = *src with sites of its own (0 or -ENOMEM). */
+int config_copy(struct config *dst, const struct config *src);
+/* The top level's site-wide settings as a site_config (named "default"):
+ * what the server serves for names no [site] claims. */
+void config_top_site(const struct config *cfg, struct site_config *out);
 
 /* Reads an INI file over cfg. On error prints "FILE:LINE: problem" to stderr
  * and returns -1. */

@@ -55,6 +55,12 @@ void conn_free(struct conn *c);
  * stats_allow and the per-client budgets then see this address. */
 void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerlen);
 
+/* The connection is TLS, and its handshake's SNI named the site with this
+ * index in the server's site table (site/site.h), 0 for a name no site
+ * claims, or -1 when the client sent none (tls/wire.c, once the handshake
+ * is done). A request whose Host names another site is answered 421. */
+void conn_set_tls_site(struct conn *c, int site);
+
 /* Where the driver may put received bytes. Never empty while the core wants READ. */
 struct iovec conn_input_space(struct conn *c);
 /* n > 0: that many bytes arrived; n == 0: the peer closed; n < 0: -errno. */

@@ -170,7 +170,7 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 	if (server_enter_serving(&g->srv) < 0)
 		_exit(1);
 	/* Landlock first: it looks the logs' directories up with our rights */
-	if (privs_landlock(&g->cfg, g->srv.root_fd, g->srv.acme_fd) < 0 || privs_drop(&g->privs) < 0)
+	if (privs_landlock(&g->cfg, server_default_site(&g->srv)->root_fd, g->srv.acme_fd) < 0 || privs_drop(&g->privs) < 0)
 		_exit(1);
 	serving_pid = getpid();
 	serving_master_pid = master_pid;
@@ -255,11 +255,17 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 	struct generation *g = &m->gens[idx];
 	const struct model *model = model_find(cfg->model);
 
-	g->cfg = *cfg;
-	if (privs_resolve(cfg, &g->privs) < 0 || privs_check(cfg, &g->privs) < 0)
+	if (config_copy(&g->cfg, cfg) < 0) {
+		log_error("out of memory for the configuration's sites");
 		return -1;
+	}
+	if (privs_resolve(cfg, &g->privs) < 0 || privs_check(cfg, &g->privs) < 0) {
+		config_free(&g->cfg);
+		return -1;
+	}
 	if (server_init(&g->srv, &g->cfg, model) < 0) {
 		server_close(&g->srv);
+		config_free(&g->cfg);
 		return -1;
 	}
 	struct listen_addr addrs[CONFIG_MAX_LISTEN];
@@ -318,6 +324,7 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 static void gen_release(struct master *m, struct generation *g)
 {
 	server_close(&g->srv);
+	config_free(&g->cfg);
 	listeners_release(&m->listeners, (int)(g - m->gens)); /* a removed address closes with its last user */
 	g->state = GEN_FREE;
 	g->pid = -1;
@@ -521,24 +528,35 @@ static void reap(struct master *m)
 		on_child_exit(m, pid, status);
 }
 
+static bool reload_spawn_with(struct master *m, int idx, const struct config *new_cfg);
+
 /* Starts generation idx from the re-read configuration; false when it
  * cannot, and the current one serves on. */
 static bool reload_spawn(struct master *m, int idx)
 {
-	struct generation *cur = &m->gens[m->current];
 	struct config cfg;
 
-	if (m->build(&cfg, m->build_arg) < 0) {
+	memset(&cfg, 0, sizeof(cfg)); /* a build that fails early leaves it so: config_free() below */
+	int built = m->build(&cfg, m->build_arg);
+	bool ok = built == 0 && reload_spawn_with(m, idx, &cfg);
+	if (built < 0)
 		log_error("reload: the new configuration is invalid (see above); still serving with the old one");
-		return false;
-	}
-	if (strcmp(cfg.pid_file, m->pid_file))
+	config_free(&cfg); /* the generation has a copy of its own */
+	return ok;
+}
+
+/* reload_spawn() with the configuration read. */
+static bool reload_spawn_with(struct master *m, int idx, const struct config *new_cfg)
+{
+	struct generation *cur = &m->gens[m->current];
+
+	if (strcmp(new_cfg->pid_file, m->pid_file))
 		log_warn("reload: pid_file changed: it stays %s until a restart", m->pid_file[0] ? m->pid_file : "off");
-	if (cfg.reuseport != cur->cfg.reuseport) {
+	if (new_cfg->reuseport != cur->cfg.reuseport) {
 		log_error("reload: reuseport cannot change without a restart; still serving with the old configuration");
 		return false;
 	}
-	if (gen_init(m, idx, &cfg) < 0) {
+	if (gen_init(m, idx, new_cfg) < 0) {
 		log_error("reload: cannot set up the new configuration; still serving with the old one");
 		return false;
 	}

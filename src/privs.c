@@ -427,6 +427,10 @@ int privs_landlock(const struct config *cfg, int root_fd, int acme_fd)
 	int rc = -1;
 	if (allow_fd(rs, root_fd, cfg->root, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR) < 0)
 		goto out;
+	/* each [site NAME]'s root, as the top level's */
+	for (int i = 0; i < cfg->nsites; i++)
+		if (allow_beneath(rs, cfg->sites[i].root, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR) < 0)
+			goto out;
 	/* ACME challenge files: read, never listed */
 	if (acme_fd >= 0 && allow_fd(rs, acme_fd, cfg->acme_webroot, LANDLOCK_ACCESS_FS_READ_FILE) < 0)
 		goto out;
@@ -448,10 +452,10 @@ int privs_landlock(const struct config *cfg, int root_fd, int acme_fd)
 	if (cfg->symlinks == SYMLINKS_ALL)
 		log_warn("landlock: symlinks = all, but a link leading out of %s is still refused (403) by the "
 			 "kernel; turn landlock off to follow such links", cfg->root);
-	log_info("landlock (ABI %d): serving process %d may only read beneath %s%s%s and write its logs "
+	log_info("landlock (ABI %d): serving process %d may only read beneath %s%s%s%s and write its logs "
 		 "(through the descriptors the master opened)", abi,
-		 (int)getpid(), cfg->root, acme_fd >= 0 ? " and the ACME webroot " : "",
-		 acme_fd >= 0 ? cfg->acme_webroot : "");
+		 (int)getpid(), cfg->root, cfg->nsites ? " and its sites' roots" : "",
+		 acme_fd >= 0 ? " and the ACME webroot " : "", acme_fd >= 0 ? cfg->acme_webroot : "");
 	rc = 0;
 out:
 	close(rs);

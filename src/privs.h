@@ -42,7 +42,8 @@ void privs_warn_root(const struct config *cfg);
  * 0, or -1 after logging why (then exit). */
 int privs_drop(const struct privs *p);
 /* In a serving process, before privs_drop: the Landlock ruleset, root_fd
- * being the root the files are opened beneath, acme_fd the ACME webroot
+ * being the root the files are opened beneath (each [site NAME]'s root is
+ * allowed too, by its path), acme_fd the ACME webroot
  * (or -1). 0 when applied or turned off, 1 when the kernel lacks Landlock
  * (logged once per serving process), -1 on an error (logged). */
 int privs_landlock(const struct config *cfg, int root_fd, int acme_fd);

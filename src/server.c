@@ -32,37 +32,6 @@ enum stop_kind { STOP_NONE, STOP_RETIRE, STOP_SHUTDOWN };
 static atomic_int stop_requested;
 static int stop_eventfd = -1;
 
-/* Codes that may have a page in <root>/errors/. */
-static const int page_codes[] = { 301, 400, 403, 404, 405, 408, 413, 414, 416, 431, 500, 501, 503, 505 };
-#define NPAGES (sizeof(page_codes) / sizeof(page_codes[0]))
-#define ERROR_PAGE_MAX (64 * 1024)
-
-static void load_error_pages(struct server *srv)
-{
-	srv->pages = calloc(NPAGES, sizeof(*srv->pages));
-	srv->npages = 0;
-	if (!srv->pages)
-		return;
-	for (size_t i = 0; i < NPAGES; i++) {
-		char rel[32];
-		struct stat st;
-		snprintf(rel, sizeof(rel), "errors/%d.html", page_codes[i]);
-		int fd = openat(srv->root_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			continue;
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= ERROR_PAGE_MAX) {
-			char *body = malloc((size_t)st.st_size + 1);
-			ssize_t n = body ? read(fd, body, (size_t)st.st_size) : -1;
-			if (n == st.st_size) {
-				srv->pages[srv->npages++] = (struct error_page){ page_codes[i], body, (size_t)n };
-				body = NULL;
-			}
-			free(body);
-		}
-		close(fd);
-	}
-}
-
 /* Whether an accepted socket's local address a was accepted by a listener
  * bound to l: the same address, or l's wildcard on the same port. */
 static bool listener_matches(const struct sockaddr_storage *l, const struct sockaddr_storage *a, bool exact)
@@ -120,12 +89,41 @@ bool server_proxy_for(const struct server *srv, int fd)
 	return group_flag(srv, srv->listen_group_proxy, fd);
 }
 
-const struct error_page *server_error_page(const struct server *srv, int status)
+/* The sites, once the shared pieces they point to (MIME, cache, ACME) are
+ * open. A server of one site keeps its cache keys and log lines as they
+ * were: no prefix, no site name. */
+static int open_sites(struct server *srv)
 {
-	for (size_t i = 0; i < srv->npages; i++)
-		if (srv->pages[i].status == status)
-			return &srv->pages[i];
-	return NULL;
+	const struct config *cfg = srv->cfg;
+	size_t n = 1 + (size_t)cfg->nsites;
+	srv->top = malloc(sizeof(*srv->top));
+	srv->sites.site = calloc(n, sizeof(*srv->sites.site));
+	if (!srv->top || !srv->sites.site) {
+		log_error("out of memory for %zu site(s)", n);
+		return -1;
+	}
+	config_top_site(cfg, srv->top);
+	srv->sites.reject_unknown = cfg->default_site == DEFAULT_SITE_REJECT;
+	for (size_t i = 0; i < n; i++)
+		srv->sites.site[i].root_fd = -1;
+	for (size_t i = 0; i < n; i++) {
+		struct site *site = &srv->sites.site[i];
+		if (site_open(site, i == 0 ? srv->top : &cfg->sites[i - 1], cfg) < 0)
+			return -1;
+		srv->sites.n = i + 1;
+		site->mime = srv->mime;
+		site->cache = srv->cache;
+		site->acme_fd = srv->acme_fd;
+		site->stats_index = -1;
+		site->srv = srv;
+		if (n > 1) {
+			/* digits then ':': no prefix is the start of another */
+			site->cache_prefix_len = (size_t)snprintf(site->cache_prefix, sizeof(site->cache_prefix),
+								  "%zu:", i);
+			site->log_name = site->conf->name;
+		}
+	}
+	return 0;
 }
 
 int server_init(struct server *srv, const struct config *cfg, const struct model *model)
@@ -151,12 +149,6 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		  * addresses sends it on both (a browser ignores it over HTTP, 8.1) */
 		 hsts ? "Strict-Transport-Security: " : "", hsts ? cfg->hsts : "", hsts ? "\r\n" : "");
 
-	srv->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (srv->root_fd < 0) {
-		log_error("root '%s': %s", cfg->root, strerror(errno));
-		return -1;
-	}
-	load_error_pages(srv);
 	char bad[256];
 	if (cidr_list_parse(cfg->real_ip_from, &srv->real_ip_from, bad, sizeof(bad)) < 0) {
 		/* config_validate() refused this already; a caller skipping it lands here */
@@ -184,10 +176,13 @@ int server_init(struct server *srv, const struct config *cfg, const struct model
 		if (!srv->cache)
 			log_warn("file cache: out of memory, serving uncached");
 	}
+	if (open_sites(srv) < 0)
+		return -1;
 	/* stats: before the listeners (a live instance of the same name refuses
 	 * the start) and before any fork (every worker inherits the mapping) */
 	if (stats_open(srv) < 0)
 		return -1;
+	stats_register_sites(srv);
 	if (workload_new(cfg, &srv->workload) < 0)
 		return -1;
 	/* tls: here, in the master before any fork, so the serving processes of
@@ -223,11 +218,14 @@ int server_enter_serving(struct server *srv)
 
 void server_close(struct server *srv)
 {
-	for (size_t i = 0; i < srv->npages; i++)
-		free(srv->pages[i].body);
-	free(srv->pages);
-	srv->pages = NULL;
-	srv->npages = 0; /* server_close() may run twice after a failed server_init() */
+	/* server_close() may run twice after a failed server_init() */
+	for (size_t i = 0; i < srv->sites.n; i++)
+		site_close(&srv->sites.site[i]);
+	free(srv->sites.site);
+	srv->sites.site = NULL;
+	srv->sites.n = 0;
+	free(srv->top);
+	srv->top = NULL;
 	stats_close(srv); /* stats: unlinks the segment in the creating process only */
 	cache_free(srv->cache);
 	srv->cache = NULL;
@@ -237,13 +235,11 @@ void server_close(struct server *srv)
 	srv->workload = NULL;
 	tls_context_free(srv->tls);
 	srv->tls = NULL;
-	if (srv->root_fd >= 0)
-		close(srv->root_fd);
 	if (srv->acme_fd >= 0)
 		close(srv->acme_fd);
 	if (srv->wake_fd >= 0)
 		close(srv->wake_fd);
-	srv->root_fd = srv->acme_fd = srv->wake_fd = stop_eventfd = -1;
+	srv->acme_fd = srv->wake_fd = stop_eventfd = -1;
 }
 
 static void wake_for_stop(void)

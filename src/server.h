@@ -1,6 +1,8 @@
-/* server.h - what every connection shares: the immutable configuration, the
- * document root, the error pages and the listening sockets. Built once before
- * serving starts; read-only afterwards, so any thread may use it. */
+/* server.h - what the serving process shares: the immutable configuration,
+ * the listening sockets, the model, the stop request, the statistics handle,
+ * the file cache and the sites (site/site.h: each its own root, rules, error
+ * pages and certificate). Built once before serving starts; read-only
+ * afterwards, so any thread may use it. */
 #ifndef SPINDLE_SERVER_H
 #define SPINDLE_SERVER_H
 
@@ -12,21 +14,15 @@
 
 #include "config.h"
 #include "http/parse.h"
+#include "site/site.h"
 #include "stats/cidr.h"
 
 #define SERVER_MAX_LISTENERS 1024
 #define SERVER_MAX_ADDRESSES 32 /* listeners.h's LISTENERS_MAX */
 
-struct error_page {
-	int status;
-	char *body;   /* from <root>/errors/<status>.html, or NULL for the built-in page */
-	size_t len;
-};
-
 struct server {
 	const struct config *cfg;
 	const struct model *model;
-	int root_fd;                 /* O_PATH handle all files are opened beneath */
 	int acme_fd;                 /* O_PATH handle of cfg->acme_webroot, or -1 (site/acme_challenge.h) */
 	int listen_fds[SERVER_MAX_LISTENERS];
 	int nlisten;
@@ -54,11 +50,13 @@ struct server {
 	struct workload *workload;   /* seed-002 buckets, MAP_SHARED across processes; NULL when off */
 	struct tls_context *tls;     /* cfg->tls: shared by every connection (tls/context.h); else NULL */
 	struct mime_overrides *mime; /* the types_file, or NULL */
-	struct error_page *pages;
-	size_t npages;
+	/* the sites: [0] the top level's, then each [site NAME]; a request
+	 * goes to one by Host and SNI (site_choose) */
+	struct site_table sites;
+	struct site_config *top;     /* the top level's settings as a site (config_top_site) */
 };
 
-/* Opens the root, loads error pages, creates the cache and shared state.
+/* Opens the sites (roots, error pages), creates the cache and shared state.
  * Listeners are separate: the master keeps them across reloads. */
 int server_init(struct server *srv, const struct config *cfg, const struct model *model);
 void server_close(struct server *srv);
@@ -96,7 +94,10 @@ const struct tls_context *server_tls_for(const struct server *srv, int fd);
  * listener has proxy_protocol). Looked up as server_tls_for does. */
 bool server_proxy_for(const struct server *srv, int fd);
 
-/* The custom page for a status, or NULL. */
-const struct error_page *server_error_page(const struct server *srv, int status);
+/* The site of the top level, which answers names no [site] claims. */
+static inline const struct site *server_default_site(const struct server *srv)
+{
+	return &srv->sites.site[0];
+}
 
 #endif

@@ -15,6 +15,8 @@ void h1_record_account(const struct h1_record *r, const char *peer, uint64_t sen
 	/* stats: a few relaxed atomic adds to this worker's slot */
 	stats_response(r->method, r->status, sent - r->head_len, elapsed_ns, reused);
 	stats_request_time(pickup - ready, service);
+	if (r->site_stats > 0)
+		stats_site_response(r->site_stats - 1);
 	if (log_access_enabled()) {
 		struct access_entry e = {
 			.duration_us = (uint64_t)elapsed_ns / 1000,
@@ -27,6 +29,7 @@ void h1_record_account(const struct h1_record *r, const char *peer, uint64_t sen
 			.bytes = sent - r->head_len,
 			.referer = r->referer,
 			.user_agent = r->user_agent,
+			.site = r->site,
 		};
 		log_access(&e);
 	}

@@ -16,6 +16,8 @@ struct h1_record {
 	int64_t stats_t0;
 	int64_t ready_ns, pickup_ns, first_ns; /* its request's stamps (conn_readable) */
 	struct span request_line, referer, user_agent; /* into the input buffer */
+	const char *site;        /* the site's name for the log, or NULL (a server of one site) */
+	int site_stats;          /* its per-site counter + 1; 0 (as a record that names none is): none */
 };
 
 /* A response's last byte is out (at now, CLOCK_MONOTONIC ns), sent bytes in

@@ -78,6 +78,9 @@ struct conn {
 	bool have_req;
 	bool body_chunked;
 	bool interim;            /* sending "100 Continue"; the body is read after it */
+	bool tls;                /* conn_set_tls_site: a TLS connection */
+	int16_t sni_site;        /* the site its SNI named (conn_set_tls_site), or -1 */
+	const struct site *site; /* the site answering the current request (the default one until chosen) */
 	uint64_t body_left;      /* Content-Length bytes still to discard */
 	int64_t body_started;    /* when its discarding began: the body's deadline counts from here */
 	struct http_chunked chunked;
@@ -141,11 +144,19 @@ struct conn *conn_new(const struct server *srv, const struct sockaddr *peer, soc
 	c->srv = srv;
 	c->cfg = srv->cfg;
 	c->state = ST_HEAD;
+	c->sni_site = -1;
+	c->site = server_default_site(srv);
 	c->seg_max = 2 * c->cfg->max_ranges + 3;
 	/* buffers come with the first bytes (conn_input_space, conn_out_buffers) */
 	c->head_started = c->last_progress = conn_now_ms();
 	conn_set_peer(c, peer, peerlen);
 	return c;
+}
+
+void conn_set_tls_site(struct conn *c, int site)
+{
+	c->tls = true;
+	c->sni_site = (int16_t)(site >= 0 && (size_t)site < c->srv->sites.n ? site : -1);
 }
 
 void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerlen)
@@ -273,7 +284,7 @@ static void answer(struct conn *c)
 	if (err < 0) {
 		/* the built-in 500's head fits any head buffer: this one goes */
 		log_error("a %d response cannot be sent (%s): answering 500", r->status, strerror(-err));
-		site_error(c->srv, 500, r);
+		site_error(c->site, 500, r);
 		c->keep_alive = f.keep_alive = false;
 		c->linger = true;
 		h1_serialize(c->out, &f);
@@ -286,7 +297,11 @@ static void answer(struct conn *c)
  * site's page for it; close_after: framing is in doubt, close and drain. */
 static void answer_error(struct conn *c, int status, bool close_after)
 {
-	site_error(c->srv, status, &c->out->resp);
+	if (c->have_req) /* the page of the site it was for; a refusal of its own is moot */
+		(void)site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
+	else
+		c->site = server_default_site(c->srv); /* no Host to choose one by */
+	site_error(c->site, status, &c->out->resp);
 	c->out->resp.linger = close_after;
 	answer(c);
 }
@@ -299,7 +314,11 @@ static void respond_request(struct conn *c)
 	h1_out_reset(c->out);
 	struct sockaddr_storage peer = { .ss_family = AF_UNSPEC };
 	memcpy(&peer, &c->peer_addr, sizeof(c->peer_addr));
-	site_respond(c->srv, &c->req, &peer, &c->out->resp);
+	int refused = site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
+	if (refused)
+		site_error(c->site, refused, &c->out->resp);
+	else
+		site_respond(c->site, &c->req, &peer, &c->out->resp);
 	answer(c);
 }
 
@@ -398,7 +417,10 @@ static void start_request(struct conn *c, int r)
 		 * status at once when the site refuses it whatever it holds
 		 * (RFC 9110 10.1.1); the client may send the body anyway, so
 		 * close after. */
-		if (site_refuse(c->srv, &c->req, &c->out->resp)) {
+		int refused = site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
+		if (refused)
+			site_error(c->site, refused, &c->out->resp);
+		if (refused || site_refuse(c->site, &c->req, &c->out->resp)) {
 			c->out->resp.linger = true;
 			answer(c);
 			return;
@@ -548,6 +570,8 @@ static struct h1_record record_of(const struct conn *c)
 		.ready_ns = c->req_ready_ns,
 		.pickup_ns = c->req_pickup_ns,
 		.first_ns = c->first_byte_ns,
+		.site = c->site->log_name,
+		.site_stats = c->site->stats_index + 1,
 	};
 	if (c->have_req) {
 		rec.method = c->req.method == HTTP_GET ? STATS_GET : c->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;

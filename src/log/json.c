@@ -136,6 +136,8 @@ size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 	jstring(&b, ",\"model\":", cstr(a->model), false, 32);
 	outbuf_puts(&b, ",\"worker\":");
 	outbuf_u64(&b, a->worker < 0 ? 0 : (uint64_t)a->worker);
+	if (a->site)
+		jstring(&b, ",\"site\":", cstr(a->site), false, 64);
 	out[b.len++] = '}';
 	out[b.len++] = '\n';
 	return b.len;

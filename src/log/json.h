@@ -33,6 +33,7 @@ struct json_access {
 	struct span referer, user_agent; /* p == NULL: absent (written as null) */
 	const char *model;
 	long worker;            /* the serving thread's id (Linux TID) */
+	const char *site;       /* the site that answered, or NULL: no "site" key (a server of one site) */
 };
 
 /* Writes one line ("{...}\n") into out[0..cap) and returns its length; cap

@@ -558,6 +558,7 @@ static void log_access_json(const struct access_entry *e)
 		.user_agent = e->user_agent,
 		.model = model_name,
 		.worker = (long)worker_id(),
+		.site = e->site,
 	};
 	rfc3339_ms_now(now);
 	json_split_request_line(e->request_line, &a.method, &a.target, &a.protocol);
@@ -575,7 +576,10 @@ void log_access(const struct access_entry *e)
 		log_access_json(e);
 		return;
 	}
-	n = (size_t)snprintf(line, sizeof(line), "%s - - %s \"", e->peer, clf_time());
+	n = 0;
+	if (access_format == ACCESS_LOG_VHOST_COMBINED)
+		n = (size_t)snprintf(line, sizeof(line), "%s ", e->site ? e->site : "default");
+	n += (size_t)snprintf(line + n, sizeof(line) - n, "%s - - %s \"", e->peer, clf_time());
 	n += put_escaped(line + n, sizeof(line) - n - 256, e->request_line);
 	if (e->bytes)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "\" %d %llu \"", e->status,

@@ -15,8 +15,10 @@
 struct config;
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
-/* The access log's line format: Combined Log Format, or one JSON object a line. */
-enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
+/* The access log's line format: Combined Log Format, or one JSON object a
+ * line, or Combined with the site's name first (Apache's vhost_combined,
+ * whose %v:%p is the site's name here: a listener's port is not the site's). */
+enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON, ACCESS_LOG_VHOST_COMBINED };
 
 /* Opens both logs, or applies cfg's log settings to the files already open
  * when its paths are theirs (a reload); -1 after saying why (to the error
@@ -55,6 +57,8 @@ struct access_entry {
 	uint64_t queue_us;        /* readable to picked up (conn_readable; JSON format) */
 	uint64_t service_us;      /* picked up to last byte (JSON format) */
 	uint64_t first_byte_us;   /* picked up to first byte (JSON format) */
+	const char *site;         /* the site that answered ([site NAME], "default"); NULL: the server has
+				   * no [site] sections (the JSON line then has no "site") */
 };
 void log_access(const struct access_entry *e);
 

@@ -13,13 +13,14 @@
 #include "../config.h"
 #include "../http/parse.h"
 #include "../http/response_value.h"
-#include "../server.h"
+#include "site.h"
 
 #define SITE_PATH_MAX 4096
 
 struct site_exchange {
-	const struct server *srv;
-	const struct config *cfg;
+	const struct site *site;
+	const struct config *cfg;        /* the whole server's settings */
+	const struct site_config *sc;    /* the site's own */
 	const struct http_request *req;
 	const struct sockaddr_storage *peer;
 	struct response *resp;

@@ -22,6 +22,7 @@
 void site_listing(struct site_exchange *x, const char *rel, const struct stat *dir_st)
 {
 	const struct config *cfg = x->cfg;
+	const struct site_config *sc = x->sc;
 	struct response *r = x->resp;
 	struct autoindex_order order = autoindex_parse_query(x->req->query);
 
@@ -31,13 +32,13 @@ void site_listing(struct site_exchange *x, const char *rel, const struct stat *d
 	char *lastmod = response_alloc(r, HTTP_DATE_LEN + 1);
 	if (!etag || !lastmod)
 		return; /* broken: answered 500 */
-	size_t etag_len = autoindex_etag(etag, dir_st->st_mtim, cfg->autoindex, order);
+	size_t etag_len = autoindex_etag(etag, dir_st->st_mtim, sc->autoindex, order);
 	http_date_format(dir_st->st_mtime, lastmod);
 	r->validators = (struct http_validators){ etag, etag_len, dir_st->st_mtime };
 	r->has_validators = true;
 	response_field(r, "Last-Modified", lastmod, HTTP_DATE_LEN);
 	response_field(r, "ETag", etag, etag_len);
-	response_field_str(r, "Content-Type", cfg->autoindex == AUTOINDEX_JSON ? "application/json"
+	response_field_str(r, "Content-Type", sc->autoindex == AUTOINDEX_JSON ? "application/json"
 									       : "text/html; charset=utf-8");
 	response_content_length(r);
 	if (http_filter_conditional(x->req, r) == 412) {
@@ -48,7 +49,7 @@ void site_listing(struct site_exchange *x, const char *rel, const struct stat *d
 		return;
 
 	struct dirlist dl;
-	int err = dirlist_read(x->srv->root_fd, rel, cfg->symlinks, cfg->dotfiles, AUTOINDEX_MAX_ENTRIES, &dl);
+	int err = dirlist_read(x->site->root_fd, rel, cfg->symlinks, cfg->dotfiles, AUTOINDEX_MAX_ENTRIES, &dl);
 	if (err < 0) {
 		site_open_error(x, rel, -err);
 		return;
@@ -65,7 +66,7 @@ void site_listing(struct site_exchange *x, const char *rel, const struct stat *d
 	}
 	char *body = malloc(cap);
 	response_body_listing(r, body, 0, cap, client); /* owns the memory and the bytes taken */
-	size_t len = body ? autoindex_render(body, cap, cfg->autoindex, rel, &dl, order) : 0;
+	size_t len = body ? autoindex_render(body, cap, sc->autoindex, rel, &dl, order) : 0;
 	dirlist_free(&dl);
 	if (len == 0) {
 		site_exchange_error(x, body ? 414 : 503); /* a path too long to list, or no memory */

@@ -23,21 +23,30 @@
 #include "rules.h"
 #include "rule_steps.h"
 
-void site_error(const struct server *srv, int status, struct response *out)
+/* The custom page for a status, or NULL. */
+static const struct error_page *error_page(const struct site *site, int status)
 {
-	const struct error_page *page = server_error_page(srv, status);
+	for (size_t i = 0; i < site->npages; i++)
+		if (site->pages[i].status == status)
+			return &site->pages[i];
+	return NULL;
+}
+
+void site_error(const struct site *site, int status, struct response *out)
+{
+	const struct error_page *page = error_page(site, status);
 	response_error(out, status, page ? page->body : NULL, page ? page->len : 0);
 }
 
 void site_exchange_error(struct site_exchange *x, int status)
 {
-	site_error(x->srv, status, x->resp);
+	site_error(x->site, status, x->resp);
 }
 
-int site_refuse(const struct server *srv, const struct http_request *req, struct response *out)
+int site_refuse(const struct site *site, const struct http_request *req, struct response *out)
 {
 	int status = 0;
-	if (rule_step_is_preflight(srv->cfg->cors_origins, req))
+	if (rule_step_is_preflight(site->conf->cors_origins, req))
 		return 0; /* answered by site_respond */
 	if (req->method == HTTP_METHOD_UNKNOWN)
 		status = 501;
@@ -45,7 +54,7 @@ int site_refuse(const struct server *srv, const struct http_request *req, struct
 		status = 405;
 	if (!status)
 		return 0;
-	site_error(srv, status, out);
+	site_error(site, status, out);
 	if (status == 405)
 		response_field_str(out, "Allow", "GET, HEAD");
 	return status;
@@ -206,23 +215,24 @@ static bool last_segment_has_extension(const char *rel, size_t len)
 static void respond_fallback(struct site_exchange *x)
 {
 	const struct config *cfg = x->cfg;
+	const struct site_config *sc = x->sc;
 	char rel[SITE_PATH_MAX];
 	struct path_result pr;
 	struct stat st;
 
-	int err = path_resolve((struct span){ cfg->fallback, strlen(cfg->fallback) }, rel, sizeof(rel), &pr);
+	int err = path_resolve((struct span){ sc->fallback, strlen(sc->fallback) }, rel, sizeof(rel), &pr);
 	if (err < 0 || pr.len == 0 || pr.trailing_slash) {
 		site_exchange_error(x, 404);
 		return;
 	}
 	/* Cache-Control rules see the fallback's own path: its content is served */
-	struct site_target t = { rel, pr.len, cfg->cache_control.n ? cfg->fallback : NULL, NULL };
+	struct site_target t = { rel, pr.len, sc->cache_control.n ? sc->fallback : NULL, NULL };
 	struct cache_entry *hit = site_cached_file(x, rel, pr.len);
 	if (hit) {
 		site_serve_cached(x, hit, &t);
 		return;
 	}
-	int fd = file_open_beneath(x->srv->root_fd, rel, cfg->symlinks);
+	int fd = file_open_beneath(x->site->root_fd, rel, cfg->symlinks);
 	if (fd < 0) {
 		if (fd == -ENOENT || fd == -ENOTDIR)
 			site_exchange_error(x, 404);
@@ -244,16 +254,17 @@ static void respond_directory(struct site_exchange *x, char *rel, size_t dir_len
 			      struct site_target *t)
 {
 	const struct config *cfg = x->cfg;
+	const struct site_config *sc = x->sc;
 	struct stat st;
 
 	/* Open the index by its full path, so a symlinked index is confined too. */
 	size_t n = dir_len;
 	if (n)
 		rel[n++] = '/';
-	strcpy(rel + n, cfg->index);
-	size_t len = n + strlen(cfg->index);
-	int fd = file_open_beneath(x->srv->root_fd, rel, cfg->symlinks);
-	if (fd == -ENOENT && cfg->autoindex != AUTOINDEX_OFF) {
+	strcpy(rel + n, sc->index);
+	size_t len = n + strlen(sc->index);
+	int fd = file_open_beneath(x->site->root_fd, rel, cfg->symlinks);
+	if (fd == -ENOENT && sc->autoindex != AUTOINDEX_OFF) {
 		rel[dir_len] = '\0';
 		site_listing(x, rel, dir_st);
 		return;
@@ -261,7 +272,7 @@ static void respond_directory(struct site_exchange *x, char *rel, size_t dir_len
 	if (fd == -ENOENT) {
 		/* no index, and listings are off */
 		char why[300];
-		snprintf(why, sizeof(why), "a directory without %s, and autoindex is off", cfg->index);
+		snprintf(why, sizeof(why), "a directory without %s, and autoindex is off", sc->index);
 		rel[dir_len] = '\0';
 		site_log_refusal(rel, why);
 		site_exchange_error(x, 403);
@@ -291,10 +302,11 @@ static void respond_path(struct site_exchange *x)
 {
 	const struct http_request *r = x->req;
 	const struct config *cfg = x->cfg;
+	const struct site_config *sc = x->sc;
 	char rel[SITE_PATH_MAX];
 	struct path_result pr;
 
-	int err = path_resolve(r->path, rel, sizeof(rel) - sizeof(cfg->index) - 1, &pr);
+	int err = path_resolve(r->path, rel, sizeof(rel) - sizeof(sc->index) - 1, &pr);
 	if (err < 0) {
 		site_exchange_error(x, -err);
 		return;
@@ -305,9 +317,9 @@ static void respond_path(struct site_exchange *x)
 	}
 	/* Cache-Control rules see the URL path as decoded and, for a directory,
 	 * the path of the index file that answers it (cache_control.h) */
-	bool rules = cfg->cache_control.n > 0;
+	bool rules = sc->cache_control.n > 0;
 	char url_path[rules ? pr.len + 3 : 1];
-	char index_path[rules && pr.trailing_slash ? pr.len + 3 + strlen(cfg->index) : 1];
+	char index_path[rules && pr.trailing_slash ? pr.len + 3 + strlen(sc->index) : 1];
 	if (rules) {
 		url_path[0] = '/';
 		memcpy(url_path + 1, rel, pr.len);
@@ -317,7 +329,7 @@ static void respond_path(struct site_exchange *x)
 		url_path[n] = '\0';
 		if (pr.trailing_slash) {
 			memcpy(index_path, url_path, n);
-			strcpy(index_path + n, cfg->index);
+			strcpy(index_path + n, sc->index);
 		}
 	}
 	struct site_target t = { rel, 0, rules ? url_path : NULL, rules && pr.trailing_slash ? index_path : NULL };
@@ -326,8 +338,8 @@ static void respond_path(struct site_exchange *x)
 	if (pr.trailing_slash) {
 		if (keylen)
 			rel[keylen++] = '/';
-		strcpy(rel + keylen, cfg->index);
-		keylen += strlen(cfg->index);
+		strcpy(rel + keylen, sc->index);
+		keylen += strlen(sc->index);
 	}
 	struct cache_entry *hit = site_cached_file(x, rel, keylen);
 	if (hit) {
@@ -336,9 +348,9 @@ static void respond_path(struct site_exchange *x)
 		return;
 	}
 	rel[pr.len] = '\0';
-	int fd = file_open_beneath(x->srv->root_fd, rel, cfg->symlinks);
+	int fd = file_open_beneath(x->site->root_fd, rel, cfg->symlinks);
 	if (fd < 0) {
-		if ((fd == -ENOENT || fd == -ENOTDIR) && cfg->fallback[0] && !last_segment_has_extension(rel, pr.len))
+		if ((fd == -ENOENT || fd == -ENOTDIR) && sc->fallback[0] && !last_segment_has_extension(rel, pr.len))
 			respond_fallback(x);
 		else
 			site_open_error(x, rel, -fd);
@@ -383,7 +395,7 @@ static bool respond_acme(struct site_exchange *x)
 	if (m == ACME_NOT_CHALLENGE)
 		return false;
 	struct stat st;
-	int fd = m == ACME_TOKEN ? acme_challenge_open(x->srv->acme_fd, rel, &st) : -ENOENT;
+	int fd = m == ACME_TOKEN ? acme_challenge_open(x->site->acme_fd, rel, &st) : -ENOENT;
 	if (fd < 0)
 		site_exchange_error(x, 404);
 	else
@@ -395,7 +407,7 @@ static bool respond_acme(struct site_exchange *x)
 static bool respond_redirect_rule(struct site_exchange *x)
 {
 	char loc[RULES_TARGET_MAX + 2 * SITE_PATH_MAX];
-	int status = rule_step_redirect(&x->cfg->redirects, x->req, loc, sizeof(loc));
+	int status = rule_step_redirect(&x->sc->redirects, x->req, loc, sizeof(loc));
 	if (!status)
 		return false;
 	site_exchange_error(x, status);
@@ -407,12 +419,13 @@ static bool respond_redirect_rule(struct site_exchange *x)
 static void route(struct site_exchange *x)
 {
 	const struct config *cfg = x->cfg;
+	const struct site_config *sc = x->sc;
 
-	if (rule_step_is_preflight(cfg->cors_origins, x->req)) {
-		rule_step_preflight(cfg->cors_origins, x->req, x->resp);
+	if (rule_step_is_preflight(sc->cors_origins, x->req)) {
+		rule_step_preflight(sc->cors_origins, x->req, x->resp);
 		return;
 	}
-	if (site_refuse(x->srv, x->req, x->resp))
+	if (site_refuse(x->site, x->req, x->resp))
 		return;
 	/* before any redirect: the ACME server asks over plain HTTP */
 	if (cfg->acme_webroot[0] && respond_acme(x))
@@ -424,21 +437,22 @@ static void route(struct site_exchange *x)
 	/* the generated endpoints (health, stats) before redirect rules:
 	 * a catch-all rule must not move a load balancer's health check */
 	struct dyn_response dyn;
-	if (endpoints_dispatch(x->srv, x->peer, x->req, &dyn)) {
+	if (endpoints_dispatch(x->site->srv, x->peer, x->req, &dyn)) {
 		respond_dynamic(x, &dyn);
 		return;
 	}
-	if (cfg->redirects.n && respond_redirect_rule(x))
+	if (sc->redirects.n && respond_redirect_rule(x))
 		return;
 	respond_path(x);
 }
 
-void site_respond(const struct server *srv, const struct http_request *req, const struct sockaddr_storage *peer,
+void site_respond(const struct site *site, const struct http_request *req, const struct sockaddr_storage *peer,
 		  struct response *out)
 {
-	struct site_exchange x = { srv, srv->cfg, req, peer, out };
+	const struct site_config *sc = site->conf;
+	struct site_exchange x = { site, site->cfg, sc, req, peer, out };
 
 	route(&x);
-	if (x.cfg->headers.n || x.cfg->cors_origins[0])
-		rule_step_response(&x.cfg->headers, x.cfg->cors_origins, x.cfg->index, req, out);
+	if (sc->headers.n || sc->cors_origins[0])
+		rule_step_response(&sc->headers, sc->cors_origins, sc->index, req, out);
 }

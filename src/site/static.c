@@ -185,10 +185,24 @@ static void serve_file(struct site_exchange *x, struct file_view *f)
 	}
 }
 
+/* A cached file checked again: its key less the site's prefix is its path. */
 static int cache_reopen(const char *key, void *arg)
 {
-	const struct server *srv = arg;
-	return file_open_beneath(srv->root_fd, key, srv->cfg->symlinks);
+	const struct site *site = arg;
+	return file_open_beneath(site->root_fd, key + site->cache_prefix_len, site->cfg->symlinks);
+}
+
+/* rel's key in the shared cache: the site's prefix, then rel (NUL-ended
+ * for cache_reopen). A server of one site has no prefix: rel itself. */
+static const char *cache_key(const struct site *site, const char *rel, size_t len, char *buf, size_t *keylen)
+{
+	*keylen = site->cache_prefix_len + len;
+	if (!site->cache_prefix_len)
+		return rel;
+	memcpy(buf, site->cache_prefix, site->cache_prefix_len);
+	memcpy(buf + site->cache_prefix_len, rel, len);
+	buf[*keylen] = '\0';
+	return buf;
 }
 
 static void view_of_entry(struct file_view *f, struct cache_entry *e)
@@ -201,9 +215,12 @@ static void view_of_entry(struct file_view *f, struct cache_entry *e)
 
 struct cache_entry *site_cached_file(struct site_exchange *x, const char *rel, size_t len)
 {
-	struct cache_entry *hit = cache_lookup(x->srv->cache, rel, len, site_now_ms(), cache_reopen,
-					       (void *)x->srv);
-	if (x->srv->cache)
+	const struct site *site = x->site;
+	char buf[site->cache_prefix_len ? site->cache_prefix_len + len + 1 : 1];
+	size_t keylen;
+	const char *key = cache_key(site, rel, len, buf, &keylen);
+	struct cache_entry *hit = cache_lookup(site->cache, key, keylen, site_now_ms(), cache_reopen, (void *)site);
+	if (site->cache)
 		stats_cache_lookup(hit != NULL); /* stats */
 	return hit;
 }
@@ -224,7 +241,7 @@ static unsigned cached_sidecars(struct site_exchange *x, struct cache_entry *e, 
 	if ((mask & SIDECARS_KNOWN) &&
 	    !atomic_compare_exchange_strong(&e->aux_checked_ms, &checked, (long long)now))
 		return mask;
-	mask = SIDECARS_KNOWN | sidecar_probe(x->srv->root_fd, x->cfg->symlinks, t->rel, t->len, e->mtime,
+	mask = SIDECARS_KNOWN | sidecar_probe(x->site->root_fd, x->cfg->symlinks, t->rel, t->len, e->mtime,
 					      &x->cfg->precompressed);
 	atomic_store_explicit(&e->aux, mask, memory_order_relaxed);
 	atomic_store_explicit(&e->aux_checked_ms, (long long)now, memory_order_relaxed);
@@ -250,11 +267,14 @@ static bool sidecar_view(struct site_exchange *x, const struct site_target *t, c
 		return false;
 	}
 	if (!e) {
-		int fd = sidecar_open(x->srv->root_fd, x->cfg->symlinks, t->rel, t->len, coding, orig->mtime, key, &st);
+		int fd = sidecar_open(x->site->root_fd, x->cfg->symlinks, t->rel, t->len, coding, orig->mtime, key, &st);
 		if (fd < 0)
 			return false;
-		e = cache_insert(x->srv->cache, key, keylen, fd, &st,
-				 mime_lookup(x->srv->mime, key, keylen, x->cfg->default_type), site_now_ms());
+		char kbuf[x->site->cache_prefix_len + keylen + 1];
+		size_t cklen;
+		const char *ck = cache_key(x->site, key, keylen, kbuf, &cklen);
+		e = cache_insert(x->site->cache, ck, cklen, fd, &st,
+				 mime_lookup(x->site->mime, key, keylen, x->cfg->default_type), site_now_ms());
 		if (e) {
 			close(fd);
 		} else {
@@ -288,13 +308,13 @@ static void serve_target(struct site_exchange *x, struct file_view *f, const str
 {
 	const struct config *cfg = x->cfg;
 	if (t->url_path)
-		f->cc = cache_control_match(&cfg->cache_control, t->url_path, t->index_path, f->mime);
+		f->cc = cache_control_match(&x->sc->cache_control, t->url_path, t->index_path, f->mime);
 	if (cfg->precompressed.n == 0) {
 		serve_file(x, f);
 		return;
 	}
 	unsigned avail = f->entry ? cached_sidecars(x, f->entry, t) & ~SIDECARS_KNOWN
-				  : sidecar_probe(x->srv->root_fd, cfg->symlinks, t->rel, t->len, f->mtime,
+				  : sidecar_probe(x->site->root_fd, cfg->symlinks, t->rel, t->len, f->mtime,
 						  &cfg->precompressed);
 	f->vary = avail != 0;
 	int coding = encoding_choose(x->req->accept_encoding, x->req->accept_encoding_lines, &cfg->precompressed,
@@ -336,8 +356,11 @@ static void view_of_fd(struct file_view *f, int fd, const struct stat *st, const
 
 void site_serve_opened(struct site_exchange *x, int fd, const struct stat *st, const struct site_target *t)
 {
-	const char *mime = mime_lookup(x->srv->mime, t->rel, t->len, x->cfg->default_type);
-	struct cache_entry *e = cache_insert(x->srv->cache, t->rel, t->len, fd, st, mime, site_now_ms());
+	const char *mime = mime_lookup(x->site->mime, t->rel, t->len, x->cfg->default_type);
+	char kbuf[x->site->cache_prefix_len ? x->site->cache_prefix_len + t->len + 1 : 1];
+	size_t keylen;
+	const char *key = cache_key(x->site, t->rel, t->len, kbuf, &keylen);
+	struct cache_entry *e = cache_insert(x->site->cache, key, keylen, fd, st, mime, site_now_ms());
 	if (e) {
 		close(fd);
 		site_serve_cached(x, e, t);

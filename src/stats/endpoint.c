@@ -156,6 +156,19 @@ static void render_metrics(FILE *f, const struct stats_header *h, const struct s
 				 t->service_ns_sum);
 	}
 
+	bool sites = false;
+	for (int i = 0; t->has_sites && i < STATS_SITES_MAX; i++) {
+		if (!h->site[i][0])
+			continue;
+		if (!sites)
+			fprintf(f, "# HELP spindle_site_requests_total Responses completed, by site ([site NAME]; default: "
+				   "the top level's).\n# TYPE spindle_site_requests_total counter\n");
+		sites = true;
+		fprintf(f, "spindle_site_requests_total{site=\"");
+		FIELD(f, h->site[i]);
+		fprintf(f, "\"} %" PRIu64 "\n", t->site_requests[i]);
+	}
+
 	fprintf(f, "# HELP spindle_worker_requests_total Responses completed by each worker slot.\n"
 		   "# TYPE spindle_worker_requests_total counter\n");
 	for (uint32_t i = 0; i < h->nslots; i++) {

@@ -34,6 +34,11 @@
  * ladder of upper bounds from 1 us to 10 s (stats_ladder_le_us), and a last
  * bucket for the rest. */
 #define STATS_LADDER_BUCKETS 23
+/* Sites counted apart ([site NAME] sections and the top level's "default"):
+ * each name keeps its counter for the segment's life, across reloads that
+ * add or remove sites. */
+#define STATS_SITES_MAX 32
+#define STATS_SITE_NAME 64
 
 enum stats_method { STATS_GET, STATS_HEAD, STATS_OTHER, STATS_NMETHODS };
 enum stats_code { STATS_200, STATS_206, STATS_304, STATS_400, STATS_404, STATS_500, STATS_NCODES };
@@ -67,6 +72,9 @@ struct stats_slot {
 	atomic_ullong service_ns_sum;         /* picked up -> last byte */
 	atomic_ullong queue[STATS_LADDER_BUCKETS];
 	atomic_ullong service[STATS_LADDER_BUCKETS];
+	/* added after the fields above (STATS_HAS_SITES): responses per site,
+	 * by the header's site[] index */
+	atomic_ullong site_requests[STATS_SITES_MAX];
 };
 
 /* The gauges of one process's file cache. */
@@ -106,6 +114,9 @@ struct stats_header {
 	/* added in version 1 after the fields above: readers check header_size
 	 * (STATS_HAS_LISTEN), a segment of an older build has none */
 	char listen[512];        /* every address served, "127.0.0.1:8080, unix:/run/s.sock tls" */
+	/* added after listen (STATS_HAS_SITES): the sites' names, "" for an
+	 * unused entry; written by the creator only, entries never reused */
+	char site[STATS_SITES_MAX][STATS_SITE_NAME];
 };
 
 /* The header's fields up to root: what every version-1 segment has. */
@@ -114,6 +125,9 @@ struct stats_header {
 #define STATS_SLOT_MIN (offsetof(struct stats_slot, queue_ns_sum))
 #define STATS_HAS_TIMES(h) ((h)->slot_size >= offsetof(struct stats_slot, service) + sizeof(((struct stats_slot *)0)->service))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
+#define STATS_HAS_SITES(h)                                                                                  \
+	((h)->header_size >= offsetof(struct stats_header, site) + sizeof((h)->site) &&                    \
+	 (h)->slot_size >= offsetof(struct stats_slot, site_requests) + sizeof(((struct stats_slot *)0)->site_requests))
 
 static inline struct stats_slot *stats_slot_at(const struct stats_header *h, uint32_t i)
 {

@@ -28,6 +28,7 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 	memset(t, 0, sizeof(*t));
 	t->taken_mono_ns = stats_mono_ns();
 	t->has_times = STATS_HAS_TIMES(h);
+	t->has_sites = STATS_HAS_SITES(h);
 	for (uint32_t i = 0; i < h->nslots; i++) {
 		struct stats_slot *s = stats_slot_at(h, i);
 		t->accepted += LOAD(s->accepted);
@@ -54,6 +55,9 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
 		if (!t->has_times)
 			continue; /* an older build's slots end before them */
+		if (t->has_sites)
+			for (int k = 0; k < STATS_SITES_MAX; k++)
+				t->site_requests[k] += LOAD(s->site_requests[k]);
 		t->queue_ns_sum += LOAD(s->queue_ns_sum);
 		t->service_ns_sum += LOAD(s->service_ns_sum);
 		for (int k = 0; k < STATS_LADDER_BUCKETS; k++) {

@@ -29,6 +29,8 @@ struct stats_totals {
 	bool has_times;  /* the segment's slots hold the two below (STATS_HAS_TIMES) */
 	uint64_t queue_ns_sum, service_ns_sum;
 	uint64_t queue[STATS_LADDER_BUCKETS], service[STATS_LADDER_BUCKETS];
+	bool has_sites;  /* STATS_HAS_SITES: site_requests holds, by the header's site[] index */
+	uint64_t site_requests[STATS_SITES_MAX];
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;
 };

@@ -813,6 +813,42 @@ void stats_promote(const struct server *srv)
 	st->want_name[0] = '\0';
 }
 
+void stats_register_sites(struct server *srv)
+{
+	struct stats *st = srv->stats;
+	if (!st || srv->sites.n < 2 || st->creator != getpid())
+		return;
+	struct stats_header *h = st->h;
+	for (size_t i = 0; i < srv->sites.n; i++) {
+		struct site *site = &srv->sites.site[i];
+		const char *name = site->conf->name;
+		int free_at = -1;
+		for (int j = 0; j < STATS_SITES_MAX && site->stats_index < 0; j++) {
+			if (strncmp(h->site[j], name, STATS_SITE_NAME) == 0)
+				site->stats_index = j;
+			else if (!h->site[j][0] && free_at < 0)
+				free_at = j;
+		}
+		if (site->stats_index >= 0)
+			continue;
+		if (free_at < 0) {
+			log_warn("stats: no room to count site '%s' apart (%d site names since the start)", name,
+				 STATS_SITES_MAX);
+			continue;
+		}
+		copy_str(h->site[free_at], sizeof(h->site[free_at]), name);
+		site->stats_index = free_at;
+	}
+	memcpy(hdr_saved.site, h->site, sizeof(hdr_saved.site));
+}
+
+void stats_site_response(int site)
+{
+	struct stats_slot *s = stats_here();
+	if (s && site >= 0 && site < STATS_SITES_MAX)
+		STATS_ADD(s, site_requests[site], 1);
+}
+
 void stats_new_generation(const struct server *srv)
 {
 	if (srv->stats) {

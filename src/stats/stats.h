@@ -56,6 +56,11 @@ void stats_set_listen(const struct server *srv, const struct listen_addr *addrs,
  * port with auto) takes that name now, counters and all. */
 void stats_promote(const struct server *srv);
 
+/* Gives each of srv's sites its per-site counter (site->stats_index): the
+ * entry its name already has in the segment, or a free one. A server of one
+ * site counts none apart. In the creating process, after stats_open(). */
+void stats_register_sites(struct server *srv);
+
 /* A new generation of serving processes (after a reload). */
 void stats_new_generation(const struct server *srv);
 
@@ -136,6 +141,9 @@ static inline int64_t stats_clock_ns(void)
  * nanoseconds since its request head arrived, and whether it was not the
  * connection's first. */
 void stats_response(enum stats_method method, int status, uint64_t body_bytes, int64_t latency_ns, bool reused);
+
+/* The same response's site (its stats_index, >= 0). */
+void stats_site_response(int site);
 
 /* The same response's queue wait and service time (conn.h, request timing). */
 void stats_request_time(int64_t queue_ns, int64_t service_ns);

@@ -22,6 +22,7 @@
 
 #include "../config.h"
 #include "../log/log.h"
+#include "../site/names.h"
 #include "wire.h"
 
 /* Mozilla's "intermediate" profile (v5.7), minus its DHE suites: ECDHE only;
@@ -34,10 +35,20 @@
 
 #define TICKET_SECRET_LEN 32
 
+/* A [site NAME]'s names and, when it has one, its certificate: held by an
+ * SSL_CTX of its own that only loads and keeps it (the handshake stays on
+ * the shared context, its ALPN, tickets and policy; SNI swaps in the pair). */
+struct tls_site {
+	char names[SITE_NAMES_LIST_MAX];
+	SSL_CTX *cert; /* NULL: the site uses the top level's certificate */
+};
+
 struct tls_context {
 	SSL_CTX *ctx;
 	unsigned char ticket_secret[TICKET_SECRET_LEN];
 	bool ktls; /* the kernel offers TLS: connections try to hand TX to it */
+	struct tls_site *sites;
+	int nsites;
 };
 
 /* The keys of one rotation period, derived from the generation's secret. */
@@ -127,6 +138,46 @@ static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *ou
 	return SSL_TLSEXT_ERR_OK;
 }
 
+/* The SNI's site: the best match over every site's names, as a request's
+ * Host is matched (site/names.h); -1 for none. */
+static int sni_site(const struct tls_context *t, const char *sni)
+{
+	size_t len, best_score = 0;
+	int best = -1;
+	if (!sni)
+		return -1;
+	const char *host = site_host_part(sni, strlen(sni), &len);
+	for (int i = 0; i < t->nsites; i++) {
+		size_t score = site_names_match(t->sites[i].names, host, len);
+		if (score > best_score) {
+			best = i;
+			best_score = score;
+		}
+	}
+	return best;
+}
+
+/* RFC 6066 3: the certificate of the site the client names; a name no site
+ * claims, or a site without a certificate of its own, keeps the top
+ * level's (the handshake goes on: the site answers, or refuses, per
+ * request). */
+static int servername_cb(SSL *ssl, int *alert, void *arg)
+{
+	const struct tls_context *t = arg;
+	(void)alert;
+	int i = sni_site(t, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
+	if (i < 0 || !t->sites[i].cert)
+		return SSL_TLSEXT_ERR_OK;
+	SSL_CTX *c = t->sites[i].cert;
+	STACK_OF(X509) *chain = NULL;
+	SSL_CTX_get0_chain_certs(c, &chain);
+	if (SSL_use_cert_and_key(ssl, SSL_CTX_get0_certificate(c), SSL_CTX_get0_privatekey(c), chain, 1) != 1) {
+		ERR_clear_error();
+		return SSL_TLSEXT_ERR_OK; /* the top level's certificate, then: the client judges it */
+	}
+	return SSL_TLSEXT_ERR_OK;
+}
+
 #define PEM_SCAN_MAX (1 << 20) /* a chain or key file is a few KiB */
 
 /* The labels of the PEM blocks in path ("CERTIFICATE, PRIVATE KEY"), into
@@ -207,6 +258,73 @@ static bool readable(const char *key, const char *path)
 	return regular;
 }
 
+/* A certificate chain and its key into ctx; 0, or -1 after saying what is
+ * wrong with which file. who: "" for the top level, "[site NAME] ". */
+static int load_pair(SSL_CTX *ctx, const char *who, const char *cert, const char *key)
+{
+	char cert_key[96], key_key[96];
+	snprintf(cert_key, sizeof(cert_key), "%stls_certificate", who);
+	snprintf(key_key, sizeof(key_key), "%stls_certificate_key", who);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		log_file_error(cert_key, cert, false);
+		return -1;
+	}
+	/* loading the key already compares it with the certificate */
+	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		unsigned long e = ERR_peek_last_error();
+		if (ERR_GET_LIB(e) != ERR_LIB_X509 || ERR_GET_REASON(e) != X509_R_KEY_VALUES_MISMATCH) {
+			log_file_error(key_key, key, true);
+			return -1;
+		}
+	}
+	if (ERR_peek_last_error() || SSL_CTX_check_private_key(ctx) != 1) {
+		ERR_clear_error();
+		log_error("tls: %s '%s' is not the key of %s '%s' (the first certificate in that file)", key_key, key,
+			  cert_key, cert);
+		return -1;
+	}
+	return 0;
+}
+
+/* Every [site NAME]'s names, and its certificate where it has one: loaded
+ * now, as the top level's is, so a reload with a broken one is refused. */
+static int load_sites(struct tls_context *t, const struct config *cfg)
+{
+	if (cfg->nsites == 0)
+		return 0;
+	t->sites = calloc((size_t)cfg->nsites, sizeof(*t->sites));
+	if (!t->sites)
+		return -1;
+	t->nsites = cfg->nsites;
+	for (int i = 0; i < cfg->nsites; i++) {
+		const struct site_config *s = &cfg->sites[i];
+		char who[SITE_NAME_MAX + 16], cert_key[SITE_NAME_MAX + 48], key_key[SITE_NAME_MAX + 48];
+		snprintf(t->sites[i].names, sizeof(t->sites[i].names), "%s", s->names);
+		if (!s->tls_certificate[0])
+			continue;
+		snprintf(who, sizeof(who), "[site %s] ", s->name);
+		snprintf(cert_key, sizeof(cert_key), "%stls_certificate", who);
+		snprintf(key_key, sizeof(key_key), "%stls_certificate_key", who);
+		if (!readable(cert_key, s->tls_certificate) || !readable(key_key, s->tls_certificate_key))
+			return -1;
+		t->sites[i].cert = SSL_CTX_new(TLS_server_method());
+		if (!t->sites[i].cert || load_pair(t->sites[i].cert, who, s->tls_certificate, s->tls_certificate_key) < 0)
+			return -1;
+	}
+	SSL_CTX_set_tlsext_servername_callback(t->ctx, servername_cb);
+	SSL_CTX_set_tlsext_servername_arg(t->ctx, t);
+	return 0;
+}
+
+int tls_site_of(const void *ssl)
+{
+	const struct tls_context *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX((const SSL *)ssl));
+	const char *sni = SSL_get_servername((const SSL *)ssl, TLSEXT_NAMETYPE_host_name);
+	if (!sni || !*sni)
+		return -1;
+	return t ? 1 + sni_site(t, sni) : 0;
+}
+
 bool tls_kernel_available(void)
 {
 	char ulps[256] = "";
@@ -260,24 +378,8 @@ struct tls_context *tls_context_new(const struct config *cfg)
 	SSL_CTX_set_alpn_select_cb(t->ctx, alpn_select_cb, NULL);
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections give their record buffers back */
 
-	if (SSL_CTX_use_certificate_chain_file(t->ctx, cfg->tls_certificate) != 1) {
-		log_file_error("tls_certificate", cfg->tls_certificate, false);
+	if (load_pair(t->ctx, "", cfg->tls_certificate, cfg->tls_certificate_key) < 0 || load_sites(t, cfg) < 0)
 		goto fail;
-	}
-	/* loading the key already compares it with the certificate */
-	if (SSL_CTX_use_PrivateKey_file(t->ctx, cfg->tls_certificate_key, SSL_FILETYPE_PEM) != 1) {
-		unsigned long e = ERR_peek_last_error();
-		if (ERR_GET_LIB(e) != ERR_LIB_X509 || ERR_GET_REASON(e) != X509_R_KEY_VALUES_MISMATCH) {
-			log_file_error("tls_certificate_key", cfg->tls_certificate_key, true);
-			goto fail;
-		}
-	}
-	if (ERR_peek_last_error() || SSL_CTX_check_private_key(t->ctx) != 1) {
-		ERR_clear_error();
-		log_error("tls: tls_certificate_key '%s' is not the key of tls_certificate '%s' (the first certificate "
-			  "in that file)", cfg->tls_certificate_key, cfg->tls_certificate);
-		goto fail;
-	}
 	/* Kernel TLS: after a TLS 1.3 handshake the wire hands the server's
 	 * write keys to the socket, and file bodies go out with sendfile again
 	 * (wire.c, ktls.h). The key-log callback is how OpenSSL over memory BIOs
@@ -307,6 +409,9 @@ void tls_context_free(struct tls_context *t)
 	if (!t)
 		return;
 	SSL_CTX_free(t->ctx);
+	for (int i = 0; i < t->nsites; i++)
+		SSL_CTX_free(t->sites[i].cert);
+	free(t->sites);
 	OPENSSL_cleanse(t->ticket_secret, sizeof(t->ticket_secret));
 	free(t);
 }

@@ -7,7 +7,11 @@
  * ticket issued by one resumes in any other. Ticket keys rotate every
  * TLS_TICKET_ROTATE_S seconds (derived from the secret and the period's
  * number, so no process has to tell another) and on reload (a new
- * generation draws a new secret). */
+ * generation draws a new secret).
+ *
+ * Each [site NAME] with a certificate of its own has it loaded here too;
+ * the client's SNI puts it on the connection (the handshake's policy, ALPN
+ * and tickets stay the shared context's). */
 #ifndef SPINDLE_TLS_CONTEXT_H
 #define SPINDLE_TLS_CONTEXT_H
 
@@ -24,6 +28,12 @@ struct tls_context;
  * the file at fault (unreadable, not a certificate, key does not match). */
 struct tls_context *tls_context_new(const struct config *cfg);
 void tls_context_free(struct tls_context *t);
+
+/* The site an established connection's SNI names, as its certificate was
+ * chosen (the best match of the sites' names): its index in the server's
+ * site table (site/site.h: 0 the top level's, i + 1 cfg->sites[i]), 0 for a
+ * name no site claims, -1 when the client sent no SNI. ssl: the SSL *. */
+int tls_site_of(const void *ssl);
 
 /* The OpenSSL context (an SSL_CTX *), for the transport layer. */
 void *tls_context_ssl_ctx(const struct tls_context *t);

@@ -515,6 +515,8 @@ static void tls_pump(struct wire *w)
 				if (SSL_session_reused(t->ssl))
 					STATS_ADD(s, tls_resumed, 1);
 			}
+			/* the site the SNI chose: a request's Host is checked against it */
+			conn_set_tls_site(w->core, tls_site_of(t->ssl));
 		}
 		if (t->state != TLS_OPEN)
 			return;

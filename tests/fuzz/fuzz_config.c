@@ -66,6 +66,7 @@ static int fz_load(const void *text, size_t len, struct config *cfg, bool valida
 {
 	char path[64];
 	int fd = fz_file(text, len, path, sizeof(path));
+	config_free(cfg); /* the sites of the input before */
 	config_defaults(cfg);
 	int before = reports;
 	int rc = config_load_file(cfg, path);

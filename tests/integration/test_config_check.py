@@ -313,6 +313,34 @@ BAD_SETS = [
     ("missing-config", ["--config", "absent.conf"]),
 ]
 
+# [site NAME] sections: every key a site takes, its rule sections, and what it
+# inherits from the top level (index, [headers]) printed in full
+SITES = """\
+[server]
+default_site = reject
+[http]
+index = home.html
+[headers]
+/ = X-Top: 1
+[site blog]
+names = blog.example.com *.blog.example.com
+root = www
+autoindex = json
+fallback = /index.html
+cors_origins = https://app.example.com
+[site blog redirects]
+/old = 301 /new
+[site blog cache_control]
+/assets/* = max-age=60
+[site shop]
+names = shop.example.com
+root = www
+index = index.htm
+[site shop headers]
+/ = X-Shop: yes
+"""
+CASES += [("sites", ["--config", "t.conf"], conf(SITES))]
+
 CASES += [(f"file-{name}", ["--config", "t.conf"], conf(body)) for name, body in BAD_LINES]
 CASES += [(name, args, {}) for name, args in BAD_SETS]
 

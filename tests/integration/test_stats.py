@@ -461,7 +461,7 @@ def test_cache_gauges_when_a_generation_drains_across_two_reloads(model, fresh_s
 OFF_LAYOUT, OFF_NSLOTS, OFF_NCACHES, OFF_SLOT_SIZE = 16, 68, 72, 76
 OFF_CACHES, OFF_SLOTS, OFF_PORT = 80, 88, 96
 OFF_NAME, OFF_MODEL, OFF_VERSION, OFF_BIND, OFF_ROOT, OFF_LISTEN = 112, 176, 208, 224, 288, 800
-REAL_SLOTS_OFF = 1344 + 1024 * 64  # the header, rounded to 64, then the cache blocks
+REAL_SLOTS_OFF = 3392 + 1024 * 64  # the header (with its site names), rounded to 64, then the cache blocks
 
 
 @pytest.fixture(scope="module")

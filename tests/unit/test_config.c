@@ -285,7 +285,8 @@ Test(config, site_keys_values_and_file_lines)
 	cr_expect_eq(config_set(&cfg, "access_log_format", "json", "--set"), 0);
 	cr_expect_eq(cfg.access_log_format, ACCESS_LOG_JSON);
 	cr_expect_eq(config_set(&cfg, "access_log_format", "JSON5", "--set"), -1);
-	cr_expect(strstr(last_msg, "access_log_format: 'JSON5' is not combined or json"), "%s", last_msg);
+	cr_expect(strstr(last_msg, "access_log_format: 'JSON5' is not combined, json or vhost_combined"), "%s",
+		  last_msg);
 
 	char path[32], want[64];
 	int r = load_text("[http]\nautoindex = html\n\n[log]\naccess_log_format = xml\n", &cfg, path);
@@ -384,7 +385,9 @@ Test(config, choices_parse_and_print_by_the_same_names)
 		{ "delay_kind", { "cpu", "wall", "sleep" }, "delay_kind: 'x' is not cpu, wall or sleep" },
 		{ "bucket_lock", { "bucket", "global" }, "bucket_lock: 'x' is not bucket or global" },
 		{ "log_level", { "debug", "info", "warn", "error" }, "log_level: 'x' is not debug, info, warn or error" },
-		{ "access_log_format", { "combined", "json" }, "access_log_format: 'x' is not combined or json" },
+		{ "access_log_format", { "combined", "json", "vhost_combined" },
+		  "access_log_format: 'x' is not combined, json or vhost_combined" },
+		{ "default_site", { "serve", "reject" }, "default_site: 'x' is not serve or reject" },
 	};
 	for (size_t i = 0; i < sizeof(choices) / sizeof(choices[0]); i++) {
 		for (size_t j = 0; choices[i].names[j]; j++) {

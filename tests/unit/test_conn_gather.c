@@ -15,6 +15,8 @@
 
 static struct config cfg;
 static struct server srv;
+static struct site_config top;
+static struct site site;
 static char root[] = "/tmp/spindle-test-conn-XXXXXX";
 
 static void setup(void)
@@ -27,9 +29,13 @@ static void setup(void)
 	fputs("Hello", f);
 	fclose(f);
 	config_defaults(&cfg);
+	strcpy(cfg.root, root);
 	srv.cfg = &cfg;
-	srv.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	cr_assert(srv.root_fd >= 0);
+	config_top_site(&cfg, &top);
+	cr_assert_eq(site_open(&site, &top, &cfg), 0);
+	site.acme_fd = site.stats_index = -1;
+	site.srv = &srv;
+	srv.sites = (struct site_table){ &site, 1, false };
 	srv.limits = (struct http_limits){ cfg.max_request_line, cfg.max_head, cfg.max_headers };
 	strcpy(srv.server_header, "Server: spindle/test\r\n");
 }
@@ -40,7 +46,7 @@ static void teardown(void)
 	snprintf(path, sizeof(path), "%s/a.txt", root);
 	unlink(path);
 	rmdir(root);
-	close(srv.root_fd);
+	site_close(&site);
 }
 
 TestSuite(conn_gather, .init = setup, .fini = teardown);

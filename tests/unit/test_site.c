@@ -65,7 +65,7 @@ static void respond(struct response *r, const char *raw)
 	snprintf(buf, sizeof(buf), "%s", raw);
 	cr_assert_gt(http_parse_request(buf, strlen(buf), &ts.srv.limits, &req), 0, "%s", raw);
 	response_init(r);
-	site_respond(&ts.srv, &req, &peer, r);
+	site_respond(server_default_site(&ts.srv), &req, &peer, r);
 	cr_assert_not(r->broken);
 }
 
