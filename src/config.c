@@ -81,6 +81,9 @@ static const struct name_value bucket_lock_names[] = {
 static const struct name_value access_log_format_names[] = {
 	{ "combined", ACCESS_LOG_COMBINED }, { "json", ACCESS_LOG_JSON }, { NULL, 0 },
 };
+static const struct name_value overload_names[] = {
+	{ "queue", OVERLOAD_QUEUE }, { "shed", OVERLOAD_SHED }, { NULL, 0 },
+};
 static const struct name_value log_level_names[] = {
 	{ "debug", LOG_DEBUG }, { "info", LOG_INFO }, { "warn", LOG_WARN }, { "error", LOG_ERROR }, { NULL, 0 },
 };
@@ -110,6 +113,8 @@ static const struct config_key config_keys[] = {
 	K("server", "group", key_name, group, "off"),
 	K("server", "landlock", key_bool, landlock, "on"),
 	K("server", "pid_file", key_string_off, pid_file, "off"),
+	C("server", "overload", overload, overload_names, "queue"),
+	N("server", "overload_target", key_duration, overload_target_ms, 1, 60000, "20ms"),
 
 	N("http", "keepalive_timeout", key_duration, keepalive_timeout_ms, 1, 3600000, "15s"),
 	N("http", "header_timeout", key_duration, header_timeout_ms, 1, 3600000, "10s"),

@@ -14,7 +14,12 @@ void h1_record_account(const struct h1_record *r, const char *peer, uint64_t sen
 	int64_t service = now > pickup ? now - pickup : 0;
 	/* stats: a few relaxed atomic adds to this worker's slot */
 	stats_response(r->method, r->status, sent - r->head_len, elapsed_ns, reused);
-	stats_request_time(pickup - ready, service);
+	/* the request-time histograms are those of requests served: a shed
+	 * one's long wait is counted as a shed, not as a queue wait served */
+	if (r->shed)
+		stats_shed();
+	else
+		stats_request_time(pickup - ready, service);
 	if (log_access_enabled()) {
 		struct access_entry e = {
 			.duration_us = (uint64_t)elapsed_ns / 1000,
@@ -27,6 +32,7 @@ void h1_record_account(const struct h1_record *r, const char *peer, uint64_t sen
 			.bytes = sent - r->head_len,
 			.referer = r->referer,
 			.user_agent = r->user_agent,
+			.shed = r->shed,
 		};
 		log_access(&e);
 	}

@@ -16,6 +16,7 @@ struct h1_record {
 	int64_t stats_t0;
 	int64_t ready_ns, pickup_ns, first_ns; /* its request's stamps (conn_readable) */
 	struct span request_line, referer, user_agent; /* into the input buffer */
+	bool shed;               /* answered 503 by the overload policy, not served */
 };
 
 /* A response's last byte is out (at now, CLOCK_MONOTONIC ns), sent bytes in

@@ -22,6 +22,7 @@
 
 #include "../http/parse.h"
 #include "../log/log.h"
+#include "../overload.h"
 #include "../server.h"
 #include "../site/site.h"
 #include "../stats/stats.h"
@@ -299,6 +300,7 @@ static void respond_request(struct conn *c)
 	h1_out_reset(c->out);
 	struct sockaddr_storage peer = { .ss_family = AF_UNSPEC };
 	memcpy(&peer, &c->peer_addr, sizeof(c->peer_addr));
+	c->req.shed = overload_should_shed(c->req_pickup_ns - c->req_ready_ns);
 	site_respond(c->srv, &c->req, &peer, &c->out->resp);
 	answer(c);
 }
@@ -548,6 +550,7 @@ static struct h1_record record_of(const struct conn *c)
 		.ready_ns = c->req_ready_ns,
 		.pickup_ns = c->req_pickup_ns,
 		.first_ns = c->first_byte_ns,
+		.shed = c->out->resp.shed,
 	};
 	if (c->have_req) {
 		rec.method = c->req.method == HTTP_GET ? STATS_GET : c->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;

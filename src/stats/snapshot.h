@@ -29,6 +29,8 @@ struct stats_totals {
 	bool has_times;  /* the segment's slots hold the two below (STATS_HAS_TIMES) */
 	uint64_t queue_ns_sum, service_ns_sum;
 	uint64_t queue[STATS_LADDER_BUCKETS], service[STATS_LADDER_BUCKETS];
+	bool has_shed;   /* the segment's slots count shed requests (STATS_HAS_SHED) */
+	uint64_t shed;
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;
 };
