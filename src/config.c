@@ -87,6 +87,9 @@ static const struct name_value access_log_format_names[] = {
 static const struct name_value default_site_names[] = {
 	{ "serve", DEFAULT_SITE_SERVE }, { "reject", DEFAULT_SITE_REJECT }, { NULL, 0 },
 };
+static const struct name_value overload_names[] = {
+	{ "queue", OVERLOAD_QUEUE }, { "shed", OVERLOAD_SHED }, { NULL, 0 },
+};
 static const struct name_value log_level_names[] = {
 	{ "debug", LOG_DEBUG }, { "info", LOG_INFO }, { "warn", LOG_WARN }, { "error", LOG_ERROR }, { NULL, 0 },
 };
@@ -117,6 +120,8 @@ static const struct config_key config_keys[] = {
 	K("server", "landlock", key_bool, landlock, "on"),
 	K("server", "pid_file", key_string_off, pid_file, "off"),
 	C("server", "default_site", default_site, default_site_names, "serve"),
+	C("server", "overload", overload, overload_names, "queue"),
+	N("server", "overload_target", key_duration, overload_target_ms, 1, 60000, "20ms"),
 
 	N("http", "keepalive_timeout", key_duration, keepalive_timeout_ms, 1, 3600000, "15s"),
 	N("http", "header_timeout", key_duration, header_timeout_ms, 1, 3600000, "10s"),

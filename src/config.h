@@ -16,6 +16,7 @@
 #include "site/rules.h"
 #include "http/encoding.h"
 #include "log/log.h"
+#include "overload.h"
 #include "workload/workload.h"
 
 /* One `listen` line: an address to serve on, with its options,
@@ -101,6 +102,8 @@ struct config {
 	int header_timeout_ms;
 	int send_timeout_ms;
 	int drain_timeout_ms;
+	enum overload_policy overload; /* what to do with requests that cannot be served in time */
+	int overload_target_ms;        /* shed: the queue wait to keep requests near */
 	size_t max_request_line;
 	size_t max_head;
 	size_t max_headers;

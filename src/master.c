@@ -33,6 +33,7 @@
 #include "models/child_signals.h" /* child_exit_ok, CHILD_FAILURE_IS_FATAL */
 #include "models/model.h"
 #include "notify.h"
+#include "overload.h"
 #include "pidfile.h"
 #include "privs.h"
 #include "server.h"
@@ -162,6 +163,7 @@ static void serving_main(struct master *m, struct generation *g, pid_t master_pi
 			server_close(&m->gens[i].srv);
 	listeners_forget_unused(&m->listeners, (int)(g - m->gens));
 	stats_serving_start(&g->srv);
+	overload_configure(g->cfg.overload, g->cfg.overload_target_ms);
 	/* The stop flag and eventfd are reset while the stop signals are still
 	 * blocked (as fork() left them): a SIGTERM sent right after the fork
 	 * (SIGHUP then SIGTERM to the master) stays pending until the unblock

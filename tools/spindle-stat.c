@@ -224,8 +224,8 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 		printf("%s\"%d\": %" PRIu64, i ? ", " : "", stats_code_values[i], t->code[i]);
 	printf("},\n");
 	printf("  \"bytes_sent\": %" PRIu64 ", \"keepalive_reuses\": %" PRIu64 ", \"timeouts\": %" PRIu64
-	       ", \"errors\": %" PRIu64 ", \"send_failures\": %" PRIu64 ",\n",
-	       t->bytes_sent, t->keepalive_reuses, t->timeouts, t->errors, t->send_failures);
+	       ", \"errors\": %" PRIu64 ", \"send_failures\": %" PRIu64 ", \"shed\": %" PRIu64 ",\n",
+	       t->bytes_sent, t->keepalive_reuses, t->timeouts, t->errors, t->send_failures, t->shed);
 	printf("  \"tls\": {\"handshakes\": %" PRIu64 ", \"resumed\": %" PRIu64 ", \"handshake_failures\": %" PRIu64
 	       "},\n",
 	       t->tls_handshakes, t->tls_resumed, t->tls_handshake_failures);
@@ -324,8 +324,11 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 	       lookups ? 100.0 * (double)(t->cache_hits - p->cache_hits) / (double)lookups : 0.0, t->cache_entries,
 	       t->cache_entries == 1 ? "file" : "files", cb, u2, t->cache_evictions,
 	       t->cache_evictions == 1 ? "eviction" : "evictions");
-	printf("  timeouts   %8" PRIu64 "   errors %" PRIu64 " (send failures %" PRIu64 ")\n\n", t->timeouts, t->errors,
+	printf("  timeouts   %8" PRIu64 "   errors %" PRIu64 " (send failures %" PRIu64 ")\n", t->timeouts, t->errors,
 	       t->send_failures);
+	if (t->shed)
+		printf("  shed       %8" PRIu64 "   answered 503 by the overload policy\n", t->shed);
+	printf("\n");
 	if (t->tls_handshakes || t->tls_handshake_failures)
 		printf("  tls        %8" PRIu64 "   handshakes, %" PRIu64 " resumed, %" PRIu64 " failed\n\n",
 		       t->tls_handshakes, t->tls_resumed, t->tls_handshake_failures);

@@ -71,6 +71,10 @@ struct http_request {
 	uint64_t content_length;
 	bool chunked;            /* Transfer-Encoding: chunked */
 	size_t header_count;
+
+	/* Not parsed: the session sets it when the overload policy sheds this
+	 * request (overload.h); the site then answers 503 without serving it. */
+	bool shed;
 };
 
 /* Where an incomplete parse stopped, so the next call with more bytes scans

@@ -58,6 +58,7 @@ struct response {
 	bool linger;             /* ... and framing is in doubt: the client may still be sending */
 	bool broken;             /* a field or value did not fit: the session answers 500 instead */
 	bool no_server;          /* the session's Server field is left out (a [headers] rule) */
+	bool shed;               /* the overload policy answered it (overload.h): not served */
 
 	/* what filters read: the selected representation's validators, whether
 	 * Range may apply, whether the answer varies with Accept-Encoding */

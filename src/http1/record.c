@@ -14,7 +14,12 @@ void h1_record_account(const struct h1_record *r, const char *peer, uint64_t sen
 	int64_t service = now > pickup ? now - pickup : 0;
 	/* stats: a few relaxed atomic adds to this worker's slot */
 	stats_response(r->method, r->status, sent - r->head_len, elapsed_ns, reused);
-	stats_request_time(pickup - ready, service);
+	/* the request-time histograms are those of requests served: a shed
+	 * one's long wait is counted as a shed, not as a queue wait served */
+	if (r->shed)
+		stats_shed();
+	else
+		stats_request_time(pickup - ready, service);
 	if (r->site_stats > 0)
 		stats_site_response(r->site_stats - 1);
 	if (log_access_enabled()) {
@@ -30,6 +35,7 @@ void h1_record_account(const struct h1_record *r, const char *peer, uint64_t sen
 			.referer = r->referer,
 			.user_agent = r->user_agent,
 			.site = r->site,
+			.shed = r->shed,
 		};
 		log_access(&e);
 	}

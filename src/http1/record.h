@@ -18,6 +18,7 @@ struct h1_record {
 	struct span request_line, referer, user_agent; /* into the input buffer */
 	const char *site;        /* the site's name for the log, or NULL (a server of one site) */
 	int site_stats;          /* its per-site counter + 1; 0 (as a record that names none is): none */
+	bool shed;               /* answered 503 by the overload policy, not served */
 };
 
 /* A response's last byte is out (at now, CLOCK_MONOTONIC ns), sent bytes in

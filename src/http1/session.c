@@ -22,6 +22,7 @@
 
 #include "../http/parse.h"
 #include "../log/log.h"
+#include "../overload.h"
 #include "../server.h"
 #include "../site/site.h"
 #include "../stats/stats.h"
@@ -315,6 +316,7 @@ static void respond_request(struct conn *c)
 	struct sockaddr_storage peer = { .ss_family = AF_UNSPEC };
 	memcpy(&peer, &c->peer_addr, sizeof(c->peer_addr));
 	int refused = site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
+	c->req.shed = !refused && overload_should_shed(c->req_pickup_ns - c->req_ready_ns);
 	if (refused)
 		site_error(c->site, refused, &c->out->resp);
 	else
@@ -572,6 +574,7 @@ static struct h1_record record_of(const struct conn *c)
 		.first_ns = c->first_byte_ns,
 		.site = c->site->log_name,
 		.site_stats = c->site->stats_index + 1,
+		.shed = c->out->resp.shed,
 	};
 	if (c->have_req) {
 		rec.method = c->req.method == HTTP_GET ? STATS_GET : c->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;

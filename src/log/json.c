@@ -131,6 +131,8 @@ size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 	outbuf_u64(&b, a->service_us);
 	outbuf_puts(&b, ",\"first_byte_us\":");
 	outbuf_u64(&b, a->first_byte_us);
+	if (a->shed)
+		outbuf_puts(&b, ",\"shed\":\"queue_wait\"");
 	jstring(&b, ",\"referer\":", a->referer, true, strings / 4);
 	jstring(&b, ",\"user_agent\":", a->user_agent, true, strings / 4);
 	jstring(&b, ",\"model\":", cstr(a->model), false, 32);

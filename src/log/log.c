@@ -552,6 +552,7 @@ static void log_access_json(const struct access_entry *e)
 		.bytes = e->bytes,
 		.duration_us = e->duration_us,
 		.queue_us = e->queue_us,
+		.shed = e->shed,
 		.service_us = e->service_us,
 		.first_byte_us = e->first_byte_us,
 		.referer = e->referer,

@@ -416,6 +416,28 @@ static bool respond_redirect_rule(struct site_exchange *x)
 }
 
 /* The answer before the steps over it: the first step that answers wins. */
+static bool path_equals(const struct http_request *req, const char *path)
+{
+	size_t n = strlen(path);
+	return n && req->path.len == n && memcmp(req->path.p, path, n) == 0;
+}
+
+/* The load balancer's check and the operator's statistics are answered even
+ * while requests are shed: an overloaded instance must still say how it is. */
+static bool never_shed(const struct config *cfg, const struct http_request *req)
+{
+	return path_equals(req, cfg->health_path) ||
+	       (cfg->metrics && (path_equals(req, cfg->metrics_path) || path_equals(req, cfg->status_path)));
+}
+
+/* A shed request: 503 at once, no file looked at, and when to come back. */
+static void respond_shed(struct site_exchange *x)
+{
+	site_error(x->site, 503, x->resp);
+	response_field_str(x->resp, "Retry-After", "1");
+	x->resp->shed = true;
+}
+
 static void route(struct site_exchange *x)
 {
 	const struct config *cfg = x->cfg;
@@ -427,6 +449,10 @@ static void route(struct site_exchange *x)
 	}
 	if (site_refuse(x->site, x->req, x->resp))
 		return;
+	if (x->req->shed && !never_shed(cfg, x->req)) {
+		respond_shed(x);
+		return;
+	}
 	/* before any redirect: the ACME server asks over plain HTTP */
 	if (cfg->acme_webroot[0] && respond_acme(x))
 		return;

@@ -75,6 +75,9 @@ struct stats_slot {
 	/* added after the fields above (STATS_HAS_SITES): responses per site,
 	 * by the header's site[] index */
 	atomic_ullong site_requests[STATS_SITES_MAX];
+	/* added after the times, the same way (STATS_HAS_SHED): requests
+	 * answered 503 by the overload policy instead of being served */
+	atomic_ullong shed;
 };
 
 /* The gauges of one process's file cache. */
@@ -123,6 +126,7 @@ struct stats_header {
 #define STATS_HEADER_MIN (offsetof(struct stats_header, listen))
 /* The slot's fields up to the timing histograms: what every version-1 segment has. */
 #define STATS_SLOT_MIN (offsetof(struct stats_slot, queue_ns_sum))
+#define STATS_HAS_SHED(h) ((h)->slot_size >= offsetof(struct stats_slot, shed) + sizeof(((struct stats_slot *)0)->shed))
 #define STATS_HAS_TIMES(h) ((h)->slot_size >= offsetof(struct stats_slot, service) + sizeof(((struct stats_slot *)0)->service))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 #define STATS_HAS_SITES(h)                                                                                  \

@@ -29,6 +29,7 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 	t->taken_mono_ns = stats_mono_ns();
 	t->has_times = STATS_HAS_TIMES(h);
 	t->has_sites = STATS_HAS_SITES(h);
+	t->has_shed = STATS_HAS_SHED(h);
 	for (uint32_t i = 0; i < h->nslots; i++) {
 		struct stats_slot *s = stats_slot_at(h, i);
 		t->accepted += LOAD(s->accepted);
@@ -53,6 +54,8 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->tls_handshakes += LOAD(s->tls_handshakes);
 		t->tls_resumed += LOAD(s->tls_resumed);
 		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
+		if (t->has_shed)
+			t->shed += LOAD(s->shed);
 		if (!t->has_times)
 			continue; /* an older build's slots end before them */
 		if (t->has_sites)

@@ -31,6 +31,8 @@ struct stats_totals {
 	uint64_t queue[STATS_LADDER_BUCKETS], service[STATS_LADDER_BUCKETS];
 	bool has_sites;  /* STATS_HAS_SITES: site_requests holds, by the header's site[] index */
 	uint64_t site_requests[STATS_SITES_MAX];
+	bool has_shed;   /* the segment's slots count shed requests (STATS_HAS_SHED) */
+	uint64_t shed;
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;
 };

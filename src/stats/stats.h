@@ -129,6 +129,14 @@ static inline void stats_send_failed(void)
 	}
 }
 
+/* A request the overload policy answered 503 instead of serving it. */
+static inline void stats_shed(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, shed, 1);
+}
+
 /* A monotonic nanosecond clock reading (vDSO, no system call). */
 static inline int64_t stats_clock_ns(void)
 {

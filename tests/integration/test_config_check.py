@@ -45,6 +45,8 @@ real_ip_from = 10.0.0.2 fd00::/64 unix:
 user = nobody
 group = nogroup
 landlock = off
+overload = shed
+overload_target = 150ms
 
 [http]
 keepalive_timeout = 500ms
@@ -143,6 +145,8 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
     ("enums-2", ["--set", "symlinks=inside", "--set", "log_level=info", "--set", "delay_kind=cpu",
                  "--set", "autoindex=off"], {}),
     ("enums-3", ["--set", "log_level=error", "--set", "symlinks=all", "--set", "access_log_format=json"], {}),
+    ("overload-queue", ["--set", "overload=queue", "--set", "overload_target=1s"], {}),
+    ("overload-bad", ["--set", "overload=drop"], {}),
     # units, bounds exactly, booleans spelled every way, keys before any section
     ("units-and-bounds", ["--config", "t.conf"], conf("""\
 port = 0

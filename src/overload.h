@@ -1,0 +1,40 @@
+/* overload.h - what a serving process does with requests it cannot serve in
+ * time ([server] overload). `queue` lets them wait, as every server does;
+ * `shed` keeps the time requests wait for the server near overload_target by
+ * answering 503 with Retry-After, cheaply, to those that waited longest once
+ * the wait has stayed above the target for an interval (CoDel's rule, over
+ * each request's queue wait: conn.h, request timing). */
+#ifndef SPINDLE_OVERLOAD_H
+#define SPINDLE_OVERLOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum overload_policy { OVERLOAD_QUEUE, OVERLOAD_SHED };
+
+/* How long the queue wait must stay above the target before shedding starts:
+ * CoDel's interval, about a worst-case round trip. */
+#define OVERLOAD_INTERVAL_MS 100
+
+/* The controller, one per serving process and shared by its threads; its
+ * fields are private to overload.c. */
+struct overload {
+	_Atomic int64_t above_since_ns; /* when the wait first went above the target, this streak; 0: it is below */
+	_Atomic bool shedding;
+	_Atomic uint64_t shed;          /* requests shed in this episode, for its log line */
+	int64_t target_ns, interval_ns;
+};
+
+void overload_init(struct overload *o, int64_t target_ns, int64_t interval_ns);
+
+/* A request starts after waiting wait_ns for the server (queue wait); now_ns
+ * on the same clock. True: shed it. Logs when shedding starts and ends. */
+bool overload_shed(struct overload *o, int64_t wait_ns, int64_t now_ns);
+
+/* The serving process's controller, set up from its configuration. */
+void overload_configure(enum overload_policy policy, int target_ms);
+/* The session's question, as a request is handed to the site after waiting
+ * wait_ns for the server: shed it? Nothing but a flag test under `queue`. */
+bool overload_should_shed(int64_t wait_ns);
+
+#endif
