@@ -115,8 +115,10 @@ def instances(tmp_path):
 # kill -9
 # --------------------------------------------------------------------------
 
+# Every model whose serving process test_faults.py does not kill under wrk
+# (there: fork, prefork and epoll).
 @pytest.mark.expect_restart
-@pytest.mark.parametrize("model", ["epoll", "pool"])
+@pytest.mark.parametrize("model", ["epoll", "pool", "thread", "uring", "iterative"])
 def test_kill9_serving_process_is_replaced(model, instances, docroot):
     need(model)
     srv = instances(model, root=docroot.path)
