@@ -206,7 +206,15 @@ def _fresh_https_waits(port: int, ctx: ssl.SSLContext, count: int = 5) -> list[f
 SLOW_HANDSHAKES = 50
 
 
+# Whether a fresh client waits is the subject of the next two (`timing`):
+# under the sanitizers they run under epoll only. The TLS wire's partial
+# records, both ways, are one module whichever model drives it (the same
+# module under epoll here, and fuzz_tls's random splits); each model's
+# reads and writes over TLS run there in the keep-alive, pipelining, big
+# file and Expect tests above and below, and its handshake left half-way in
+# test_slow_handshake_cut_by_header_timeout.
 @pytest.mark.concurrent
+@pytest.mark.timing
 def test_slow_handshakes_do_not_delay_a_fresh_client(model, fresh_server, certs):
     """50 clients trickling a ClientHello a byte at a time (TLS's slowloris)
     beside a fresh HTTPS client: with default threads the fresh one is
@@ -242,6 +250,7 @@ SLOW_TLS_CLIENTS = 40  # of each kind: more than pool's and prefork's default th
 
 
 @pytest.mark.concurrent
+@pytest.mark.timing
 def test_slow_tls_readers_and_writers_do_not_delay_a_fresh_client(model, fresh_server, certs):
     """After the handshake: slow readers (a 5 MiB download read one TLS record
     per half second through a small receive buffer, so the server's writes
