@@ -4,7 +4,7 @@
   `spindle --list-models` (tests are grouped by model), except tests marked
   `semantics`: they run under SEMANTICS_MODEL only (see "Semantics: one model"),
   tests marked `models(...)`, which name their models, and, against a
-  sanitizer build, tests marked `timing` (SEMANTICS_MODEL only).
+  ASan build, tests marked `timing` (SEMANTICS_MODEL only).
 * `servers(**settings)` returns a server for (model, docroot, settings), started
   once per module and reused; after each test it must still be alive.
 * `fresh_server(**settings)` starts a dedicated server for one test (logs,
@@ -81,9 +81,9 @@ def pytest_configure(config):
         "large files, keep-alive, timeouts, closing): runs under every model")
     config.addinivalue_line(
         "markers", "timing: its subject is a duration or a CPU share over a wall-clock window, and every "
-        "model's code it drives also runs in quicker per-model tests: against a sanitizer build (which "
-        f"judges memory, UB and races, and stretches every duration) it runs under {SEMANTICS_MODEL} only; "
-        f"the plain suite runs it under every model ({ALL_MODELS_ENV}=1: every model everywhere)")
+        "model's code it drives also runs in quicker per-model tests: against an ASan build (which judges "
+        f"memory and UB, and stretches every duration) it runs under {SEMANTICS_MODEL} only; the plain and "
+        f"TSan suites run it under every model they run ({ALL_MODELS_ENV}=1: every model everywhere)")
     config.addinivalue_line(
         "markers", "models(*names): runs under these models only, where the code the test is about differs "
         f"between models and the rest share it with one of them (the reason is beside the marker; "
@@ -108,12 +108,13 @@ def pytest_configure(config):
 # makes one model enough. SPINDLE_TEST_ALL_MODELS=1 runs every test under
 # every model again (after a change to a model or to the driver contract).
 #
-# Sanitizer suites: a test marked `timing` measures time (a deadline, a
-# latency, a CPU share over a window); under ASan or TSan it runs under
+# ASan suite: a test marked `timing` measures time (a deadline, a latency, a
+# CPU share over a window); against an ASan build it runs under
 # SEMANTICS_MODEL only. What it drives on the other models (the same reads,
-# writes, timers and closes) runs under the sanitizers in the per-model tests
-# its docstring or marker comment names, and the plain suite still times
-# every model.
+# writes, timers and closes) runs under ASan in the per-model tests its
+# marker comment names, and the plain suite still times every model. TSan
+# keeps it under pool too: a race wants the crowd of connections these tests
+# bring to pool's threads, which a quicker test does not.
 SEMANTICS_MODEL = "epoll"  # the default model
 ALL_MODELS_ENV = "SPINDLE_TEST_ALL_MODELS"
 
@@ -122,7 +123,7 @@ def one_model(node) -> bool:
     """True when node (a test, or its definition) runs under SEMANTICS_MODEL only."""
     if os.environ.get(ALL_MODELS_ENV, "") not in ("", "0"):
         return False
-    if node.get_closest_marker("timing") is not None and util.sanitized():
+    if node.get_closest_marker("timing") is not None and util.asan_build():
         return True
     if node.get_closest_marker("per_model") is not None:
         return False

@@ -126,7 +126,7 @@ def assert_held_without_spinning(srv: util.Server, model: str, who: str, churn_c
         f"{model}: {used:.2f} s CPU in {elapsed:.2f} s while out of descriptors: a busy loop"
 
 
-# sanitizers: each model out of descriptors in the tests below (and test_models.py's)
+# ASan: each model out of descriptors in the tests below (and test_models.py's)
 @pytest.mark.timing
 def test_descriptor_exhaustion_no_spin_and_recovery(model, docroot, tmp_path):
     srv = LimitedServer(model, docroot.path, tmp_path,

@@ -235,6 +235,9 @@ def test_kill9_prefork_worker_under_load(instances, docroot):
 # SIGHUP
 # --------------------------------------------------------------------------
 
+# Reloads under wrk: a load campaign, left out of the sanitizer runs, where
+# each model's reloads under load run in the reload storm below.
+@pytest.mark.campaign
 @pytest.mark.parametrize("model", ["epoll", "pool", "prefork"])
 def test_sighup_twice_under_load_zero_failures(model, instances, docroot):
     need(model)

@@ -160,7 +160,7 @@ def _campaign(srv: util.Server, writers: int, readers: int):
     assert crowd.dropped == 0, f"{crowd.dropped} slow clients were dropped before header_timeout"
 
 
-# Under the sanitizers, `timing` tests run under epoll only: each model's
+# Under ASan, `timing` tests run under epoll only: each model's
 # trickled heads and bodies run there in test_connection.py's split requests
 # and test_framing.py's bodies sent in pieces, its slow readers in
 # test_connection.py's slow reader and backpressure tests and

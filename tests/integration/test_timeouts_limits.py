@@ -40,7 +40,7 @@ def _assert_408_and_close(data: bytes):
     assert b"\r\nConnection: close\r\n" in data.split(b"\r\n\r\n", 1)[0] + b"\r\n", data[:300]
 
 
-@pytest.mark.timing  # sanitizers: byte-at-a-time reads in test_connection's split requests
+@pytest.mark.timing  # ASan: byte-at-a-time reads in test_connection's split requests
 def test_header_deadline_not_extended_by_trickling(quick):
     with quick.connect() as c:
         elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", util.scaled(5))
@@ -57,7 +57,7 @@ def test_header_deadline_for_trickled_request_line(quick):
     _assert_408_and_close(data)
 
 
-@pytest.mark.timing  # sanitizers: each model's deadline close in the partial-head test below
+@pytest.mark.timing  # ASan: each model's deadline close in the partial-head test below
 def test_silent_new_connection_closed(quick):
     # The listener defers the accept (TCP_DEFER_ACCEPT) until bytes come or,
     # for a silent client, the kernel's SYN-ACK retransmission about 1 s
@@ -95,7 +95,7 @@ def test_idle_keepalive_connection_closed(quick):
     assert 0.8 <= elapsed <= util.scaled(2.5), f"closed after {elapsed:.2f}s"
 
 
-@pytest.mark.timing  # sanitizers: keep-alive request after request in test_connection
+@pytest.mark.timing  # ASan: keep-alive request after request in test_connection
 def test_keepalive_timer_restarts_per_request(quick):
     """keepalive_timeout bounds idleness, not the connection's life."""
     with quick.connect() as c:
@@ -108,7 +108,7 @@ def test_keepalive_timer_restarts_per_request(quick):
 
 
 @pytest.mark.concurrent
-@pytest.mark.timing  # sanitizers: idle and trickling connections in the tests above
+@pytest.mark.timing  # ASan: idle and trickling connections in the tests above
 def test_others_served_while_connections_idle_or_trickling(quick):
     with quick.connect() as idle, quick.connect() as slow:
         idle.send(util.build_request("GET", "/a.txt"))

@@ -207,7 +207,7 @@ SLOW_HANDSHAKES = 50
 
 
 # Whether a fresh client waits is the subject of the next two (`timing`):
-# under the sanitizers they run under epoll only. The TLS wire's partial
+# under ASan they run under epoll only. The TLS wire's partial
 # records, both ways, are one module whichever model drives it (the same
 # module under epoll here, and fuzz_tls's random splits); each model's
 # reads and writes over TLS run there in the keep-alive, pipelining, big

@@ -81,20 +81,20 @@ def time_scale() -> float:
         return 1.0
 
 
-_sanitized_cache: bool | None = None
+_asan_cache: bool | None = None
 
 
-def sanitized() -> bool:
-    """The binary under test is an ASan or TSan build ($SPINDLE_BIN, say
-    ./spindle-asan): the suite then judges memory, UB and races, not time."""
-    global _sanitized_cache
-    if _sanitized_cache is None:
+def asan_build() -> bool:
+    """The binary under test is an AddressSanitizer build ($SPINDLE_BIN, say
+    ./spindle-asan): the suite then judges memory and UB, not time."""
+    global _asan_cache
+    if _asan_cache is None:
         try:
             data = spindle_bin().read_bytes()
         except OSError:
             data = b""
-        _sanitized_cache = b"__asan_init" in data or b"__tsan_init" in data
-    return _sanitized_cache
+        _asan_cache = b"__asan_init" in data
+    return _asan_cache
 
 
 def scaled(seconds: float) -> float:
