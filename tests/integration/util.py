@@ -81,20 +81,30 @@ def time_scale() -> float:
         return 1.0
 
 
-_asan_cache: bool | None = None
+_sanitizers_cache: set[str] | None = None
+
+
+def _sanitizers() -> set[str]:
+    global _sanitizers_cache
+    if _sanitizers_cache is None:
+        try:
+            data = spindle_bin().read_bytes()
+        except OSError:
+            data = b""
+        _sanitizers_cache = {name for name in ("asan", "tsan") if f"__{name}_init".encode() in data}
+    return _sanitizers_cache
+
+
+def sanitized() -> bool:
+    """The binary under test is an ASan or TSan build: memory figures (PSS)
+    mean nothing there (redzones, quarantine, shadow memory)."""
+    return bool(_sanitizers())
 
 
 def asan_build() -> bool:
     """The binary under test is an AddressSanitizer build ($SPINDLE_BIN, say
     ./spindle-asan): the suite then judges memory and UB, not time."""
-    global _asan_cache
-    if _asan_cache is None:
-        try:
-            data = spindle_bin().read_bytes()
-        except OSError:
-            data = b""
-        _asan_cache = b"__asan_init" in data
-    return _asan_cache
+    return "asan" in _sanitizers()
 
 
 def scaled(seconds: float) -> float:
