@@ -2,7 +2,9 @@
 
 * Every test that uses the `model` fixture runs once per model printed by
   `spindle --list-models` (tests are grouped by model), except tests marked
-  `semantics`: they run under SEMANTICS_MODEL only (see "Semantics: one model").
+  `semantics`: they run under SEMANTICS_MODEL only (see "Semantics: one model"),
+  tests marked `models(...)`, which name their models, and, against a
+  ASan build, tests marked `timing` (SEMANTICS_MODEL only).
 * `servers(**settings)` returns a server for (model, docroot, settings), started
   once per module and reused; after each test it must still be alive.
 * `fresh_server(**settings)` starts a dedicated server for one test (logs,
@@ -78,6 +80,15 @@ def pytest_configure(config):
         "markers", "per_model: in a `semantics` module, a test that a model can change (I/O, bodies, "
         "large files, keep-alive, timeouts, closing): runs under every model")
     config.addinivalue_line(
+        "markers", "timing: its subject is a duration or a CPU share over a wall-clock window, and every "
+        "model's code it drives also runs in quicker per-model tests: against an ASan build (which judges "
+        f"memory and UB, and stretches every duration) it runs under {SEMANTICS_MODEL} only; the plain and "
+        f"TSan suites run it under every model they run ({ALL_MODELS_ENV}=1: every model everywhere)")
+    config.addinivalue_line(
+        "markers", "models(*names): runs under these models only, where the code the test is about differs "
+        f"between models and the rest share it with one of them (the reason is beside the marker; "
+        f"{ALL_MODELS_ENV}=1: every model)")
+    config.addinivalue_line(
         "markers", "solo: needs the CPU to itself to meet its bounds (busy work, spinning threads that "
         "must end in time); `make test` runs these after the parallel (pytest-xdist) run, alone")
 
@@ -96,6 +107,14 @@ def pytest_configure(config):
 # and compares the answers with SEMANTICS_MODEL's byte for byte: that is what
 # makes one model enough. SPINDLE_TEST_ALL_MODELS=1 runs every test under
 # every model again (after a change to a model or to the driver contract).
+#
+# ASan suite: a test marked `timing` measures time (a deadline, a latency, a
+# CPU share over a window); against an ASan build it runs under
+# SEMANTICS_MODEL only. What it drives on the other models (the same reads,
+# writes, timers and closes) runs under ASan in the per-model tests its
+# marker comment names, and the plain suite still times every model. TSan
+# keeps it under pool too: a race wants the crowd of connections these tests
+# bring to pool's threads, which a quicker test does not.
 SEMANTICS_MODEL = "epoll"  # the default model
 ALL_MODELS_ENV = "SPINDLE_TEST_ALL_MODELS"
 
@@ -104,6 +123,8 @@ def one_model(node) -> bool:
     """True when node (a test, or its definition) runs under SEMANTICS_MODEL only."""
     if os.environ.get(ALL_MODELS_ENV, "") not in ("", "0"):
         return False
+    if node.get_closest_marker("timing") is not None and util.asan_build():
+        return True
     if node.get_closest_marker("per_model") is not None:
         return False
     return node.get_closest_marker("semantics") is not None
@@ -114,6 +135,9 @@ def pytest_generate_tests(metafunc):
         names, _ = _models()
         if one_model(metafunc.definition) and SEMANTICS_MODEL in names:
             names = [SEMANTICS_MODEL]
+        chosen = metafunc.definition.get_closest_marker("models")
+        if chosen is not None and os.environ.get(ALL_MODELS_ENV, "") in ("", "0") and NO_BINARY not in names:
+            names = [n for n in names if n in chosen.args]
         metafunc.parametrize("model_name", names, scope="module")
 
 

@@ -80,6 +80,15 @@ def _served(srv: util.Server) -> bool:
 # kill -9
 # --------------------------------------------------------------------------
 
+# The master restarts a killed serving process, whatever its model, by the
+# same code (src/master.c), and keeps the listeners; what a model changes is
+# what dies with it and what the replacement starts. fork's children and
+# prefork's workers are processes of their own; epoll, the default, stands for
+# the models whose serving process is the whole of it (thread, pool, uring and
+# iterative: each is killed and replaced, a client waiting in the backlog
+# answered, in test_master.py's test_kill9_serving_process_is_replaced, and
+# reloaded under load there).
+@pytest.mark.models("fork", "prefork", "epoll")
 @pytest.mark.expect_restart
 @pytest.mark.concurrent
 @pytest.mark.parametrize("scheme", ["http", "https"])
@@ -141,6 +150,11 @@ def _config(model: str, workers: int, threads: int, keepalive_s: int) -> str:
             f"[http]\nkeepalive_timeout = {keepalive_s}\n")
 
 
+# The models whose sizes a reload can change (workers: epoll, uring, prefork;
+# threads: pool, prefork). For thread and fork this reload changes only the
+# keep-alive timeout, and their reloads under load are test_master.py's
+# (a fresh connection per request through 16 reloads, and a reload storm).
+@pytest.mark.models("epoll", "uring", "pool", "prefork")
 @pytest.mark.concurrent
 def test_reloads_with_new_settings_under_wrk_fail_nothing(model, started, docroot, tmp_path):
     """Two SIGHUPs, each changing workers, threads and the keep-alive
@@ -213,9 +227,12 @@ def _assert_nothing_failed(what: str, results: list[dict], plain: ShortConnLoad,
 
 # Reloads where every listener comes from `listen` lines, one of them TLS:
 # the listener set must follow the worker count and the model
-# whatever wire a listener carries.
+# whatever wire a listener carries. One plan both shrinks the set (to uring's
+# 2 loops) and grows it again (to epoll's 4): the master sizes the set from
+# the count alone (src/listeners.c), whichever model asks, so a plan within
+# one model (epoll 4 -> 2 -> 4) adds no path; test_master.py's reloads that
+# change workers run that plan, and more, over plain HTTP.
 TLS_RELOAD_STEPS = {
-    "workers": [("epoll", 4), ("epoll", 2), ("epoll", 4)],
     "models": [("epoll", 4), ("pool", 4), ("uring", 2), ("epoll", 4)],
 }
 
@@ -223,7 +240,7 @@ TLS_RELOAD_STEPS = {
 @pytest.mark.parametrize("steps", list(TLS_RELOAD_STEPS))
 def test_reloads_with_tls_listen_lines_under_wrk_fail_nothing(steps, started, docroot, certs, tmp_path):
     """wrk over plain HTTP and over HTTPS, and fresh connections on both,
-    through reloads 4 -> 2 -> 4 workers and epoll -> pool -> uring, with both
+    through reloads epoll/4 -> pool -> uring/2 -> epoll/4, with both
     addresses given as `listen` lines: 0 failed requests, every connection
     answered."""
 

@@ -115,8 +115,10 @@ def instances(tmp_path):
 # kill -9
 # --------------------------------------------------------------------------
 
+# Every model whose serving process test_faults.py does not kill under wrk
+# (there: fork, prefork and epoll).
 @pytest.mark.expect_restart
-@pytest.mark.parametrize("model", ["epoll", "pool"])
+@pytest.mark.parametrize("model", ["epoll", "pool", "thread", "uring", "iterative"])
 def test_kill9_serving_process_is_replaced(model, instances, docroot):
     need(model)
     srv = instances(model, root=docroot.path)
@@ -233,6 +235,9 @@ def test_kill9_prefork_worker_under_load(instances, docroot):
 # SIGHUP
 # --------------------------------------------------------------------------
 
+# Reloads under wrk: a load campaign, left out of the sanitizer runs, where
+# each model's reloads under load run in the reload storm below.
+@pytest.mark.campaign
 @pytest.mark.parametrize("model", ["epoll", "pool", "prefork"])
 def test_sighup_twice_under_load_zero_failures(model, instances, docroot):
     need(model)

@@ -245,6 +245,7 @@ def _timed_clients(srv: util.Server, keep_alive: bool) -> dict[str, float]:
     return latency
 
 
+@pytest.mark.timing  # ASan: every model's stamps in test_every_model_times_every_request
 @pytest.mark.parametrize("keep_alive", [False, True], ids=["reconnecting", "kept_alive"])
 def test_queue_wait_never_exceeds_what_the_client_waited(model, fresh_server, keep_alive):
     """A request's stamps cannot start before its client connected (or, kept

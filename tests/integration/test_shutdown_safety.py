@@ -30,6 +30,7 @@ def instance_pids(srv: util.Server) -> list[int]:
 
 
 @pytest.mark.concurrent
+@pytest.mark.timing  # ASan: a drain with a download in flight in test_signals.py, every model
 def test_drain_with_slow_download_costs_no_cpu(fresh_server, huge_docroot):
     """The fork model polled its stop eventfd while draining; the
     eventfd stays readable once stopping, so the drain spun at 100% CPU."""

@@ -160,16 +160,26 @@ def _campaign(srv: util.Server, writers: int, readers: int):
     assert crowd.dropped == 0, f"{crowd.dropped} slow clients were dropped before header_timeout"
 
 
+# Under ASan, `timing` tests run under epoll only: each model's
+# trickled heads and bodies run there in test_connection.py's split requests
+# and test_framing.py's bodies sent in pieces, its slow readers in
+# test_connection.py's slow reader and backpressure tests and
+# test_timeouts_limits.py's send timeout, its lingering close in
+# test_framing.py's 413s, and pipelining in test_pipelining.py.
+
+@pytest.mark.timing
 def test_fresh_client_beside_slow_writers(model, fresh_server):
     """200 clients trickling a head or a body, a byte per half second."""
     _campaign(fresh_server(**CAMPAIGN_SETTINGS), SLOW_CLIENTS, 0)
 
 
+@pytest.mark.timing
 def test_fresh_client_beside_slow_readers(model, fresh_server):
     """200 clients reading a 5 MB file a few bytes per half second."""
     _campaign(fresh_server(**CAMPAIGN_SETTINGS), 0, SLOW_CLIENTS)
 
 
+@pytest.mark.timing
 def test_fresh_client_beside_slow_readers_and_writers(model, fresh_server):
     """Both kinds at once, 200 of each."""
     _campaign(fresh_server(**CAMPAIGN_SETTINGS), SLOW_CLIENTS, SLOW_CLIENTS)
@@ -276,6 +286,7 @@ def _beside(srv: util.Server, target, *args):
         f"beside a flooding connection; bound {bound:.1f} s")
 
 
+@pytest.mark.timing
 def test_fresh_client_beside_flood_while_lingering(model, fresh_server, flood_file):
     """A client that floods bytes after its request was refused (the server
     half-closes and lingers, dropping what comes) shares the loop or worker
@@ -283,6 +294,7 @@ def test_fresh_client_beside_flood_while_lingering(model, fresh_server, flood_fi
     _beside(fresh_server(**ONE_WORKER), _flood_after_error, flood_file)
 
 
+@pytest.mark.timing
 def test_fresh_client_beside_fast_pipeliner(model, fresh_server):
     """A client pipelining requests as fast as it reads the responses."""
     answered = [0]

@@ -40,6 +40,7 @@ def _assert_408_and_close(data: bytes):
     assert b"\r\nConnection: close\r\n" in data.split(b"\r\n\r\n", 1)[0] + b"\r\n", data[:300]
 
 
+@pytest.mark.timing  # ASan: byte-at-a-time reads in test_connection's split requests
 def test_header_deadline_not_extended_by_trickling(quick):
     with quick.connect() as c:
         elapsed, data = _trickle_until_closed(c, b"GET /a.txt HTTP/1.1\r\nX-Slow: ", util.scaled(5))
@@ -48,6 +49,7 @@ def test_header_deadline_not_extended_by_trickling(quick):
     _assert_408_and_close(data)
 
 
+@pytest.mark.semantics  # the core's deadline; each model's trickled reads: the test above
 def test_header_deadline_for_trickled_request_line(quick):
     with quick.connect() as c:
         elapsed, data = _trickle_until_closed(c, b"GET /", util.scaled(5))
@@ -55,6 +57,7 @@ def test_header_deadline_for_trickled_request_line(quick):
     _assert_408_and_close(data)
 
 
+@pytest.mark.timing  # ASan: each model's deadline close in the partial-head test below
 def test_silent_new_connection_closed(quick):
     # The listener defers the accept (TCP_DEFER_ACCEPT) until bytes come or,
     # for a silent client, the kernel's SYN-ACK retransmission about 1 s
@@ -92,6 +95,7 @@ def test_idle_keepalive_connection_closed(quick):
     assert 0.8 <= elapsed <= util.scaled(2.5), f"closed after {elapsed:.2f}s"
 
 
+@pytest.mark.timing  # ASan: keep-alive request after request in test_connection
 def test_keepalive_timer_restarts_per_request(quick):
     """keepalive_timeout bounds idleness, not the connection's life."""
     with quick.connect() as c:
@@ -104,6 +108,7 @@ def test_keepalive_timer_restarts_per_request(quick):
 
 
 @pytest.mark.concurrent
+@pytest.mark.timing  # ASan: idle and trickling connections in the tests above
 def test_others_served_while_connections_idle_or_trickling(quick):
     with quick.connect() as idle, quick.connect() as slow:
         idle.send(util.build_request("GET", "/a.txt"))
@@ -121,6 +126,7 @@ def test_others_served_while_connections_idle_or_trickling(quick):
             time.sleep(0.2)
 
 
+@pytest.mark.semantics  # how the configuration reads a duration
 def test_duration_with_ms_suffix(servers):
     srv = servers(keepalive_timeout="500ms")
     with srv.connect() as c:
@@ -135,9 +141,27 @@ def test_duration_with_ms_suffix(servers):
 def test_send_timeout_drops_client_that_stops_reading(servers, huge_docroot):
     srv = servers(root=huge_docroot.path, send_timeout=1)
     with srv.connect(timeout=15, rcvbuf=4096) as c:
+        client_port = c.sock.getsockname()[1]
         c.send(util.build_request("GET", "/huge.bin"))
-        time.sleep(1 + util.scaled(2))  # read nothing for well over send_timeout
-        # dropped by now: only what the kernel buffered is left, then EOF
+        t0 = time.monotonic()
+        # Read nothing until the server's end of the connection, once seen
+        # ESTABLISHED, leaves that state (its close: FIN_WAIT1 behind the
+        # unsent bytes, or gone), for at most 1 + 2 s as the test always
+        # allowed; reading would restart the server's sends, so the drop must
+        # come while nothing is read.
+        seen = []
+
+        def server_closed() -> bool:
+            if util.TCP_ESTABLISHED in util.tcp_states(srv.port, client_port):
+                seen.append(True)
+                return False
+            return bool(seen)
+        dropped = util.wait_for(server_closed, 1 + util.scaled(2), interval=0.02)
+        stalled = time.monotonic() - t0
+        if not dropped:
+            pytest.fail(f"a client that stopped reading for {stalled:.1f} s (send_timeout=1) was not dropped")
+        assert stalled >= 0.8, f"dropped after {stalled:.2f} s of not reading, before send_timeout=1"
+        # dropped: only what the kernel buffered is left, then EOF
         t0 = time.monotonic()
         try:
             got = c.read_all(timeout=util.scaled(4))
@@ -185,6 +209,7 @@ def test_max_connections_extra_client_waits_in_backlog(servers, model):
             h.close()
 
 
+@pytest.mark.semantics  # the core's deadline; each model's trickled reads: the header test
 def test_body_deadline_not_extended_by_dribbling(quick):
     """A request body sent a byte at a time does not hold the connection past
     the header_timeout (absolute from the end of the head): 408 and close."""

@@ -81,6 +81,32 @@ def time_scale() -> float:
         return 1.0
 
 
+_sanitizers_cache: set[str] | None = None
+
+
+def _sanitizers() -> set[str]:
+    global _sanitizers_cache
+    if _sanitizers_cache is None:
+        try:
+            data = spindle_bin().read_bytes()
+        except OSError:
+            data = b""
+        _sanitizers_cache = {name for name in ("asan", "tsan") if f"__{name}_init".encode() in data}
+    return _sanitizers_cache
+
+
+def sanitized() -> bool:
+    """The binary under test is an ASan or TSan build: memory figures (PSS)
+    mean nothing there (redzones, quarantine, shadow memory)."""
+    return bool(_sanitizers())
+
+
+def asan_build() -> bool:
+    """The binary under test is an AddressSanitizer build ($SPINDLE_BIN, say
+    ./spindle-asan): the suite then judges memory and UB, not time."""
+    return "asan" in _sanitizers()
+
+
 def scaled(seconds: float) -> float:
     """A time bound, stretched by time_scale() under sanitizers."""
     return seconds * time_scale()
@@ -636,6 +662,29 @@ def wait_for(pred, timeout: float, interval: float = 0.05):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(interval)
+
+
+TCP_ESTABLISHED = "01"
+
+
+def tcp_states(local_port: int, remote_port: int) -> list[str]:
+    """The kernel's states (as /proc/net/tcp spells them: "01" ESTABLISHED,
+    "04" FIN_WAIT1, "06" TIME_WAIT...) of the TCP sockets from local_port to
+    remote_port, whichever process holds them; none once closed with a RST.
+    The server's end of a connection a client holds is (server port, the
+    client's port): its state shows the server's close even while the
+    client reads nothing."""
+    states = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for ln in lines:
+            f = ln.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == local_port and int(f[2].rsplit(":", 1)[1], 16) == remote_port:
+                states.append(f[3])
+    return states
 
 
 # --------------------------------------------------------------------------
