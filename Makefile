@@ -12,13 +12,13 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(CFLAGS) -pthread -MMD -MP -DSPINDLE_VERSIO
 ifeq ($(CI),true)
 ALL_CFLAGS += -Werror
 endif
-LDLIBS   := -pthread -linih -luring $(shell pkg-config --libs openssl)
+LDLIBS   := -pthread -linih -luring -lnghttp2 $(shell pkg-config --libs openssl)
 
 PORT     ?= 8080
 MODEL    ?=
 BUILD    ?= build
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/http1/*.c src/site/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c src/net/*.c))
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/http1/*.c src/http2/*.c src/site/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c src/net/*.c))
 MAIN_SRC := src/main.c
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
