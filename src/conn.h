@@ -1,7 +1,9 @@
 /* conn.h - the sans-I/O connection core: the contract between a driver
  * (src/models/) and a session. The HTTP/1.1 session (http1/session.c)
  * implements it; it hands each request to the site (site/site.h) and
- * serializes the response value it gets back (http1/serialize.h).
+ * serializes the response value it gets back (http1/serialize.h). A
+ * connection that opens with the HTTP/2 preface it hands to the HTTP/2
+ * session (http2/session.h), behind the same calls.
  *
  * A driver owns the socket and does every system call; the core owns the
  * HTTP state. The loop, in any model:
