@@ -83,6 +83,7 @@ struct conn {
 	 * each would cost every idle connection) */
 	bool have_req;
 	bool started;            /* a request was parsed: the preface can no longer come */
+	bool h2_only;            /* ALPN chose h2: the preface or nothing */
 	bool body_chunked;
 	bool interim;            /* sending "100 Continue"; the body is read after it */
 	uint64_t body_left;      /* Content-Length bytes still to discard */
@@ -171,6 +172,11 @@ void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerle
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer, sizeof(c->peer));
 	else if (peer && peer->sa_family == AF_UNIX)
 		strcpy(c->peer, "unix:"); /* a client's socket is unnamed; the log says which family */
+}
+
+void conn_set_h2_only(struct conn *c)
+{
+	c->h2_only = c->cfg->http2;
 }
 
 /* After a response with a big head (multipart, long redirect), give the memory back. */
@@ -434,6 +440,11 @@ static bool h2_handover(struct conn *c)
 	if (!c->cfg->http2 || c->started)
 		return false;
 	int m = h2_preface(c->in + c->in_start, c->in_end - c->in_start);
+	if (m < 0 && c->h2_only) {
+		log_debug("http2: %s sent no connection preface after choosing h2: closing", c->peer);
+		c->state = ST_CLOSE;
+		return true;
+	}
 	if (m < 0) {
 		c->started = true;
 		return false;

@@ -90,6 +90,7 @@ struct h2_stream {
 	int32_t id;
 	bool responded;        /* its response is submitted */
 	bool too_big;          /* its fields outgrew max_head: 431 */
+	bool early;            /* answered before the request's body ended (413) */
 	int parsed;            /* http_parse_request() of head: > 0 parsed, < 0 a status */
 	char *method, *path, *authority; /* pseudo-header fields */
 	char *fields;          /* the regular fields as HTTP/1.1 lines */
@@ -123,6 +124,15 @@ struct h2_session {
 	int64_t idle_since;       /* when the last stream closed (ms) */
 	int64_t readable_ns, read_ready_ns;
 	uint32_t nreq;
+	/* The client's frames as they pass (see scan_frames): where the next
+	 * frame header starts, the one being read, the highest stream a HEADERS
+	 * opened, and which of the 64 odd ids at or below it did. */
+	size_t scan_skip;         /* bytes to pass over: the preface, a payload */
+	unsigned char scan_hd[9];
+	size_t scan_hd_len;
+	uint32_t scan_max;
+	uint64_t scan_seen;       /* bit i: stream scan_max - 2 i had HEADERS */
+	bool refused;             /* a connection error was found: nothing more is read */
 	const char *peer;
 	struct sockaddr_storage peer_addr;
 };
@@ -371,7 +381,7 @@ static h2_ssize read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t 
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		/* answered before the request's body ended (413): the client may
 		 * stop sending it (RFC 9113 8.1) */
-		if (!nghttp2_session_get_stream_remote_close(ng, id))
+		if (st->early && !nghttp2_session_get_stream_remote_close(ng, id))
 			nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
 	}
 	return (h2_ssize)done;
@@ -424,7 +434,7 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 	if (rv != 0) {
 		log_error("http2: a response cannot be submitted: %s", nghttp2_strerror(rv));
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-	} else if (!body && !nghttp2_session_get_stream_remote_close(s->ng, st->id)) {
+	} else if (!body && st->early) {
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
 	}
 out:
@@ -438,6 +448,7 @@ static void stream_respond(struct h2_session *s, struct h2_stream *st, int statu
 	if (st->responded)
 		return;
 	st->responded = true;
+	st->early = status == 413; /* the only answer given before the request ends */
 	if (--s->waiting == 0)
 		s->busy_since = 0;
 	st->t0 = stats_clock_ns();
@@ -651,6 +662,7 @@ struct h2_session *h2_session_new(const struct server *srv, const char *peer, co
 	if (peer_addr && peerlen <= sizeof(s->peer_addr))
 		memcpy(&s->peer_addr, peer_addr, peerlen);
 	s->progress_ms = s->idle_since = conn_now_ms();
+	s->scan_skip = H2_PREFACE_LEN; /* the first bytes, h2_session_start's */
 	if (nghttp2_session_server_new2(&s->ng, h2_callbacks, s, h2_options) != 0) {
 		free(s);
 		return NULL;
@@ -719,13 +731,69 @@ static void h2_flush(struct h2_session *s)
 		s->state = H2_SHUTDOWN; /* GOAWAY out, no stream left: half-close, then linger */
 }
 
+/* A HEADERS frame opened (or continued) stream id: false when the id is
+ * below one already opened and was itself never opened, which RFC 9113
+ * 5.1.1 makes a connection error. nghttp2 lets that pass (it cannot tell a
+ * stream it has forgotten from one that never was); the 64 ids below the
+ * highest are remembered here, enough for any client that opens streams in
+ * order, and an older id is left to nghttp2. */
+static bool scan_headers(struct h2_session *s, uint32_t id)
+{
+	if (!(id & 1))
+		return true; /* not a client's stream: nghttp2 answers that */
+	if (id > s->scan_max) {
+		uint32_t shift = (id - s->scan_max) / 2;
+		s->scan_seen = shift >= 64 ? 0 : s->scan_seen << shift;
+		s->scan_seen |= 1;
+		s->scan_max = id;
+		return true;
+	}
+	uint32_t i = (s->scan_max - id) / 2;
+	return i >= 64 || (s->scan_seen >> i & 1);
+}
+
+/* Follows the frame headers in n received bytes; returns how many of them
+ * precede a frame that is a connection error nghttp2 would miss, or n. */
+static size_t scan_frames(struct h2_session *s, const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		if (s->scan_skip) {
+			size_t k = n - i < s->scan_skip ? n - i : s->scan_skip;
+			s->scan_skip -= k;
+			i += k;
+			continue;
+		}
+		size_t start = i;
+		while (i < n && s->scan_hd_len < 9)
+			s->scan_hd[s->scan_hd_len++] = p[i++];
+		if (s->scan_hd_len < 9)
+			break;
+		s->scan_hd_len = 0;
+		const unsigned char *h = s->scan_hd;
+		s->scan_skip = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
+		uint32_t id = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) & 0x7fffffffu;
+		if (h[3] == NGHTTP2_HEADERS && !scan_headers(s, id))
+			return start; /* the frame's bytes in p begin there */
+	}
+	return n;
+}
+
 /* The bytes of one read (or the HTTP/1.1 session's) into nghttp2. */
 static void h2_receive(struct h2_session *s, const char *buf, size_t n)
 {
 	int64_t now = stats_clock_ns();
 	s->read_ready_ns = s->readable_ns && s->readable_ns <= now ? s->readable_ns : now;
 	s->readable_ns = 0;
-	h2_ssize rv = h2_mem_recv(s->ng, (const uint8_t *)buf, n);
+	if (s->refused)
+		return;
+	size_t good = scan_frames(s, (const unsigned char *)buf, n);
+	h2_ssize rv = h2_mem_recv(s->ng, (const uint8_t *)buf, good);
+	if (rv >= 0 && good < n) {
+		log_debug("http2: %s opened a stream below one already opened: closing", s->peer);
+		s->refused = true;
+		nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+	}
 	if (rv < 0) {
 		/* a protocol error nghttp2 answers with GOAWAY returns >= 0; this
 		 * is one it cannot (a flood, no memory): close */
