@@ -27,9 +27,11 @@
  * DATA frames are interleaved by nghttp2 as the client's windows allow.
  *
  * Output is gathered: frames from nghttp2 are copied into one buffer of up
- * to H2_OUT_GATHER bytes, handed to the driver as one write. The buffer is
- * refilled only when empty, so the memory conn_output() described never
- * moves while a send may be in flight. */
+ * to H2_OUT_GATHER bytes, handed to the driver as one write; DATA payloads
+ * are read (pread, or copied from memory) straight into it, never into
+ * nghttp2's frame buffer first. The buffer is refilled only when empty, so
+ * the memory conn_output() described never moves while a send may be in
+ * flight. */
 #include "session.h"
 
 #include <ctype.h>
@@ -103,6 +105,7 @@ struct h2_stream {
 	uint64_t body_in;      /* request body bytes received and dropped */
 	size_t piece;          /* the body's send position: piece (or 0: the window) ... */
 	uint64_t pos;          /* ... and offset in it */
+	uint64_t left;         /* body bytes not yet announced in a DATA frame */
 	uint64_t sent;         /* DATA payload bytes out */
 	int64_t t0, ready_ns, first_ns;
 };
@@ -337,54 +340,87 @@ static bool body_piece(const struct h2_stream *st, const char **p, uint64_t *off
 	return true;
 }
 
-static h2_ssize read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
-			 nghttp2_data_source *source, void *user_data)
+/* Copies the body's next n bytes into buf (memory, or the file by pread),
+ * moving the send position; -1 when the file no longer has them. */
+static int body_copy(struct h2_stream *st, char *buf, size_t n)
 {
-	struct h2_stream *st = source->ptr;
 	struct response *r = &st->resp;
 	const char *p;
 	uint64_t off, len;
 	size_t done = 0;
 
-	(void)user_data;
-	while (done < length && body_piece(st, &p, &off, &len)) {
+	while (done < n && body_piece(st, &p, &off, &len)) {
 		if (st->pos == len) {
 			st->piece++;
 			st->pos = 0;
 			continue;
 		}
-		size_t n = length - done < len - st->pos ? length - done : (size_t)(len - st->pos);
+		size_t k = n - done < len - st->pos ? n - done : (size_t)(len - st->pos);
 		const char *m = p ? p + st->pos : response_body_bytes(r, off + st->pos);
 		if (m) {
-			memcpy(buf + done, m, n);
+			memcpy(buf + done, m, k);
 		} else {
-			ssize_t got = pread(r->body.fd, buf + done, n, (off_t)(off + st->pos));
+			ssize_t got = pread(r->body.fd, buf + done, k, (off_t)(off + st->pos));
 			if (got < 0 && errno == EINTR)
 				continue;
-			if (got <= 0) { /* the file shrank or failed under us: the length announced can't be kept */
-				if (done > 0)
-					break;
-				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-			}
-			n = (size_t)got;
+			if (got <= 0)
+				return -1;
+			k = (size_t)got;
 		}
-		st->pos += n;
-		done += n;
+		st->pos += k;
+		done += k;
 		if (!p && r->body.kind == RESPONSE_BODY_LISTING) /* a listing gives back what is sent */
 			response_body_sent(r, off + st->pos);
 	}
-	while (body_piece(st, &p, &off, &len) && st->pos == len) {
-		st->piece++;
-		st->pos = 0;
-	}
-	if (!body_piece(st, &p, &off, &len)) {
+	return done == n ? 0 : -1;
+}
+
+/* The next DATA frame's length. Its bytes are not copied into nghttp2's
+ * frame buffer (NGHTTP2_DATA_FLAG_NO_COPY): send_body() puts them straight
+ * into the gathered output, one copy (the pread) instead of two. */
+static h2_ssize read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+			 nghttp2_data_source *source, void *user_data)
+{
+	struct h2_stream *st = source->ptr;
+	size_t n = length < st->left ? length : (size_t)st->left;
+
+	(void)buf;
+	(void)user_data;
+	st->left -= n;
+	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+	if (st->left == 0) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		/* answered before the request's body ended (413): the client may
 		 * stop sending it (RFC 9113 8.1) */
 		if (st->early && !nghttp2_session_get_stream_remote_close(ng, id))
 			nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
 	}
-	return (h2_ssize)done;
+	return (h2_ssize)n;
+}
+
+static bool out_reserve(struct h2_session *s, size_t n);
+
+/* A DATA frame read_body() announced goes out: its header and its bytes
+ * into the gathered output (h2_flush, which runs with the buffer empty, so
+ * it may grow). */
+static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+		     nghttp2_data_source *source, void *user_data)
+{
+	struct h2_session *s = user_data;
+	struct h2_stream *st = source->ptr;
+
+	(void)ng;
+	if (frame->data.padlen > 0) /* no padding is ever asked for */
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	if (!out_reserve(s, 9 + length))
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	memcpy(s->out + s->out_len, framehd, 9);
+	/* the file shrank or failed under us: the length announced can't be
+	 * kept, the stream is reset */
+	if (body_copy(st, s->out + s->out_len + 9, length) < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	s->out_len += 9 + length;
+	return 0;
 }
 
 /* The value in st->resp as HEADERS (and DATA from read_body). */
@@ -429,6 +465,7 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 	if (r->lines_len)
 		nv_add_lines(&l, r->lines, r->lines_len, false);
 	bool body = !stream_is_head(st) && r->body.kind != RESPONSE_BODY_NONE && length > 0;
+	st->left = length;
 	h2_data_provider dp = { .source.ptr = st, .read_callback = read_body };
 	int rv = h2_submit_response(s->ng, st->id, l.nv, l.n, body ? &dp : NULL);
 	if (rv != 0) {
@@ -642,6 +679,7 @@ static void h2_init(void)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h2_callbacks, on_data_chunk_recv);
 	nghttp2_session_callbacks_set_on_frame_send_callback(h2_callbacks, on_frame_send);
 	nghttp2_session_callbacks_set_on_stream_close_callback(h2_callbacks, on_stream_close);
+	nghttp2_session_callbacks_set_send_data_callback(h2_callbacks, send_body);
 }
 
 /* ---- the session ---------------------------------------------------- */
@@ -696,6 +734,21 @@ void h2_session_free(struct h2_session *s)
 	free(s);
 }
 
+/* Room for n more bytes in s->out; only while nothing in it may be in
+ * flight (h2_flush). */
+static bool out_reserve(struct h2_session *s, size_t n)
+{
+	if (s->out_len + n <= s->out_cap)
+		return true;
+	size_t cap = s->out_len + n < H2_OUT_GATHER + 32 * 1024 ? H2_OUT_GATHER + 32 * 1024 : s->out_len + n;
+	char *q = realloc(s->out, cap);
+	if (!q)
+		return false;
+	s->out = q;
+	s->out_cap = cap;
+	return true;
+}
+
 /* Gathers what nghttp2 has to send into s->out, when it is empty; a
  * session that wants neither to read nor to write is over. */
 static void h2_flush(struct h2_session *s)
@@ -713,16 +766,9 @@ static void h2_flush(struct h2_session *s)
 		}
 		if (n == 0)
 			break;
-		if (s->out_len + (size_t)n > s->out_cap) {
-			size_t cap = s->out_len + (size_t)n < H2_OUT_GATHER + 16 * 1024 ? H2_OUT_GATHER + 16 * 1024
-											  : s->out_len + (size_t)n;
-			char *q = realloc(s->out, cap);
-			if (!q) {
-				s->state = H2_CLOSE;
-				return;
-			}
-			s->out = q;
-			s->out_cap = cap;
+		if (!out_reserve(s, (size_t)n)) {
+			s->state = H2_CLOSE;
+			return;
 		}
 		memcpy(s->out + s->out_len, p, (size_t)n);
 		s->out_len += (size_t)n;
