@@ -231,6 +231,48 @@ def test_idle_connection_gets_goaway(fresh_server):
     assert 0.8 < took < util.scaled(4), took
 
 
+def _headers(stream: int, path: bytes, end_stream: bool = True) -> bytes:
+    """A GET as a HEADERS frame, HPACK by hand: :method GET, :scheme http,
+    :path and :authority as literals."""
+    block = bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x01]) + b"a"
+    flags = 0x04 | (0x01 if end_stream else 0)
+    return len(block).to_bytes(3, "big") + bytes([1, flags]) + stream.to_bytes(4, "big") + block
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def test_zero_window_is_cut_by_send_timeout(fresh_server):
+    """The HTTP/2 slowloris: a client that grants no window holds a response
+    it never takes; send_timeout closes the connection."""
+    srv = fresh_server(send_timeout="1s")
+    settings = (6).to_bytes(3, "big") + bytes([4, 0]) + bytes(4) + struct.pack(">HI", 4, 0)  # INITIAL_WINDOW_SIZE 0
+    with socket.create_connection((HOST, srv.port)) as s:
+        s.sendall(PREFACE + settings + _headers(1, b"/a.txt"))
+        t0 = time.monotonic()
+        frames = _frames(s, util.scaled(6))
+        took = time.monotonic() - t0
+    assert [f for f in frames if f[0] == 1 and f[1] == 1], frames  # the response's HEADERS
+    assert not [f for f in frames if f[0] == 0 and f[2]], frames    # and no byte of its body
+    assert 0.8 < took < util.scaled(4), took
+
+
+def test_incomplete_request_is_cut_by_header_timeout(fresh_server):
+    """A stream whose request never ends (no END_STREAM, no body) closes the
+    connection after header_timeout, however the client keeps it busy."""
+    srv = fresh_server(header_timeout="1s")
+    with socket.create_connection((HOST, srv.port)) as s:
+        s.sendall(PREFACE + bytes(3) + bytes([4, 0]) + bytes(4) + _headers(1, b"/a.txt", end_stream=False))
+        t0 = time.monotonic()
+        for _ in range(3):  # PINGs do not extend it
+            time.sleep(0.3)
+            s.sendall((8).to_bytes(3, "big") + bytes([6, 0]) + bytes(4) + b"12345678")
+        frames = _frames(s, util.scaled(6))
+        took = time.monotonic() - t0
+    assert not [f for f in frames if f[0] == 1], frames
+    assert 0.8 < took < util.scaled(4), took
+
+
 def test_graceful_stop_lets_a_download_finish(fresh_server, huge_docroot, tmp_path):
     """SIGTERM with a stream in flight (50 MB at 25 MB/s: more than the
     socket buffers hold): GOAWAY, the stream finishes byte-exact within
