@@ -412,6 +412,11 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
 	(void)ng;
 	if (frame->data.padlen > 0) /* no padding is ever asked for */
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	/* One nghttp2_session_mem_send() call goes on from frame to frame as
+	 * long as the client's window allows (megabytes): the write is full,
+	 * this frame waits for the next call. */
+	if (s->out_len >= H2_OUT_GATHER)
+		return NGHTTP2_ERR_WOULDBLOCK;
 	if (!out_reserve(s, 9 + length))
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	memcpy(s->out + s->out_len, framehd, 9);

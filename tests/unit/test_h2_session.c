@@ -11,6 +11,7 @@
 #include "testserver.h"
 
 #define A_TXT "hello, world\n"
+#define BIG_SIZE (4 << 20)
 
 static struct test_server ts;
 
@@ -18,6 +19,10 @@ static void setup(void)
 {
 	test_server_init(&ts);
 	test_server_file(&ts, "a.txt", A_TXT, strlen(A_TXT));
+	static char big[BIG_SIZE];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7 + i / 4096);
+	test_server_file(&ts, "big.bin", big, sizeof(big));
 	test_server_open(&ts);
 }
 
@@ -31,6 +36,9 @@ struct drive {
 	unsigned char out[1 << 16];
 	size_t outlen;
 	int shutdowns;
+	bool discard;     /* count what is sent, keep none of it */
+	size_t total;     /* bytes sent */
+	size_t max_write; /* the largest output offered at once */
 };
 
 static enum conn_want pump(struct drive *d)
@@ -43,6 +51,13 @@ static enum conn_want pump(struct drive *d)
 			conn_output(d->c, &o);
 			cr_assert_gt(o.total, 0, "the core wants WRITE but offers nothing");
 			cr_assert_gt(o.iovcnt, 0, "memory, not a file range");
+			if (o.total > d->max_write)
+				d->max_write = o.total;
+			d->total += o.total;
+			if (d->discard) {
+				conn_output_done(d->c, o.total);
+				continue;
+			}
 			size_t n = 0;
 			for (int i = 0; i < o.iovcnt; i++) {
 				cr_assert_leq(d->outlen + o.iov[i].iov_len, sizeof(d->out));
@@ -167,6 +182,33 @@ Test(h2_session, preface_and_request_in_one_read)
 Test(h2_session, preface_and_request_one_byte_per_read)
 {
 	serves_a_file(1);
+}
+
+/* A client whose windows allow the whole file at once: the session still
+ * hands it out a bounded write at a time, never the window's worth in one
+ * buffer. */
+Test(h2_session, a_wide_window_is_sent_in_bounded_writes)
+{
+	struct drive *d = calloc(1, sizeof(*d));
+	unsigned char req[160];
+	size_t n = request(req, "/big.bin");
+	/* SETTINGS_INITIAL_WINDOW_SIZE 2^31-1 in place of the empty SETTINGS,
+	 * then the connection window opened as far */
+	static const unsigned char settings[15] = { 0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff };
+	static const unsigned char wu[13] = { 0, 0, 4, 8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0, 0 };
+	unsigned char flight[200];
+	memcpy(flight, req, 24);
+	memcpy(flight + 24, settings, sizeof(settings));
+	memcpy(flight + 24 + sizeof(settings), wu, sizeof(wu));
+	memcpy(flight + 24 + sizeof(settings) + sizeof(wu), req + 33, n - 33);
+	size_t len = n - 33 + 24 + sizeof(settings) + sizeof(wu);
+	d->discard = true;
+	d->c = conn_new(&ts.srv, NULL, 0);
+	feed(d, flight, len, len);
+	cr_assert_gt(d->total, BIG_SIZE, "the whole file went out");
+	cr_assert_leq(d->max_write, 128 * 1024, "one write of %zu bytes", d->max_write);
+	conn_free(d->c);
+	free(d);
 }
 
 Test(h2_session, drain_sends_goaway_then_closes)
