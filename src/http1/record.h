@@ -16,6 +16,7 @@ struct h1_record {
 	int64_t stats_t0;
 	int64_t ready_ns, pickup_ns, first_ns; /* its request's stamps (conn_readable) */
 	struct span request_line, referer, user_agent; /* into the input buffer */
+	bool http2;              /* served on an HTTP/2 stream */
 };
 
 /* A response's last byte is out (at now, CLOCK_MONOTONIC ns), sent bytes in

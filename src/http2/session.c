@@ -519,6 +519,7 @@ static void stream_account(struct h2_session *s, struct h2_stream *st)
 		.pickup_ns = st->t0,
 		.first_ns = st->first_ns,
 		.request_line = { st->line, st->line_len },
+		.http2 = true,
 	};
 	if (st->parsed > 0) {
 		rec.method = st->req.method == HTTP_GET ? STATS_GET : st->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;

@@ -67,6 +67,8 @@ struct stats_slot {
 	atomic_ullong service_ns_sum;         /* picked up -> last byte */
 	atomic_ullong queue[STATS_LADDER_BUCKETS];
 	atomic_ullong service[STATS_LADDER_BUCKETS];
+	/* added later in version 1, the same way (STATS_HAS_HTTP2) */
+	atomic_ullong http2_requests;         /* of the requests, those served on an HTTP/2 stream */
 };
 
 /* The gauges of one process's file cache. */
@@ -113,6 +115,8 @@ struct stats_header {
 /* The slot's fields up to the timing histograms: what every version-1 segment has. */
 #define STATS_SLOT_MIN (offsetof(struct stats_slot, queue_ns_sum))
 #define STATS_HAS_TIMES(h) ((h)->slot_size >= offsetof(struct stats_slot, service) + sizeof(((struct stats_slot *)0)->service))
+#define STATS_HAS_HTTP2(h) \
+	((h)->slot_size >= offsetof(struct stats_slot, http2_requests) + sizeof(((struct stats_slot *)0)->http2_requests))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 
 static inline struct stats_slot *stats_slot_at(const struct stats_header *h, uint32_t i)

@@ -52,6 +52,8 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->tls_handshakes += LOAD(s->tls_handshakes);
 		t->tls_resumed += LOAD(s->tls_resumed);
 		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
+		if (STATS_HAS_HTTP2(h))
+			t->http2_requests += LOAD(s->http2_requests);
 		if (!t->has_times)
 			continue; /* an older build's slots end before them */
 		t->queue_ns_sum += LOAD(s->queue_ns_sum);

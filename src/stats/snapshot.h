@@ -29,6 +29,7 @@ struct stats_totals {
 	bool has_times;  /* the segment's slots hold the two below (STATS_HAS_TIMES) */
 	uint64_t queue_ns_sum, service_ns_sum;
 	uint64_t queue[STATS_LADDER_BUCKETS], service[STATS_LADDER_BUCKETS];
+	uint64_t http2_requests; /* 0 from a segment whose slots predate it (STATS_HAS_HTTP2) */
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;
 };

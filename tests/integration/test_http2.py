@@ -164,6 +164,25 @@ def test_access_log_combined_says_http2(server):
     assert '"GET /sub/page.txt HTTP/2.0" 200 14 ' in line, line
 
 
+def test_requests_counted_per_protocol(fresh_server):
+    """The statistics count every stream as a request, and how many of the
+    requests came over HTTP/2 (/metrics)."""
+    srv = fresh_server(metrics="on")
+    for path in ("/a.txt", "/range.txt", "/no-such-file"):
+        h2c(srv.port, path)
+    assert srv.get("/a.txt").status == 200  # HTTP/1.1
+
+    seen = []
+
+    def metrics() -> bool:
+        seen.append(srv.get("/metrics").body.decode())
+        return "\nspindle_http2_requests_total 3\n" in seen[-1]
+    assert util.wait_for(metrics, util.scaled(10)), seen[-1]
+    text = seen[-1]
+    got = int(re.search(r'(?m)^spindle_requests_total\{method="GET"\} (\d+)', text).group(1))
+    assert got >= 4, text  # the three streams and the HTTP/1.1 request (and earlier /metrics GETs)
+
+
 def test_tls_alpn_h2(tls_server, certs, docroot):
     url = f"https://localhost:{tls_server.port}"
     r = curl(*tls_pin(certs, tls_server.port), "--http2", "-v", "-w", "%{http_version}", "-o", "/dev/null",
