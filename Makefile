@@ -12,13 +12,13 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(CFLAGS) -pthread -MMD -MP -DSPINDLE_VERSIO
 ifeq ($(CI),true)
 ALL_CFLAGS += -Werror
 endif
-LDLIBS   := -pthread -linih -luring $(shell pkg-config --libs openssl)
+LDLIBS   := -pthread -linih -luring -lnghttp2 $(shell pkg-config --libs openssl)
 
 PORT     ?= 8080
 MODEL    ?=
 BUILD    ?= build
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/http1/*.c src/site/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c src/net/*.c))
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/http/*.c src/http1/*.c src/http2/*.c src/site/*.c src/fs/*.c src/log/*.c src/stats/*.c src/models/*.c src/workload/*.c src/tls/*.c src/net/*.c))
 MAIN_SRC := src/main.c
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
@@ -142,7 +142,7 @@ spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 # libFuzzer targets (tests/fuzz/): the parser and path code alone, and the
 # connection core, Range responses and the configuration over the whole core.
 # UB aborts like any crash (-fno-sanitize-recover=all); see tests/fuzz/run.sh.
-FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls fuzz_proxy fuzz_rules
+FUZZ_TARGETS := fuzz_parse fuzz_path fuzz_conn fuzz_range fuzz_config fuzz_tls fuzz_proxy fuzz_rules fuzz_h2
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) $(WARN) -O1 -g $(FUZZ_SAN) -DSPINDLE_VERSION='"$(VERSION)"'
 FUZZ_SRC    := src/http/parse.c src/fs/path.c src/http/range.c src/http/date.c src/site/acme_challenge.c src/fs/file.c
@@ -158,7 +158,7 @@ build/fuzz/fuzz_parse build/fuzz/fuzz_path: build/fuzz/%: tests/fuzz/%.c $(FUZZ_
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
 
 # conn_driver.c includes src/http1/session.c, so the core's own session.o stays out.
-build/fuzz/fuzz_conn build/fuzz/fuzz_range: build/fuzz/%: tests/fuzz/%.c tests/fuzz/conn_driver.c \
+build/fuzz/fuzz_conn build/fuzz/fuzz_range build/fuzz/fuzz_h2: build/fuzz/%: tests/fuzz/%.c tests/fuzz/conn_driver.c \
 		tests/fuzz/fuzz_conn.h src/http1/session.c $(filter-out build/fuzz/obj/src/http1/session.o,$(FUZZ_OBJ))
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -pthread -o $@ $(filter-out %.h src/http1/session.c,$^) $(LDLIBS)
 

@@ -6,12 +6,12 @@
 #   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk is a test dependency;
 #                                   linux-perf: the manifest asks perf whether hardware counters exist)
 #                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
-# The tests also need Pebble (Let's Encrypt's test ACME server, for the certbot round trip), built the
-# same way into build/go/bin.
+# The tests also need Pebble (Let's Encrypt's test ACME server, for the certbot round trip) and h2spec
+# (the HTTP/2 conformance suite), built the same way into build/go/bin.
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
-build_packages=(build-essential libinih-dev liburing-dev libssl-dev pkg-config)
+build_packages=(build-essential libinih-dev liburing-dev libssl-dev libnghttp2-dev pkg-config)
 packages=(
   "${build_packages[@]}" clang libcriterion-dev openssl
   libclang-rt-14-dev valgrind curl python3-venv python3-pip wrk
@@ -23,6 +23,9 @@ packages=(
   # lintian checks it, test_deb.py installs it (logrotate checks its rotation file)
   debhelper lintian git logrotate
   certbot  # the ACME round trip (test_acme.py), against Pebble (below)
+  # nghttp: several HTTP/2 streams on one connection (test_http2.py; curl 7.88
+  # fails a second stream on a prior-knowledge connection, against any server)
+  nghttp2-client
 )
 
 for arg in "$@"; do
@@ -107,6 +110,27 @@ install_pebble() {
     "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$PEBBLE_VERSION"
 }
 
+# h2spec: HTTP/2 conformance (RFC 7540/9113, HPACK) over h2c and TLS
+# (test_http2.py). Pinned and built like Pebble; the tag predates Go modules,
+# hence +incompatible.
+H2SPEC_VERSION=v2.2.1+incompatible
+install_h2spec() {
+  local dir go
+  dir="$(cd "$(dirname "$0")/.." && pwd)/build/go/bin"
+  go=$(find_go)
+  if [ -n "$go" ] && [ -x "$dir/h2spec" ] &&
+     "$go" version -m "$dir/h2spec" 2>/dev/null | grep -q "mod[[:space:]]*github.com/summerwind/h2spec[[:space:]]*$H2SPEC_VERSION"; then
+    return 0
+  fi
+  if [ -z "$go" ]; then
+    echo "install-deps: h2spec needs a Go toolchain (go); install one or put h2spec in $dir" >&2
+    return 1
+  fi
+  mkdir -p "$dir"
+  echo "deps: building h2spec $H2SPEC_VERSION into $dir"
+  GOBIN="$dir" GOFLAGS=-modcacherw "$go" install "github.com/summerwind/h2spec/cmd/h2spec@$H2SPEC_VERSION"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg -s "$p" >/dev/null 2>&1 || ! is_installed "$p"; then
@@ -117,7 +141,7 @@ done
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "deps: all present"
   if $want_vegeta; then install_vegeta; fi
-  if $want_pebble; then install_pebble; fi
+  if $want_pebble; then install_pebble; install_h2spec; fi
   exit 0
 fi
 
@@ -139,4 +163,4 @@ export DEBIAN_FRONTEND=noninteractive
   "${missing[@]}" >/dev/null
 echo "deps: installed ${#missing[@]} package(s)"
 if $want_vegeta; then install_vegeta; fi
-if $want_pebble; then install_pebble; fi
+if $want_pebble; then install_pebble; install_h2spec; fi

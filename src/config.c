@@ -137,6 +137,7 @@ static const struct config_key config_keys[] = {
 	C("http", "symlinks", symlinks, symlinks_names, "inside"),
 	K("http", "server_tokens", key_bool, server_tokens, "on"),
 	N("http", "sendfile_min", key_size, sendfile_min, 0, 1 << 30, "16k"),
+	K("http", "http2", key_bool, http2, "on"),
 	K("http", "health_path", key_string_off, health_path, "off"),
 	C("http", "autoindex", autoindex, autoindex_names, "off"),
 	S("http", "fallback", key_string_off, fallback, "off", check_fallback),

@@ -114,6 +114,7 @@ struct config {
 	enum symlink_policy symlinks;
 	bool server_tokens;
 	size_t sendfile_min;  /* files at least this big go out with sendfile */
+	bool http2;           /* HTTP/2: ALPN "h2" over TLS, the preface on plain TCP */
 
 	/* [cache] */
 	size_t cache_size;    /* bytes; 0 disables the file cache */

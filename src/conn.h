@@ -1,7 +1,9 @@
 /* conn.h - the sans-I/O connection core: the contract between a driver
  * (src/models/) and a session. The HTTP/1.1 session (http1/session.c)
  * implements it; it hands each request to the site (site/site.h) and
- * serializes the response value it gets back (http1/serialize.h).
+ * serializes the response value it gets back (http1/serialize.h). A
+ * connection that opens with the HTTP/2 preface it hands to the HTTP/2
+ * session (http2/session.h), behind the same calls.
  *
  * A driver owns the socket and does every system call; the core owns the
  * HTTP state. The loop, in any model:
@@ -54,6 +56,10 @@ void conn_free(struct conn *c);
  * it (tls/wire.c). Before the first request byte only: the access log,
  * stats_allow and the per-client budgets then see this address. */
 void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerlen);
+/* The transport agreed on HTTP/2 with the client (TLS ALPN "h2", tls/wire.c):
+ * the connection must open with the HTTP/2 preface, and other bytes close it
+ * without an HTTP/1.1 answer (RFC 9113 3.4). Before the first byte only. */
+void conn_set_h2_only(struct conn *c);
 
 /* The connection is TLS, and its handshake's SNI named the site with this
  * index in the server's site table (site/site.h), 0 for a name no site

@@ -224,8 +224,9 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 		printf("%s\"%d\": %" PRIu64, i ? ", " : "", stats_code_values[i], t->code[i]);
 	printf("},\n");
 	printf("  \"bytes_sent\": %" PRIu64 ", \"keepalive_reuses\": %" PRIu64 ", \"timeouts\": %" PRIu64
-	       ", \"errors\": %" PRIu64 ", \"send_failures\": %" PRIu64 ", \"shed\": %" PRIu64 ",\n",
-	       t->bytes_sent, t->keepalive_reuses, t->timeouts, t->errors, t->send_failures, t->shed);
+	       ", \"errors\": %" PRIu64 ", \"send_failures\": %" PRIu64 ", \"shed\": %" PRIu64
+	       ", \"http2_requests\": %" PRIu64 ",\n",
+	       t->bytes_sent, t->keepalive_reuses, t->timeouts, t->errors, t->send_failures, t->shed, t->http2_requests);
 	printf("  \"tls\": {\"handshakes\": %" PRIu64 ", \"resumed\": %" PRIu64 ", \"handshake_failures\": %" PRIu64
 	       "},\n",
 	       t->tls_handshakes, t->tls_resumed, t->tls_handshake_failures);

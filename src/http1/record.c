@@ -14,6 +14,8 @@ void h1_record_account(const struct h1_record *r, const char *peer, uint64_t sen
 	int64_t service = now > pickup ? now - pickup : 0;
 	/* stats: a few relaxed atomic adds to this worker's slot */
 	stats_response(r->method, r->status, sent - r->head_len, elapsed_ns, reused);
+	if (r->http2)
+		stats_http2_request();
 	/* the request-time histograms are those of requests served: a shed
 	 * one's long wait is counted as a shed, not as a queue wait served */
 	if (r->shed)

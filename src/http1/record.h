@@ -19,6 +19,7 @@ struct h1_record {
 	const char *site;        /* the site's name for the log, or NULL (a server of one site) */
 	int site_stats;          /* its per-site counter + 1; 0 (as a record that names none is): none */
 	bool shed;               /* answered 503 by the overload policy, not served */
+	bool http2;              /* served on an HTTP/2 stream */
 };
 
 /* A response's last byte is out (at now, CLOCK_MONOTONIC ns), sent bytes in

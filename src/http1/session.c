@@ -11,7 +11,12 @@
  * ACK). Responses go out in request order and no received byte is dropped.
  *
  * It knows sessions and requests, never files: what a request is answered
- * with is the site's (site/site.h), as a value. */
+ * with is the site's (site/site.h), as a value.
+ *
+ * It also owns every struct conn of HTTP/2: when a connection's first bytes
+ * are the HTTP/2 preface, it hands the connection to an HTTP/2 session
+ * (http2/session.h, where the file comment says why there) and forwards
+ * every conn.h call to it from then on. */
 #include "../conn.h"
 
 #include <arpa/inet.h>
@@ -21,6 +26,7 @@
 #include <time.h>
 
 #include "../http/parse.h"
+#include "../http2/session.h"
 #include "../log/log.h"
 #include "../overload.h"
 #include "../server.h"
@@ -77,6 +83,8 @@ struct conn {
 	/* (the flags of this struct sit side by side: a hole of padding after
 	 * each would cost every idle connection) */
 	bool have_req;
+	bool started;            /* a request was parsed: the preface can no longer come */
+	bool h2_only;            /* ALPN chose h2: the preface or nothing */
 	bool body_chunked;
 	bool interim;            /* sending "100 Continue"; the body is read after it */
 	bool tls;                /* conn_set_tls_site: a TLS connection */
@@ -125,6 +133,8 @@ struct conn {
 		struct sockaddr_in6 in6;
 	} peer_addr;
 	char peer[INET6_ADDRSTRLEN];
+
+	struct h2_session *h2;   /* non-NULL: the connection speaks HTTP/2, every call goes there */
 };
 
 int64_t conn_now_ms(void)
@@ -176,6 +186,11 @@ void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerle
 		strcpy(c->peer, "unix:"); /* a client's socket is unnamed; the log says which family */
 }
 
+void conn_set_h2_only(struct conn *c)
+{
+	c->h2_only = c->cfg->http2;
+}
+
 /* After a response with a big head (multipart, long redirect), give the memory back. */
 static void hdr_shrink(struct h1_out *o)
 {
@@ -216,6 +231,7 @@ void conn_free(struct conn *c)
 	if (!c)
 		return;
 	stats_conn_closed(); /* stats */
+	h2_session_free(c->h2);
 	out_free(c->out);
 	queue_free(c);
 	free(c->in);
@@ -248,6 +264,8 @@ static bool conn_out_buffers(struct conn *c)
 
 bool conn_release_idle(struct conn *c)
 {
+	if (c->h2)
+		return h2_release_idle(c->h2);
 	if (c->state != ST_HEAD || c->in_start != c->in_end || c->nq > 0)
 		return false;
 	bool held = c->in || c->out || c->q;
@@ -391,6 +409,7 @@ static void start_request(struct conn *c, int r)
 		return;
 	}
 	c->have_req = true;
+	c->started = true;
 	c->req_len = (size_t)r;
 	c->next_start = c->in_start + (size_t)r;
 	c->keep_alive = c->req.keep_alive && !c->draining;
@@ -433,6 +452,50 @@ static void start_request(struct conn *c, int r)
 	consume_body(c);
 }
 
+/* The connection's first bytes may be HTTP/2's preface (RFC 9113 3.4: by
+ * prior knowledge, or after ALPN "h2"): then an HTTP/2 session takes the
+ * connection over with the bytes buffered, and this session's buffers go.
+ * This runs only in conn_input_done(), with the receive complete, so no
+ * receive is in flight into the buffer freed here. True when the caller
+ * must not parse: handed over, or the bytes so far are the preface's
+ * beginning (its first 18 bytes alone would parse as an HTTP/1.1 head). */
+static bool h2_handover(struct conn *c)
+{
+	if (!c->cfg->http2 || c->started)
+		return false;
+	int m = h2_preface(c->in + c->in_start, c->in_end - c->in_start);
+	if (m < 0 && c->h2_only) {
+		log_debug("http2: %s sent no connection preface after choosing h2: closing", c->peer);
+		c->state = ST_CLOSE;
+		return true;
+	}
+	if (m < 0) {
+		c->started = true;
+		return false;
+	}
+	if (m == 0)
+		return true; /* more bytes decide, within header_timeout */
+	struct h2_session *s = h2_session_new(c->srv, c->peer, &c->peer_addr.sa, sizeof(c->peer_addr));
+	if (!s) {
+		log_error("out of memory for an HTTP/2 session");
+		c->state = ST_CLOSE;
+		return true;
+	}
+	h2_session_set_tls_site(s, c->tls, c->sni_site);
+	c->h2 = s;
+	c->req_pickup_ns = c->req_ready_ns = 0;
+	h2_session_start(s, c->in + c->in_start, c->in_end - c->in_start, c->read_ready_ns);
+	if (c->draining)
+		h2_drain(s);
+	queue_free(c);
+	out_free(c->out);
+	c->out = NULL;
+	free(c->in);
+	c->in = NULL;
+	c->in_cap = c->in_start = c->in_end = c->next_start = 0;
+	return true;
+}
+
 /* Parses and answers as many buffered requests as possible (one at a time).
  * now: the clock read of the read that brought bytes, or 0 (none yet). */
 static void process_input(struct conn *c, int64_t now)
@@ -460,6 +523,8 @@ static void process_input(struct conn *c, int64_t now)
 		c->state = ST_CLOSE;
 		return;
 	}
+	if (h2_handover(c))
+		return;
 	int r = http_parse_request_resume(c->in + c->in_start, c->in_end - c->in_start, &c->srv->limits,
 					  &c->req, &c->parse);
 	if (r == 0)
@@ -490,6 +555,8 @@ static void make_body_room(struct conn *c)
 
 struct iovec conn_input_space(struct conn *c)
 {
+	if (c->h2)
+		return h2_input_space(c->h2);
 	if (!c->in) {
 		c->in_cap = c->cfg->max_head < CONN_MIN_INPUT ? c->cfg->max_head : CONN_MIN_INPUT;
 		c->in = malloc(c->in_cap);
@@ -523,6 +590,10 @@ struct iovec conn_input_space(struct conn *c)
 
 void conn_readable(struct conn *c, int64_t ns)
 {
+	if (c->h2) {
+		h2_readable(c->h2, ns);
+		return;
+	}
 	c->readable_ns = ns;
 }
 
@@ -530,6 +601,10 @@ void conn_input_done(struct conn *c, ssize_t n)
 {
 	int64_t now = 0;
 
+	if (c->h2) {
+		h2_input_done(c->h2, n);
+		return;
+	}
 	if (n <= 0) {
 		/* EOF or error: whatever was half-received cannot be answered. */
 		c->state = ST_CLOSE;
@@ -716,6 +791,10 @@ static bool gather(struct conn_output *out, const struct h1_out *o)
 
 void conn_output(struct conn *c, struct conn_output *out)
 {
+	if (c->h2) {
+		h2_output(c->h2, out);
+		return;
+	}
 	answer_buffered(c);
 	out->iovcnt = 0;
 	out->file_fd = -1;
@@ -786,11 +865,17 @@ static int64_t clock_once(int64_t *now)
 
 void conn_writing(struct conn *c, int64_t ns)
 {
+	if (c->h2) /* HTTP/2 stamps a response's bytes as it gathers them */
+		return;
 	c->writing_ns = ns;
 }
 
 void conn_output_done(struct conn *c, size_t n)
 {
+	if (c->h2) {
+		h2_output_done(c->h2, n);
+		return;
+	}
 	int64_t now = c->writing_ns; /* 0: clock_once reads the clock */
 
 	c->writing_ns = 0;
@@ -833,12 +918,20 @@ void conn_output_done(struct conn *c, size_t n)
 
 void conn_output_failed(struct conn *c)
 {
+	if (c->h2) {
+		h2_output_failed(c->h2);
+		return;
+	}
 	stats_send_failed(); /* stats */
 	c->state = ST_CLOSE;
 }
 
 void conn_shutdown_done(struct conn *c)
 {
+	if (c->h2) {
+		h2_shutdown_done(c->h2);
+		return;
+	}
 	c->state = ST_LINGER;
 	c->last_progress = conn_now_ms();
 }
@@ -847,6 +940,8 @@ enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms)
 {
 	const struct config *cfg = c->cfg;
 
+	if (c->h2)
+		return h2_wants(c->h2, deadline_ms);
 	if (c->nq > 0 && c->state != ST_CLOSE) {
 		/* parked responses go first, whatever the next request needs */
 		*deadline_ms = c->last_progress + cfg->send_timeout_ms;
@@ -884,6 +979,10 @@ enum conn_want conn_wants(const struct conn *c, int64_t *deadline_ms)
 
 void conn_timeout(struct conn *c)
 {
+	if (c->h2) {
+		h2_timeout(c->h2);
+		return;
+	}
 	if (c->state != ST_LINGER)
 		stats_timeout(); /* stats: the end of a linger is routine, not a timeout */
 	if (c->nq > 0) { /* the client does not take the parked responses */
@@ -905,6 +1004,10 @@ void conn_timeout(struct conn *c)
 
 void conn_drain(struct conn *c)
 {
+	if (c->h2) {
+		h2_drain(c->h2);
+		return;
+	}
 	if (c->draining)
 		return;
 	c->draining = true;
@@ -919,6 +1022,8 @@ void conn_drain(struct conn *c)
 
 bool conn_awaits_request(const struct conn *c)
 {
+	if (c->h2)
+		return h2_awaits_request(c->h2);
 	/* a draining connection in its grace is watched by whoever holds it */
 	return (c->state == ST_HEAD || c->state == ST_BODY) && !c->draining && c->nq == 0;
 }

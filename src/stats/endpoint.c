@@ -119,6 +119,8 @@ static void render_metrics(FILE *f, const struct stats_header *h, const struct s
 	counter(f, "spindle_bytes_sent_total", "Response body bytes sent.", t->bytes_sent);
 	counter(f, "spindle_keepalive_reuses_total", "Requests after the first on a connection.",
 		t->keepalive_reuses);
+	counter(f, "spindle_http2_requests_total", "Requests served on an HTTP/2 stream (the rest: HTTP/1.x).",
+		t->http2_requests);
 	counter(f, "spindle_timeouts_total", "Connections that reached a deadline (header, body, send, idle).",
 		t->timeouts);
 	counter(f, "spindle_errors_total", "5xx responses plus failed sends.", t->errors);

@@ -78,6 +78,8 @@ struct stats_slot {
 	/* added after the times, the same way (STATS_HAS_SHED): requests
 	 * answered 503 by the overload policy instead of being served */
 	atomic_ullong shed;
+	/* added later in version 1, the same way (STATS_HAS_HTTP2) */
+	atomic_ullong http2_requests;         /* of the requests, those served on an HTTP/2 stream */
 };
 
 /* The gauges of one process's file cache. */
@@ -128,6 +130,8 @@ struct stats_header {
 #define STATS_SLOT_MIN (offsetof(struct stats_slot, queue_ns_sum))
 #define STATS_HAS_SHED(h) ((h)->slot_size >= offsetof(struct stats_slot, shed) + sizeof(((struct stats_slot *)0)->shed))
 #define STATS_HAS_TIMES(h) ((h)->slot_size >= offsetof(struct stats_slot, service) + sizeof(((struct stats_slot *)0)->service))
+#define STATS_HAS_HTTP2(h) \
+	((h)->slot_size >= offsetof(struct stats_slot, http2_requests) + sizeof(((struct stats_slot *)0)->http2_requests))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 #define STATS_HAS_SITES(h)                                                                                  \
 	((h)->header_size >= offsetof(struct stats_header, site) + sizeof((h)->site) &&                    \

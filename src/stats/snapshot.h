@@ -33,6 +33,7 @@ struct stats_totals {
 	uint64_t site_requests[STATS_SITES_MAX];
 	bool has_shed;   /* the segment's slots count shed requests (STATS_HAS_SHED) */
 	uint64_t shed;
+	uint64_t http2_requests; /* 0 from a segment whose slots predate it (STATS_HAS_HTTP2) */
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;
 };

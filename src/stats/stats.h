@@ -120,6 +120,14 @@ static inline void stats_timeout(void)
 		STATS_ADD(s, timeouts, 1);
 }
 
+/* A request served on an HTTP/2 stream (counted beside stats_response). */
+static inline void stats_http2_request(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, http2_requests, 1);
+}
+
 static inline void stats_send_failed(void)
 {
 	struct stats_slot *s = stats_here();

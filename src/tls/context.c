@@ -124,15 +124,20 @@ out:
 	return rc;
 }
 
-/* RFC 7301: we speak http/1.1 only; a client offering only other protocols
- * gets no_application_protocol, as nginx answers. */
+/* RFC 7301, in our order of preference: h2 (unless http2 = off), then
+ * http/1.1. The client that chose h2 sends the HTTP/2 preface, which the
+ * core recognises as it does on a plain listener. A client offering only
+ * other protocols gets no_application_protocol, as nginx answers. */
+static const unsigned char alpn_h2[] = "\x02h2\x08http/1.1";
+static const unsigned char alpn_h1[] = "\x08http/1.1";
+
 static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
 			  unsigned int inlen, void *arg)
 {
-	static const unsigned char ours[] = "\x08http/1.1";
+	const unsigned char *ours = arg ? alpn_h2 : alpn_h1;
+	unsigned int len = arg ? sizeof(alpn_h2) - 1 : sizeof(alpn_h1) - 1;
 	(void)ssl;
-	(void)arg;
-	if (SSL_select_next_proto((unsigned char **)out, outlen, ours, sizeof(ours) - 1, in, inlen) !=
+	if (SSL_select_next_proto((unsigned char **)out, outlen, ours, len, in, inlen) !=
 	    OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
 	return SSL_TLSEXT_ERR_OK;
@@ -375,7 +380,7 @@ struct tls_context *tls_context_new(const struct config *cfg)
 	SSL_CTX_set_timeout(t->ctx, TLS_TICKET_ROTATE_S);
 	SSL_CTX_set_num_tickets(t->ctx, 1);
 	SSL_CTX_set_tlsext_ticket_key_evp_cb(t->ctx, ticket_key_cb);
-	SSL_CTX_set_alpn_select_cb(t->ctx, alpn_select_cb, NULL);
+	SSL_CTX_set_alpn_select_cb(t->ctx, alpn_select_cb, cfg->http2 ? (void *)alpn_h2 : NULL);
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections give their record buffers back */
 
 	if (load_pair(t->ctx, "", cfg->tls_certificate, cfg->tls_certificate_key) < 0 || load_sites(t, cfg) < 0)

@@ -1,6 +1,6 @@
 /* context.h - the TLS settings every connection of a generation shares: one
  * OpenSSL SSL_CTX (certificate chain, key, Mozilla "intermediate" protocol
- * and cipher choice, ALPN http/1.1) and the session-ticket secret.
+ * and cipher choice, ALPN h2 and http/1.1) and the session-ticket secret.
  *
  * Built by the master in server_init(), before any fork, so every serving
  * process and thread of a generation holds the same ticket secret and a

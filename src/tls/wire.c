@@ -509,6 +509,11 @@ static void tls_pump(struct wire *w)
 				return;
 			}
 			t->state = TLS_OPEN;
+			const unsigned char *alpn;
+			unsigned int alpn_len;
+			SSL_get0_alpn_selected(t->ssl, &alpn, &alpn_len);
+			if (alpn_len == 2 && memcmp(alpn, "h2", 2) == 0)
+				conn_set_h2_only(w->core);
 			struct stats_slot *s = stats_here();
 			if (s) {
 				STATS_ADD(s, tls_handshakes, 1);

@@ -101,6 +101,9 @@ void fz_config(struct config *cfg, bool cache)
 	config_defaults(cfg);
 	snprintf(cfg->root, sizeof(cfg->root), "%s", fz_docroot());
 	cfg->stats = false;
+	/* the invariants below are the HTTP/1.1 session's; a preface would hand
+	 * the connection to the HTTP/2 one */
+	cfg->http2 = false;
 	/* Small limits, so 413, 414 and 431 are a few bytes away. */
 	cfg->max_request_line = 512;
 	cfg->max_head = 2048;

@@ -63,6 +63,7 @@ dotfiles = on
 symlinks = all
 server_tokens = off
 sendfile_min = 0
+http2 = off
 health_path = /healthz
 autoindex = html
 fallback = /app/index.html

@@ -39,15 +39,19 @@ def curl(*args: str) -> subprocess.CompletedProcess:
 # ---------------------------------------------------------------------------
 
 def test_curl_tls13_and_tls12(model, tls_server, certs):
-    """curl verifies the chain against the test CA and negotiates http/1.1 by
-    ALPN; TLS 1.2 gets an ECDHE suite; TLS 1.1 is refused."""
+    """curl verifies the chain against the test CA and negotiates h2 by ALPN
+    (http/1.1 when it offers only that); TLS 1.2 gets an ECDHE suite; TLS 1.1
+    is refused."""
     url = f"https://localhost:{tls_server.port}/a.txt"
     pin = ["--cacert", str(certs.ca), "--resolve", f"localhost:{tls_server.port}:{HOST}"]
     r = curl(*pin, "-v", url)
     assert r.returncode == 0, r.stderr
     assert r.stdout == A_TXT
     err = r.stderr.decode()
-    assert "TLSv1.3" in err and "ALPN: server accepted http/1.1" in err, err
+    assert "TLSv1.3" in err and "ALPN: server accepted h2" in err, err
+    r = curl(*pin, "-v", "--http1.1", url)
+    assert r.returncode == 0 and r.stdout == A_TXT, r.stderr
+    assert "ALPN: server accepted http/1.1" in r.stderr.decode(), r.stderr
     r = curl(*pin, "-v", "--tls-max", "1.2", url)
     assert r.returncode == 0 and r.stdout == A_TXT, r.stderr
     assert re.search(r"TLSv1\.2 / ECDHE-", r.stderr.decode()), r.stderr

@@ -1,0 +1,1029 @@
+/* session.c - the HTTP/2 session: nghttp2 over buffers (bytes in through
+ * nghttp2_session_mem_recv, bytes out through nghttp2_session_mem_send),
+ * each stream's request handed to the same site_respond() as HTTP/1.1's,
+ * its response value submitted as HEADERS and a DATA provider.
+ *
+ * Why the HTTP/1.1 session hands the connection over rather than a dispatch
+ * in front of two sessions: conn.h's contract stays exactly as every driver
+ * knows it. The handover happens inside conn_input_done(), once the receive
+ * that brought the preface has completed, so a completion-based driver
+ * (uring) never has a receive in flight into the buffer that is dropped;
+ * conn_drain() and conn_timeout() never move or free this session's input
+ * buffer either, and conn_release_idle() frees it only with no stream open.
+ * The TLS wire is unchanged: ALPN "h2" only makes the client send the
+ * preface, which is then seen as on a plain listener.
+ *
+ * A request is not parsed again by new code: its pseudo-header and header
+ * fields become an HTTP/1.1 head in the stream's own buffer (":authority"
+ * as Host), which the HTTP/1.1 parser reads into a struct http_request, so
+ * both protocols obey one set of rules and limits (431, 400, 501...). The
+ * fields cannot smuggle anything: nghttp2 has refused names and values with
+ * CR, LF or NUL, and connection-specific fields, before they get here.
+ *
+ * Streams are served in the connection's thread of control, in the order
+ * their requests complete: the site's work for a static file is a few
+ * microseconds, and handing streams to other threads would add locking to
+ * the session for no gain a static server could measure. Their responses'
+ * DATA frames are interleaved by nghttp2 as the client's windows allow.
+ *
+ * Output is gathered: frames from nghttp2 are copied into one buffer of up
+ * to H2_OUT_GATHER bytes, handed to the driver as one write; DATA payloads
+ * are read (pread, or copied from memory) straight into it, never into
+ * nghttp2's frame buffer first. The buffer is refilled only when empty, so
+ * the memory conn_output() described never moves while a send may be in
+ * flight. */
+#include "session.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "../config.h"
+#include "../http/date.h"
+#include "../http/parse.h"
+#include "../http1/record.h"
+#include "../log/log.h"
+#include "../overload.h"
+#include "../server.h"
+#include "../site/site.h"
+#include "../stats/stats.h"
+
+#define H2_IN_SIZE (16 * 1024)      /* one receive */
+#define H2_OUT_GATHER (64 * 1024)   /* bytes of frames gathered into one write */
+#define H2_MAX_STREAMS 128          /* SETTINGS_MAX_CONCURRENT_STREAMS, as nginx */
+/* SETTINGS_INITIAL_WINDOW_SIZE: what a client may send on a stream before
+ * a WINDOW_UPDATE. Request bodies are only discarded here; a window of
+ * max_body's default lets one arrive without waiting on round trips. How
+ * fast a download goes is the client's window, not this one. */
+#define H2_WINDOW (1 << 20)
+#define H2_LINGER_MS 2000
+
+/* nghttp2 1.60 renamed the buffer calls and the data provider (the old
+ * ones are deprecated there); Debian 12 has 1.52. */
+#if NGHTTP2_VERSION_NUM >= 0x013c00
+typedef nghttp2_ssize h2_ssize;
+typedef nghttp2_data_provider2 h2_data_provider;
+#define h2_mem_recv nghttp2_session_mem_recv2
+#define h2_mem_send nghttp2_session_mem_send2
+#define h2_submit_response nghttp2_submit_response2
+#else
+typedef ssize_t h2_ssize;
+typedef nghttp2_data_provider h2_data_provider;
+#define h2_mem_recv nghttp2_session_mem_recv
+#define h2_mem_send nghttp2_session_mem_send
+#define h2_submit_response nghttp2_submit_response
+#endif
+
+enum h2_state {
+	H2_OPEN,
+	H2_SHUTDOWN, /* the session is over: half-close, then linger */
+	H2_LINGER,   /* reading and dropping what the client still sends */
+	H2_CLOSE,
+};
+
+struct h2_stream {
+	struct h2_stream *prev, *next;
+	int32_t id;
+	bool responded;        /* its response is submitted */
+	bool too_big;          /* its fields outgrew max_head: 431 */
+	bool early;            /* answered before the request's body ended (413) */
+	int parsed;            /* http_parse_request() of head: > 0 parsed, < 0 a status */
+	char *method, *path, *authority; /* pseudo-header fields */
+	char *fields;          /* the regular fields as HTTP/1.1 lines */
+	size_t fields_len, fields_cap;
+	char *head;            /* the request as an HTTP/1.1 head: req's spans point here */
+	char *line;            /* "METHOD PATH HTTP/2.0", for the access log */
+	size_t line_len;
+	struct http_request req;
+	struct response resp;
+	uint64_t body_in;      /* request body bytes received and dropped */
+	size_t piece;          /* the body's send position: piece (or 0: the window) ... */
+	uint64_t pos;          /* ... and offset in it */
+	uint64_t left;         /* body bytes not yet announced in a DATA frame */
+	uint64_t sent;         /* DATA payload bytes out */
+	int64_t t0, ready_ns, first_ns;
+	const struct site *site; /* the site that answered, once it did */
+};
+
+struct h2_session {
+	nghttp2_session *ng;
+	const struct server *srv;
+	const struct config *cfg;
+	enum h2_state state;
+	bool draining;
+	char *in;                 /* H2_IN_SIZE, allocated while the connection is busy */
+	char *out;                /* gathered frames: out[out_off .. out_len) */
+	size_t out_off, out_len, out_cap;
+	struct h2_stream *streams;
+	size_t nstreams;          /* open streams we know */
+	size_t waiting;           /* of them, without a response yet */
+	int64_t busy_since;       /* when the oldest request still incomplete began (ms) */
+	int64_t progress_ms;      /* last write progress, or response submitted */
+	int64_t idle_since;       /* when the last stream closed (ms) */
+	int64_t readable_ns, read_ready_ns;
+	uint32_t nreq;
+	/* The client's frames as they pass (see scan_frames): where the next
+	 * frame header starts, the one being read, the highest stream a HEADERS
+	 * opened, and which of the 64 odd ids at or below it did. */
+	size_t scan_skip;         /* bytes to pass over: the preface, a payload */
+	unsigned char scan_hd[9];
+	size_t scan_hd_len;
+	uint32_t scan_max;
+	uint64_t scan_seen;       /* bit i: stream scan_max - 2 i had HEADERS */
+	bool refused;             /* a connection error was found: nothing more is read */
+	bool tls;                 /* h2_session_set_tls_site: over TLS */
+	int sni_site;             /* the site the SNI named, or -1 */
+	const char *peer;
+	struct sockaddr_storage peer_addr;
+};
+
+/* ---- the preface ---------------------------------------------------- */
+
+int h2_preface(const char *buf, size_t len)
+{
+	size_t n = len < H2_PREFACE_LEN ? len : H2_PREFACE_LEN;
+	if (memcmp(buf, H2_PREFACE, n) != 0)
+		return -1;
+	return n == H2_PREFACE_LEN ? 1 : 0;
+}
+
+/* ---- streams -------------------------------------------------------- */
+
+static void stream_free(struct h2_stream *st)
+{
+	response_release(&st->resp);
+	free(st->method);
+	free(st->path);
+	free(st->authority);
+	free(st->fields);
+	free(st->head);
+	free(st->line);
+	free(st);
+}
+
+static void stream_unlink(struct h2_session *s, struct h2_stream *st)
+{
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		s->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	s->nstreams--;
+	if (!st->responded && --s->waiting == 0)
+		s->busy_since = 0;
+	if (s->nstreams == 0)
+		s->idle_since = conn_now_ms();
+}
+
+static bool name_is(const uint8_t *name, size_t len, const char *lit)
+{
+	return len == strlen(lit) && memcmp(name, lit, len) == 0;
+}
+
+static bool fields_append(struct h2_stream *st, const char *p, size_t n)
+{
+	if (st->fields_len + n > st->fields_cap) {
+		size_t cap = st->fields_cap ? st->fields_cap * 2 : 512;
+		while (cap < st->fields_len + n)
+			cap *= 2;
+		char *q = realloc(st->fields, cap);
+		if (!q)
+			return false;
+		st->fields = q;
+		st->fields_cap = cap;
+	}
+	memcpy(st->fields + st->fields_len, p, n);
+	st->fields_len += n;
+	return true;
+}
+
+/* The request line, Host and the fields as one HTTP/1.1 head, parsed. */
+static void stream_head(struct h2_session *s, struct h2_stream *st)
+{
+	const char *method = st->method ? st->method : "";
+	/* CONNECT has no :path (RFC 9113 8.5): its target is the authority */
+	const char *target = st->path ? st->path : st->authority ? st->authority : "";
+	size_t len = strlen(method) + strlen(target) + st->fields_len + 64 +
+		     (st->authority ? strlen(st->authority) : 0);
+
+	st->line_len = strlen(method) + strlen(target) + sizeof(" ") + sizeof(" HTTP/2.0") - 2;
+	st->line = malloc(st->line_len + 1);
+	st->head = malloc(len);
+	if (!st->line || !st->head) {
+		st->parsed = -500;
+		st->line_len = 0;
+		return;
+	}
+	snprintf(st->line, st->line_len + 1, "%s %s HTTP/2.0", method, target);
+	if (st->too_big) {
+		st->parsed = -431;
+		return;
+	}
+	int n = snprintf(st->head, len, "%s %s HTTP/1.1\r\n", method, target);
+	if (st->authority)
+		n += snprintf(st->head + n, len - (size_t)n, "Host: %s\r\n", st->authority);
+	if (st->fields_len)
+		memcpy(st->head + n, st->fields, st->fields_len);
+	n += (int)st->fields_len;
+	memcpy(st->head + n, "\r\n", 2);
+	n += 2;
+	st->parsed = http_parse_request(st->head, (size_t)n, &s->srv->limits, &st->req);
+	if (st->parsed == 0) /* cannot be: the head is whole */
+		st->parsed = -400;
+	free(st->fields);
+	st->fields = NULL;
+	st->fields_len = st->fields_cap = 0;
+}
+
+/* ---- responses ------------------------------------------------------ */
+
+/* Fields HTTP/2 forbids (RFC 9113 8.2.2). */
+static bool connection_specific(const char *lower, size_t n)
+{
+	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "transfer-encoding",
+					     "upgrade" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (n == strlen(names[i]) && memcmp(lower, names[i], n) == 0)
+			return true;
+	return false;
+}
+
+struct nvlist {
+	nghttp2_nv *nv;
+	size_t n, cap;
+	char *arena;
+	size_t used, size;
+};
+
+static char *arena_put(struct nvlist *l, const char *p, size_t n, bool lower)
+{
+	if (l->used + n > l->size)
+		return NULL;
+	char *q = l->arena + l->used;
+	for (size_t i = 0; i < n; i++)
+		q[i] = lower ? (char)tolower((unsigned char)p[i]) : p[i];
+	l->used += n;
+	return q;
+}
+
+static void nv_add(struct nvlist *l, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	if (l->n == l->cap)
+		return;
+	char *lname = arena_put(l, name, nlen, true);
+	if (!lname || connection_specific(lname, nlen))
+		return;
+	l->nv[l->n++] = (nghttp2_nv){ (uint8_t *)lname, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE };
+}
+
+/* "Name: value\r\n" lines (the server's own, and what [headers] rules add). */
+static void nv_add_lines(struct nvlist *l, const char *p, size_t len, bool no_server)
+{
+	const char *end = p + len;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		const char *stop = eol ? eol : end;
+		const char *colon = memchr(p, ':', (size_t)(stop - p));
+		if (colon) {
+			const char *v = colon + 1, *ve = stop;
+			while (v < ve && (*v == ' ' || *v == '\t'))
+				v++;
+			while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+				ve--;
+			size_t nlen = (size_t)(colon - p);
+			if (!(no_server && nlen == 6 && strncasecmp(p, "server", 6) == 0))
+				nv_add(l, p, nlen, v, (size_t)(ve - v));
+		}
+		p = eol ? eol + 1 : end;
+	}
+}
+
+static size_t count_lines(const char *p, size_t len)
+{
+	size_t n = 0;
+	for (const char *q = p; q && (q = memchr(q, '\n', len - (size_t)(q - p))); q++)
+		n++;
+	return n;
+}
+
+static bool stream_is_head(const struct h2_stream *st)
+{
+	if (st->parsed > 0)
+		return st->req.method == HTTP_HEAD;
+	return st->method && strcmp(st->method, "HEAD") == 0;
+}
+
+static h2_ssize read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+			 nghttp2_data_source *source, void *user_data);
+
+/* The window or piece the body is at: false past the last. */
+static bool body_piece(const struct h2_stream *st, const char **p, uint64_t *off, uint64_t *len)
+{
+	const struct response *r = &st->resp;
+	if (r->pieces) {
+		if (st->piece >= r->npieces)
+			return false;
+		*p = r->pieces[st->piece].p;
+		*off = r->pieces[st->piece].off;
+		*len = r->pieces[st->piece].len;
+		return true;
+	}
+	if (st->piece > 0)
+		return false;
+	*p = NULL;
+	*off = r->body.off;
+	*len = r->body.len;
+	return true;
+}
+
+/* Copies the body's next n bytes into buf (memory, or the file by pread),
+ * moving the send position; -1 when the file no longer has them. */
+static int body_copy(struct h2_stream *st, char *buf, size_t n)
+{
+	struct response *r = &st->resp;
+	const char *p;
+	uint64_t off, len;
+	size_t done = 0;
+
+	while (done < n && body_piece(st, &p, &off, &len)) {
+		if (st->pos == len) {
+			st->piece++;
+			st->pos = 0;
+			continue;
+		}
+		size_t k = n - done < len - st->pos ? n - done : (size_t)(len - st->pos);
+		const char *m = p ? p + st->pos : response_body_bytes(r, off + st->pos);
+		if (m) {
+			memcpy(buf + done, m, k);
+		} else {
+			ssize_t got = pread(r->body.fd, buf + done, k, (off_t)(off + st->pos));
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0)
+				return -1;
+			k = (size_t)got;
+		}
+		st->pos += k;
+		done += k;
+		if (!p && r->body.kind == RESPONSE_BODY_LISTING) /* a listing gives back what is sent */
+			response_body_sent(r, off + st->pos);
+	}
+	return done == n ? 0 : -1;
+}
+
+/* The next DATA frame's length. Its bytes are not copied into nghttp2's
+ * frame buffer (NGHTTP2_DATA_FLAG_NO_COPY): send_body() puts them straight
+ * into the gathered output, one copy (the pread) instead of two. */
+static h2_ssize read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+			 nghttp2_data_source *source, void *user_data)
+{
+	struct h2_stream *st = source->ptr;
+	size_t n = length < st->left ? length : (size_t)st->left;
+
+	(void)buf;
+	(void)user_data;
+	st->left -= n;
+	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+	if (st->left == 0) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		/* answered before the request's body ended (413): the client may
+		 * stop sending it (RFC 9113 8.1) */
+		if (st->early && !nghttp2_session_get_stream_remote_close(ng, id))
+			nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+	}
+	return (h2_ssize)n;
+}
+
+static bool out_reserve(struct h2_session *s, size_t n);
+
+/* A DATA frame read_body() announced goes out: its header and its bytes
+ * into the gathered output (h2_flush, which runs with the buffer empty, so
+ * it may grow). */
+static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+		     nghttp2_data_source *source, void *user_data)
+{
+	struct h2_session *s = user_data;
+	struct h2_stream *st = source->ptr;
+
+	(void)ng;
+	if (frame->data.padlen > 0) /* no padding is ever asked for */
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	/* One nghttp2_session_mem_send() call goes on from frame to frame as
+	 * long as the client's window allows (megabytes): the write is full,
+	 * this frame waits for the next call. */
+	if (s->out_len >= H2_OUT_GATHER)
+		return NGHTTP2_ERR_WOULDBLOCK;
+	if (!out_reserve(s, 9 + length))
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	memcpy(s->out + s->out_len, framehd, 9);
+	/* the file shrank or failed under us: the length announced can't be
+	 * kept, the stream is reset */
+	if (body_copy(st, s->out + s->out_len + 9, length) < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	s->out_len += 9 + length;
+	return 0;
+}
+
+/* The value in st->resp as HEADERS (and DATA from read_body). */
+static void stream_submit(struct h2_session *s, struct h2_stream *st)
+{
+	struct response *r = &st->resp;
+	const char *lines = s->srv->server_header;
+	size_t lines_len = strlen(lines);
+
+	if (r->broken) {
+		log_error("a %d response cannot be sent: answering 500", r->status);
+		site_error(st->site ? st->site : server_default_site(s->srv), 500, r);
+	}
+	struct nvlist l = { .cap = 3 + r->nfields + count_lines(lines, lines_len) + count_lines(r->lines, r->lines_len) };
+	l.size = 32 + lines_len + r->lines_len;
+	for (size_t i = 0; i < r->nfields; i++)
+		l.size += strlen(r->fields[i].name) + 24;
+	l.nv = malloc(l.cap * sizeof(*l.nv));
+	l.arena = malloc(l.size);
+	if (!l.nv || !l.arena) {
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+		goto out;
+	}
+	char status[4];
+	snprintf(status, sizeof(status), "%03u", (unsigned)r->status % 1000u);
+	nv_add(&l, ":status", 7, status, 3);
+	nv_add_lines(&l, lines, lines_len, r->no_server);
+	nv_add(&l, "date", 4, http_date_now(), HTTP_DATE_LEN);
+	uint64_t length = response_length(r);
+	for (size_t i = 0; i < r->nfields; i++) {
+		const struct response_field *f = &r->fields[i];
+		if (f->value) {
+			nv_add(&l, f->name, strlen(f->name), f->value, f->len);
+			continue;
+		}
+		char digits[24];
+		int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)length);
+		const char *v = arena_put(&l, digits, (size_t)n, false);
+		if (v)
+			nv_add(&l, f->name, strlen(f->name), v, (size_t)n);
+	}
+	if (r->lines_len)
+		nv_add_lines(&l, r->lines, r->lines_len, false);
+	bool body = !stream_is_head(st) && r->body.kind != RESPONSE_BODY_NONE && length > 0;
+	st->left = length;
+	h2_data_provider dp = { .source.ptr = st, .read_callback = read_body };
+	int rv = h2_submit_response(s->ng, st->id, l.nv, l.n, body ? &dp : NULL);
+	if (rv != 0) {
+		log_error("http2: a response cannot be submitted: %s", nghttp2_strerror(rv));
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+	} else if (!body && st->early) {
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+	}
+out:
+	free(l.nv);
+	free(l.arena);
+}
+
+/* The request on st is complete (or refused with status): the site answers. */
+static void stream_respond(struct h2_session *s, struct h2_stream *st, int status)
+{
+	if (st->responded)
+		return;
+	st->responded = true;
+	st->early = status == 413; /* the only answer given before the request ends */
+	if (--s->waiting == 0)
+		s->busy_since = 0;
+	st->t0 = stats_clock_ns();
+	st->ready_ns = s->read_ready_ns && s->read_ready_ns <= st->t0 ? s->read_ready_ns : st->t0;
+	s->progress_ms = conn_now_ms(); /* send_timeout counts from here while the client's window is shut */
+	if (!status && st->parsed < 0)
+		status = -st->parsed;
+	if (!status && http_expectation(&st->req) == HTTP_EXPECT_UNKNOWN)
+		status = 417; /* RFC 9110 10.1.1, as over HTTP/1.1 */
+	st->site = server_default_site(s->srv);
+	if (!status && st->parsed > 0)
+		status = site_choose(&s->srv->sites, &st->req, s->tls, s->sni_site, &st->site);
+	if (status) {
+		site_error(st->site, status, &st->resp);
+	} else {
+		struct sockaddr_storage peer = s->peer_addr;
+		st->req.shed = overload_should_shed(st->t0 - st->ready_ns);
+		site_respond(st->site, &st->req, &peer, &st->resp);
+	}
+	stream_submit(s, st);
+}
+
+static void stream_account(struct h2_session *s, struct h2_stream *st)
+{
+	struct h1_record rec = {
+		.status = st->resp.status,
+		.method = STATS_OTHER,
+		.stats_t0 = st->t0,
+		.ready_ns = st->ready_ns,
+		.pickup_ns = st->t0,
+		.first_ns = st->first_ns,
+		.request_line = { st->line, st->line_len },
+		.http2 = true,
+		.shed = st->resp.shed,
+		.site = st->site ? st->site->log_name : NULL,
+		.site_stats = st->site ? st->site->stats_index + 1 : 0,
+	};
+	if (st->parsed > 0) {
+		rec.method = st->req.method == HTTP_GET ? STATS_GET : st->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;
+		rec.referer = st->req.referer;
+		rec.user_agent = st->req.user_agent;
+	}
+	h1_record_account(&rec, s->peer, st->sent, stats_clock_ns(), s->nreq++ > 0);
+}
+
+/* ---- nghttp2's callbacks ------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+	struct h2_session *s = user_data;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	struct h2_stream *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
+	st->id = frame->hd.stream_id;
+	response_init(&st->resp);
+	if (nghttp2_session_set_stream_user_data(ng, st->id, st) != 0) { /* no such stream: nothing to serve */
+		stream_free(st);
+		return 0;
+	}
+	st->next = s->streams;
+	if (s->streams)
+		s->streams->prev = st;
+	s->streams = st;
+	s->nstreams++;
+	if (s->waiting++ == 0)
+		s->busy_since = conn_now_ms();
+	return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+		     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+{
+	struct h2_session *s = user_data;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+
+	(void)flags;
+	/* trailer fields (a body's end) are dropped, as the body is */
+	if (!st || st->head || frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	if (memchr(value, '\r', valuelen) || memchr(value, '\n', valuelen) || memchr(value, '\0', valuelen))
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* nghttp2 refuses these already; never pass one on */
+	if (namelen > 0 && name[0] == ':') {
+		char **slot = name_is(name, namelen, ":method") ? &st->method
+			      : name_is(name, namelen, ":path") ? &st->path
+			      : name_is(name, namelen, ":authority") ? &st->authority
+								   : NULL;
+		if (!slot) /* :scheme: the listener says which */
+			return 0;
+		free(*slot);
+		*slot = strndup((const char *)value, valuelen);
+		if (!*slot)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		return 0;
+	}
+	/* RFC 9113 8.3.1: :authority stands for Host; a Host beside it would
+	 * be a duplicate to the HTTP/1.1 parser */
+	if (st->authority && name_is(name, namelen, "host"))
+		return 0;
+	if (st->too_big)
+		return 0;
+	if (st->fields_len + namelen + valuelen + 4 > s->cfg->max_head) {
+		st->too_big = true; /* answered 431 when the fields end; nothing more is kept */
+		return 0;
+	}
+	if (!fields_append(st, (const char *)name, namelen) || !fields_append(st, ": ", 2) ||
+	    !fields_append(st, (const char *)value, valuelen) || !fields_append(st, "\r\n", 2))
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+	struct h2_session *s = user_data;
+
+	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+		return 0;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+	if (!st)
+		return 0;
+	if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+		stream_head(s, st);
+		/* a body announced bigger than HTTP/1.1 would read: 413 at once */
+		if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && st->parsed > 0 && st->req.has_content_length &&
+		    st->req.content_length > s->cfg->max_body)
+			stream_respond(s, st, 413);
+	}
+	if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+		stream_respond(s, st, 0);
+	return 0;
+}
+
+static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t stream_id, const uint8_t *data,
+			      size_t len, void *user_data)
+{
+	struct h2_session *s = user_data;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, stream_id);
+
+	(void)flags;
+	(void)data;
+	if (!st)
+		return 0;
+	st->body_in += len; /* a static site wants no body: dropped, within max_body */
+	if (!st->responded && st->body_in > s->cfg->max_body)
+		stream_respond(s, st, 413);
+	return 0;
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+	struct h2_stream *st;
+
+	(void)user_data;
+	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+		return 0;
+	st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+	if (!st)
+		return 0;
+	/* stamped as the frame is gathered for the next write */
+	if (!st->first_ns)
+		st->first_ns = stats_clock_ns();
+	if (frame->hd.type == NGHTTP2_DATA)
+		st->sent += frame->hd.length;
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t error_code, void *user_data)
+{
+	struct h2_session *s = user_data;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, stream_id);
+
+	(void)error_code;
+	if (!st)
+		return 0;
+	nghttp2_session_set_stream_user_data(ng, stream_id, NULL);
+	if (st->responded)
+		stream_account(s, st);
+	stream_unlink(s, st);
+	stream_free(st);
+	return 0;
+}
+
+/* One callback table and one option set for every session, read-only once made. */
+static nghttp2_session_callbacks *h2_callbacks;
+static nghttp2_option *h2_options;
+static pthread_once_t h2_once = PTHREAD_ONCE_INIT;
+
+static void h2_init(void)
+{
+	if (nghttp2_session_callbacks_new(&h2_callbacks) != 0 || nghttp2_option_new(&h2_options) != 0) {
+		h2_callbacks = NULL;
+		return;
+	}
+	nghttp2_session_callbacks_set_on_begin_headers_callback(h2_callbacks, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(h2_callbacks, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(h2_callbacks, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h2_callbacks, on_data_chunk_recv);
+	nghttp2_session_callbacks_set_on_frame_send_callback(h2_callbacks, on_frame_send);
+	nghttp2_session_callbacks_set_on_stream_close_callback(h2_callbacks, on_stream_close);
+	nghttp2_session_callbacks_set_send_data_callback(h2_callbacks, send_body);
+}
+
+/* ---- the session ---------------------------------------------------- */
+
+void h2_session_set_tls_site(struct h2_session *s, bool tls, int sni_site)
+{
+	s->tls = tls;
+	s->sni_site = sni_site;
+}
+
+struct h2_session *h2_session_new(const struct server *srv, const char *peer, const struct sockaddr *peer_addr,
+				  socklen_t peerlen)
+{
+	pthread_once(&h2_once, h2_init);
+	if (!h2_callbacks)
+		return NULL;
+	struct h2_session *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->srv = srv;
+	s->cfg = srv->cfg;
+	s->sni_site = -1;
+	s->peer = peer;
+	s->peer_addr.ss_family = AF_UNSPEC;
+	if (peer_addr && peerlen <= sizeof(s->peer_addr))
+		memcpy(&s->peer_addr, peer_addr, peerlen);
+	s->progress_ms = s->idle_since = conn_now_ms();
+	s->scan_skip = H2_PREFACE_LEN; /* the first bytes, h2_session_start's */
+	if (nghttp2_session_server_new2(&s->ng, h2_callbacks, s, h2_options) != 0) {
+		free(s);
+		return NULL;
+	}
+	size_t header_list = s->cfg->max_head;
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, header_list > UINT32_MAX ? UINT32_MAX : (uint32_t)header_list },
+	};
+	if (nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0) {
+		nghttp2_session_del(s->ng);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void h2_session_free(struct h2_session *s)
+{
+	if (!s)
+		return;
+	nghttp2_session_del(s->ng); /* calls no callback: the streams go below */
+	while (s->streams) {
+		struct h2_stream *st = s->streams;
+		s->streams = st->next;
+		stream_free(st);
+	}
+	free(s->in);
+	free(s->out);
+	free(s);
+}
+
+/* Room for n more bytes in s->out; only while nothing in it may be in
+ * flight (h2_flush). */
+static bool out_reserve(struct h2_session *s, size_t n)
+{
+	if (s->out_len + n <= s->out_cap)
+		return true;
+	size_t cap = s->out_len + n < H2_OUT_GATHER + 32 * 1024 ? H2_OUT_GATHER + 32 * 1024 : s->out_len + n;
+	char *q = realloc(s->out, cap);
+	if (!q)
+		return false;
+	s->out = q;
+	s->out_cap = cap;
+	return true;
+}
+
+/* Gathers what nghttp2 has to send into s->out, when it is empty; a
+ * session that wants neither to read nor to write is over. */
+static void h2_flush(struct h2_session *s)
+{
+	if (s->state != H2_OPEN || s->out_off < s->out_len)
+		return;
+	s->out_off = s->out_len = 0;
+	while (s->out_len < H2_OUT_GATHER) {
+		const uint8_t *p;
+		h2_ssize n = h2_mem_send(s->ng, &p);
+		if (n < 0) {
+			log_debug("http2: %s", nghttp2_strerror((int)n));
+			s->state = H2_CLOSE;
+			return;
+		}
+		if (n == 0)
+			break;
+		if (!out_reserve(s, (size_t)n)) {
+			s->state = H2_CLOSE;
+			return;
+		}
+		memcpy(s->out + s->out_len, p, (size_t)n);
+		s->out_len += (size_t)n;
+	}
+	if (s->out_len == 0 && !nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng))
+		s->state = H2_SHUTDOWN; /* GOAWAY out, no stream left: half-close, then linger */
+}
+
+/* A HEADERS frame opened (or continued) stream id: false when the id is
+ * below one already opened and was itself never opened, which RFC 9113
+ * 5.1.1 makes a connection error. nghttp2 lets that pass (it cannot tell a
+ * stream it has forgotten from one that never was); the 64 ids below the
+ * highest are remembered here, enough for any client that opens streams in
+ * order, and an older id is left to nghttp2. */
+static bool scan_headers(struct h2_session *s, uint32_t id)
+{
+	if (!(id & 1))
+		return true; /* not a client's stream: nghttp2 answers that */
+	if (id > s->scan_max) {
+		uint32_t shift = (id - s->scan_max) / 2;
+		s->scan_seen = shift >= 64 ? 0 : s->scan_seen << shift;
+		s->scan_seen |= 1;
+		s->scan_max = id;
+		return true;
+	}
+	uint32_t i = (s->scan_max - id) / 2;
+	return i >= 64 || (s->scan_seen >> i & 1);
+}
+
+/* Follows the frame headers in n received bytes; returns how many of them
+ * precede a frame that is a connection error nghttp2 would miss, or n. */
+static size_t scan_frames(struct h2_session *s, const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		if (s->scan_skip) {
+			size_t k = n - i < s->scan_skip ? n - i : s->scan_skip;
+			s->scan_skip -= k;
+			i += k;
+			continue;
+		}
+		size_t start = i;
+		while (i < n && s->scan_hd_len < 9)
+			s->scan_hd[s->scan_hd_len++] = p[i++];
+		if (s->scan_hd_len < 9)
+			break;
+		s->scan_hd_len = 0;
+		const unsigned char *h = s->scan_hd;
+		s->scan_skip = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
+		uint32_t id = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) & 0x7fffffffu;
+		if (h[3] == NGHTTP2_HEADERS && !scan_headers(s, id))
+			return start; /* the frame's bytes in p begin there */
+	}
+	return n;
+}
+
+/* The bytes of one read (or the HTTP/1.1 session's) into nghttp2. */
+static void h2_receive(struct h2_session *s, const char *buf, size_t n)
+{
+	int64_t now = stats_clock_ns();
+	s->read_ready_ns = s->readable_ns && s->readable_ns <= now ? s->readable_ns : now;
+	s->readable_ns = 0;
+	if (s->refused)
+		return;
+	size_t good = scan_frames(s, (const unsigned char *)buf, n);
+	h2_ssize rv = h2_mem_recv(s->ng, (const uint8_t *)buf, good);
+	if (rv >= 0 && good < n) {
+		log_debug("http2: %s opened a stream below one already opened: closing", s->peer);
+		s->refused = true;
+		nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+	}
+	if (rv < 0) {
+		/* a protocol error nghttp2 answers with GOAWAY returns >= 0; this
+		 * is one it cannot (a flood, no memory): close */
+		log_debug("http2: %s", nghttp2_strerror((int)rv));
+		s->state = H2_CLOSE;
+		return;
+	}
+	h2_flush(s);
+}
+
+void h2_session_start(struct h2_session *s, const char *buf, size_t len, int64_t ready_ns)
+{
+	s->readable_ns = ready_ns;
+	h2_receive(s, buf, len);
+}
+
+struct iovec h2_input_space(struct h2_session *s)
+{
+	if (!s->in)
+		s->in = malloc(H2_IN_SIZE);
+	if (!s->in) /* an empty span: the driver reads nothing, and closes */
+		return (struct iovec){ NULL, 0 };
+	return (struct iovec){ s->in, H2_IN_SIZE };
+}
+
+void h2_readable(struct h2_session *s, int64_t ns)
+{
+	s->readable_ns = ns;
+}
+
+void h2_input_done(struct h2_session *s, ssize_t n)
+{
+	if (n <= 0) {
+		s->state = H2_CLOSE;
+		return;
+	}
+	if (s->state == H2_LINGER) {
+		s->readable_ns = 0;
+		return;
+	}
+	if (s->state != H2_OPEN)
+		return;
+	h2_receive(s, s->in, (size_t)n);
+}
+
+void h2_output(struct h2_session *s, struct conn_output *out)
+{
+	out->iovcnt = 0;
+	out->file_fd = -1;
+	out->file_off = 0;
+	out->file_len = 0;
+	out->more = false;
+	out->total = s->out_len - s->out_off;
+	if (out->total > 0) {
+		out->iov[0].iov_base = s->out + s->out_off;
+		out->iov[0].iov_len = out->total;
+		out->iovcnt = 1;
+	}
+}
+
+void h2_output_done(struct h2_session *s, size_t n)
+{
+	s->out_off += n;
+	if (n > 0)
+		s->progress_ms = conn_now_ms();
+	if (s->out_off >= s->out_len) {
+		s->out_off = s->out_len = 0;
+		h2_flush(s);
+	}
+}
+
+void h2_output_failed(struct h2_session *s)
+{
+	stats_send_failed(); /* stats */
+	s->state = H2_CLOSE;
+}
+
+void h2_shutdown_done(struct h2_session *s)
+{
+	s->state = H2_LINGER;
+	s->progress_ms = conn_now_ms();
+}
+
+enum conn_want h2_wants(const struct h2_session *s, int64_t *deadline_ms)
+{
+	const struct config *cfg = s->cfg;
+
+	switch (s->state) {
+	case H2_CLOSE:
+		*deadline_ms = -1;
+		return CONN_WANT_CLOSE;
+	case H2_SHUTDOWN:
+		*deadline_ms = -1;
+		return CONN_WANT_SHUTDOWN;
+	case H2_LINGER:
+		*deadline_ms = s->progress_ms + H2_LINGER_MS;
+		return CONN_WANT_READ;
+	case H2_OPEN:
+		break;
+	}
+	if (s->out_off < s->out_len) {
+		*deadline_ms = s->progress_ms + cfg->send_timeout_ms;
+		return CONN_WANT_WRITE;
+	}
+	if (s->nstreams > s->waiting) /* responses the client's window holds back: a stall is a slow reader */
+		*deadline_ms = s->progress_ms + cfg->send_timeout_ms;
+	else if (s->waiting > 0) /* absolute, as a head's: trickled frames do not extend it */
+		*deadline_ms = s->busy_since + cfg->header_timeout_ms;
+	else /* no stream open: an idle connection */
+		*deadline_ms = s->idle_since + cfg->keepalive_timeout_ms;
+	return CONN_WANT_READ;
+}
+
+void h2_timeout(struct h2_session *s)
+{
+	if (s->state == H2_LINGER) { /* the end of a linger is routine, not a timeout */
+		s->state = H2_CLOSE;
+		return;
+	}
+	stats_timeout(); /* stats */
+	if (s->state == H2_OPEN && s->out_off == s->out_len && s->nstreams == 0) {
+		/* idle: say goodbye with GOAWAY, as h2o and nginx do; a client
+		 * that does not take it meets send_timeout */
+		nghttp2_session_terminate_session(s->ng, NGHTTP2_NO_ERROR);
+		s->progress_ms = conn_now_ms();
+		h2_flush(s);
+		return;
+	}
+	s->state = H2_CLOSE;
+}
+
+void h2_drain(struct h2_session *s)
+{
+	if (s->draining)
+		return;
+	s->draining = true;
+	if (s->state == H2_LINGER)
+		s->state = H2_CLOSE;
+	if (s->state != H2_OPEN)
+		return;
+	/* GOAWAY naming the last stream taken: those finish, a client retries
+	 * anything later on a new connection (RFC 9113 6.8) */
+	nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
+			      NGHTTP2_NO_ERROR, NULL, 0);
+	h2_flush(s);
+}
+
+bool h2_awaits_request(const struct h2_session *s)
+{
+	return s->state == H2_OPEN && !s->draining && s->out_off == s->out_len;
+}
+
+bool h2_release_idle(struct h2_session *s)
+{
+	if (s->state != H2_OPEN || s->out_off < s->out_len || s->nstreams > 0)
+		return false;
+	bool held = s->in || s->out;
+	free(s->in);
+	free(s->out);
+	s->in = s->out = NULL;
+	s->out_cap = s->out_off = s->out_len = 0;
+	return held;
+}

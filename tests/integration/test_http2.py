@@ -1,0 +1,350 @@
+"""HTTP/2: curl by prior knowledge on a plain listener and by ALPN over TLS,
+the same answers as HTTP/1.1 (files, 404 page, ranges, 304, HEAD, a big
+file byte-exact), several streams on one connection, the access log's
+protocol, `http2 = off`, the idle connection's GOAWAY, a graceful stop with
+a download in flight, and h2spec's conformance suite over h2c and TLS.
+
+The semantics run under the default model only; one short test runs a few
+streams under every model (iterative included: its one connection still
+multiplexes)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import signal
+import socket
+import struct
+import subprocess
+import time
+
+import pytest
+
+import util
+from conftest import A_TXT, BIG_SIZE, ERROR_404, RANGE_DATA
+from tlsutil import tls_settings
+
+pytestmark = pytest.mark.semantics
+
+HOST = util.HOST
+GO_BIN = util.REPO_ROOT / "build" / "go" / "bin"
+# h2spec 2.2.1's suite (generic, RFC 7540 and RFC 7541 sections).
+H2SPEC_TESTS = 145
+# Over h2c one fails: "3.5/2 Sends invalid connection preface" writes
+# "INVALID CONNECTION PREFACE\r\n\r\n" to a plain port, which is also an
+# HTTP/1.1 port: those bytes are a malformed HTTP/1.1 request, answered 400
+# as HTTP/1.1 answers it, and h2spec reads that answer as a broken frame.
+# Over TLS, ALPN h2 commits the client, and the same bytes close the
+# connection unanswered.
+H2SPEC_H2C_FAILING = ["Sends invalid connection preface"]
+
+
+def curl(*args: str, timeout: float = 10) -> subprocess.CompletedProcess:
+    return subprocess.run(["curl", "-sS", "--max-time", str(util.scaled(timeout)), *args], capture_output=True,
+                          timeout=util.scaled(timeout + 10))
+
+
+def h2c(port: int, path: str, *args: str) -> tuple[int, str, bytes, str]:
+    """GET path by prior knowledge: (status, http_version, body, headers)."""
+    r = curl("--http2-prior-knowledge", "-D", "-", "-o", "/dev/stdout", "-w", "\n%{http_code} %{http_version}",
+             *args, f"http://{HOST}:{port}{path}")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    tail = out.rsplit(b"\n", 1)[1].decode()
+    code, version = tail.split()
+    head, _, body = out[:out.rindex(b"\n")].partition(b"\r\n\r\n")
+    return int(code), version, body, head.decode("latin-1")
+
+
+@pytest.fixture
+def tls_server(servers, certs):
+    return servers(**tls_settings(certs))
+
+
+def tls_pin(certs, port: int) -> list[str]:
+    return ["--cacert", str(certs.ca), "--resolve", f"localhost:{port}:{HOST}"]
+
+
+# ---------------------------------------------------------------------------
+
+def test_prior_knowledge_serves_a_file(server):
+    code, version, body, head = h2c(server.port, "/a.txt")
+    assert (code, version, body) == (200, "2", A_TXT)
+    assert re.search(r"(?im)^content-length: 13\r?$", head), head
+    assert re.search(r"(?im)^server: spindle", head), head
+    assert not re.search(r"(?im)^(connection|keep-alive|transfer-encoding):", head), head
+
+
+def test_not_found_gets_the_sites_page(server):
+    code, version, body, _ = h2c(server.port, "/no-such-file")
+    assert (code, version, body) == (404, "2", ERROR_404)
+
+
+def test_range_and_multipart(server):
+    code, _, body, head = h2c(server.port, "/range.txt", "-r", "10-19")
+    assert (code, body) == (206, RANGE_DATA[10:20])
+    assert re.search(r"(?im)^content-range: bytes 10-19/124\r?$", head), head
+    code, _, body, head = h2c(server.port, "/range.txt", "-r", "0-1,100-101")
+    assert code == 206
+    ctype = re.search(r"(?im)^content-type: (.*?)\r?$", head).group(1)
+    parts = util.parse_multipart_byteranges(ctype, body)
+    assert [p for _, p in parts] == [RANGE_DATA[0:2], RANGE_DATA[100:102]]
+
+
+def test_conditional_304(server):
+    _, _, _, head = h2c(server.port, "/range.txt")
+    etag = re.search(r"(?im)^etag: (.*?)\r?$", head).group(1)
+    code, _, body, _ = h2c(server.port, "/range.txt", "-H", f"If-None-Match: {etag}")
+    assert (code, body) == (304, b"")
+    code, _, body, _ = h2c(server.port, "/range.txt", "-H", "If-None-Match: \"other\"")
+    assert (code, body) == (200, RANGE_DATA)
+
+
+def test_head_has_no_body(server):
+    r = curl("--http2-prior-knowledge", "-I", "-w", "%{http_version}", f"http://{HOST}:{server.port}/a.txt")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode("latin-1")
+    assert out.startswith("HTTP/2 200") and out.endswith("\r\n\r\n2"), out
+    assert re.search(r"(?im)^content-length: 13\r?$", out), out
+
+
+def test_big_file_byte_exact(server, docroot):
+    r = curl("--http2-prior-knowledge", "-w", "%{http_version}", "-o", "-", f"http://{HOST}:{server.port}/big.bin",
+             timeout=30)
+    assert r.returncode == 0, r.stderr
+    body, version = r.stdout[:-1], r.stdout[-1:]
+    assert version == b"2" and len(body) == BIG_SIZE
+    assert hashlib.sha256(body).hexdigest() == docroot.sha256("big.bin")
+
+
+def nghttp_stats(*urls: str, timeout: float = 20) -> list[tuple[int, str, str]]:
+    """Fetches urls as concurrent streams with nghttp (curl 7.88 fails a
+    second stream on a prior-knowledge connection, against any server),
+    checking it used one connection: [(status, size, path)], the size as
+    nghttp prints it ("13", "5M")."""
+    r = subprocess.run(["nghttp", "-nsv", *urls], capture_output=True, timeout=util.scaled(timeout))
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, out[-2000:] + r.stderr.decode()[-2000:]
+    assert out.count("] Connected") == 1, out[-2000:]
+    rows = re.findall(r"(?m)^\s*\d+\s+\S+\s+\S+\s+\S+\s+(\d+)\s+(\S+)\s+(\S+)$", out)
+    return [(int(c), n, p) for c, n, p in rows]
+
+
+def test_streams_share_one_connection(server):
+    """Twelve requests as concurrent streams of one connection (nghttp opens
+    one per origin), each answered with its own status and size."""
+    assert BIG_SIZE == 5 << 20
+    want = {"/a.txt": (200, "13"), "/range.txt": (200, "124"), "/sub/page.txt": (200, "14"),
+            "/no-such-file": (404, str(len(ERROR_404))), "/big.bin": (200, "5M")}
+    paths = list(want) + [f"/a.txt?n={i}" for i in range(7)]
+    rows = nghttp_stats(*(f"http://{HOST}:{server.port}{p}" for p in paths))
+    assert len(rows) == len(paths), rows
+    for code, size, path in rows:
+        assert (code, size) == want[path.split("?")[0]], (path, code, size)
+    util.wait_for(lambda: server.access_log.read_text().count("/a.txt?n=6 HTTP/2.0"), 5)
+    log = server.access_log.read_text()
+    assert all(f'"GET {p} HTTP/2.0"' in log for p in paths)
+
+
+def test_access_log_says_http2(fresh_server):
+    srv = fresh_server(access_log_format="json")
+    code, _, _, _ = h2c(srv.port, "/a.txt", "-A", "h2-agent")
+    assert code == 200
+    util.wait_for(lambda: srv.access_log.exists() and srv.access_log.read_text().strip(), 5)
+    e = json.loads(srv.access_log.read_text().splitlines()[-1])
+    assert (e["method"], e["target"], e["protocol"], e["status"], e["bytes"]) == ("GET", "/a.txt", "HTTP/2.0", 200, 13)
+    assert e["user_agent"] == "h2-agent"
+
+
+def test_access_log_combined_says_http2(server):
+    code, _, _, _ = h2c(server.port, "/sub/page.txt")
+    assert code == 200
+    util.wait_for(lambda: "GET /sub/page.txt HTTP/2.0" in server.access_log.read_text(), 5)
+    line = [ln for ln in server.access_log.read_text().splitlines() if "GET /sub/page.txt HTTP/2.0" in ln][-1]
+    assert '"GET /sub/page.txt HTTP/2.0" 200 14 ' in line, line
+
+
+def test_requests_counted_per_protocol(fresh_server):
+    """The statistics count every stream as a request, and how many of the
+    requests came over HTTP/2 (/metrics)."""
+    srv = fresh_server(metrics="on")
+    for path in ("/a.txt", "/range.txt", "/no-such-file"):
+        h2c(srv.port, path)
+    assert srv.get("/a.txt").status == 200  # HTTP/1.1
+
+    seen = []
+
+    def metrics() -> bool:
+        seen.append(srv.get("/metrics").body.decode())
+        return "\nspindle_http2_requests_total 3\n" in seen[-1]
+    assert util.wait_for(metrics, util.scaled(10)), seen[-1]
+    text = seen[-1]
+    got = int(re.search(r'(?m)^spindle_requests_total\{method="GET"\} (\d+)', text).group(1))
+    assert got >= 4, text  # the three streams and the HTTP/1.1 request (and earlier /metrics GETs)
+
+
+def test_tls_alpn_h2(tls_server, certs, docroot):
+    url = f"https://localhost:{tls_server.port}"
+    r = curl(*tls_pin(certs, tls_server.port), "--http2", "-v", "-w", "%{http_version}", "-o", "/dev/null",
+             f"{url}/a.txt")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"2"
+    assert "ALPN: server accepted h2" in r.stderr.decode(), r.stderr
+    r = curl(*tls_pin(certs, tls_server.port), "--http2", "-w", "%{http_version}", "-o", "-", f"{url}/big.bin",
+             timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout[-1:] == b"2"
+    assert hashlib.sha256(r.stdout[:-1]).hexdigest() == docroot.sha256("big.bin")
+    # a client that asks for http/1.1 still gets it
+    r = curl(*tls_pin(certs, tls_server.port), "--http1.1", "-w", "%{http_version}", "-o", "/dev/null",
+             f"{url}/a.txt")
+    assert r.stdout == b"1.1", r.stderr
+
+
+def test_http2_off_falls_back(servers, certs):
+    """http2 = off: a preface gets HTTP/1.1's answer to it (505), and ALPN
+    offers http/1.1 alone."""
+    srv = servers(http2="off")
+    with util.Conn.open(srv.port) as c:
+        c.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        head = c.read_head(time.monotonic() + util.scaled(5))
+    assert head.startswith(b"HTTP/1.1 505 "), head
+    tls = servers(http2="off", **tls_settings(certs))
+    r = curl(*tls_pin(certs, tls.port), "--http2", "-v", "-w", "%{http_version}", "-o", "/dev/null",
+             f"https://localhost:{tls.port}/a.txt")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"1.1"
+    assert "ALPN: server accepted http/1.1" in r.stderr.decode(), r.stderr
+
+
+def _frames(sock: socket.socket, timeout: float) -> list[tuple[int, int, bytes]]:
+    """Every frame (type, stream, payload) the server sends until it closes."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    frames = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        ftype, stream = data[3], struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF
+        frames.append((ftype, stream, data[9:9 + length]))
+        data = data[9 + length:]
+    return frames
+
+
+def test_idle_connection_gets_goaway(fresh_server):
+    """No stream open is idle: after keepalive_timeout the server says
+    GOAWAY (NO_ERROR) and closes."""
+    srv = fresh_server(keepalive_timeout="1s")
+    with socket.create_connection((HOST, srv.port)) as s:
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        t0 = time.monotonic()
+        frames = _frames(s, util.scaled(5))
+        took = time.monotonic() - t0
+    goaway = [f for f in frames if f[0] == 7]
+    assert goaway, frames
+    assert struct.unpack(">II", goaway[-1][2][:8]) == (0, 0)  # last stream 0, NO_ERROR
+    assert 0.8 < took < util.scaled(4), took
+
+
+def _headers(stream: int, path: bytes, end_stream: bool = True) -> bytes:
+    """A GET as a HEADERS frame, HPACK by hand: :method GET, :scheme http,
+    :path and :authority as literals."""
+    block = bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x01]) + b"a"
+    flags = 0x04 | (0x01 if end_stream else 0)
+    return len(block).to_bytes(3, "big") + bytes([1, flags]) + stream.to_bytes(4, "big") + block
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def test_zero_window_is_cut_by_send_timeout(fresh_server):
+    """The HTTP/2 slowloris: a client that grants no window holds a response
+    it never takes; send_timeout closes the connection."""
+    srv = fresh_server(send_timeout="1s")
+    settings = (6).to_bytes(3, "big") + bytes([4, 0]) + bytes(4) + struct.pack(">HI", 4, 0)  # INITIAL_WINDOW_SIZE 0
+    with socket.create_connection((HOST, srv.port)) as s:
+        s.sendall(PREFACE + settings + _headers(1, b"/a.txt"))
+        t0 = time.monotonic()
+        frames = _frames(s, util.scaled(6))
+        took = time.monotonic() - t0
+    assert [f for f in frames if f[0] == 1 and f[1] == 1], frames  # the response's HEADERS
+    assert not [f for f in frames if f[0] == 0 and f[2]], frames    # and no byte of its body
+    assert 0.8 < took < util.scaled(4), took
+
+
+def test_incomplete_request_is_cut_by_header_timeout(fresh_server):
+    """A stream whose request never ends (no END_STREAM, no body) closes the
+    connection after header_timeout, however the client keeps it busy."""
+    srv = fresh_server(header_timeout="1s")
+    with socket.create_connection((HOST, srv.port)) as s:
+        s.sendall(PREFACE + bytes(3) + bytes([4, 0]) + bytes(4) + _headers(1, b"/a.txt", end_stream=False))
+        t0 = time.monotonic()
+        for _ in range(3):  # PINGs do not extend it
+            time.sleep(0.3)
+            s.sendall((8).to_bytes(3, "big") + bytes([6, 0]) + bytes(4) + b"12345678")
+        frames = _frames(s, util.scaled(6))
+        took = time.monotonic() - t0
+    assert not [f for f in frames if f[0] == 1], frames
+    assert 0.8 < took < util.scaled(4), took
+
+
+def test_graceful_stop_lets_a_download_finish(fresh_server, huge_docroot, tmp_path):
+    """SIGTERM with a stream in flight (50 MB at 25 MB/s: more than the
+    socket buffers hold): GOAWAY, the stream finishes byte-exact within
+    drain_timeout, the server exits 0."""
+    srv = fresh_server(root=huge_docroot.path)
+    out = tmp_path / "huge"
+    p = subprocess.Popen(["curl", "-sS", "--http2-prior-knowledge", "--limit-rate", "25M", "-o", str(out),
+                          "-w", "%{http_code} %{http_version}", f"http://{HOST}:{srv.port}/huge.bin"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    util.wait_for(lambda: out.exists() and out.stat().st_size > 0, 5)
+    srv.signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=util.scaled(20))
+    assert p.returncode == 0, stderr
+    assert stdout == b"200 2"
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == huge_docroot.sha256("huge.bin")
+    assert srv.stop() == 0
+
+
+# ---------------------------------------------------------------------------
+
+@pytest.mark.per_model
+def test_streams_under_every_model(model, server):
+    """A few streams on one connection, under each model (iterative
+    included: one connection at a time, its streams multiplexed)."""
+    paths = ["/a.txt", "/range.txt", "/sub/page.txt", "/no-such-file"]
+    rows = nghttp_stats(*(f"http://{HOST}:{server.port}{p}" for p in paths))
+    assert sorted(rows) == sorted([(200, "13", "/a.txt"), (200, "124", "/range.txt"),
+                                   (200, "14", "/sub/page.txt"), (404, str(len(ERROR_404)), "/no-such-file")])
+
+
+# ---------------------------------------------------------------------------
+
+def _h2spec(*args: str) -> tuple[int, int, str]:
+    h2spec = GO_BIN / "h2spec"
+    if not h2spec.exists():
+        pytest.fail("h2spec is missing: `make deps` (scripts/install-deps.sh) installs it", pytrace=False)
+    r = subprocess.run([str(h2spec), "-h", HOST, "-o", str(max(2, int(util.scaled(2)))), *args],
+                       capture_output=True, timeout=util.scaled(110))
+    out = r.stdout.decode(errors="replace")
+    m = re.search(r"(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed", out)
+    assert m, out[-3000:]
+    total, passed = int(m.group(1)), int(m.group(2))
+    return total, passed, out
+
+
+def test_h2spec_h2c(server):
+    total, passed, out = _h2spec("-p", str(server.port))
+    failures = out[out.find("Failures:"):] if "Failures:" in out else ""
+    assert (total, passed) == (H2SPEC_TESTS, H2SPEC_TESTS - len(H2SPEC_H2C_FAILING)), failures[-4000:]
+    assert re.findall(r"× \d+: (.*)", failures) == H2SPEC_H2C_FAILING, failures[-4000:]
+
+
+def test_h2spec_tls(tls_server):
+    total, passed, out = _h2spec("-p", str(tls_server.port), "-t", "-k")
+    failures = out[out.find("Failures:"):] if "Failures:" in out else ""
+    assert (total, passed) == (H2SPEC_TESTS, H2SPEC_TESTS), failures[-4000:]

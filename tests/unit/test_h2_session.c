@@ -1,0 +1,251 @@
+/* test_h2_session.c - the HTTP/2 session through conn.h, without sockets:
+ * the preface and a request as raw frames (HPACK by hand, static table and
+ * literals only), fed in pieces as small as one byte, and the frames the
+ * core sends back read as a client would. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/conn.h"
+#include "testserver.h"
+
+#define A_TXT "hello, world\n"
+#define BIG_SIZE (4 << 20)
+
+static struct test_server ts;
+
+static void setup(void)
+{
+	test_server_init(&ts);
+	test_server_file(&ts, "a.txt", A_TXT, strlen(A_TXT));
+	static char big[BIG_SIZE];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7 + i / 4096);
+	test_server_file(&ts, "big.bin", big, sizeof(big));
+	test_server_open(&ts);
+}
+
+static void teardown(void)
+{
+	test_server_close(&ts);
+}
+
+struct drive {
+	struct conn *c;
+	unsigned char out[1 << 16];
+	size_t outlen;
+	int shutdowns;
+	bool discard;     /* count what is sent, keep none of it */
+	size_t total;     /* bytes sent */
+	size_t max_write; /* the largest output offered at once */
+};
+
+static enum conn_want pump(struct drive *d)
+{
+	for (int guard = 0; guard < 100000; guard++) {
+		int64_t deadline;
+		enum conn_want w = conn_wants(d->c, &deadline);
+		if (w == CONN_WANT_WRITE) {
+			struct conn_output o;
+			conn_output(d->c, &o);
+			cr_assert_gt(o.total, 0, "the core wants WRITE but offers nothing");
+			cr_assert_gt(o.iovcnt, 0, "memory, not a file range");
+			if (o.total > d->max_write)
+				d->max_write = o.total;
+			d->total += o.total;
+			if (d->discard) {
+				conn_output_done(d->c, o.total);
+				continue;
+			}
+			size_t n = 0;
+			for (int i = 0; i < o.iovcnt; i++) {
+				cr_assert_leq(d->outlen + o.iov[i].iov_len, sizeof(d->out));
+				memcpy(d->out + d->outlen, o.iov[i].iov_base, o.iov[i].iov_len);
+				d->outlen += o.iov[i].iov_len;
+				n += o.iov[i].iov_len;
+			}
+			conn_output_done(d->c, n);
+		} else if (w == CONN_WANT_SHUTDOWN) {
+			d->shutdowns++;
+			conn_shutdown_done(d->c);
+		} else {
+			return w;
+		}
+	}
+	cr_assert_fail("the core never stops wanting to write");
+	return CONN_WANT_CLOSE;
+}
+
+static void feed(struct drive *d, const unsigned char *p, size_t len, size_t chunk)
+{
+	for (size_t off = 0; off < len;) {
+		cr_assert_eq(pump(d), CONN_WANT_READ);
+		struct iovec sp = conn_input_space(d->c);
+		cr_assert_gt(sp.iov_len, 0);
+		size_t n = len - off < chunk ? len - off : chunk;
+		if (n > sp.iov_len)
+			n = sp.iov_len;
+		memcpy(sp.iov_base, p + off, n);
+		conn_input_done(d->c, (ssize_t)n);
+		off += n;
+	}
+	pump(d);
+}
+
+/* The client's first flight: preface, empty SETTINGS, and one GET with
+ * END_STREAM for path on stream 1. */
+static size_t request(unsigned char *buf, const char *path)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	size_t n = 0, plen = strlen(path);
+	memcpy(buf, preface, 24);
+	n = 24;
+	static const unsigned char settings[9] = { 0, 0, 0, 4, 0, 0, 0, 0, 0 };
+	memcpy(buf + n, settings, 9);
+	n += 9;
+	/* :method GET (2), :scheme http (6), :path literal (name 4), :authority "a" (name 1) */
+	unsigned char block[64];
+	size_t b = 0;
+	block[b++] = 0x82;
+	block[b++] = 0x86;
+	block[b++] = 0x04;
+	block[b++] = (unsigned char)plen;
+	memcpy(block + b, path, plen);
+	b += plen;
+	block[b++] = 0x01;
+	block[b++] = 0x01;
+	block[b++] = 'a';
+	unsigned char hd[9] = { 0, 0, (unsigned char)b, 1, 0x05 /* END_STREAM | END_HEADERS */, 0, 0, 0, 1 };
+	memcpy(buf + n, hd, 9);
+	n += 9;
+	memcpy(buf + n, block, b);
+	return n + b;
+}
+
+struct frame {
+	unsigned type, flags;
+	uint32_t stream;
+	const unsigned char *payload;
+	size_t len;
+};
+
+/* The n-th frame of type on stream in what the core sent; false if none. */
+static bool find_frame(const struct drive *d, unsigned type, uint32_t stream, struct frame *f)
+{
+	for (size_t i = 0; i + 9 <= d->outlen;) {
+		size_t len = (size_t)d->out[i] << 16 | (size_t)d->out[i + 1] << 8 | d->out[i + 2];
+		uint32_t sid = ((uint32_t)d->out[i + 5] << 24 | (uint32_t)d->out[i + 6] << 16 |
+				(uint32_t)d->out[i + 7] << 8 | d->out[i + 8]) & 0x7fffffffu;
+		if (d->out[i + 3] == type && sid == stream && i + 9 + len <= d->outlen) {
+			*f = (struct frame){ d->out[i + 3], d->out[i + 4], sid, d->out + i + 9, len };
+			return true;
+		}
+		i += 9 + len;
+	}
+	return false;
+}
+
+TestSuite(h2_session, .init = setup, .fini = teardown);
+
+static void serves_a_file(size_t chunk)
+{
+	struct drive *d = calloc(1, sizeof(*d));
+	unsigned char req[128];
+	size_t n = request(req, "/a.txt");
+	d->c = conn_new(&ts.srv, NULL, 0);
+	cr_assert_not_null(d->c);
+	feed(d, req, n, chunk);
+	struct frame f;
+	cr_assert(find_frame(d, 4, 0, &f), "no SETTINGS from the server");
+	cr_assert(find_frame(d, 1, 1, &f), "no HEADERS on stream 1");
+	cr_assert(find_frame(d, 0, 1, &f), "no DATA on stream 1");
+	cr_assert_eq(f.len, strlen(A_TXT));
+	cr_assert_eq(memcmp(f.payload, A_TXT, f.len), 0);
+	cr_assert(f.flags & 0x01, "the DATA frame ends the stream");
+	int64_t deadline;
+	cr_assert_eq(conn_wants(d->c, &deadline), CONN_WANT_READ);
+	cr_assert(conn_awaits_request(d->c));
+	/* no stream open: an idle connection's buffers go */
+	cr_assert(conn_release_idle(d->c));
+	conn_free(d->c);
+	free(d);
+}
+
+Test(h2_session, preface_and_request_in_one_read)
+{
+	serves_a_file(1 << 16);
+}
+
+/* The preface split over reads: its first 18 bytes alone would parse as an
+ * HTTP/1.1 head, which the session must not answer. */
+Test(h2_session, preface_and_request_one_byte_per_read)
+{
+	serves_a_file(1);
+}
+
+/* A client whose windows allow the whole file at once: the session still
+ * hands it out a bounded write at a time, never the window's worth in one
+ * buffer. */
+Test(h2_session, a_wide_window_is_sent_in_bounded_writes)
+{
+	struct drive *d = calloc(1, sizeof(*d));
+	unsigned char req[160];
+	size_t n = request(req, "/big.bin");
+	/* SETTINGS_INITIAL_WINDOW_SIZE 2^31-1 in place of the empty SETTINGS,
+	 * then the connection window opened as far */
+	static const unsigned char settings[15] = { 0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff };
+	static const unsigned char wu[13] = { 0, 0, 4, 8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0, 0 };
+	unsigned char flight[200];
+	memcpy(flight, req, 24);
+	memcpy(flight + 24, settings, sizeof(settings));
+	memcpy(flight + 24 + sizeof(settings), wu, sizeof(wu));
+	memcpy(flight + 24 + sizeof(settings) + sizeof(wu), req + 33, n - 33);
+	size_t len = n - 33 + 24 + sizeof(settings) + sizeof(wu);
+	d->discard = true;
+	d->c = conn_new(&ts.srv, NULL, 0);
+	feed(d, flight, len, len);
+	cr_assert_gt(d->total, BIG_SIZE, "the whole file went out");
+	cr_assert_leq(d->max_write, 128 * 1024, "one write of %zu bytes", d->max_write);
+	conn_free(d->c);
+	free(d);
+}
+
+Test(h2_session, drain_sends_goaway_then_closes)
+{
+	struct drive *d = calloc(1, sizeof(*d));
+	unsigned char req[128];
+	size_t n = request(req, "/a.txt");
+	d->c = conn_new(&ts.srv, NULL, 0);
+	feed(d, req, n, sizeof(req));
+	d->outlen = 0;
+	conn_drain(d->c);
+	enum conn_want w = pump(d);
+	struct frame f;
+	cr_assert(find_frame(d, 7, 0, &f), "no GOAWAY");
+	cr_assert_eq(f.len, 8);
+	cr_assert_eq(f.payload[3], 1, "GOAWAY names stream 1 as the last one taken");
+	cr_assert_eq(d->shutdowns, 1, "half-closed after the GOAWAY");
+	cr_assert_eq(w, CONN_WANT_READ, "lingers, reading what the client still sends");
+	conn_input_done(d->c, 0);
+	cr_assert_eq(pump(d), CONN_WANT_CLOSE);
+	conn_free(d->c);
+	free(d);
+}
+
+Test(h2_session, off_answers_the_preface_as_http1)
+{
+	test_server_close(&ts);
+	test_server_init(&ts);
+	ts.cfg.http2 = false;
+	test_server_open(&ts);
+	struct drive *d = calloc(1, sizeof(*d));
+	unsigned char req[128];
+	size_t n = request(req, "/a.txt");
+	d->c = conn_new(&ts.srv, NULL, 0);
+	feed(d, req, n, sizeof(req));
+	cr_assert_geq(d->outlen, 12);
+	cr_assert_eq(memcmp(d->out, "HTTP/1.1 505", 12), 0, "%.*s", (int)d->outlen, (const char *)d->out);
+	conn_free(d->c);
+	free(d);
+}
