@@ -27,14 +27,19 @@ IDLE_KIB_MAX = 8.0
 CLOSED_KIB_MAX = 0.5    # per connection that was open, after all closed
 
 
-def _pss_kib(srv: util.Server) -> int:
+def _rollup_kib(srv: util.Server, field: str) -> int:
+    """One smaps_rollup field, summed over the instance's processes."""
     total = 0
     for pid in util.instance_processes(srv):
         with contextlib.suppress(OSError):
             for ln in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if ln.startswith("Pss:"):
+                if ln.startswith(field + ":"):
                     total += int(ln.split()[1])
     return total
+
+
+def _pss_kib(srv: util.Server) -> int:
+    return _rollup_kib(srv, "Pss")
 
 
 def _anon_kib(srv: util.Server) -> int:
@@ -42,13 +47,7 @@ def _anon_kib(srv: util.Server) -> int:
     allocator holds. A PSS also moves when another process starts or stops
     mapping the same libraries (a server of the test before, still exiting,
     halves or doubles their share of libcrypto's pages: megabytes)."""
-    total = 0
-    for pid in util.instance_processes(srv):
-        with contextlib.suppress(OSError):
-            for ln in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if ln.startswith("Anonymous:"):
-                    total += int(ln.split()[1])
-    return total
+    return _rollup_kib(srv, "Anonymous")
 
 
 def _sanitized() -> bool:
