@@ -233,7 +233,7 @@ def test_fallback_off_by_default(model, server):
     ("autoindex = yes", "autoindex: 'yes' is not off, html or json"),
     ("fallback = index.html", "fallback: 'index.html' must be a path starting with '/'"),
     ("fallback = /index.html?x", "fallback: '/index.html?x' must be a path starting with '/'"),
-    ("access_log_format = clf", "access_log_format: 'clf' is not combined or json"),
+    ("access_log_format = clf", "access_log_format: 'clf' is not combined, json or vhost_combined"),
 ])
 def test_bad_values_name_file_and_line(tmp_path, docroot, line, problem):
     section = "log" if line.startswith("access_log_format") else "http"
