@@ -64,6 +64,11 @@
  * fast a download goes is the client's window, not this one. */
 #define H2_WINDOW (1 << 20)
 #define H2_LINGER_MS 2000
+/* A graceful stop first announces itself (GOAWAY naming stream 2^31-1: no
+ * new requests, please) and names the last stream taken only this much
+ * later, so requests already on their way are served, not refused (RFC 9113
+ * 6.8; h2o waits a second too). At most half the drain time. */
+#define H2_GOAWAY_NOTICE_MS 1000
 
 /* nghttp2 1.60 renamed the buffer calls and the data provider (the old
  * ones are deprecated there); Debian 12 has 1.52. */
@@ -118,6 +123,7 @@ struct h2_session {
 	const struct config *cfg;
 	enum h2_state state;
 	bool draining;
+	int64_t final_goaway_ms;  /* draining: when the GOAWAY naming the last stream goes; 0: none pending */
 	char *in;                 /* H2_IN_SIZE, allocated while the connection is busy */
 	char *out;                /* gathered frames: out[out_off .. out_len) */
 	size_t out_off, out_len, out_cap;
@@ -964,21 +970,37 @@ enum conn_want h2_wants(const struct h2_session *s, int64_t *deadline_ms)
 	case H2_OPEN:
 		break;
 	}
+	enum conn_want want = CONN_WANT_READ;
 	if (s->out_off < s->out_len) {
 		*deadline_ms = s->progress_ms + cfg->send_timeout_ms;
-		return CONN_WANT_WRITE;
-	}
-	if (s->nstreams > s->waiting) /* responses the client's window holds back: a stall is a slow reader */
+		want = CONN_WANT_WRITE;
+	} else if (s->nstreams > s->waiting) { /* responses the client's window holds back: a slow reader */
 		*deadline_ms = s->progress_ms + cfg->send_timeout_ms;
-	else if (s->waiting > 0) /* absolute, as a head's: trickled frames do not extend it */
+	} else if (s->waiting > 0) { /* absolute, as a head's: trickled frames do not extend it */
 		*deadline_ms = s->busy_since + cfg->header_timeout_ms;
-	else /* no stream open: an idle connection */
+	} else { /* no stream open: an idle connection */
 		*deadline_ms = s->idle_since + cfg->keepalive_timeout_ms;
-	return CONN_WANT_READ;
+	}
+	if (s->final_goaway_ms && s->final_goaway_ms < *deadline_ms)
+		*deadline_ms = s->final_goaway_ms;
+	return want;
+}
+
+/* The second half of a graceful stop's GOAWAY (h2_drain). */
+static void final_goaway(struct h2_session *s)
+{
+	s->final_goaway_ms = 0;
+	nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
+			      NGHTTP2_NO_ERROR, NULL, 0);
+	h2_flush(s);
 }
 
 void h2_timeout(struct h2_session *s)
 {
+	if (s->state == H2_OPEN && s->final_goaway_ms && conn_now_ms() >= s->final_goaway_ms) {
+		final_goaway(s); /* not a timeout: the stop's next step */
+		return;
+	}
 	if (s->state == H2_LINGER) { /* the end of a linger is routine, not a timeout */
 		s->state = H2_CLOSE;
 		return;
@@ -1004,10 +1026,13 @@ void h2_drain(struct h2_session *s)
 		s->state = H2_CLOSE;
 	if (s->state != H2_OPEN)
 		return;
-	/* GOAWAY naming the last stream taken: those finish, a client retries
-	 * anything later on a new connection (RFC 9113 6.8) */
-	nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
-			      NGHTTP2_NO_ERROR, NULL, 0);
+	/* the notice now, the GOAWAY naming the last stream taken a round trip
+	 * or more later (h2_timeout): those finish, a client retries anything
+	 * later on a new connection */
+	int grace = s->cfg->drain_timeout_ms / 2 < H2_GOAWAY_NOTICE_MS ? s->cfg->drain_timeout_ms / 2
+									: H2_GOAWAY_NOTICE_MS;
+	nghttp2_submit_shutdown_notice(s->ng);
+	s->final_goaway_ms = conn_now_ms() + grace;
 	h2_flush(s);
 }
 

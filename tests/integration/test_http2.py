@@ -348,3 +348,59 @@ def test_h2spec_tls(tls_server):
     total, passed, out = _h2spec("-p", str(tls_server.port), "-t", "-k")
     failures = out[out.find("Failures:"):] if "Failures:" in out else ""
     assert (total, passed) == (H2SPEC_TESTS, H2SPEC_TESTS), failures[-4000:]
+
+
+def test_reload_announces_goaway_before_naming_the_last_stream(fresh_server):
+    """A reload drains every HTTP/2 connection of the old generation: first a
+    GOAWAY notice (last stream 2^31-1: no new requests, please), the last
+    stream taken named only a second later. A client that keeps 4 requests
+    in flight and stops opening streams at the notice has every request it
+    sent answered: none falls above the final GOAWAY's last stream (RFC 9113
+    6.8). A single GOAWAY refused the ones on their way (h2load counted them
+    as failed)."""
+    srv = fresh_server()
+    with socket.create_connection((HOST, srv.port)) as s:
+        s.settimeout(util.scaled(10))
+        # SETTINGS, and a connection window for all the answers to come
+        s.sendall(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                  + b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + (1 << 30).to_bytes(4, "big"))
+        next_id, inflight, answered = 1, set(), 0
+        notice, final, data = False, None, b""
+
+        def send_one() -> None:
+            nonlocal next_id
+            s.sendall(_headers(next_id, b"/a.txt"))
+            inflight.add(next_id)
+            next_id += 2
+
+        for _ in range(4):
+            send_one()
+        deadline = time.monotonic() + util.scaled(10)
+        while time.monotonic() < deadline and not (final is not None and not inflight):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+                length = int.from_bytes(data[:3], "big")
+                ftype, flags = data[3], data[4]
+                stream = struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF
+                payload, data = data[9:9 + length], data[9 + length:]
+                if ftype in (0, 1) and flags & 0x01 and stream in inflight:  # DATA/HEADERS, END_STREAM
+                    inflight.discard(stream)
+                    answered += 1
+                    if answered == 20:
+                        srv.signal(signal.SIGHUP)
+                    if not notice:
+                        send_one()
+                elif ftype == 7:  # GOAWAY
+                    last = struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF
+                    if last == 0x7FFFFFFF:
+                        notice = True
+                    else:
+                        final = last
+    assert notice, "no GOAWAY notice before the last stream was named"
+    assert final is not None and final >= next_id - 2, (final, next_id)
+    assert not inflight, f"requests sent before the final GOAWAY and never answered: {sorted(inflight)}"
+    assert answered >= 20
+    assert srv.get("/a.txt").status == 200
