@@ -855,6 +855,14 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	struct h2_session *s = user_data;
 	struct h2_stream *st;
 
+	/* a connection error nghttp2 found itself (a limit of its own, a
+	 * protocol error) is logged as ours are */
+	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR && !s->refused) {
+		s->refused = true;
+		char why[64];
+		snprintf(why, sizeof(why), "connection error %s", nghttp2_http2_strerror(frame->goaway.error_code));
+		h2_warn(s, why);
+	}
 	/* a reset for the peer's fault (ours for a 413 says NO_ERROR) */
 	if (frame->hd.type == NGHTTP2_RST_STREAM && frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
 		reset_taken(s);

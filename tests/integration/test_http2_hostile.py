@@ -2,9 +2,9 @@
 fresh client is served promptly, then the attacker's connection closed (with
 GOAWAY and the code RFC 9113 gives) or the attack without effect, and the
 server still serving. Rapid Reset, MadeYouReset, CONTINUATION flood, HPACK
-bomb, SETTINGS / PING / empty DATA / WINDOW_UPDATE floods, more streams than
-SETTINGS_MAX_CONCURRENT_STREAMS, the memory budget, a slow reader of many
-streams and a zero-window stall.
+bomb, SETTINGS / PING / empty DATA / WINDOW_UPDATE floods, a SETTINGS frame of
+too many entries, more streams than SETTINGS_MAX_CONCURRENT_STREAMS, the
+memory budget, a slow reader of many streams and a zero-window stall.
 
 The session is the same under every model: each attack runs under the
 default model, and two short ones (Rapid Reset, the zero-window stall) under
@@ -338,6 +338,16 @@ def test_control_frame_flood(fresh_server, unit):
         assert a.wait_closed(util.scaled(3)), f"still open after {a.sent} bytes"
     assert "too many frames that ask nothing" in srv.error_log.read_text()
     assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_settings_with_too_many_entries(fresh_server):
+    """A SETTINGS frame of 40 entries: nghttp2's own limit (32) answers,
+    and its connection error is logged as the session's are."""
+    srv = fresh_server()
+    with Attacker(srv.port) as a:
+        a.send(settings(*[(3, 100)] * 40))
+        assert_calm(a, srv, "connection error ENHANCE_YOUR_CALM")
     fresh_get(srv.port)
 
 
