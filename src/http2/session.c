@@ -31,12 +31,45 @@
  * are read (pread, or copied from memory) straight into it, never into
  * nghttp2's frame buffer first. The buffer is refilled only when empty, so
  * the memory conn_output() described never moves while a send may be in
- * flight. */
+ * flight.
+ *
+ * A hostile peer meets these limits, each ending the connection with
+ * GOAWAY and one warning in the error log (at most one a second):
+ * - nghttp2 (Debian's 1.52 has the backports) answers a RST_STREAM flood
+ *   (Rapid Reset: a bucket of 1000, 33 a second, GOAWAY INTERNAL_ERROR),
+ *   more than 8 CONTINUATION frames, more than 32 entries in a SETTINGS
+ *   frame (ENHANCE_YOUR_CALM), more than 1000 SETTINGS and PING
+ *   acknowledgements queued, streams beyond SETTINGS_MAX_CONCURRENT_STREAMS
+ *   (REFUSED_STREAM) and an HPACK table larger than the 4096 bytes we allow.
+ * - New streams per read: at most H2_STREAMS_PER_READ, as nginx (twice the
+ *   concurrent streams): a read packed with streams opened and reset costs
+ *   a site answer each (ENHANCE_YOUR_CALM). How many a read holds depends
+ *   on the driver (uring's reads are 2 KB), hence also:
+ * - Streams reset, by the client (Rapid Reset) or by us for its faults
+ *   (MadeYouReset: a malformed message, a frame its state forbids): one
+ *   bucket of H2_RESET_BURST, H2_RESET_RATE a second, tighter than
+ *   nghttp2's (1000, 33 a second, GOAWAY INTERNAL_ERROR), which counts only
+ *   the client's; a browser cancels at most a page's streams at once.
+ * - Frames that ask nothing (empty DATA, WINDOW_UPDATE, PING, SETTINGS,
+ *   PRIORITY): H2_IDLE_FRAMES in a row with no stream opened, no request
+ *   byte and no response byte between them.
+ * - Memory: what a connection holds for its peer (its streams, their
+ *   request heads as they arrive, everything nghttp2 allocates, HPACK
+ *   tables and queued frames included, and the input and output buffers)
+ *   is counted against a budget (H2_BUDGET, or 64 heads of max_head if
+ *   more): 128 streams each holding a head near max_head would otherwise
+ *   hold 4 MB per connection until header_timeout. Past the budget no new
+ *   stream is taken (GOAWAY ENHANCE_YOUR_CALM); past twice it nghttp2's
+ *   allocations fail and the connection is closed.
+ * Output floods (PING or SETTINGS acknowledgements to a peer that does not
+ * read) cannot pile up: the session does not read while its output waits,
+ * and send_timeout cuts a peer that takes nothing. */
 #include "session.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +102,11 @@
  * later, so requests already on their way are served, not refused (RFC 9113
  * 6.8; h2o waits a second too). At most half the drain time. */
 #define H2_GOAWAY_NOTICE_MS 1000
+#define H2_STREAMS_PER_READ (2 * H2_MAX_STREAMS)
+#define H2_IDLE_FRAMES 1000
+#define H2_RESET_BURST (2 * H2_MAX_STREAMS) /* a page's streams cancelled, twice */
+#define H2_RESET_RATE H2_MAX_STREAMS        /* tokens a second */
+#define H2_BUDGET (1024 * 1024)
 
 /* nghttp2 1.60 renamed the buffer calls and the data provider (the old
  * ones are deprecated there); Debian 12 has 1.52. */
@@ -103,6 +141,8 @@ struct h2_stream {
 	char *method, *path, *authority; /* pseudo-header fields */
 	char *fields;          /* the regular fields as HTTP/1.1 lines */
 	size_t fields_len, fields_cap;
+	size_t pseudo_len;     /* bytes of the pseudo-header fields, held to max_head with the rest */
+	size_t mem;            /* bytes this stream holds (the session's budget) */
 	char *head;            /* the request as an HTTP/1.1 head: req's spans point here */
 	char *line;            /* "METHOD PATH HTTP/2.0", for the access log */
 	size_t line_len;
@@ -144,6 +184,12 @@ struct h2_session {
 	uint32_t scan_max;
 	uint64_t scan_seen;       /* bit i: stream scan_max - 2 i had HEADERS */
 	bool refused;             /* a connection error was found: nothing more is read */
+	bool fatal;               /* nghttp2 failed: out holds our own GOAWAY, then the end */
+	size_t mem, budget;       /* bytes held for the peer, and the most it may hold */
+	unsigned new_streams;     /* streams opened by this read */
+	unsigned idle_frames;     /* frames that asked nothing, in a row */
+	uint64_t reset_tokens;    /* streams we may still reset for the peer's faults */
+	int64_t reset_refill_ms;  /* when the bucket last gained a token */
 	bool tls;                 /* h2_session_set_tls_site: over TLS */
 	int sni_site;             /* the site the SNI named, or -1 */
 	const char *peer;
@@ -158,6 +204,127 @@ int h2_preface(const char *buf, size_t len)
 	if (memcmp(buf, H2_PREFACE, n) != 0)
 		return -1;
 	return n == H2_PREFACE_LEN ? 1 : 0;
+}
+
+/* ---- limits --------------------------------------------------------- */
+
+/* One warning a second at most per process: a flood of hostile peers must
+ * not become a flood of log lines. */
+static _Atomic int64_t h2_warned_ms;
+static atomic_uint h2_unwarned;
+
+static void h2_warn(const struct h2_session *s, const char *why)
+{
+	int64_t now = conn_now_ms(), last = atomic_load(&h2_warned_ms);
+	if (now - last < 1000 || !atomic_compare_exchange_strong(&h2_warned_ms, &last, now)) {
+		atomic_fetch_add(&h2_unwarned, 1);
+		return;
+	}
+	unsigned more = atomic_exchange(&h2_unwarned, 0);
+	if (more)
+		log_warn("http2: %s: %s: closing (and %u more such in the last second)", s->peer, why, more);
+	else
+		log_warn("http2: %s: %s: closing", s->peer, why);
+}
+
+/* The peer broke a limit: GOAWAY with code, nothing more is read. */
+static void h2_refuse(struct h2_session *s, uint32_t code, const char *why)
+{
+	if (s->refused)
+		return;
+	s->refused = true;
+	h2_warn(s, why);
+	nghttp2_session_terminate_session(s->ng, code);
+}
+
+static void mem_charge(struct h2_session *s, struct h2_stream *st, ptrdiff_t delta)
+{
+	s->mem += (size_t)delta;
+	if (st)
+		st->mem += (size_t)delta;
+}
+
+/* No new stream is taken past the budget. */
+static bool over_budget(struct h2_session *s)
+{
+	if (s->mem <= s->budget)
+		return false;
+	h2_refuse(s, NGHTTP2_ENHANCE_YOUR_CALM, "memory budget spent");
+	return true;
+}
+
+/* nghttp2's allocations, counted in the session's budget: each block
+ * carries its size before it. Past twice the budget they fail, and
+ * nghttp2 with them (the connection closes). */
+#define H2_MEM_HDR 16
+
+static void *mem_malloc(size_t n, void *user)
+{
+	struct h2_session *s = user;
+	if (s->mem + n > 2 * s->budget)
+		return NULL;
+	char *p = malloc(H2_MEM_HDR + n);
+	if (!p)
+		return NULL;
+	memcpy(p, &n, sizeof(n));
+	s->mem += n;
+	return p + H2_MEM_HDR;
+}
+
+static void mem_free(void *ptr, void *user)
+{
+	struct h2_session *s = user;
+	if (!ptr)
+		return;
+	char *p = (char *)ptr - H2_MEM_HDR;
+	size_t n;
+	memcpy(&n, p, sizeof(n));
+	s->mem -= n;
+	free(p);
+}
+
+static void *mem_calloc(size_t nmemb, size_t size, void *user)
+{
+	if (size && nmemb > SIZE_MAX / 2 / size)
+		return NULL;
+	void *p = mem_malloc(nmemb * size, user);
+	if (p)
+		memset(p, 0, nmemb * size);
+	return p;
+}
+
+static void *mem_realloc(void *ptr, size_t n, void *user)
+{
+	struct h2_session *s = user;
+	if (!ptr)
+		return mem_malloc(n, user);
+	char *p = (char *)ptr - H2_MEM_HDR;
+	size_t old;
+	memcpy(&old, p, sizeof(old));
+	if (n > old && s->mem + (n - old) > 2 * s->budget)
+		return NULL;
+	char *q = realloc(p, H2_MEM_HDR + n);
+	if (!q)
+		return NULL;
+	memcpy(q, &n, sizeof(n));
+	s->mem = s->mem - old + n;
+	return q + H2_MEM_HDR;
+}
+
+/* A stream reset, by the client or by us for its fault, takes a token. */
+static void reset_taken(struct h2_session *s)
+{
+	int64_t now = conn_now_ms();
+	uint64_t gained = (uint64_t)((now - s->reset_refill_ms) * H2_RESET_RATE / 1000);
+	if (gained > 0) {
+		s->reset_tokens = s->reset_tokens + gained > H2_RESET_BURST ? H2_RESET_BURST : s->reset_tokens + gained;
+		s->reset_refill_ms = now;
+	}
+	if (s->reset_tokens == 0) {
+		h2_refuse(s, NGHTTP2_ENHANCE_YOUR_CALM, "too many streams reset");
+		return;
+	}
+	s->reset_tokens--;
 }
 
 /* ---- streams -------------------------------------------------------- */
@@ -194,7 +361,7 @@ static bool name_is(const uint8_t *name, size_t len, const char *lit)
 	return len == strlen(lit) && memcmp(name, lit, len) == 0;
 }
 
-static bool fields_append(struct h2_stream *st, const char *p, size_t n)
+static bool fields_append(struct h2_session *s, struct h2_stream *st, const char *p, size_t n)
 {
 	if (st->fields_len + n > st->fields_cap) {
 		size_t cap = st->fields_cap ? st->fields_cap * 2 : 512;
@@ -204,6 +371,7 @@ static bool fields_append(struct h2_stream *st, const char *p, size_t n)
 		if (!q)
 			return false;
 		st->fields = q;
+		mem_charge(s, st, (ptrdiff_t)(cap - st->fields_cap));
 		st->fields_cap = cap;
 	}
 	memcpy(st->fields + st->fields_len, p, n);
@@ -223,6 +391,7 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	st->line_len = strlen(method) + strlen(target) + sizeof(" ") + sizeof(" HTTP/2.0") - 2;
 	st->line = malloc(st->line_len + 1);
 	st->head = malloc(len);
+	mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
 	if (!st->line || !st->head) {
 		st->parsed = -500;
 		st->line_len = 0;
@@ -245,6 +414,7 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	if (st->parsed == 0) /* cannot be: the head is whole */
 		st->parsed = -400;
 	free(st->fields);
+	mem_charge(s, st, -(ptrdiff_t)st->fields_cap);
 	st->fields = NULL;
 	st->fields_len = st->fields_cap = 0;
 }
@@ -554,6 +724,14 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	/* a stream refused here is never served: GOAWAY closes the others */
+	if (s->refused || over_budget(s))
+		return 0;
+	if (++s->new_streams > H2_STREAMS_PER_READ) {
+		h2_refuse(s, NGHTTP2_ENHANCE_YOUR_CALM, "too many streams opened at once");
+		return 0;
+	}
+	s->idle_frames = 0;
 	struct h2_stream *st = calloc(1, sizeof(*st));
 	if (!st)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
@@ -563,6 +741,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 		stream_free(st);
 		return 0;
 	}
+	mem_charge(s, st, sizeof(*st));
 	st->next = s->streams;
 	if (s->streams)
 		s->streams->prev = st;
@@ -585,6 +764,14 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		return 0;
 	if (memchr(value, '\r', valuelen) || memchr(value, '\n', valuelen) || memchr(value, '\0', valuelen))
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* nghttp2 refuses these already; never pass one on */
+	if (st->too_big)
+		return 0;
+	/* every field counts against max_head, pseudo-header fields too: a
+	 * header block that decodes to more is answered 431, never held */
+	if (st->fields_len + st->pseudo_len + namelen + valuelen + 4 > s->cfg->max_head) {
+		st->too_big = true;
+		return 0;
+	}
 	if (namelen > 0 && name[0] == ':') {
 		char **slot = name_is(name, namelen, ":method") ? &st->method
 			      : name_is(name, namelen, ":path") ? &st->path
@@ -592,32 +779,48 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 								   : NULL;
 		if (!slot) /* :scheme: the listener says which */
 			return 0;
-		free(*slot);
+		if (*slot) {
+			mem_charge(s, st, -(ptrdiff_t)(strlen(*slot) + 1));
+			st->pseudo_len -= strlen(*slot);
+			free(*slot);
+		}
 		*slot = strndup((const char *)value, valuelen);
 		if (!*slot)
 			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		return 0;
+		mem_charge(s, st, (ptrdiff_t)(valuelen + 1));
+		st->pseudo_len += valuelen;
+		return over_budget(s) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 	}
 	/* RFC 9113 8.3.1: :authority stands for Host; a Host beside it would
 	 * be a duplicate to the HTTP/1.1 parser */
 	if (st->authority && name_is(name, namelen, "host"))
 		return 0;
-	if (st->too_big)
-		return 0;
-	if (st->fields_len + namelen + valuelen + 4 > s->cfg->max_head) {
-		st->too_big = true; /* answered 431 when the fields end; nothing more is kept */
-		return 0;
-	}
-	if (!fields_append(st, (const char *)name, namelen) || !fields_append(st, ": ", 2) ||
-	    !fields_append(st, (const char *)value, valuelen) || !fields_append(st, "\r\n", 2))
+	if (!fields_append(s, st, (const char *)name, namelen) || !fields_append(s, st, ": ", 2) ||
+	    !fields_append(s, st, (const char *)value, valuelen) || !fields_append(s, st, "\r\n", 2))
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	return 0;
+	return over_budget(s) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
 	struct h2_session *s = user_data;
 
+	switch (frame->hd.type) {
+	case NGHTTP2_DATA:
+		if (frame->hd.length > 0 || (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			break;
+		/* an empty DATA frame carries nothing */
+		__attribute__((fallthrough));
+	case NGHTTP2_WINDOW_UPDATE:
+	case NGHTTP2_PING:
+	case NGHTTP2_SETTINGS:
+	case NGHTTP2_PRIORITY:
+		if (++s->idle_frames > H2_IDLE_FRAMES)
+			h2_refuse(s, NGHTTP2_ENHANCE_YOUR_CALM, "too many frames that ask nothing");
+		break;
+	}
+	if (frame->hd.type == NGHTTP2_RST_STREAM && nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id))
+		reset_taken(s); /* a stream it opened, reset */
 	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
 		return 0;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
@@ -643,6 +846,8 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t stream
 
 	(void)flags;
 	(void)data;
+	if (len > 0)
+		s->idle_frames = 0;
 	if (!st)
 		return 0;
 	st->body_in += len; /* a static site wants no body: dropped, within max_body */
@@ -653,9 +858,22 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t stream
 
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
+	struct h2_session *s = user_data;
 	struct h2_stream *st;
 
-	(void)user_data;
+	/* a connection error nghttp2 found itself (a limit of its own, a
+	 * protocol error) is logged as ours are */
+	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR && !s->refused) {
+		s->refused = true;
+		char why[64];
+		snprintf(why, sizeof(why), "connection error %s", nghttp2_http2_strerror(frame->goaway.error_code));
+		h2_warn(s, why);
+	}
+	/* a reset for the peer's fault (ours for a 413 says NO_ERROR) */
+	if (frame->hd.type == NGHTTP2_RST_STREAM && frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
+		reset_taken(s);
+	if (frame->hd.type == NGHTTP2_DATA)
+		s->idle_frames = 0;
 	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
 		return 0;
 	st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
@@ -681,6 +899,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t erro
 	if (st->responded)
 		stream_account(s, st);
 	stream_unlink(s, st);
+	mem_charge(s, st, -(ptrdiff_t)st->mem);
 	stream_free(st);
 	return 0;
 }
@@ -731,7 +950,11 @@ struct h2_session *h2_session_new(const struct server *srv, const char *peer, co
 		memcpy(&s->peer_addr, peer_addr, peerlen);
 	s->progress_ms = s->idle_since = conn_now_ms();
 	s->scan_skip = H2_PREFACE_LEN; /* the first bytes, h2_session_start's */
-	if (nghttp2_session_server_new2(&s->ng, h2_callbacks, s, h2_options) != 0) {
+	s->budget = 64 * s->cfg->max_head > H2_BUDGET ? 64 * s->cfg->max_head : H2_BUDGET;
+	s->reset_tokens = H2_RESET_BURST;
+	s->reset_refill_ms = conn_now_ms();
+	nghttp2_mem mem = { s, mem_malloc, mem_free, mem_calloc, mem_realloc };
+	if (nghttp2_session_server_new3(&s->ng, h2_callbacks, s, h2_options, &mem) != 0) {
 		free(s);
 		return NULL;
 	}
@@ -775,6 +998,7 @@ static bool out_reserve(struct h2_session *s, size_t n)
 	if (!q)
 		return false;
 	s->out = q;
+	mem_charge(s, NULL, (ptrdiff_t)(cap - s->out_cap));
 	s->out_cap = cap;
 	return true;
 }
@@ -786,6 +1010,10 @@ static void h2_flush(struct h2_session *s)
 	if (s->state != H2_OPEN || s->out_off < s->out_len)
 		return;
 	s->out_off = s->out_len = 0;
+	if (s->fatal) { /* our GOAWAY is out: nghttp2 has nothing more to say */
+		s->state = H2_SHUTDOWN;
+		return;
+	}
 	while (s->out_len < H2_OUT_GATHER) {
 		const uint8_t *p;
 		h2_ssize n = h2_mem_send(s->ng, &p);
@@ -855,6 +1083,31 @@ static size_t scan_frames(struct h2_session *s, const unsigned char *p, size_t n
 	return n;
 }
 
+/* nghttp2 gave up on the session (too many CONTINUATION frames, a flood
+ * of acknowledgements, its share of the budget spent): a GOAWAY of our
+ * own after whole frames already gathered, then the end. */
+static void h2_fatal(struct h2_session *s, int rv)
+{
+	bool calm = rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_NOMEM;
+	if (!s->refused)
+		h2_warn(s, nghttp2_strerror(rv));
+	s->refused = true;
+	s->fatal = true;
+	uint32_t last = (uint32_t)nghttp2_session_get_last_proc_stream_id(s->ng);
+	uint32_t code = calm ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
+	unsigned char goaway[17] = { 0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0,
+				     (unsigned char)(last >> 24), (unsigned char)(last >> 16),
+				     (unsigned char)(last >> 8), (unsigned char)last,
+				     (unsigned char)(code >> 24), (unsigned char)(code >> 16),
+				     (unsigned char)(code >> 8), (unsigned char)code };
+	if (s->out_off < s->out_len || !out_reserve(s, sizeof(goaway))) {
+		s->state = H2_CLOSE; /* a send may be in flight: nothing can be added */
+		return;
+	}
+	memcpy(s->out + s->out_len, goaway, sizeof(goaway));
+	s->out_len += sizeof(goaway);
+}
+
 /* The bytes of one read (or the HTTP/1.1 session's) into nghttp2. */
 static void h2_receive(struct h2_session *s, const char *buf, size_t n)
 {
@@ -863,6 +1116,7 @@ static void h2_receive(struct h2_session *s, const char *buf, size_t n)
 	s->readable_ns = 0;
 	if (s->refused)
 		return;
+	s->new_streams = 0;
 	size_t good = scan_frames(s, (const unsigned char *)buf, n);
 	h2_ssize rv = h2_mem_recv(s->ng, (const uint8_t *)buf, good);
 	if (rv >= 0 && good < n) {
@@ -872,9 +1126,8 @@ static void h2_receive(struct h2_session *s, const char *buf, size_t n)
 	}
 	if (rv < 0) {
 		/* a protocol error nghttp2 answers with GOAWAY returns >= 0; this
-		 * is one it cannot (a flood, no memory): close */
-		log_debug("http2: %s", nghttp2_strerror((int)rv));
-		s->state = H2_CLOSE;
+		 * is one it cannot (a flood, no memory): GOAWAY by hand, then close */
+		h2_fatal(s, (int)rv);
 		return;
 	}
 	h2_flush(s);
@@ -888,8 +1141,8 @@ void h2_session_start(struct h2_session *s, const char *buf, size_t len, int64_t
 
 struct iovec h2_input_space(struct h2_session *s)
 {
-	if (!s->in)
-		s->in = malloc(H2_IN_SIZE);
+	if (!s->in && (s->in = malloc(H2_IN_SIZE)))
+		mem_charge(s, NULL, H2_IN_SIZE);
 	if (!s->in) /* an empty span: the driver reads nothing, and closes */
 		return (struct iovec){ NULL, 0 };
 	return (struct iovec){ s->in, H2_IN_SIZE };
@@ -1046,6 +1299,7 @@ bool h2_release_idle(struct h2_session *s)
 	if (s->state != H2_OPEN || s->out_off < s->out_len || s->nstreams > 0)
 		return false;
 	bool held = s->in || s->out;
+	mem_charge(s, NULL, -(ptrdiff_t)((s->in ? H2_IN_SIZE : 0) + s->out_cap));
 	free(s->in);
 	free(s->out);
 	s->in = s->out = NULL;

@@ -1,0 +1,448 @@
+"""HTTP/2 against hostile peers: each attack by a raw-frame client while a
+fresh client is served promptly, then the attacker's connection closed (with
+GOAWAY and the code RFC 9113 gives) or the attack without effect, and the
+server still serving. Rapid Reset, MadeYouReset, CONTINUATION flood, HPACK
+bomb, SETTINGS / PING / empty DATA / WINDOW_UPDATE floods, a SETTINGS frame of
+too many entries, more streams than SETTINGS_MAX_CONCURRENT_STREAMS, the
+memory budget, a slow reader of many streams and a zero-window stall.
+
+The session is the same under every model: each attack runs under the
+default model, and two short ones (Rapid Reset, the zero-window stall) under
+every model, iterative included."""
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import util
+from conftest import A_TXT
+
+pytestmark = pytest.mark.semantics
+
+HOST = util.HOST
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
+END_STREAM, END_HEADERS = 0x1, 0x4
+PROTOCOL_ERROR, REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM = 0x1, 0x7, 0x8, 0xB
+# A fresh client's request while an attack runs: served within this.
+PROMPT_S = 1.0
+
+
+def frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def hpack_int(value: int, prefix_bits: int, first: int = 0) -> bytes:
+    """RFC 7541 5.1: an integer with an N-bit prefix (first: the pattern bits)."""
+    top = (1 << prefix_bits) - 1
+    if value < top:
+        return bytes([first | value])
+    out = bytearray([first | top])
+    value -= top
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def literal(name: bytes, value: bytes, indexed: bool = False) -> bytes:
+    """A field as a literal with a new name: without indexing, or added to
+    the dynamic table (RFC 7541 6.2.1)."""
+    return (bytes([0x40 if indexed else 0x00]) + hpack_int(len(name), 7) + name + hpack_int(len(value), 7) +
+            value)
+
+
+def request_block(path: bytes = b"/a.txt") -> bytes:
+    """:method GET, :scheme http (static table), :path and :authority."""
+    return bytes([0x82, 0x86]) + bytes([0x04]) + hpack_int(len(path), 7) + path + bytes([0x01, 0x01]) + b"a"
+
+
+def headers(stream: int, path: bytes = b"/a.txt", end_stream: bool = True, extra: bytes = b"") -> bytes:
+    return frame(HEADERS, END_HEADERS | (END_STREAM if end_stream else 0), stream, request_block(path) + extra)
+
+
+def rst(stream: int, code: int = CANCEL) -> bytes:
+    return frame(RST_STREAM, 0, stream, struct.pack(">I", code))
+
+
+def window_update(stream: int, increment: int) -> bytes:
+    return frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", increment))
+
+
+def settings(*pairs: tuple[int, int]) -> bytes:
+    return frame(SETTINGS, 0, 0, b"".join(struct.pack(">HI", k, v) for k, v in pairs))
+
+
+def parse_frames(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """(type, flags, stream, payload) of every whole frame in data."""
+    frames = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        if len(data) < 9 + length:
+            break
+        frames.append((data[3], data[4], struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF, data[9:9 + length]))
+        data = data[9 + length:]
+    return frames
+
+
+class Attacker:
+    """A raw HTTP/2 connection. With reading on, a thread takes everything
+    the server sends until it closes; off, nothing is ever read (the socket's
+    receive buffer is made small, so the server's output backs up)."""
+
+    def __init__(self, port: int, reading: bool = True, first: bytes = settings()):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if not reading:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.connect((HOST, port))
+        self.data = b""
+        self.closed = threading.Event()  # the server closed (EOF or reset)
+        self.sent = 0
+        self.reader = None
+        if reading:
+            self.reader = threading.Thread(target=self._read, daemon=True)
+            self.reader.start()
+        self.send(PREFACE + first)
+
+    def _read(self):
+        try:
+            while chunk := self.sock.recv(65536):
+                self.data += chunk
+        except OSError:
+            pass
+        self.closed.set()
+
+    def send(self, data: bytes) -> bool:
+        """False once the server has closed the connection."""
+        try:
+            self.sock.sendall(data)
+            self.sent += len(data)
+            return True
+        except (BrokenPipeError, ConnectionResetError):
+            self.closed.set()
+            return False
+        except socket.timeout:
+            return True
+
+    def flood(self, unit: bytes, count: int, seconds: float, per_send: int = 200) -> int:
+        """Sends unit count times (per_send at a time) until the server
+        closes or seconds pass; returns how many were sent."""
+        self.sock.settimeout(0.2)
+        batch = unit * per_send
+        deadline = time.monotonic() + seconds
+        n = 0
+        while n < count and time.monotonic() < deadline and not self.closed.is_set():
+            if not self.send(batch):
+                break
+            n += per_send
+        return n
+
+    def wait_closed(self, timeout: float) -> bool:
+        if self.reader is None:
+            self.sock.settimeout(timeout)
+            deadline = time.monotonic() + timeout
+            try:
+                while time.monotonic() < deadline:
+                    chunk = self.sock.recv(65536)
+                    if not chunk:
+                        self.closed.set()
+                        break
+                    self.data += chunk
+            except (socket.timeout, OSError) as e:
+                if not isinstance(e, socket.timeout):
+                    self.closed.set()
+            return self.closed.is_set()
+        self.closed.wait(timeout)
+        self.reader.join(timeout)
+        return self.closed.is_set()
+
+    def frames(self) -> list[tuple[int, int, int, bytes]]:
+        return parse_frames(self.data)
+
+    def goaway(self) -> tuple[int, int] | None:
+        """(last stream, error code) of the server's last GOAWAY."""
+        g = [f for f in self.frames() if f[0] == GOAWAY]
+        return struct.unpack(">II", g[-1][3][:8]) if g else None
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def fresh_get(port: int) -> float:
+    """A fresh HTTP/2 client's GET of /a.txt: must succeed; returns its time."""
+    t0 = time.monotonic()
+    r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", str(util.scaled(5)),
+                        "-w", "\n%{http_code} %{http_version}", f"http://{HOST}:{port}/a.txt"],
+                       capture_output=True, timeout=util.scaled(15))
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == A_TXT + b"\n200 2", r.stdout
+    return took
+
+
+def while_attacking(port: int, attack) -> float:
+    """Runs attack() in a thread and a fresh client meanwhile: the fresh
+    client's time."""
+    t = threading.Thread(target=attack, daemon=True)
+    t.start()
+    time.sleep(0.02)  # the attack under way
+    took = fresh_get(port)
+    t.join(util.scaled(10))
+    assert not t.is_alive()
+    return took
+
+
+def rss_kb(pid: int) -> int:
+    """Resident memory of pid and its descendants (kB)."""
+    total = 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += rss_kb(int(child))
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total
+
+
+def warned(srv, text: str) -> bool:
+    return util.wait_for(lambda: text in srv.error_log.read_text(), 3)
+
+
+def assert_calm(a: Attacker, srv, why: str):
+    """The attacker got GOAWAY ENHANCE_YOUR_CALM, the connection closed,
+    and the error log says why."""
+    assert a.wait_closed(util.scaled(3)), "the attacker's connection is still open"
+    assert a.goaway() is not None and a.goaway()[1] == ENHANCE_YOUR_CALM, (a.goaway(), a.frames()[-5:])
+    assert warned(srv, why), srv.error_log.read_text()[-2000:]
+
+
+# ---------------------------------------------------------------------------
+
+def rapid_reset(srv, pairs: int = 1500):
+    """HEADERS then RST_STREAM, pairs of them in one burst: more streams in
+    one read than the server takes."""
+    with Attacker(srv.port) as a:
+        burst = b"".join(headers(i) + rst(i) for i in range(1, 2 * pairs, 2))
+        took = while_attacking(srv.port, lambda: a.send(burst))
+        assert_calm(a, srv, "too many streams")
+        # stopped early: far fewer streams than were sent were taken
+        assert a.goaway()[0] < pairs, a.goaway()
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_rapid_reset(fresh_server):
+    rapid_reset(fresh_server())
+
+
+@pytest.mark.per_model
+def test_rapid_reset_under_every_model(model, fresh_server):
+    """The session is model-independent; the attack's end is the same under
+    every model (iterative included: the attacker is closed, then the
+    fresh client is served)."""
+    srv = fresh_server()
+    with Attacker(srv.port) as a:
+        a.send(b"".join(headers(i) + rst(i) for i in range(1, 3000, 2)))
+        assert_calm(a, srv, "too many streams")
+    assert fresh_get(srv.port) < util.scaled(PROMPT_S)
+
+
+def test_made_you_reset(fresh_server):
+    """Requests each made malformed by the frame that follows (content-length
+    0, then a DATA byte): the server resets every stream itself (a stream
+    error; a WINDOW_UPDATE of 0 is a connection error to nghttp2 1.52); in
+    small reads, past the bucket of resets the connection is closed."""
+    srv = fresh_server()
+    cl0 = literal(b"content-length", b"0")
+    with Attacker(srv.port) as a:
+        def attack():
+            for base in range(1, 2 * 1600, 2 * 100):
+                if not a.send(b"".join(headers(i, end_stream=False, extra=cl0) + frame(DATA, END_STREAM, i, b"x")
+                                       for i in range(base, base + 200, 2))):
+                    break
+                time.sleep(0.002)
+        took = while_attacking(srv.port, attack)
+        assert a.wait_closed(util.scaled(3))
+        assert a.goaway() is not None and a.goaway()[1] == ENHANCE_YOUR_CALM, a.goaway()
+        resets = [f for f in a.frames() if f[0] == RST_STREAM]
+        assert resets and all(struct.unpack(">I", f[3])[0] == PROTOCOL_ERROR for f in resets)
+        assert len(resets) <= 2 * 256, len(resets)
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_continuation_flood(fresh_server):
+    """HEADERS without END_HEADERS, then CONTINUATION frames without end."""
+    srv = fresh_server()
+    with Attacker(srv.port) as a:
+        cont = frame(CONTINUATION, 0, 1, literal(b"x-flood", b"a" * 1000))
+
+        def attack():
+            if a.send(frame(HEADERS, END_STREAM, 1, request_block())):
+                a.flood(cont, 20000, util.scaled(2), per_send=10)
+        took = while_attacking(srv.port, attack)
+        assert_calm(a, srv, "CONTINUATION")
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_hpack_bomb(fresh_server):
+    """A 16 KB header block that decodes to 48 MB (a 4000-byte field put in
+    the dynamic table, then referred to 12000 times): answered 431 at
+    max_head, the decoded list never held."""
+    srv = fresh_server()
+    before = rss_kb(srv.proc.pid)
+    bomb = literal(b"x-bomb", b"b" * 4000, indexed=True) + bytes([0x80 | 62]) * 12000
+    block = request_block(b"/bomb") + bomb
+    assert len(block) < 16384
+    with Attacker(srv.port) as a:
+        took = while_attacking(srv.port, lambda: a.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, block)))
+        util.wait_for(lambda: "/bomb HTTP/2.0" in srv.access_log.read_text(), 3)
+        line = [ln for ln in srv.access_log.read_text().splitlines() if "/bomb HTTP/2.0" in ln][-1]
+        assert '" 431 ' in line, line
+        # the connection goes on: another request on it is answered
+        a.send(headers(3))
+        assert util.wait_for(lambda: [f for f in a.frames() if f[0] == DATA and f[2] == 3], 3), a.frames()
+    assert rss_kb(srv.proc.pid) - before < 8 * 1024, (before, rss_kb(srv.proc.pid))
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+@pytest.mark.parametrize("unit", [
+    pytest.param(settings(), id="settings"),
+    pytest.param(frame(PING, 0, 0, b"12345678"), id="ping"),
+    pytest.param(window_update(0, 1), id="window_update"),
+])
+def test_control_frame_flood(fresh_server, unit):
+    """SETTINGS, PING or WINDOW_UPDATE frames in a flood, by a client that
+    never reads the acknowledgements: closed after a bounded number."""
+    srv = fresh_server()
+    with Attacker(srv.port, reading=False) as a:
+        took = while_attacking(srv.port, lambda: a.flood(unit, 100000, util.scaled(2)))
+        assert a.wait_closed(util.scaled(3)), f"still open after {a.sent} bytes"
+    assert "too many frames that ask nothing" in srv.error_log.read_text()
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_settings_with_too_many_entries(fresh_server):
+    """A SETTINGS frame of 40 entries: nghttp2's own limit (32) answers,
+    and its connection error is logged as the session's are."""
+    srv = fresh_server()
+    with Attacker(srv.port) as a:
+        a.send(settings(*[(3, 100)] * 40))
+        assert_calm(a, srv, "connection error ENHANCE_YOUR_CALM")
+    fresh_get(srv.port)
+
+
+def test_empty_data_flood(fresh_server):
+    """A request whose body is endless empty DATA frames."""
+    srv = fresh_server()
+    with Attacker(srv.port) as a:
+        def attack():
+            if a.send(headers(1, end_stream=False)):
+                a.flood(frame(DATA, 0, 1), 100000, util.scaled(2))
+        took = while_attacking(srv.port, attack)
+        assert_calm(a, srv, "too many frames that ask nothing")
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_more_streams_than_allowed(fresh_server):
+    """200 requests left open at once: the 128 of SETTINGS_MAX_CONCURRENT_STREAMS
+    are taken, the rest refused (RST_STREAM REFUSED_STREAM), and the
+    connection goes on."""
+    srv = fresh_server()
+    with Attacker(srv.port) as a:
+        took = while_attacking(srv.port, lambda: a.send(
+            b"".join(headers(i, end_stream=False) for i in range(1, 401, 2))))
+        assert util.wait_for(lambda: len([f for f in a.frames() if f[0] == RST_STREAM]) >= 72, 3), a.frames()
+        refused = [f for f in a.frames() if f[0] == RST_STREAM]
+        assert len(refused) == 72, len(refused)
+        assert all(struct.unpack(">I", f[3])[0] == REFUSED_STREAM and f[2] > 255 for f in refused)
+        # the streams taken are served when their requests end
+        a.send(frame(DATA, END_STREAM, 1))
+        assert util.wait_for(lambda: [f for f in a.frames() if f[0] == DATA and f[2] == 1], 3), a.frames()
+        assert not a.closed.is_set()
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_memory_budget(fresh_server):
+    """Streams whose requests never end, each holding a head near max_head
+    (16k): past the connection's budget (1 MiB) no stream more is taken,
+    GOAWAY ENHANCE_YOUR_CALM, well before the 128 streams allowed."""
+    srv = fresh_server()
+    big = literal(b"x-big", b"h" * 15000)
+    with Attacker(srv.port) as a:
+        def attack():
+            for i in range(1, 257, 2):
+                if not a.send(headers(i, end_stream=False, extra=big)):
+                    break
+        took = while_attacking(srv.port, attack)
+        assert_calm(a, srv, "memory budget spent")
+        assert a.goaway()[0] < 2 * 64, a.goaway()
+    assert took < util.scaled(PROMPT_S), took
+    fresh_get(srv.port)
+
+
+def test_slow_reader_of_many_streams(fresh_server, tmp_path):
+    """100 streams of an 8 MB file, windows wide open, and a client that
+    reads nothing: the server's output waits in a bounded buffer, the
+    connection is cut by send_timeout, and a fresh client is served
+    meanwhile."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "a.txt").write_bytes(A_TXT)
+    (root / "big.bin").write_bytes(b"x" * (8 << 20))
+    srv = fresh_server(root=root, send_timeout="1s")
+    before = rss_kb(srv.proc.pid)
+    first = settings((4, 2 ** 31 - 1)) + window_update(0, 2 ** 31 - 1 - 65535)
+    with Attacker(srv.port, reading=False, first=first) as a:
+        a.send(b"".join(headers(i, b"/big.bin") for i in range(1, 201, 2)))
+        time.sleep(0.2)
+        took = fresh_get(srv.port)
+        grown = rss_kb(srv.proc.pid) - before
+        t0 = time.monotonic()
+        # read nothing, even to see the close: the server's end of the
+        # connection leaves ESTABLISHED
+        mine = a.sock.getsockname()[1]
+        assert util.wait_for(lambda: "01" not in util.tcp_states(srv.port, mine), util.scaled(4)), \
+            util.tcp_states(srv.port, mine)
+        waited = time.monotonic() - t0
+    assert took < util.scaled(PROMPT_S), took
+    assert grown < 16 * 1024, grown
+    assert waited < util.scaled(4), waited
+    fresh_get(srv.port)
+
+
+@pytest.mark.per_model
+def test_zero_window_stall_under_every_model(model, fresh_server):
+    """The HTTP/2 slowloris: a client that grants no window holds a response
+    it never takes; send_timeout closes the connection under every model."""
+    srv = fresh_server(send_timeout="1s")
+    with Attacker(srv.port, first=settings((4, 0))) as a:
+        a.send(headers(1))
+        t0 = time.monotonic()
+        assert a.wait_closed(util.scaled(4))
+        took = time.monotonic() - t0
+        assert [f for f in a.frames() if f[0] == HEADERS and f[2] == 1], a.frames()
+        assert not [f for f in a.frames() if f[0] == DATA and f[3]], a.frames()
+    assert 0.8 < took < util.scaled(4), took
+    fresh_get(srv.port)
