@@ -2,6 +2,7 @@
  * ALPN and the session-ticket keys. */
 #include "context.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -321,11 +322,26 @@ static int load_sites(struct tls_context *t, const struct config *cfg)
 	return 0;
 }
 
+/* RFC 6066 3 allows no address in SNI, yet some clients (wrk among them)
+ * send the one they dialled: that names no site, as no SNI does. */
+static bool sni_is_address(const char *sni)
+{
+	unsigned char addr[sizeof(struct in6_addr)];
+	char inner[INET6_ADDRSTRLEN + 2];
+	size_t n = strlen(sni);
+	if (n >= 2 && sni[0] == '[' && sni[n - 1] == ']' && n - 2 < sizeof(inner)) {
+		memcpy(inner, sni + 1, n - 2);
+		inner[n - 2] = '\0';
+		sni = inner;
+	}
+	return inet_pton(AF_INET, sni, addr) == 1 || inet_pton(AF_INET6, sni, addr) == 1;
+}
+
 int tls_site_of(const void *ssl)
 {
 	const struct tls_context *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX((const SSL *)ssl));
 	const char *sni = SSL_get_servername((const SSL *)ssl, TLSEXT_NAMETYPE_host_name);
-	if (!sni || !*sni)
+	if (!sni || !*sni || sni_is_address(sni))
 		return -1;
 	return t ? 1 + sni_site(t, sni) : 0;
 }
