@@ -222,6 +222,7 @@ static const struct config_key site_keys[] = {
 	{ "site", "cors_origins", &key_string_off, SF(cors_origins), 0, 0, NULL, NULL, check_cors_origins },
 	{ "site", "tls_certificate", &key_string_off, SF(tls_certificate), 0, 0, NULL, NULL, NULL },
 	{ "site", "tls_certificate_key", &key_string_off, SF(tls_certificate_key), 0, 0, NULL, NULL, NULL },
+	{ "site", "redirect_https", &key_bool, SF(redirect_https), 0, 0, NULL, NULL, NULL },
 };
 #undef SF
 #define NSITE_KEYS (sizeof(site_keys) / sizeof(site_keys[0]))
@@ -745,6 +746,7 @@ void config_top_site(const struct config *cfg, struct site_config *out)
 	strcpy(out->cors_origins, cfg->cors_origins);
 	strcpy(out->tls_certificate, cfg->tls_certificate);
 	strcpy(out->tls_certificate_key, cfg->tls_certificate_key);
+	out->redirect_https = cfg->redirect_https;
 	out->cache_control = cfg->cache_control;
 	out->redirects = cfg->redirects;
 	out->headers = cfg->headers;
@@ -916,7 +918,7 @@ static int site_on_pair(struct ini_state *st, const char *section, const char *n
 		return 1;
 	}
 	snprintf(why, whylen, "unknown key '%s' in [%s] (a site takes names, root, index, autoindex, fallback, "
-		 "cors_origins, tls_certificate and tls_certificate_key; %s)", name, section,
+		 "cors_origins, tls_certificate, tls_certificate_key and redirect_https; %s)", name, section,
 		 key_find(name) ? "this one is the whole server's, set at the top level" : "and its rule sections");
 	return 0;
 }
@@ -1329,6 +1331,8 @@ static int sites_validate(struct config *cfg)
 			strcpy(s->fallback, top.fallback);
 		if (!(s->set & SITE_SET_CORS))
 			strcpy(s->cors_origins, top.cors_origins);
+		if (!(s->set & SITE_SET_REDIRECT_HTTPS))
+			s->redirect_https = top.redirect_https;
 		if (!(s->set & SITE_SET_CACHE_CONTROL))
 			s->cache_control = top.cache_control;
 		if (!(s->set & SITE_SET_REDIRECTS))
@@ -1371,14 +1375,6 @@ static int content_validate(const struct config *cfg)
 int config_validate(struct config *cfg)
 {
 	struct stat st;
-
-	/* tls: the core cannot tell an HTTPS request from a plain one, so a
-	 * redirect to HTTPS is for an instance without TLS listeners */
-	if (cfg->redirect_https && config_serves_tls(cfg)) {
-		report("%s: redirect_https: only for an instance with no TLS address (it would redirect HTTPS too)",
-		       cfg->source);
-		return -1;
-	}
 
 	if (!model_find(cfg->model)) {
 		report("%s: model: unknown model '%s' (try --list-models)",

@@ -280,6 +280,107 @@ def test_default_site_reject(model, sites, tmp_path):
         assert s.stop() == 0, s.diagnostics()
 
 
+def test_server_wide_paths_answer_whatever_the_host_under_reject(model, sites, tmp_path):
+    """With default_site = reject, the health check, the statistics and ACME
+    challenges are still answered for a Host no site claims, or none (a
+    load balancer's check sends none), from the default site."""
+    webroot = tmp_path / "acme"
+    (webroot / ".well-known" / "acme-challenge").mkdir(parents=True)
+    (webroot / ".well-known" / "acme-challenge" / "tok-123").write_text("tok-123.thumb")
+    s = SitesServer(model, sites, tmp_path / "srv", sites.conf(default_site="reject"),
+                    health_path="/healthz", acme_webroot=str(webroot)).start()
+    try:
+        for host, version in ((None, "HTTP/1.0"), ("nope.test", "HTTP/1.1")):
+            for path in ("/healthz", "/metrics", "/status"):
+                assert get(s, host, path, version).status == 200, (host, path)
+            r = get(s, host, "/.well-known/acme-challenge/tok-123", version)
+            assert r.status == 200 and r.body == b"tok-123.thumb", (host, r)
+            assert get(s, host, "/a.txt", version).status == 404
+        r, _ = tls_get(s, sites.certs, None, "nope.test", "/healthz")
+        assert r.status == 200
+        r, _ = tls_get(s, sites.certs, "nope.test", "nope.test", "/a.txt")
+        assert r.status == 421
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
+def test_421_says_misdirected_request(model, srv, sites):
+    """RFC 9110 15.5.20: the reason phrase, in the status line and the page."""
+    r, _ = tls_get(srv, sites.certs, "a.test", "b.test")
+    assert r.status == 421 and r.reason == "Misdirected Request", r
+    assert b"Misdirected Request" in r.body
+
+
+def test_an_address_sent_as_sni_counts_as_none(model, sites, tmp_path):
+    """RFC 6066 3: SNI carries no address; a client that sends one (wrk
+    does) is served as one that sent none: the Host chooses the site."""
+    s = SitesServer(model, sites, tmp_path / "srv", sites.conf(default_site="reject")).start()
+    try:
+        req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        r = subprocess.run(["openssl", "s_client", "-quiet", "-connect", f"{HOST}:{s.tls_port}",
+                            "-servername", "127.0.0.1", "-CAfile", str(sites.certs.ca)],
+                           input=req, capture_output=True, timeout=util.scaled(20))
+        head = r.stdout.split(b"\r\n", 1)[0]
+        assert head == b"HTTP/1.1 200 OK", (r.stdout[:300], r.stderr[-500:])
+        assert r.stdout.endswith(SITE_A)
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
+def test_redirect_https_per_site_beside_tls_listeners(model, sites, tmp_path):
+    """redirect_https = on in a site: its plain HTTP requests get 301 to
+    HTTPS on redirect_https_port, its HTTPS ones are served (curl -L ends
+    there, no loop); another site is served over both; ACME challenges are
+    answered over plain HTTP all the same. At the top level it is every
+    site's that does not say otherwise."""
+    webroot = tmp_path / "acme"
+    (webroot / ".well-known" / "acme-challenge").mkdir(parents=True)
+    (webroot / ".well-known" / "acme-challenge" / "tok-9").write_text("tok-9.thumb")
+    tls_port = util.free_port()
+    conf = sites.conf().replace("[site a]\n", "[site a]\nredirect_https = on\n")
+    s = SitesServer(model, sites, tmp_path / "srv", conf, acme_webroot=str(webroot),
+                    redirect_https_port=str(tls_port))
+    s.tls_port = tls_port
+    s.start()
+    try:
+        r = get(s, "a.test", "/a.txt?x=1")
+        assert r.status == 301 and r.header("Location") == f"https://a.test:{tls_port}/a.txt?x=1", r
+        resolve = ["--resolve", f"a.test:{s.port}:{HOST}", "--resolve", f"a.test:{tls_port}:{HOST}"]
+        c = curl("-L", "--max-redirs", "3", "--cacert", str(sites.certs.ca), *resolve,
+                 "-w", "%{num_redirects} %{url_effective}", "-o", str(tmp_path / "body"),
+                 f"http://a.test:{s.port}/a.txt")
+        assert c.returncode == 0, c.stderr
+        assert c.stdout.decode() == f"1 https://a.test:{tls_port}/a.txt"
+        assert (tmp_path / "body").read_bytes() == b"Hello from a\n"
+        for version in ("--http1.1", "--http2"):  # served over TLS, whichever protocol
+            c = curl(version, "--cacert", str(sites.certs.ca), *resolve, "-w", "%{http_code} %{http_version}",
+                     "-o", "/dev/null", f"https://a.test:{tls_port}/a.txt")
+            assert c.stdout.decode() == ("200 1.1" if version == "--http1.1" else "200 2"), (c.stdout, c.stderr)
+        r = get(s, "a.test", "/.well-known/acme-challenge/tok-9")
+        assert r.status == 200 and r.body == b"tok-9.thumb"
+        r = get(s, "b.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from b\n"
+        assert get(s, "other.test", "/a.txt").status == 200
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+    # at the top level, beside a TLS listener: every site's plain requests,
+    # but for a site that says off
+    conf = sites.conf().replace("[site b]\n", "[site b]\nredirect_https = off\n")
+    s = SitesServer(model, sites, tmp_path / "srv2", conf, redirect_https="on",
+                    redirect_https_port=str(tls_port))
+    s.tls_port = tls_port
+    s.start()
+    try:
+        r = get(s, "other.test", "/a.txt")
+        assert r.status == 301 and r.header("Location") == f"https://other.test:{tls_port}/a.txt", r
+        r, _ = tls_get(s, sites.certs, None, "other.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from default\n"
+        assert get(s, "a.test", "/a.txt").status == 301
+        assert get(s, "b.test", "/a.txt").status == 200
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
 # ---------------------------------------------------------------------------
 # reload
 
