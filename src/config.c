@@ -1322,7 +1322,10 @@ static int sites_validate(struct config *cfg)
 				       s->name, dup, cfg->sites[j].name);
 				return -1;
 			}
-		/* the rest is the top level's, as nginx's server blocks inherit */
+		/* the rest is the top level's, as nginx's server blocks inherit
+		 * what is set around them; but not [redirects]: nginx carries no
+		 * rewrite from one server block to another, and an empty section
+		 * (libinih reports none) could not drop a catch-all */
 		if (!(s->set & SITE_SET_INDEX))
 			strcpy(s->index, top.index);
 		if (!(s->set & SITE_SET_AUTOINDEX))
@@ -1335,8 +1338,6 @@ static int sites_validate(struct config *cfg)
 			s->redirect_https = top.redirect_https;
 		if (!(s->set & SITE_SET_CACHE_CONTROL))
 			s->cache_control = top.cache_control;
-		if (!(s->set & SITE_SET_REDIRECTS))
-			s->redirects = top.redirects;
 		if (!(s->set & SITE_SET_HEADERS))
 			s->headers = top.headers;
 	}

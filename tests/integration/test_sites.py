@@ -450,6 +450,33 @@ def test_bad_site_sections_are_refused_with_file_and_line(what, text, line, word
     assert f"{conf}:{line}: " in r.stderr and words in r.stderr, r.stderr
 
 
+def test_top_level_redirects_are_the_default_sites_only(model, sites, tmp_path):
+    """[redirects] at the top level are the default site's, as an nginx
+    server block's rewrites stay in it: a catch-all there does not move the
+    named sites, which have their own [site NAME redirects]. cors_origins =
+    off in a site drops the inherited list."""
+    conf = ("[http]\ncors_origins = https://app.test\n[redirects]\n/* = 302 https://moved.test/$1\n"
+            + sites.conf().replace("[site b]\n", "[site b]\ncors_origins = off\n")
+            + "[site a redirects]\n/old = 301 /a.txt\n")
+    s = SitesServer(model, sites, tmp_path / "srv", conf).start()
+    try:
+        r = get(s, "other.test", "/a.txt")
+        assert r.status == 302 and r.header("Location") == "https://moved.test/a.txt", r
+        r = get(s, "b.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from b\n", r
+        r = get(s, "a.test", "/old")
+        assert r.status == 301 and r.header("Location") == "/a.txt", r
+        r = get(s, "a.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from a\n", r
+        hdr = {"Origin": "https://app.test"}
+        r = s.request("GET", "/a.txt", host="a.test", headers=hdr)
+        assert r.header("Access-Control-Allow-Origin") == "https://app.test", r
+        r = s.request("GET", "/a.txt", host="b.test", headers=hdr)
+        assert r.header("Access-Control-Allow-Origin") is None, r
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
 def test_check_prints_the_sites_and_reads_them_back(tmp_path, sites):
     """--check writes every site as sections (inherited settings filled
     in), and that output is a configuration that reads back the same."""
