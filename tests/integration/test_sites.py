@@ -423,20 +423,31 @@ def test_reload_adds_a_site_and_changes_a_certificate_under_wrk(model, sites, tm
 
 BASE = "[site a]\nnames = a.test\nroot = {root}\n"
 BAD_SITES = [
-    # (what, text after BASE, the line named, words of the message)
-    ("duplicate name", "[site b]\nroot = {root}\nnames = x.test A.TEST\n", 8,
-     "names: 'A.TEST' is also a name of [site a]"),
-    ("no root", "[site b]\nnames = b.test\n", 7, "[site b] has no root"),
-    ("no names", "[site b]\nroot = {root}\n", 7, "[site b] has no names"),
+    # (what, text after BASE, the line named, words of the message); a
+    # section's own problems name its header's line (6)
+    ("duplicate name", "[site b]\nroot = {root}\nnames = x.test A.TEST.\n", 8,
+     "names: 'a.test' is also a name of [site a]"),
+    ("no root", "[site b]\nnames = b.test\n", 6, "[site b] has no root"),
+    ("no names", "[site b]\nroot = {root}\n", 6, "[site b] has no names"),
+    ("empty site", "[site b]\n", 6, "[site b] has no names"),
     ("unknown key", "[site b]\nnames = b.test\nthreads = 4\n", 8, "unknown key 'threads' in [site b]"),
-    ("unknown subsection", "[site b rewrites]\n/ = x\n", 7, "unknown section [site b rewrites]"),
-    ("bad site name", "[site b/c]\nnames = b.test\n", 7, "'b/c' is not a site name"),
-    ("reserved name", "[site default]\nnames = b.test\n", 7, "'default' is not a site name"),
+    ("unknown subsection", "[site b rewrites]\n/ = x\n", 6, "unknown section [site b rewrites]"),
+    ("empty unknown subsection", "[site b rewrites]\n", 6, "unknown section [site b rewrites]"),
+    ("two names", "[site b c]\n", 6, "unknown section [site b c]"),
+    ("empty unknown section", "[bogus]\n", 6, "unknown section [bogus]"),
+    ("bad site name", "[site b/c]\nnames = b.test\n", 6, "'b/c' is not a site name"),
+    ("reserved name", "[site default]\nnames = b.test\n", 6, "'default' is not a site name"),
     ("bad host name", "[site b]\nnames = b_test\n", 7, "names: 'b_test' is not a host name"),
     ("root not a directory", "[site b]\nnames = b.test\nroot = /nonexistent\n", 8, "root: '/nonexistent'"),
     ("certificate without key", "[site b]\nnames = b.test\nroot = {root}\ntls_certificate = /x.pem\n", 9,
      "tls_certificate and tls_certificate_key go together"),
     ("bad rule", "[site b]\nnames = b.test\nroot = {root}\n[site b redirects]\n/a = 301\n", 10, "redirects:"),
+    ("a site twice", "[site b]\nnames = b.test\nroot = {root}\n[site b]\nnames = c.test\n", 9,
+     "[site b] appears twice (first at line 6)"),
+    ("a site's rules twice", "[site b]\nnames = b.test\nroot = {root}\n[site b headers]\n/ = A: b\n"
+     "[site b headers]\n", 11, "[site b headers] appears twice (first at line 9)"),
+    ("a key twice", "[site b]\nnames = b.test\nroot = {root}\nnames = c.test\n", 9,
+     "[site b]: names is given twice (first at line 7)"),
 ]
 
 
@@ -477,6 +488,23 @@ def test_top_level_redirects_are_the_default_sites_only(model, sites, tmp_path):
         assert s.stop() == 0, s.diagnostics()
 
 
+def test_names_are_normalised(model, sites, tmp_path):
+    """Names compare without case and a final dot: written so in names,
+    they are accepted and kept in lower case without the dot."""
+    conf = sites.conf().replace("names = a.test www.a.test", "names = A.Test. www.a.test")
+    (tmp_path / "t.conf").write_text(conf)
+    (tmp_path / "www").mkdir()
+    r = util.run_spindle("--check", "--config", str(tmp_path / "t.conf"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "[site a]\nnames = a.test www.a.test\n" in r.stdout
+    s = SitesServer(model, sites, tmp_path / "srv", conf).start()
+    try:
+        r = get(s, "a.test")
+        assert r.status == 200 and r.body == SITE_A
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
 def test_check_prints_the_sites_and_reads_them_back(tmp_path, sites):
     """--check writes every site as sections (inherited settings filled
     in), and that output is a configuration that reads back the same."""
@@ -497,7 +525,7 @@ def test_check_prints_the_sites_and_reads_them_back(tmp_path, sites):
 
 def test_a_sites_broken_certificate_is_refused_at_check_and_reload(model, sites, tmp_path):
     """A site's certificate loads as the top level's does: --check names the
-    site and the file; a reload to it is refused and the old one serves on."""
+    configuration's file and line, the site and the certificate's file; a reload to it is refused and the old one serves on."""
     bad = tmp_path / "bad.pem"
     bad.write_text("not a certificate\n")
     text = sites.conf().replace(str(sites.cert["b"][0]), str(bad))
@@ -506,7 +534,8 @@ def test_a_sites_broken_certificate_is_refused_at_check_and_reload(model, sites,
     r = util.run_spindle("--check", "--config", str(tmp_path / "bad.conf"), "--set", f"listen={HOST}:1 tls",
                          "--set", f"tls_certificate={sites.certs.chain}",
                          "--set", f"tls_certificate_key={sites.certs.key}", cwd=tmp_path)
-    assert r.returncode == 2 and f"tls: [site b] tls_certificate '{bad}': not a PEM file" in r.stderr, r.stderr
+    where = f"{tmp_path / 'bad.conf'}:14: [site b] tls_certificate"  # the configuration's file and line
+    assert r.returncode == 2 and f"tls: {where} '{bad}': not a PEM file" in r.stderr, r.stderr
 
     s = SitesServer(model, sites, tmp_path / "srv", sites.conf()).start()
     try:
