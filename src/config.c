@@ -222,6 +222,7 @@ static const struct config_key site_keys[] = {
 	{ "site", "cors_origins", &key_string_off, SF(cors_origins), 0, 0, NULL, NULL, check_cors_origins },
 	{ "site", "tls_certificate", &key_string_off, SF(tls_certificate), 0, 0, NULL, NULL, NULL },
 	{ "site", "tls_certificate_key", &key_string_off, SF(tls_certificate_key), 0, 0, NULL, NULL, NULL },
+	{ "site", "redirect_https", &key_bool, SF(redirect_https), 0, 0, NULL, NULL, NULL },
 };
 #undef SF
 #define NSITE_KEYS (sizeof(site_keys) / sizeof(site_keys[0]))
@@ -745,6 +746,7 @@ void config_top_site(const struct config *cfg, struct site_config *out)
 	strcpy(out->cors_origins, cfg->cors_origins);
 	strcpy(out->tls_certificate, cfg->tls_certificate);
 	strcpy(out->tls_certificate_key, cfg->tls_certificate_key);
+	out->redirect_https = cfg->redirect_https;
 	out->cache_control = cfg->cache_control;
 	out->redirects = cfg->redirects;
 	out->headers = cfg->headers;
@@ -775,30 +777,48 @@ static void report(const char *fmt, ...)
 
 /* libinih's reader with the line count kept, so that a check made after
  * the whole file is read can still name the line it is about. */
+struct ini_state;
 struct line_reader {
 	FILE *f;
 	int line;      /* of the last chunk read: the pair being handled */
 	bool at_start; /* the next chunk starts a line (fgets splits a long one) */
+	struct ini_state *st; /* section headers are checked as they are read */
 };
+
+/* A site's section headers: its own, and its rule sections. */
+enum { SITE_HDR_OWN, SITE_HDR_REDIRECTS, SITE_HDR_HEADERS, SITE_HDR_CACHE_CONTROL, SITE_HDRS };
 
 struct ini_state {
 	struct config *cfg;
 	char why[512];
 	const struct line_reader *reader;
+	/* libinih calls back for pairs only, never for a section header, so a
+	 * header is checked as the reader passes it (an empty section too);
+	 * a refused one stops the read, and this is its line */
+	int header_error_line;
+	int header_line[CONFIG_MAX_SITES][SITE_HDRS]; /* where each was first seen, 0: not yet */
 };
+
+static bool section_header_ok(struct ini_state *st, const char *text);
 
 static char *read_counting(char *str, int num, void *stream)
 {
 	struct line_reader *r = stream;
+	bool starts_line = r->at_start;
 	char *s = fgets(str, num, r->f);
 	if (s) {
 		size_t n = strlen(s);
 		if (r->at_start)
 			r->line++;
 		r->at_start = n > 0 && s[n - 1] == '\n';
+		if (starts_line && r->st && !section_header_ok(r->st, s)) {
+			r->st->header_error_line = r->line;
+			return NULL; /* the end of the file, for libinih */
+		}
 	}
 	return s;
 }
+
 
 /* One "pattern = value" of [cache_control] (or of --set cache_control=...). */
 static int cache_control_apply(struct cache_control_rules *rules, const char *pattern, const char *value,
@@ -888,6 +908,63 @@ static struct site_config *site_section(struct ini_state *st, const char *sectio
 	return site;
 }
 
+/* A line as libinih reads it: when it is a section header, whether the
+ * section is one spindle has and, for a site's, not one seen before (a
+ * second [site a] would silently merge into the first). False with the
+ * problem in st->why. */
+static bool section_header_ok(struct ini_state *st, const char *text)
+{
+	char section[256];
+	const char *p = text + strspn(text, " \t");
+	const char *end = *p == '[' ? strchr(p, ']') : NULL;
+	if (!end)
+		return true; /* not a header, or one libinih refuses itself */
+	p++;
+	p += strspn(p, " \t");
+	size_t n = (size_t)(end - p);
+	while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+		n--;
+	if (n >= sizeof(section)) {
+		snprintf(st->why, sizeof(st->why), "unknown section [%.*s...]", 40, p);
+		return false;
+	}
+	memcpy(section, p, n);
+	section[n] = '\0';
+	if (strcmp(section, "cache_control") == 0 || strcmp(section, "redirects") == 0 ||
+	    strcmp(section, "headers") == 0 || section_known(section))
+		return true;
+	if (strncmp(section, "site", 4) != 0 || (section[4] != '\0' && section[4] != ' ' && section[4] != '\t')) {
+		snprintf(st->why, sizeof(st->why), "unknown section [%s]", section);
+		return false;
+	}
+	const char *sub;
+	struct site_config *site = site_section(st, section, &sub);
+	if (!site)
+		return false;
+	int kind = !*sub ? SITE_HDR_OWN : strcmp(sub, "redirects") == 0 ? SITE_HDR_REDIRECTS
+		 : strcmp(sub, "headers") == 0 ? SITE_HDR_HEADERS : SITE_HDR_CACHE_CONTROL;
+	int *first = &st->header_line[site - st->cfg->sites][kind];
+	if (*first) {
+		snprintf(st->why, sizeof(st->why), "[%s] appears twice (first at line %d)", section, *first);
+		return false;
+	}
+	*first = st->reader->line;
+	return true;
+}
+
+/* names as they compare: lower case, without a final dot ("A.Test." is
+ * a.test), so --check prints them as they match. */
+static void site_names_normalise(const char *value, char *out, size_t len)
+{
+	size_t n = 0;
+	for (const char *p = value; *p && n + 1 < len; p++) {
+		bool ends_name = *p == '.' && (p[1] == '\0' || p[1] == ' ' || p[1] == '\t');
+		if (!ends_name)
+			out[n++] = (char)tolower((unsigned char)*p);
+	}
+	out[n] = '\0';
+}
+
 /* One line of a [site NAME ...] section. */
 static int site_on_pair(struct ini_state *st, const char *section, const char *name, const char *value)
 {
@@ -909,6 +986,16 @@ static int site_on_pair(struct ini_state *st, const char *section, const char *n
 		const struct config_key *k = &site_keys[i];
 		if (strcmp(k->name, name) != 0)
 			continue;
+		if (site->key_line[i]) {
+			snprintf(why, whylen, "[site %s]: %s is given twice (first at line %d)", site->name, name,
+				 site->key_line[i]);
+			return 0;
+		}
+		char names[SITE_NAMES_LIST_MAX];
+		if (i == 0 && strlen(value) < sizeof(names)) { /* a longer one is refused as too long */
+			site_names_normalise(value, names, sizeof(names));
+			value = names;
+		}
 		if (k->kind->set(site, k, value, why, whylen) < 0)
 			return 0;
 		site->set |= 1u << i;
@@ -916,7 +1003,7 @@ static int site_on_pair(struct ini_state *st, const char *section, const char *n
 		return 1;
 	}
 	snprintf(why, whylen, "unknown key '%s' in [%s] (a site takes names, root, index, autoindex, fallback, "
-		 "cors_origins, tls_certificate and tls_certificate_key; %s)", name, section,
+		 "cors_origins, tls_certificate, tls_certificate_key and redirect_https; %s)", name, section,
 		 key_find(name) ? "this one is the whole server's, set at the top level" : "and its rule sections");
 	return 0;
 }
@@ -956,6 +1043,7 @@ int config_load_file(struct config *cfg, const char *path)
 {
 	struct line_reader r = { .at_start = true };
 	struct ini_state st = { .cfg = cfg, .reader = &r };
+	r.st = &st;
 
 	ini_stop_on_first_error = true;
 	ini_allow_multiline = false; /* an indented line is a mistake, not a continuation */
@@ -969,6 +1057,10 @@ int config_load_file(struct config *cfg, const char *path)
 	fclose(r.f);
 	if (line == -2) {
 		report("%s: out of memory", path);
+		return -1;
+	}
+	if (line == 0 && st.header_error_line) {
+		report("%s:%d: %s", path, st.header_error_line, st.why);
 		return -1;
 	}
 	if (line != 0) {
@@ -1320,7 +1412,10 @@ static int sites_validate(struct config *cfg)
 				       s->name, dup, cfg->sites[j].name);
 				return -1;
 			}
-		/* the rest is the top level's, as nginx's server blocks inherit */
+		/* the rest is the top level's, as nginx's server blocks inherit
+		 * what is set around them; but not [redirects]: nginx carries no
+		 * rewrite from one server block to another, and an empty section
+		 * (libinih reports none) could not drop a catch-all */
 		if (!(s->set & SITE_SET_INDEX))
 			strcpy(s->index, top.index);
 		if (!(s->set & SITE_SET_AUTOINDEX))
@@ -1329,10 +1424,10 @@ static int sites_validate(struct config *cfg)
 			strcpy(s->fallback, top.fallback);
 		if (!(s->set & SITE_SET_CORS))
 			strcpy(s->cors_origins, top.cors_origins);
+		if (!(s->set & SITE_SET_REDIRECT_HTTPS))
+			s->redirect_https = top.redirect_https;
 		if (!(s->set & SITE_SET_CACHE_CONTROL))
 			s->cache_control = top.cache_control;
-		if (!(s->set & SITE_SET_REDIRECTS))
-			s->redirects = top.redirects;
 		if (!(s->set & SITE_SET_HEADERS))
 			s->headers = top.headers;
 	}
@@ -1371,14 +1466,6 @@ static int content_validate(const struct config *cfg)
 int config_validate(struct config *cfg)
 {
 	struct stat st;
-
-	/* tls: the core cannot tell an HTTPS request from a plain one, so a
-	 * redirect to HTTPS is for an instance without TLS listeners */
-	if (cfg->redirect_https && config_serves_tls(cfg)) {
-		report("%s: redirect_https: only for an instance with no TLS address (it would redirect HTTPS too)",
-		       cfg->source);
-		return -1;
-	}
 
 	if (!model_find(cfg->model)) {
 		report("%s: model: unknown model '%s' (try --list-models)",

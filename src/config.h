@@ -61,7 +61,8 @@ bool listen_addr_same(const struct listen_addr *a, const struct listen_addr *b);
 enum site_set {
 	SITE_SET_NAMES = 1u << 0, SITE_SET_ROOT = 1u << 1, SITE_SET_INDEX = 1u << 2, SITE_SET_AUTOINDEX = 1u << 3,
 	SITE_SET_FALLBACK = 1u << 4, SITE_SET_CORS = 1u << 5, SITE_SET_CERT = 1u << 6, SITE_SET_KEY = 1u << 7,
-	SITE_SET_CACHE_CONTROL = 1u << 8, SITE_SET_REDIRECTS = 1u << 9, SITE_SET_HEADERS = 1u << 10,
+	SITE_SET_REDIRECT_HTTPS = 1u << 8,
+	SITE_SET_CACHE_CONTROL = 1u << 9, SITE_SET_REDIRECTS = 1u << 10, SITE_SET_HEADERS = 1u << 11,
 };
 
 struct site_config {
@@ -74,12 +75,13 @@ struct site_config {
 	char cors_origins[1024];
 	char tls_certificate[4096];      /* "": the top level's certificate */
 	char tls_certificate_key[4096];
+	bool redirect_https;             /* its plain HTTP requests get 301 to https:// */
 	struct cache_control_rules cache_control;
 	struct redirect_rules redirects;
 	struct header_rules headers;
 	unsigned set;                    /* enum site_set: what its own sections gave */
 	int line;                        /* of its first line in cfg->source, for messages */
-	int key_line[8];                 /* of each of its keys (by enum site_set bit) */
+	int key_line[9];                 /* of each of its keys (by enum site_set bit) */
 };
 
 /* What a Host or SNI that names no site gets: the top level's site, or a
@@ -163,7 +165,7 @@ struct config {
 	char tls_certificate[4096];     /* PEM: the certificate, then its chain */
 	char tls_certificate_key[4096]; /* PEM private key */
 	char hsts[256];                 /* Strict-Transport-Security value on HTTPS responses; "" = none */
-	bool redirect_https;            /* a plain port answers every request with 301 to https:// */
+	bool redirect_https;            /* plain HTTP requests get 301 to https:// (the sites inherit it) */
 	int redirect_https_port;        /* ... on this port */
 	char acme_webroot[4096];        /* ACME HTTP-01 files (site/acme_challenge.h); "" = off */
 	char cors_origins[1024];        /* origins CORS lets read GET/HEAD answers, space-separated, or "*"; "" = off */

@@ -75,6 +75,9 @@ struct http_request {
 	/* Not parsed: the session sets it when the overload policy sheds this
 	 * request (overload.h); the site then answers 503 without serving it. */
 	bool shed;
+	/* Not parsed: the session sets it when the request came over TLS, so
+	 * that redirect_https moves only plain HTTP requests. */
+	bool tls;
 };
 
 /* Where an incomplete parse stopped, so the next call with more bytes scans

@@ -335,6 +335,7 @@ static void respond_request(struct conn *c)
 	memcpy(&peer, &c->peer_addr, sizeof(c->peer_addr));
 	int refused = site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
 	c->req.shed = !refused && overload_should_shed(c->req_pickup_ns - c->req_ready_ns);
+	c->req.tls = c->tls;
 	if (refused)
 		site_error(c->site, refused, &c->out->resp);
 	else

@@ -688,6 +688,7 @@ static void stream_respond(struct h2_session *s, struct h2_stream *st, int statu
 	} else {
 		struct sockaddr_storage peer = s->peer_addr;
 		st->req.shed = overload_should_shed(st->t0 - st->ready_ns);
+		st->req.tls = s->tls;
 		site_respond(st->site, &st->req, &peer, &st->resp);
 	}
 	stream_submit(s, st);

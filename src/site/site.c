@@ -422,6 +422,14 @@ static bool path_equals(const struct http_request *req, const char *path)
 	return n && req->path.len == n && memcmp(req->path.p, path, n) == 0;
 }
 
+bool site_is_server_wide(const struct config *cfg, const struct http_request *req)
+{
+	char rel[ACME_REL_MAX];
+	return path_equals(req, cfg->health_path) ||
+	       (cfg->metrics && (path_equals(req, cfg->metrics_path) || path_equals(req, cfg->status_path))) ||
+	       (cfg->acme_webroot[0] && acme_challenge_match(req->path, rel, sizeof(rel)) != ACME_NOT_CHALLENGE);
+}
+
 /* The load balancer's check and the operator's statistics are answered even
  * while requests are shed: an overloaded instance must still say how it is. */
 static bool never_shed(const struct config *cfg, const struct http_request *req)
@@ -456,7 +464,7 @@ static void route(struct site_exchange *x)
 	/* before any redirect: the ACME server asks over plain HTTP */
 	if (cfg->acme_webroot[0] && respond_acme(x))
 		return;
-	if (cfg->redirect_https) { /* config_validate: no TLS listener then */
+	if (sc->redirect_https && !x->req->tls) {
 		redirect_https(x);
 		return;
 	}

@@ -75,9 +75,15 @@ size_t site_table_find(const struct site_table *t, const char *host, size_t len)
  * gets): 421 when the Host names another site than the SNI did (RFC 9110
  * 15.5.20: a connection to one site must not be used for another), or, with
  * default_site = reject, a name no site claims: 421 over TLS, 404 over
- * plain HTTP. */
+ * plain HTTP. A server-wide path (site_is_server_wide) is never refused. */
 int site_choose(const struct site_table *t, const struct http_request *req, bool tls, int sni_site,
 		const struct site **out);
+
+/* Whether req asks for a path the whole server answers whatever the Host
+ * (health_path, status_path and metrics_path when on, an ACME challenge
+ * when acme_webroot is set): site_choose() gives it to the default site
+ * instead of refusing it, as a load balancer's check sends no Host. */
+bool site_is_server_wide(const struct config *cfg, const struct http_request *req);
 
 /* Fills out (empty, response_init) with the answer to req from peer. */
 void site_respond(const struct site *site, const struct http_request *req, const struct sockaddr_storage *peer,

@@ -93,6 +93,11 @@ int site_choose(const struct site_table *t, const struct http_request *req, bool
 {
 	size_t by_host = t->n > 1 ? site_table_find(t, req->host.p, req->host.len) : 0;
 	*out = &t->site[by_host];
+	bool refusable = (sni_site >= 0 && (size_t)sni_site != by_host) || (by_host == 0 && t->reject_unknown);
+	if (refusable && t->n > 0 && t->site[0].cfg && site_is_server_wide(t->site[0].cfg, req)) {
+		*out = &t->site[0];
+		return 0;
+	}
 	/* RFC 9110 15.5.20: the connection was set up for the SNI's site (its
 	 * certificate); a request for another one must go over a connection of
 	 * its own. Without SNI (a client that dialled an address) the Host

@@ -2,6 +2,7 @@
  * ALPN and the session-ticket keys. */
 #include "context.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -264,12 +265,10 @@ static bool readable(const char *key, const char *path)
 }
 
 /* A certificate chain and its key into ctx; 0, or -1 after saying what is
- * wrong with which file. who: "" for the top level, "[site NAME] ". */
-static int load_pair(SSL_CTX *ctx, const char *who, const char *cert, const char *key)
+ * wrong with which file. cert_key, key_key: the keys that named them, as
+ * messages say ("tls_certificate", or "FILE:LINE: [site NAME] tls_certificate"). */
+static int load_pair(SSL_CTX *ctx, const char *cert_key, const char *key_key, const char *cert, const char *key)
 {
-	char cert_key[96], key_key[96];
-	snprintf(cert_key, sizeof(cert_key), "%stls_certificate", who);
-	snprintf(key_key, sizeof(key_key), "%stls_certificate_key", who);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
 		log_file_error(cert_key, cert, false);
 		return -1;
@@ -303,17 +302,21 @@ static int load_sites(struct tls_context *t, const struct config *cfg)
 	t->nsites = cfg->nsites;
 	for (int i = 0; i < cfg->nsites; i++) {
 		const struct site_config *s = &cfg->sites[i];
-		char who[SITE_NAME_MAX + 16], cert_key[SITE_NAME_MAX + 48], key_key[SITE_NAME_MAX + 48];
+		char cert_key[sizeof(cfg->source) + SITE_NAME_MAX + 48], key_key[sizeof(cert_key)];
 		snprintf(t->sites[i].names, sizeof(t->sites[i].names), "%s", s->names);
 		if (!s->tls_certificate[0])
 			continue;
-		snprintf(who, sizeof(who), "[site %s] ", s->name);
-		snprintf(cert_key, sizeof(cert_key), "%stls_certificate", who);
-		snprintf(key_key, sizeof(key_key), "%stls_certificate_key", who);
+		/* where the site's keys are, as a configuration error names them
+		 * (key_line: enum site_set's order, 6 the certificate, 7 its key) */
+		snprintf(cert_key, sizeof(cert_key), "%s:%d: [site %s] tls_certificate", cfg->source, s->key_line[6],
+			 s->name);
+		snprintf(key_key, sizeof(key_key), "%s:%d: [site %s] tls_certificate_key", cfg->source, s->key_line[7],
+			 s->name);
 		if (!readable(cert_key, s->tls_certificate) || !readable(key_key, s->tls_certificate_key))
 			return -1;
 		t->sites[i].cert = SSL_CTX_new(TLS_server_method());
-		if (!t->sites[i].cert || load_pair(t->sites[i].cert, who, s->tls_certificate, s->tls_certificate_key) < 0)
+		if (!t->sites[i].cert || load_pair(t->sites[i].cert, cert_key, key_key, s->tls_certificate,
+								 s->tls_certificate_key) < 0)
 			return -1;
 	}
 	SSL_CTX_set_tlsext_servername_callback(t->ctx, servername_cb);
@@ -321,11 +324,26 @@ static int load_sites(struct tls_context *t, const struct config *cfg)
 	return 0;
 }
 
+/* RFC 6066 3 allows no address in SNI, yet some clients (wrk among them)
+ * send the one they dialled: that names no site, as no SNI does. */
+static bool sni_is_address(const char *sni)
+{
+	unsigned char addr[sizeof(struct in6_addr)];
+	char inner[INET6_ADDRSTRLEN + 2];
+	size_t n = strlen(sni);
+	if (n >= 2 && sni[0] == '[' && sni[n - 1] == ']' && n - 2 < sizeof(inner)) {
+		memcpy(inner, sni + 1, n - 2);
+		inner[n - 2] = '\0';
+		sni = inner;
+	}
+	return inet_pton(AF_INET, sni, addr) == 1 || inet_pton(AF_INET6, sni, addr) == 1;
+}
+
 int tls_site_of(const void *ssl)
 {
 	const struct tls_context *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX((const SSL *)ssl));
 	const char *sni = SSL_get_servername((const SSL *)ssl, TLSEXT_NAMETYPE_host_name);
-	if (!sni || !*sni)
+	if (!sni || !*sni || sni_is_address(sni))
 		return -1;
 	return t ? 1 + sni_site(t, sni) : 0;
 }
@@ -383,7 +401,8 @@ struct tls_context *tls_context_new(const struct config *cfg)
 	SSL_CTX_set_alpn_select_cb(t->ctx, alpn_select_cb, cfg->http2 ? (void *)alpn_h2 : NULL);
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections give their record buffers back */
 
-	if (load_pair(t->ctx, "", cfg->tls_certificate, cfg->tls_certificate_key) < 0 || load_sites(t, cfg) < 0)
+	if (load_pair(t->ctx, "tls_certificate", "tls_certificate_key", cfg->tls_certificate,
+		      cfg->tls_certificate_key) < 0 || load_sites(t, cfg) < 0)
 		goto fail;
 	/* Kernel TLS: after a TLS 1.3 handshake the wire hands the server's
 	 * write keys to the socket, and file bodies go out with sendfile again

@@ -32,7 +32,8 @@ void tls_context_free(struct tls_context *t);
 /* The site an established connection's SNI names, as its certificate was
  * chosen (the best match of the sites' names): its index in the server's
  * site table (site/site.h: 0 the top level's, i + 1 cfg->sites[i]), 0 for a
- * name no site claims, -1 when the client sent no SNI. ssl: the SSL *. */
+ * name no site claims, -1 when the client sent no SNI or an address as one
+ * (RFC 6066 3 allows none). ssl: the SSL *. */
 int tls_site_of(const void *ssl);
 
 /* The OpenSSL context (an SSL_CTX *), for the transport layer. */

@@ -290,7 +290,6 @@ BAD_LINES = [
     ("bad-stats-name", "stats_name = a/b\n"),
     ("bad-metrics-path", "metrics_path = metrics\n"),
     ("bad-health-path", "health_path = healthz\n"),
-    ("redirect-with-tls", "redirect_https = on\nlisten = 443 tls\n"),
     ("proxy-needs-real-ip-from", "listen = 80\nlisten = 81 proxy_protocol\n"),
     ("bad-default-type", "default_type = text\n"),
     ("missing-types-file", "types_file = no.types\n"),

@@ -280,6 +280,107 @@ def test_default_site_reject(model, sites, tmp_path):
         assert s.stop() == 0, s.diagnostics()
 
 
+def test_server_wide_paths_answer_whatever_the_host_under_reject(model, sites, tmp_path):
+    """With default_site = reject, the health check, the statistics and ACME
+    challenges are still answered for a Host no site claims, or none (a
+    load balancer's check sends none), from the default site."""
+    webroot = tmp_path / "acme"
+    (webroot / ".well-known" / "acme-challenge").mkdir(parents=True)
+    (webroot / ".well-known" / "acme-challenge" / "tok-123").write_text("tok-123.thumb")
+    s = SitesServer(model, sites, tmp_path / "srv", sites.conf(default_site="reject"),
+                    health_path="/healthz", acme_webroot=str(webroot)).start()
+    try:
+        for host, version in ((None, "HTTP/1.0"), ("nope.test", "HTTP/1.1")):
+            for path in ("/healthz", "/metrics", "/status"):
+                assert get(s, host, path, version).status == 200, (host, path)
+            r = get(s, host, "/.well-known/acme-challenge/tok-123", version)
+            assert r.status == 200 and r.body == b"tok-123.thumb", (host, r)
+            assert get(s, host, "/a.txt", version).status == 404
+        r, _ = tls_get(s, sites.certs, None, "nope.test", "/healthz")
+        assert r.status == 200
+        r, _ = tls_get(s, sites.certs, "nope.test", "nope.test", "/a.txt")
+        assert r.status == 421
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
+def test_421_says_misdirected_request(model, srv, sites):
+    """RFC 9110 15.5.20: the reason phrase, in the status line and the page."""
+    r, _ = tls_get(srv, sites.certs, "a.test", "b.test")
+    assert r.status == 421 and r.reason == "Misdirected Request", r
+    assert b"Misdirected Request" in r.body
+
+
+def test_an_address_sent_as_sni_counts_as_none(model, sites, tmp_path):
+    """RFC 6066 3: SNI carries no address; a client that sends one (wrk
+    does) is served as one that sent none: the Host chooses the site."""
+    s = SitesServer(model, sites, tmp_path / "srv", sites.conf(default_site="reject")).start()
+    try:
+        req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        r = subprocess.run(["openssl", "s_client", "-quiet", "-connect", f"{HOST}:{s.tls_port}",
+                            "-servername", "127.0.0.1", "-CAfile", str(sites.certs.ca)],
+                           input=req, capture_output=True, timeout=util.scaled(20))
+        head = r.stdout.split(b"\r\n", 1)[0]
+        assert head == b"HTTP/1.1 200 OK", (r.stdout[:300], r.stderr[-500:])
+        assert r.stdout.endswith(SITE_A)
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
+def test_redirect_https_per_site_beside_tls_listeners(model, sites, tmp_path):
+    """redirect_https = on in a site: its plain HTTP requests get 301 to
+    HTTPS on redirect_https_port, its HTTPS ones are served (curl -L ends
+    there, no loop); another site is served over both; ACME challenges are
+    answered over plain HTTP all the same. At the top level it is every
+    site's that does not say otherwise."""
+    webroot = tmp_path / "acme"
+    (webroot / ".well-known" / "acme-challenge").mkdir(parents=True)
+    (webroot / ".well-known" / "acme-challenge" / "tok-9").write_text("tok-9.thumb")
+    tls_port = util.free_port()
+    conf = sites.conf().replace("[site a]\n", "[site a]\nredirect_https = on\n")
+    s = SitesServer(model, sites, tmp_path / "srv", conf, acme_webroot=str(webroot),
+                    redirect_https_port=str(tls_port))
+    s.tls_port = tls_port
+    s.start()
+    try:
+        r = get(s, "a.test", "/a.txt?x=1")
+        assert r.status == 301 and r.header("Location") == f"https://a.test:{tls_port}/a.txt?x=1", r
+        resolve = ["--resolve", f"a.test:{s.port}:{HOST}", "--resolve", f"a.test:{tls_port}:{HOST}"]
+        c = curl("-L", "--max-redirs", "3", "--cacert", str(sites.certs.ca), *resolve,
+                 "-w", "%{num_redirects} %{url_effective}", "-o", str(tmp_path / "body"),
+                 f"http://a.test:{s.port}/a.txt")
+        assert c.returncode == 0, c.stderr
+        assert c.stdout.decode() == f"1 https://a.test:{tls_port}/a.txt"
+        assert (tmp_path / "body").read_bytes() == b"Hello from a\n"
+        for version in ("--http1.1", "--http2"):  # served over TLS, whichever protocol
+            c = curl(version, "--cacert", str(sites.certs.ca), *resolve, "-w", "%{http_code} %{http_version}",
+                     "-o", "/dev/null", f"https://a.test:{tls_port}/a.txt")
+            assert c.stdout.decode() == ("200 1.1" if version == "--http1.1" else "200 2"), (c.stdout, c.stderr)
+        r = get(s, "a.test", "/.well-known/acme-challenge/tok-9")
+        assert r.status == 200 and r.body == b"tok-9.thumb"
+        r = get(s, "b.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from b\n"
+        assert get(s, "other.test", "/a.txt").status == 200
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+    # at the top level, beside a TLS listener: every site's plain requests,
+    # but for a site that says off
+    conf = sites.conf().replace("[site b]\n", "[site b]\nredirect_https = off\n")
+    s = SitesServer(model, sites, tmp_path / "srv2", conf, redirect_https="on",
+                    redirect_https_port=str(tls_port))
+    s.tls_port = tls_port
+    s.start()
+    try:
+        r = get(s, "other.test", "/a.txt")
+        assert r.status == 301 and r.header("Location") == f"https://other.test:{tls_port}/a.txt", r
+        r, _ = tls_get(s, sites.certs, None, "other.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from default\n"
+        assert get(s, "a.test", "/a.txt").status == 301
+        assert get(s, "b.test", "/a.txt").status == 200
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
 # ---------------------------------------------------------------------------
 # reload
 
@@ -322,20 +423,31 @@ def test_reload_adds_a_site_and_changes_a_certificate_under_wrk(model, sites, tm
 
 BASE = "[site a]\nnames = a.test\nroot = {root}\n"
 BAD_SITES = [
-    # (what, text after BASE, the line named, words of the message)
-    ("duplicate name", "[site b]\nroot = {root}\nnames = x.test A.TEST\n", 8,
-     "names: 'A.TEST' is also a name of [site a]"),
-    ("no root", "[site b]\nnames = b.test\n", 7, "[site b] has no root"),
-    ("no names", "[site b]\nroot = {root}\n", 7, "[site b] has no names"),
+    # (what, text after BASE, the line named, words of the message); a
+    # section's own problems name its header's line (6)
+    ("duplicate name", "[site b]\nroot = {root}\nnames = x.test A.TEST.\n", 8,
+     "names: 'a.test' is also a name of [site a]"),
+    ("no root", "[site b]\nnames = b.test\n", 6, "[site b] has no root"),
+    ("no names", "[site b]\nroot = {root}\n", 6, "[site b] has no names"),
+    ("empty site", "[site b]\n", 6, "[site b] has no names"),
     ("unknown key", "[site b]\nnames = b.test\nthreads = 4\n", 8, "unknown key 'threads' in [site b]"),
-    ("unknown subsection", "[site b rewrites]\n/ = x\n", 7, "unknown section [site b rewrites]"),
-    ("bad site name", "[site b/c]\nnames = b.test\n", 7, "'b/c' is not a site name"),
-    ("reserved name", "[site default]\nnames = b.test\n", 7, "'default' is not a site name"),
+    ("unknown subsection", "[site b rewrites]\n/ = x\n", 6, "unknown section [site b rewrites]"),
+    ("empty unknown subsection", "[site b rewrites]\n", 6, "unknown section [site b rewrites]"),
+    ("two names", "[site b c]\n", 6, "unknown section [site b c]"),
+    ("empty unknown section", "[bogus]\n", 6, "unknown section [bogus]"),
+    ("bad site name", "[site b/c]\nnames = b.test\n", 6, "'b/c' is not a site name"),
+    ("reserved name", "[site default]\nnames = b.test\n", 6, "'default' is not a site name"),
     ("bad host name", "[site b]\nnames = b_test\n", 7, "names: 'b_test' is not a host name"),
     ("root not a directory", "[site b]\nnames = b.test\nroot = /nonexistent\n", 8, "root: '/nonexistent'"),
     ("certificate without key", "[site b]\nnames = b.test\nroot = {root}\ntls_certificate = /x.pem\n", 9,
      "tls_certificate and tls_certificate_key go together"),
     ("bad rule", "[site b]\nnames = b.test\nroot = {root}\n[site b redirects]\n/a = 301\n", 10, "redirects:"),
+    ("a site twice", "[site b]\nnames = b.test\nroot = {root}\n[site b]\nnames = c.test\n", 9,
+     "[site b] appears twice (first at line 6)"),
+    ("a site's rules twice", "[site b]\nnames = b.test\nroot = {root}\n[site b headers]\n/ = A: b\n"
+     "[site b headers]\n", 11, "[site b headers] appears twice (first at line 9)"),
+    ("a key twice", "[site b]\nnames = b.test\nroot = {root}\nnames = c.test\n", 9,
+     "[site b]: names is given twice (first at line 7)"),
 ]
 
 
@@ -347,6 +459,50 @@ def test_bad_site_sections_are_refused_with_file_and_line(what, text, line, word
     r = util.run_spindle("--check", "--config", str(conf), cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert f"{conf}:{line}: " in r.stderr and words in r.stderr, r.stderr
+
+
+def test_top_level_redirects_are_the_default_sites_only(model, sites, tmp_path):
+    """[redirects] at the top level are the default site's, as an nginx
+    server block's rewrites stay in it: a catch-all there does not move the
+    named sites, which have their own [site NAME redirects]. cors_origins =
+    off in a site drops the inherited list."""
+    conf = ("[http]\ncors_origins = https://app.test\n[redirects]\n/* = 302 https://moved.test/$1\n"
+            + sites.conf().replace("[site b]\n", "[site b]\ncors_origins = off\n")
+            + "[site a redirects]\n/old = 301 /a.txt\n")
+    s = SitesServer(model, sites, tmp_path / "srv", conf).start()
+    try:
+        r = get(s, "other.test", "/a.txt")
+        assert r.status == 302 and r.header("Location") == "https://moved.test/a.txt", r
+        r = get(s, "b.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from b\n", r
+        r = get(s, "a.test", "/old")
+        assert r.status == 301 and r.header("Location") == "/a.txt", r
+        r = get(s, "a.test", "/a.txt")
+        assert r.status == 200 and r.body == b"Hello from a\n", r
+        hdr = {"Origin": "https://app.test"}
+        r = s.request("GET", "/a.txt", host="a.test", headers=hdr)
+        assert r.header("Access-Control-Allow-Origin") == "https://app.test", r
+        r = s.request("GET", "/a.txt", host="b.test", headers=hdr)
+        assert r.header("Access-Control-Allow-Origin") is None, r
+    finally:
+        assert s.stop() == 0, s.diagnostics()
+
+
+def test_names_are_normalised(model, sites, tmp_path):
+    """Names compare without case and a final dot: written so in names,
+    they are accepted and kept in lower case without the dot."""
+    conf = sites.conf().replace("names = a.test www.a.test", "names = A.Test. www.a.test")
+    (tmp_path / "t.conf").write_text(conf)
+    (tmp_path / "www").mkdir()
+    r = util.run_spindle("--check", "--config", str(tmp_path / "t.conf"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "[site a]\nnames = a.test www.a.test\n" in r.stdout
+    s = SitesServer(model, sites, tmp_path / "srv", conf).start()
+    try:
+        r = get(s, "a.test")
+        assert r.status == 200 and r.body == SITE_A
+    finally:
+        assert s.stop() == 0, s.diagnostics()
 
 
 def test_check_prints_the_sites_and_reads_them_back(tmp_path, sites):
@@ -369,7 +525,7 @@ def test_check_prints_the_sites_and_reads_them_back(tmp_path, sites):
 
 def test_a_sites_broken_certificate_is_refused_at_check_and_reload(model, sites, tmp_path):
     """A site's certificate loads as the top level's does: --check names the
-    site and the file; a reload to it is refused and the old one serves on."""
+    configuration's file and line, the site and the certificate's file; a reload to it is refused and the old one serves on."""
     bad = tmp_path / "bad.pem"
     bad.write_text("not a certificate\n")
     text = sites.conf().replace(str(sites.cert["b"][0]), str(bad))
@@ -378,7 +534,8 @@ def test_a_sites_broken_certificate_is_refused_at_check_and_reload(model, sites,
     r = util.run_spindle("--check", "--config", str(tmp_path / "bad.conf"), "--set", f"listen={HOST}:1 tls",
                          "--set", f"tls_certificate={sites.certs.chain}",
                          "--set", f"tls_certificate_key={sites.certs.key}", cwd=tmp_path)
-    assert r.returncode == 2 and f"tls: [site b] tls_certificate '{bad}': not a PEM file" in r.stderr, r.stderr
+    where = f"{tmp_path / 'bad.conf'}:14: [site b] tls_certificate"  # the configuration's file and line
+    assert r.returncode == 2 and f"tls: {where} '{bad}': not a PEM file" in r.stderr, r.stderr
 
     s = SitesServer(model, sites, tmp_path / "srv", sites.conf()).start()
     try:

@@ -278,7 +278,7 @@ Test(site, other_methods_are_refused_with_allow)
 
 Test(site, redirect_https_keeps_host_and_target)
 {
-	ts.cfg.redirect_https = true;
+	ts.srv.top->redirect_https = true; /* the default site's, as config_top_site sets it */
 	ts.cfg.redirect_https_port = 8443;
 	struct response r;
 	respond(&r, "GET /a.txt?q HTTP/1.1\r\nHost: example.org:8080\r\n\r\n");

@@ -14,6 +14,7 @@
 static struct site_config conf[3];
 static struct site site[3];
 static struct site_table table = { site, 3, false };
+static struct config cfg;
 
 static void setup(void)
 {
@@ -24,8 +25,12 @@ static void setup(void)
 	strcpy(conf[1].names, "a.test www.a.test");
 	strcpy(conf[2].name, "b");
 	strcpy(conf[2].names, "b.test *.b.test");
-	for (int i = 0; i < 3; i++)
+	memset(&cfg, 0, sizeof(cfg));
+	strcpy(cfg.health_path, "/healthz");
+	for (int i = 0; i < 3; i++) {
 		site[i].conf = &conf[i];
+		site[i].cfg = &cfg;
+	}
 	table.reject_unknown = false;
 }
 
@@ -91,5 +96,27 @@ Test(site_choose, reject_refuses_unknown_names_404_plain_421_tls)
 	choose("GET / HTTP/1.0\r\n\r\n", false, -1, &st);
 	cr_assert_eq(st, 404);
 	cr_assert_eq(choose("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", false, -1, &st), 1);
+	cr_assert_eq(st, 0);
+}
+
+Test(site_choose, server_wide_paths_are_never_refused)
+{
+	int st;
+	table.reject_unknown = true;
+	cr_assert_eq(choose("GET /healthz HTTP/1.0\r\n\r\n", false, -1, &st), 0);
+	cr_assert_eq(st, 0, "a balancer's check, with no Host");
+	cr_assert_eq(choose("GET /healthz HTTP/1.1\r\nHost: b.test\r\n\r\n", true, 1, &st), 0);
+	cr_assert_eq(st, 0, "whatever the SNI");
+	cr_assert_eq(choose("GET /status HTTP/1.0\r\n\r\n", false, -1, &st), 0);
+	cr_assert_eq(st, 404, "metrics off: /status is nobody's");
+	cfg.metrics = true;
+	strcpy(cfg.status_path, "/status");
+	strcpy(cfg.metrics_path, "/metrics");
+	cr_assert_eq(choose("GET /metrics HTTP/1.1\r\nHost: nope.test\r\n\r\n", true, 0, &st), 0);
+	cr_assert_eq(st, 0);
+	cr_assert_eq(choose("GET /.well-known/acme-challenge/t HTTP/1.0\r\n\r\n", false, -1, &st), 0);
+	cr_assert_eq(st, 404, "acme_webroot off");
+	strcpy(cfg.acme_webroot, "/var/lib/acme");
+	cr_assert_eq(choose("GET /.well-known/acme-challenge/t HTTP/1.0\r\n\r\n", false, -1, &st), 0);
 	cr_assert_eq(st, 0);
 }
