@@ -3,6 +3,7 @@
  * literals only), fed in pieces as small as one byte, and the frames the
  * core sends back read as a client would. */
 #include <criterion/criterion.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,13 +217,29 @@ Test(h2_session, drain_sends_goaway_then_closes)
 	struct drive *d = calloc(1, sizeof(*d));
 	unsigned char req[128];
 	size_t n = request(req, "/a.txt");
+	ts.cfg.drain_timeout_ms = 200; /* the final GOAWAY at most half of it later */
 	d->c = conn_new(&ts.srv, NULL, 0);
 	feed(d, req, n, sizeof(req));
 	d->outlen = 0;
 	conn_drain(d->c);
 	enum conn_want w = pump(d);
 	struct frame f;
-	cr_assert(find_frame(d, 7, 0, &f), "no GOAWAY");
+	/* first the notice: no new streams, the last one not named yet */
+	cr_assert(find_frame(d, 7, 0, &f), "no GOAWAY notice");
+	cr_assert_eq(f.len, 8);
+	cr_assert(f.payload[0] == 0x7f && f.payload[1] == 0xff && f.payload[2] == 0xff && f.payload[3] == 0xff,
+		  "the notice names stream 2^31-1");
+	cr_assert_eq(d->shutdowns, 0, "open until the last stream is named");
+	int64_t deadline;
+	conn_wants(d->c, &deadline);
+	cr_assert(deadline >= 0 && deadline <= conn_now_ms() + 100, "the last stream is named within half the drain time");
+	/* then, when that deadline comes, the GOAWAY naming the last stream taken */
+	while (conn_now_ms() < deadline)
+		usleep(1000);
+	d->outlen = 0;
+	conn_timeout(d->c);
+	w = pump(d);
+	cr_assert(find_frame(d, 7, 0, &f), "no final GOAWAY");
 	cr_assert_eq(f.len, 8);
 	cr_assert_eq(f.payload[3], 1, "GOAWAY names stream 1 as the last one taken");
 	cr_assert_eq(d->shutdowns, 1, "half-closed after the GOAWAY");
