@@ -156,9 +156,9 @@ def test_bad_overload_settings_are_refused_with_the_line(tmp_path, bad, why):
 
 
 # Models whose queue the shed check sees: a request's queue wait runs from
-# when it is readable to when a thread or loop picks it up. Under epoll a
-# busy loop leaves readable connections waiting for its turn; under prefork
-# (a pool per worker) they wait in the worker's queue. A thread per
+# when it is readable to when a thread or loop picks it up. Under epoll and
+# uring a busy loop leaves readable connections waiting for its turn; under
+# prefork (a pool per worker) they wait in the worker's queue. A thread per
 # connection (thread, fork) picks its request up as soon as it is readable:
 # past saturation the wait is for a core (all of them run at once, slower) or,
 # at max_connections, in the kernel's backlog before accept, neither of which
@@ -167,7 +167,7 @@ def test_bad_overload_settings_are_refused_with_the_line(tmp_path, bad, why):
 SHED_LOAD_S = 1.5
 
 
-@pytest.mark.parametrize("shed_model", ["epoll", "prefork"])
+@pytest.mark.parametrize("shed_model", ["epoll", "uring", "prefork"])
 def test_shed_keeps_the_queue_short_beyond_the_pool(docroot, tmp_path, shed_model):
     srv = _server(tmp_path, docroot, "shed", model=shed_model)
     try:
@@ -182,19 +182,24 @@ def test_shed_keeps_the_queue_short_beyond_the_pool(docroot, tmp_path, shed_mode
 
 
 def test_shed_cannot_see_a_thread_per_connection_wait(docroot, tmp_path):
-    """Under thread every client has its own thread, picked up at once: past
-    saturation the requests all run, each slower, and nothing is shed (what
-    the docs say: `reject` with max_connections is this model's tool)."""
+    """Under thread every client has its own thread, which picks its request
+    up as soon as it runs: past saturation the requests all run at once, each
+    slower, and their queue wait stays short, so shed answers at most the few
+    whose new thread waited for a core (what the docs say: `reject` with
+    max_connections is this model's tool)."""
     srv = _server(tmp_path, docroot, "shed", model="thread")
     try:
         # each request takes about CLIENTS x WORK_MS / cores: a short load
         # already holds every client for a second or more
+        t0 = time.monotonic()
         statuses = _load(srv, 0.3)
+        took = time.monotonic() - t0
         p99, shed = _queue_p99_s(srv)
     finally:
         srv.stop()
-    assert set(statuses) == {200}, statuses
-    assert shed == 0 and p99 <= 0.2, (p99, shed)
+    assert took >= 0.8, f"{took:.2f} s: the clients did not saturate the threads"
+    assert set(statuses) <= {200, 503} and statuses.get(200, 0) >= 0.8 * sum(statuses.values()), statuses
+    assert p99 <= 0.2 and shed == statuses.get(503, 0), (p99, shed)
 
 
 # reject: max_connections held by idle keep-alive clients (each admitted with
