@@ -280,3 +280,32 @@ def test_reject_under_iterative_says_it_has_nothing_to_refuse_from(docroot, tmp_
     finally:
         srv.stop()
     assert "iterative: overload = reject" in srv.error_log.read_text(errors="replace")
+
+
+def test_reject_answers_once_the_pools_own_queue_is_full(docroot, tmp_path):
+    """Below max_connections, a pool is full when its queue holds 2 x threads
+    connections no worker has picked up: one worker busy, two queued, and the
+    next comers are refused at once while those three are served."""
+    settings = {"workers": 1, "threads": 1, "max_connections": 100, "overload": "reject", "workload": "on",
+                "delay_kind": "sleep", "work_unit": "1ms"}
+    srv = util.Server("pool", docroot.path, tmp_path / "reject-queue", settings).start()
+    util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+    admitted: list[util.Conn] = []
+    try:
+        for i in range(3):
+            c = util.Conn.open(srv.port, timeout=util.scaled(5))
+            admitted.append(c)
+            c.send(util.build_request("GET", f"/work?delay=300&bucket={i}"))
+        util.wait_stats(srv.port, lambda s: s["connections_active"] == 3)
+        t0 = time.monotonic()
+        with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:
+            c.send(util.build_request("GET", "/a.txt"))
+            r = c.read_response("GET")
+        took = time.monotonic() - t0
+        assert r.status == 503 and r.header("Retry-After") == "1", r
+        assert took < util.scaled(0.2), f"{took:.3f} s: the refusal waited for the queue"
+        assert [c.read_response("GET").status for c in admitted] == [200, 200, 200]
+    finally:
+        for c in admitted:
+            c.close()
+        srv.stop()
