@@ -182,12 +182,26 @@ def test_shed_keeps_the_queue_short_beyond_the_pool(docroot, tmp_path, shed_mode
     assert shed == statuses[503]
 
 
+def _bucket(srv: util.Server, family: str, q: float) -> float:
+    """The histogram bucket (upper bound, seconds) that the q quantile of
+    family falls in, from /metrics."""
+    r = srv.get("/metrics")
+    assert r.status == 200, r
+    for fam in text_string_to_metric_families(r.body.decode()):
+        if fam.name == family:
+            buckets = sorted((float(s.labels["le"]), s.value) for s in fam.samples if s.name.endswith("_bucket"))
+            return next(le for le, c in buckets if c >= q * buckets[-1][1])
+    raise AssertionError(f"no {family} in {r.body[:2000]!r}")
+
+
 def test_shed_cannot_see_a_thread_per_connection_wait(docroot, tmp_path):
     """Under thread every client has its own thread, which picks its request
     up as soon as it runs: past saturation the requests all run at once, each
-    slower, and their queue wait stays short, so shed answers at most the few
-    whose new thread waited for a core (what the docs say: `reject` with
-    max_connections is this model's tool)."""
+    slower, so their time goes to service, which shed does not see. Its queue
+    wait is only the new thread's wait for a core: shed answers those that
+    waited too long for one (a few, more on a busier machine) and the rest run
+    slowly all the same (what the docs say: `reject` with max_connections is
+    this model's tool)."""
     srv = _server(tmp_path, docroot, "shed", model="thread")
     try:
         # each request takes about CLIENTS x WORK_MS / cores: a short load
@@ -196,11 +210,13 @@ def test_shed_cannot_see_a_thread_per_connection_wait(docroot, tmp_path):
         statuses = _load(srv, 0.3)
         took = time.monotonic() - t0
         p99, shed = _queue_p99_s(srv)
+        service_p50 = _bucket(srv, "spindle_request_service_seconds", 0.5)
     finally:
         srv.stop()
     assert took >= 0.8, f"{took:.2f} s: the clients did not saturate the threads"
-    assert set(statuses) <= {200, 503} and statuses.get(200, 0) >= 0.8 * sum(statuses.values()), statuses
+    assert set(statuses) <= {200, 503} and statuses.get(200, 0) > 0, statuses
     assert p99 <= 0.2 and shed == statuses.get(503, 0), (p99, shed)
+    assert service_p50 >= 0.25, f"served requests' service time p50 {service_p50} s: shed kept it short"
 
 
 # reject: max_connections held by idle keep-alive clients (each admitted with
@@ -299,7 +315,7 @@ def test_reject_answers_once_the_pools_own_queue_is_full(docroot, tmp_path):
     try:
         # the first holds the worker for long enough that the other two are
         # still queued when the fourth comes, on a busy machine too
-        for i, delay_ms in enumerate([int(util.scaled(1.0) * 1000), 50, 50]):
+        for i, delay_ms in enumerate([int(util.scaled(0.8) * 1000), 50, 50]):
             c = util.Conn.open(srv.port, timeout=util.scaled(5))
             admitted.append(c)
             c.send(util.build_request("GET", f"/work?delay={delay_ms}&bucket={i}"))
