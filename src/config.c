@@ -88,7 +88,7 @@ static const struct name_value default_site_names[] = {
 	{ "serve", DEFAULT_SITE_SERVE }, { "reject", DEFAULT_SITE_REJECT }, { NULL, 0 },
 };
 static const struct name_value overload_names[] = {
-	{ "queue", OVERLOAD_QUEUE }, { "shed", OVERLOAD_SHED }, { NULL, 0 },
+	{ "queue", OVERLOAD_QUEUE }, { "reject", OVERLOAD_REJECT }, { "shed", OVERLOAD_SHED }, { NULL, 0 },
 };
 static const struct name_value log_level_names[] = {
 	{ "debug", LOG_DEBUG }, { "info", LOG_INFO }, { "warn", LOG_WARN }, { "error", LOG_ERROR }, { NULL, 0 },

@@ -3,10 +3,20 @@
  * that race on a transition at worst shed one request more or fewer. */
 #include "overload.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "config.h"
+#include "http/date.h"
 #include "log/log.h"
+#include "server.h"
 #include "stats/stats.h"
+
+#define OVERLOAD_REFUSE_READS 4 /* x 4 KiB at most discarded before a refusal */
 
 static struct overload process_overload;
 static bool process_sheds;
@@ -70,4 +80,71 @@ void overload_configure(enum overload_policy policy, int target_ms)
 bool overload_should_shed(int64_t wait_ns)
 {
 	return process_sheds && overload_shed(&process_overload, wait_ns, stats_clock_ns());
+}
+
+bool overload_rejects(const struct server *srv)
+{
+	return srv->cfg->overload == OVERLOAD_REJECT;
+}
+
+/* "192.0.2.1", "2001:db8::1" or "unix:", as the session logs a peer. */
+static void refuse_peer_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap)
+{
+	if (sa && sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)cap);
+	else if (sa && sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)cap);
+	else
+		snprintf(buf, cap, "%s", sa && sa->sa_family == AF_UNIX ? "unix:" : "-");
+}
+
+/* Written here, by the core, rather than by handing the connection to a
+ * session with a flag: a session would allocate buffers, arm timeouts and
+ * parse a request, the very work a full server must not take on, and a
+ * driver at its cap has no room to hold the connection anyway. So the
+ * answer is fixed bytes and one send() that either fits the empty socket
+ * buffer or is dropped; the models only call this, never format HTTP. A TLS
+ * listener's connection is closed without a word: the answer would cost a
+ * handshake, and the client sees the refusal as a failed connection. */
+void overload_refuse(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t len)
+{
+	static const char body[] = "503 Service Unavailable: the server is full; retry in a second.\n";
+	char buf[512], scratch[4096];
+	bool tls = server_tls_for(srv, fd) != NULL;
+
+	if (!tls) {
+		int n = snprintf(buf, sizeof(buf),
+				 "HTTP/1.1 503 Service Unavailable\r\n"
+				 "Date: %s\r\n"
+				 "Retry-After: 1\r\n"
+				 "Connection: close\r\n"
+				 "Content-Type: text/plain\r\n"
+				 "Content-Length: %zu\r\n"
+				 "\r\n%s",
+				 http_date_now(), sizeof(body) - 1, body);
+		/* what the client already sent (a request head, usually all of
+		 * it: listeners defer accept until bytes come): left unread, it
+		 * would turn the close into a reset that can discard the answer
+		 * before the client reads it. Bounded: a client streaming a body
+		 * must not hold the accepting thread. */
+		for (int i = 0; i < OVERLOAD_REFUSE_READS && recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0; i++)
+			;
+		ssize_t w = send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		(void)w;
+		shutdown(fd, SHUT_WR);
+	}
+	close(fd);
+	stats_shed_full();
+	if (log_access_enabled()) {
+		char text[64];
+		refuse_peer_text(peer, len, text, sizeof(text));
+		struct access_entry e = {
+			.peer = text,
+			.status = 503, /* over TLS: the answer it stands for, none sent */
+			.bytes = tls ? 0 : sizeof(body) - 1,
+			.shed = true,
+			.shed_full = true,
+		};
+		log_access(&e);
+	}
 }

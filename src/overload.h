@@ -1,5 +1,7 @@
 /* overload.h - what a serving process does with requests it cannot serve in
  * time ([server] overload). `queue` lets them wait, as every server does;
+ * `reject` answers a new connection 503 at once when the model is full (its
+ * queue or max_connections) instead of leaving it in the backlog;
  * `shed` keeps the time requests wait for the server near overload_target by
  * answering 503 with Retry-After, cheaply, to those that waited longest once
  * the wait has stayed above the target for an interval (CoDel's rule, over
@@ -9,8 +11,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
-enum overload_policy { OVERLOAD_QUEUE, OVERLOAD_SHED };
+struct server;
+
+enum overload_policy { OVERLOAD_QUEUE, OVERLOAD_REJECT, OVERLOAD_SHED };
 
 /* How long the queue wait must stay above the target before shedding starts:
  * CoDel's interval, about a worst-case round trip. */
@@ -36,5 +41,16 @@ void overload_configure(enum overload_policy policy, int target_ms);
 /* The session's question, as a request is handed to the site after waiting
  * wait_ns for the server: shed it? Nothing but a flag test under `queue`. */
 bool overload_should_shed(int64_t wait_ns);
+
+/* Whether a model at its cap should accept and refuse (overload = reject)
+ * rather than stop accepting. */
+bool overload_rejects(const struct server *srv);
+
+/* A connection just accepted while the model is full: answers it 503 with
+ * Retry-After and Connection: close in one non-blocking send, counts and logs
+ * it, and closes fd. Reads nothing but what already arrived (discarded unread,
+ * so the close does not reset the answer away), opens no file, never blocks.
+ * A model calls this and never formats HTTP itself. */
+void overload_refuse(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t len);
 
 #endif

@@ -13,7 +13,7 @@
 void response_init(struct response *r)
 {
 	r->status = 0;
-	r->close = r->linger = r->broken = r->no_server = false;
+	r->close = r->linger = r->broken = r->no_server = r->shed = false;
 	r->has_validators = r->ranges = r->vary = false;
 	r->validators = (struct http_validators){ 0 };
 	r->nfields = 0;

@@ -131,7 +131,9 @@ size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 	outbuf_u64(&b, a->service_us);
 	outbuf_puts(&b, ",\"first_byte_us\":");
 	outbuf_u64(&b, a->first_byte_us);
-	if (a->shed)
+	if (a->shed_full)
+		outbuf_puts(&b, ",\"shed\":\"full\"");
+	else if (a->shed)
 		outbuf_puts(&b, ",\"shed\":\"queue_wait\"");
 	jstring(&b, ",\"referer\":", a->referer, true, strings / 4);
 	jstring(&b, ",\"user_agent\":", a->user_agent, true, strings / 4);

@@ -31,6 +31,7 @@
 #include "../tls/wire.h"
 #include "../listen.h"
 #include "../log/log.h"
+#include "../overload.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "io.h"
@@ -188,18 +189,26 @@ static void loop_accept_batch(struct loop *lp)
 	lp->accept_more = false;
 	/* dropped ones (out of descriptors) count too: the batch stays bounded */
 	for (int n = 0; n < EPOLL_ACCEPT_BATCH; n++) {
-		if (!slots_take(lp->slots))
-			return; /* at the cap connections wait in the backlog */
+		/* at the cap connections wait in the backlog, or are refused
+		 * at once (overload = reject) */
+		bool full = !slots_take(lp->slots);
+		if (full && !overload_rejects(lp->srv))
+			return;
 		struct sockaddr_storage peer;
 		socklen_t len;
 		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd < 0) {
-			slots_give(lp->slots);
+			if (!full)
+				slots_give(lp->slots);
 			/* -EMFILE: one was dropped, and the acceptor logged it */
 			if (fd != -EMFILE && fd != -EAGAIN)
 				log_warn("accept: %s", strerror(-fd));
 			if (fd != -EMFILE)
 				return;
+			continue;
+		}
+		if (full) {
+			overload_refuse(lp->srv, fd, (struct sockaddr *)&peer, len);
 			continue;
 		}
 		struct econn *e = calloc(1, sizeof(*e));

@@ -6,7 +6,8 @@
  * blocking_serve() and _exit()s (child_exit: LeakSanitizer first in sanitizer builds). SIGCHLD writes to a self-pipe that the accept
  * loop polls, and every wake-up reaps with waitpid(-1, WNOHANG), so the live
  * count is exact and no zombie outlives a poll. At max_connections live
- * children the parent stops accepting: new connections wait in the backlog.
+ * children the parent stops accepting: new connections wait in the backlog
+ * (or, overload = reject, are accepted and refused at once, unforked).
  *
  * Stop: the parent stops accepting, forwards SIGTERM to every child (each
  * drains its current response), waits up to drain_timeout, then SIGKILLs and
@@ -23,6 +24,7 @@
 #include "../conn.h"
 #include "../listen.h"
 #include "../log/log.h"
+#include "../overload.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "blocking.h"
@@ -73,6 +75,7 @@ static int fork_run(struct server *srv)
 			       .exited = fork_child_exited };
 	struct acceptor acc;
 	int64_t cap_logged = -1;
+	bool rejects = overload_rejects(srv);
 	int rc = 0;
 
 	if (children_open(&ch) < 0)
@@ -84,7 +87,8 @@ static int fork_run(struct server *srv)
 	}
 	while (!server_stopping()) {
 		children_reap(&ch);
-		if (ch.n >= ch.cap) {
+		bool full = ch.n >= ch.cap;
+		if (full && !rejects) {
 			int64_t now = conn_now_ms();
 			if (cap_logged < 0 || now - cap_logged >= CAP_LOG_INTERVAL_MS) {
 				log_warn("fork: %d live children (max_connections): new connections wait", ch.n);
@@ -107,6 +111,10 @@ static int fork_run(struct server *srv)
 				log_warn("fork: accept: %s", strerror(-fd));
 				children_wait(&ch, srv->wake_fd, -1, FORK_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
 			}
+			continue;
+		}
+		if (full) { /* overload = reject: no fork for it */
+			overload_refuse(srv, fd, (struct sockaddr *)&peer, len);
 			continue;
 		}
 		int64_t accepted_ns = stats_clock_ns(); /* stats: the queue wait includes the fork */

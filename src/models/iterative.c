@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "../config.h"
 #include "../listen.h"
 #include "../log/log.h"
 #include "../server.h"
@@ -17,6 +18,9 @@ static int iterative_run(struct server *srv)
 	struct acceptor acc;
 
 	stats_bind_slot(0); /* stats */
+	if (srv->cfg->overload == OVERLOAD_REJECT)
+		log_warn("iterative: overload = reject has no effect: serving one connection at a time, this model "
+			 "does not accept while it serves, so there is no cap to reach and no one to refuse");
 	if (acceptor_init_set(&acc, srv->listen_fds, srv->nlisten) < 0) {
 		log_error("iterative: cannot watch the listeners: %s", strerror(errno));
 		return 1;

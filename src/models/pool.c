@@ -25,7 +25,9 @@
  * 2 x threads new connections (not yet served) and fewer than max_conns
  * connections are open; otherwise
  * it stops watching the listening socket (connections wait in the backlog)
- * and the first worker to make room writes the kick eventfd. Parked
+ * and the first worker to make room writes the kick eventfd; under
+ * overload = reject it goes on accepting and refuses each newcomer at once
+ * (overload_refuse), the queue staying as full as it was. Parked
  * connections that wake, and busy ones that had their turn (a worker serves
  * a connection for a bounded number of reads and writes, then queues it
  * behind the others: BLOCKING_YIELD), are queued regardless: they are
@@ -50,6 +52,7 @@
 #include "../tls/wire.h"
 #include "../listen.h"
 #include "../log/log.h"
+#include "../overload.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "blocking.h"
@@ -82,6 +85,7 @@ struct pool {
 	struct acceptor acc;
 	bool listening;         /* the listener is in the epoll set (listener thread only) */
 	bool listener_dead;     /* shut down under us: never watch it again */
+	bool rejects;           /* overload = reject: without room, accept and refuse */
 	struct sweep sweep;     /* parked connections' deadlines; the drain time (listener thread only) */
 
 	pthread_mutex_t mu;     /* guards everything below */
@@ -281,15 +285,17 @@ static bool listener_update(struct pool *p)
 	p->paused = !room;
 	pthread_mutex_unlock(&p->mu);
 	/* out of descriptors with nothing to drop: the listener stays readable,
-	 * so watching it now would spin; pool_loop wakes up when the pause ends */
-	listener_watch(p, room && acceptor_pause_ms(&p->acc) <= 0);
+	 * so watching it now would spin; pool_loop wakes up when the pause ends.
+	 * Rejecting, it stays watched without room: newcomers are refused. */
+	listener_watch(p, (room || p->rejects) && acceptor_pause_ms(&p->acc) <= 0);
 	return room;
 }
 
 static void pool_accept(struct pool *p)
 {
 	for (int i = 0; i < POOL_ACCEPT_BATCH; i++) {
-		if (!listener_update(p))
+		bool room = listener_update(p);
+		if (!room && !p->rejects)
 			return;
 		struct sockaddr_storage peer;
 		socklen_t len;
@@ -306,6 +312,10 @@ static void pool_accept(struct pool *p)
 				listener_watch(p, false);
 			}
 			return;
+		}
+		if (!room) {
+			overload_refuse(p->srv, fd, (struct sockaddr *)&peer, len);
+			continue;
 		}
 		struct pitem *it = calloc(1, sizeof(*it));
 		if (it)
@@ -462,6 +472,7 @@ static int pool_init(struct pool *p, const struct server *srv, int nthreads, int
 {
 	p->srv = srv;
 	p->qcap = POOL_QUEUE_PER_THREAD * nthreads;
+	p->rejects = overload_rejects(srv);
 	p->max_conns = max_conns;
 	p->epfd = p->kick_fd = -1;
 	if (acceptor_init_set(&p->acc, srv->listen_fds, srv->nlisten) < 0) {

@@ -3,7 +3,8 @@
  *
  * The accepting thread counts live threads under a mutex; at max_connections
  * it stops accepting (connections wait in the backlog) until an ending thread
- * signals the condition variable. On stop it waits for the count to reach 0,
+ * signals the condition variable, or under overload = reject goes on
+ * accepting and refuses each newcomer at once. On stop it waits for the count to reach 0,
  * up to drain_timeout (blocking_serve() ends its own connection by then).
  *
  * Teardown never frees what a connection thread may still use: the threads
@@ -26,6 +27,7 @@
 #include "../conn.h"
 #include "../listen.h"
 #include "../log/log.h"
+#include "../overload.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "../tls/context.h"
@@ -132,6 +134,17 @@ static void wait_below_cap(struct tmodel *tm, int max)
 	pthread_mutex_unlock(&tm->mu);
 }
 
+/* overload = reject: the acceptor does not wait below the cap but refuses
+ * what comes while it is reached. Only the acceptor adds threads, so the
+ * count cannot grow between this look and its spawn. */
+static bool at_cap(struct tmodel *tm, int max)
+{
+	pthread_mutex_lock(&tm->mu);
+	bool full = tm->live >= max;
+	pthread_mutex_unlock(&tm->mu);
+	return full;
+}
+
 static int spawn(struct tmodel *tm, const pthread_attr_t *attr, int fd, const struct sockaddr_storage *peer,
 		 socklen_t len)
 {
@@ -222,8 +235,10 @@ static int thread_run(struct server *srv)
 		log_error("thread: cannot watch the listeners: %s", strerror(errno));
 		return 1;
 	}
+	bool rejects = overload_rejects(srv);
 	while (!server_stopping()) {
-		wait_below_cap(tm, max);
+		if (!rejects)
+			wait_below_cap(tm, max);
 		if (server_stopping())
 			break;
 		struct sockaddr_storage peer;
@@ -239,6 +254,10 @@ static int thread_run(struct server *srv)
 				log_warn("thread: accept: %s", strerror(-fd));
 				poll(NULL, 0, THREAD_SPAWN_BACKOFF_MS); /* ENOBUFS, ENOMEM...: do not spin */
 			}
+			continue;
+		}
+		if (rejects && at_cap(tm, max)) {
+			overload_refuse(srv, fd, (struct sockaddr *)&peer, len);
 			continue;
 		}
 		int err = spawn(tm, &attr, fd, &peer, len);

@@ -79,6 +79,7 @@
 #include "../tls/wire.h"
 #include "../listen.h"
 #include "../log/log.h"
+#include "../overload.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "io.h"
@@ -734,11 +735,20 @@ static void loop_new_conn(struct loop *lp, int fd)
 	uconn_step(lp, u);
 }
 
-/* A new connection: served with a slot, else parked until one frees. */
+/* A new connection: served with a slot, else refused (overload = reject) or
+ * parked until one frees. */
 static void loop_take_conn(struct loop *lp, int fd)
 {
 	if (lp->nparked == 0 && slots_take(lp->slots)) {
 		loop_new_conn(lp, fd);
+	} else if (overload_rejects(lp->srv) && !lp->sweep.stopping) {
+		/* nothing parked: the accept stays armed and the next comer
+		 * is refused at once too, until a slot frees */
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
+		if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+			len = 0;
+		overload_refuse(lp->srv, fd, len ? (struct sockaddr *)&peer : NULL, len);
 	} else if (lp->nparked < URING_PARKED_MAX && !lp->sweep.stopping) {
 		lp->parked[lp->nparked++] = fd;
 	} else {

@@ -80,6 +80,10 @@ struct stats_slot {
 	atomic_ullong shed;
 	/* added later in version 1, the same way (STATS_HAS_HTTP2) */
 	atomic_ullong http2_requests;         /* of the requests, those served on an HTTP/2 stream */
+	/* added later in version 1, the same way (STATS_HAS_SHED_FULL): new
+	 * connections refused at once because the server was full
+	 * (overload = reject); `shed` above keeps its meaning, queue_wait */
+	atomic_ullong shed_full;
 };
 
 /* The gauges of one process's file cache. */
@@ -132,6 +136,8 @@ struct stats_header {
 #define STATS_HAS_TIMES(h) ((h)->slot_size >= offsetof(struct stats_slot, service) + sizeof(((struct stats_slot *)0)->service))
 #define STATS_HAS_HTTP2(h) \
 	((h)->slot_size >= offsetof(struct stats_slot, http2_requests) + sizeof(((struct stats_slot *)0)->http2_requests))
+#define STATS_HAS_SHED_FULL(h) \
+	((h)->slot_size >= offsetof(struct stats_slot, shed_full) + sizeof(((struct stats_slot *)0)->shed_full))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 #define STATS_HAS_SITES(h)                                                                                  \
 	((h)->header_size >= offsetof(struct stats_header, site) + sizeof((h)->site) &&                    \

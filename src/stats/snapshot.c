@@ -56,6 +56,8 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 		t->tls_handshake_failures += LOAD(s->tls_handshake_failures);
 		if (t->has_shed)
 			t->shed += LOAD(s->shed);
+		if (STATS_HAS_SHED_FULL(h))
+			t->shed_full += LOAD(s->shed_full);
 		if (STATS_HAS_HTTP2(h))
 			t->http2_requests += LOAD(s->http2_requests);
 		if (!t->has_times)

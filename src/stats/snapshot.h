@@ -32,7 +32,8 @@ struct stats_totals {
 	bool has_sites;  /* STATS_HAS_SITES: site_requests holds, by the header's site[] index */
 	uint64_t site_requests[STATS_SITES_MAX];
 	bool has_shed;   /* the segment's slots count shed requests (STATS_HAS_SHED) */
-	uint64_t shed;
+	uint64_t shed;   /* reason queue_wait (overload = shed) */
+	uint64_t shed_full; /* reason full (overload = reject); 0 from a segment whose slots predate it */
 	uint64_t http2_requests; /* 0 from a segment whose slots predate it (STATS_HAS_HTTP2) */
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;

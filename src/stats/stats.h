@@ -145,6 +145,14 @@ static inline void stats_shed(void)
 		STATS_ADD(s, shed, 1);
 }
 
+/* A new connection the overload policy refused at once: the server was full. */
+static inline void stats_shed_full(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, shed_full, 1);
+}
+
 /* A monotonic nanosecond clock reading (vDSO, no system call). */
 static inline int64_t stats_clock_ns(void)
 {

@@ -147,6 +147,7 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
                  "--set", "autoindex=off"], {}),
     ("enums-3", ["--set", "log_level=error", "--set", "symlinks=all", "--set", "access_log_format=json"], {}),
     ("overload-queue", ["--set", "overload=queue", "--set", "overload_target=1s"], {}),
+    ("overload-reject", ["--set", "overload=reject"], {}),
     ("overload-bad", ["--set", "overload=drop"], {}),
     # units, bounds exactly, booleans spelled every way, keys before any section
     ("units-and-bounds", ["--config", "t.conf"], conf("""\

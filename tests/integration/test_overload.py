@@ -2,7 +2,9 @@
 turn, however long; with `shed` the requests that waited longer than
 overload_target once the wait has stayed above it for an interval are
 answered 503 with Retry-After at once, and the requests served keep a short
-queue wait. Health checks and the statistics are never shed."""
+queue wait. Health checks and the statistics are never shed. With `reject`
+a connection that comes while the model is full (max_connections, or a
+pool's queue) is answered 503 at once instead of waiting in the backlog."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ THREADS = 2         # the pool's: at most 40 requests a second of such work
 LOAD_S = 3.0
 
 
-def _queue_p99_s(srv: util.Server) -> tuple[float, float]:
+def _queue_p99_s(srv: util.Server, reason: str = "queue_wait") -> tuple[float, float]:
     """(p99 of the served requests' queue wait in seconds, shed count) from /metrics."""
     r = srv.get("/metrics")
     assert r.status == 200, r
@@ -33,13 +35,13 @@ def _queue_p99_s(srv: util.Server) -> tuple[float, float]:
                 elif s.name.endswith("_count"):
                     count = s.value
         elif fam.name == "spindle_requests_shed":
-            shed = sum(s.value for s in fam.samples if s.labels.get("reason") == "queue_wait")
+            shed = sum(s.value for s in fam.samples if s.labels.get("reason") == reason)
     assert count > 0 and shed is not None, r.body[:2000]
     buckets.sort()
     return next(le for le, c in buckets if c >= 0.99 * count), shed
 
 
-def _load(srv: util.Server) -> dict:
+def _load(srv: util.Server, load_s: float = LOAD_S) -> dict:
     """CLIENTS keep-alive clients for LOAD_S seconds; the statuses they got, and
     whether every 503 said when to come back."""
     statuses: dict[int, int] = {}
@@ -52,7 +54,7 @@ def _load(srv: util.Server) -> dict:
         try:
             start.wait(10)
             if i == 0:
-                stop_at[0] = time.monotonic() + LOAD_S
+                stop_at[0] = time.monotonic() + load_s
             c = util.Conn.open(srv.port, timeout=util.scaled(30))
             try:
                 while not stop_at[0] or time.monotonic() < stop_at[0]:
@@ -78,11 +80,11 @@ def _load(srv: util.Server) -> dict:
     return statuses
 
 
-def _server(tmp_path, docroot, policy: str, **extra) -> util.Server:
+def _server(tmp_path, docroot, policy: str, model: str = "pool", **extra) -> util.Server:
     settings = {"workers": 1, "threads": THREADS, "workload": "on", "delay_kind": "cpu", "work_unit": "1ms",
                 "metrics": "on", "overload": policy, "overload_target": "20ms", "health_path": "/healthz",
                 **extra}
-    return util.Server("pool", docroot.path, tmp_path / policy, settings).start()
+    return util.Server(model, docroot.path, tmp_path / f"{model}-{policy}", settings).start()
 
 
 def test_queue_lets_every_request_wait_its_turn(docroot, tmp_path):
@@ -151,3 +153,187 @@ def test_bad_overload_settings_are_refused_with_the_line(tmp_path, bad, why):
     r = util.run_spindle("--config", str(conf), "--check")
     assert r.returncode != 0
     assert f"{conf}:2" in r.stderr and why in r.stderr, r.stderr
+
+
+# Models whose queue the shed check sees: a request's queue wait runs from
+# when it is readable to when a thread or loop picks it up. Under epoll and
+# uring a busy loop leaves readable connections waiting for its turn; under
+# prefork (a pool per worker) they wait in the worker's queue. A thread per
+# connection (thread, fork) picks its request up as soon as it is readable:
+# past saturation the wait is for a core (all of them run at once, slower) or,
+# at max_connections, in the kernel's backlog before accept, neither of which
+# a request's queue wait can show. There (and under iterative, which reads
+# each connection as soon as it takes it) `reject` is the tool.
+SHED_LOAD_S = 1.5
+
+
+@pytest.mark.parametrize("shed_model", ["epoll", "uring", "prefork"])
+def test_shed_keeps_the_queue_short_beyond_the_pool(docroot, tmp_path, shed_model):
+    srv = _server(tmp_path, docroot, "shed", model=shed_model)
+    try:
+        statuses = _load(srv, SHED_LOAD_S)
+        p99, shed = _queue_p99_s(srv)
+    finally:
+        srv.stop()
+    assert statuses.get(503, 0) > 0 and statuses.get(200, 0) > 0, statuses
+    assert set(statuses) <= {200, 503}, statuses
+    assert p99 <= 0.2, f"{shed_model}: served requests' queue wait p99 {p99} s under shed"
+    # counted once each: a connection's next request after a shed one is not
+    assert shed == statuses[503]
+
+
+def _bucket(srv: util.Server, family: str, q: float) -> float:
+    """The histogram bucket (upper bound, seconds) that the q quantile of
+    family falls in, from /metrics."""
+    r = srv.get("/metrics")
+    assert r.status == 200, r
+    for fam in text_string_to_metric_families(r.body.decode()):
+        if fam.name == family:
+            buckets = sorted((float(s.labels["le"]), s.value) for s in fam.samples if s.name.endswith("_bucket"))
+            return next(le for le, c in buckets if c >= q * buckets[-1][1])
+    raise AssertionError(f"no {family} in {r.body[:2000]!r}")
+
+
+def test_shed_cannot_see_a_thread_per_connection_wait(docroot, tmp_path):
+    """Under thread every client has its own thread, which picks its request
+    up as soon as it runs: past saturation the requests all run at once, each
+    slower, so their time goes to service, which shed does not see. Its queue
+    wait is only the new thread's wait for a core: shed answers those that
+    waited too long for one (a few, more on a busier machine) and the rest run
+    slowly all the same (what the docs say: `reject` with max_connections is
+    this model's tool)."""
+    srv = _server(tmp_path, docroot, "shed", model="thread")
+    try:
+        # each request takes about CLIENTS x WORK_MS / cores: a short load
+        # already holds every client for a second or more
+        t0 = time.monotonic()
+        statuses = _load(srv, 0.3)
+        took = time.monotonic() - t0
+        p99, shed = _queue_p99_s(srv)
+        service_p50 = _bucket(srv, "spindle_request_service_seconds", 0.5)
+    finally:
+        srv.stop()
+    assert took >= 0.8, f"{took:.2f} s: the clients did not saturate the threads"
+    assert set(statuses) <= {200, 503} and statuses.get(200, 0) > 0, statuses
+    assert p99 <= 0.2 and shed == statuses.get(503, 0), (p99, shed)
+    assert service_p50 >= 0.25, f"served requests' service time p50 {service_p50} s: shed kept it short"
+
+
+# reject: max_connections held by idle keep-alive clients (each admitted with
+# a 200), then more clients. Under `queue` those would wait in the backlog
+# until a holder's keepalive_timeout; under `reject` each is answered at once.
+REJECT_CAP = 4
+REJECT_EXTRA = 6
+REJECT_BOUND_S = 0.5  # far under the keepalive_timeout an extra would otherwise wait
+
+
+def _reject_server(tmp_path, docroot, model: str) -> util.Server:
+    settings = {"workers": 1, "threads": 2, "max_connections": REJECT_CAP, "overload": "reject",
+                "keepalive_timeout": "10s", "metrics": "on", "access_log_format": "json"}
+    srv = util.Server(model, docroot.path, tmp_path / f"reject-{model}", settings).start()
+    # start()'s readiness probe must have left before the holders count slots
+    util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+    if model == "fork":
+        # its child counts against the cap until reaped, a moment after it
+        # closed the connection (longer under a sanitizer's exit checks)
+        util.wait_for(lambda: len(util.proc_descendants(srv.proc.pid)) == 1, util.scaled(5))
+    return srv
+
+
+@pytest.mark.parametrize("capped_model", ["epoll", "uring", "thread", "pool", "prefork", "fork"])
+def test_reject_answers_past_the_cap_at_once(docroot, tmp_path, capped_model):
+    srv = _reject_server(tmp_path, docroot, capped_model)
+    holders: list[util.Conn] = []
+    try:
+        for _ in range(REJECT_CAP):
+            c = util.Conn.open(srv.port, timeout=util.scaled(5))
+            holders.append(c)
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").status == 200
+        times = []
+        for _ in range(REJECT_EXTRA):
+            with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:
+                t0 = time.monotonic()
+                c.send(util.build_request("GET", "/a.txt"))
+                r = c.read_response("GET")
+                times.append(time.monotonic() - t0)
+                assert r.status == 503, r
+                assert r.header("Retry-After") == "1" and r.header("Connection") == "close", r.headers
+                assert not c._fill(time.monotonic() + util.scaled(2)), "the refused connection stayed open"
+        assert max(times) < util.scaled(REJECT_BOUND_S), times
+        # the admitted clients are still served, statistics included
+        for c in holders[:2]:
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").status == 200
+        holders[2].send(util.build_request("GET", "/status"))
+        status_page = holders[2].read_response("GET")
+        assert status_page.status == 200 and f"{REJECT_EXTRA} full" in status_page.body.decode(), status_page.body
+        _, full = _queue_p99_s_on(holders[3], "full")
+        assert full == REJECT_EXTRA
+        stats = util.wait_stats(srv.port, lambda s: s["shed_full"] == REJECT_EXTRA)
+        assert stats["shed"] == 0
+        lines = [json.loads(ln) for ln in srv.access_log.read_text().splitlines()]
+        refused = [d for d in lines if d.get("shed") == "full"]
+        assert len(refused) == REJECT_EXTRA and all(d["status"] == 503 for d in refused), refused
+    finally:
+        for c in holders:
+            c.close()
+        srv.stop()
+
+
+def _queue_p99_s_on(c: util.Conn, reason: str) -> tuple[None, float]:
+    """The shed count by reason from /metrics, asked on an open connection."""
+    c.send(util.build_request("GET", "/metrics"))
+    r = c.read_response("GET")
+    assert r.status == 200, r
+    for fam in text_string_to_metric_families(r.body.decode()):
+        if fam.name == "spindle_requests_shed":
+            return None, sum(s.value for s in fam.samples if s.labels.get("reason") == reason)
+    raise AssertionError(r.body[:2000])
+
+
+def test_reject_under_iterative_says_it_has_nothing_to_refuse_from(docroot, tmp_path):
+    """One connection at a time, iterative does not accept while it serves:
+    there is no cap to reach and no queue of its own, so it says so."""
+    srv = util.Server("iterative", docroot.path, tmp_path / "iterative", {"overload": "reject"}).start()
+    try:
+        assert srv.get("/a.txt").status == 200
+    finally:
+        srv.stop()
+    assert "iterative: overload = reject" in srv.error_log.read_text(errors="replace")
+
+
+def test_reject_answers_once_the_pools_own_queue_is_full(docroot, tmp_path):
+    """Below max_connections, a pool is full when its queue holds 2 x threads
+    connections no worker has picked up: one worker busy, two queued, and the
+    next comers are refused at once while those three are served."""
+    settings = {"workers": 1, "threads": 1, "max_connections": 100, "overload": "reject", "workload": "on",
+                "delay_kind": "sleep", "work_unit": "1ms", "access_log_format": "json"}
+    srv = util.Server("pool", docroot.path, tmp_path / "reject-queue", settings).start()
+    util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+    admitted: list[util.Conn] = []
+    try:
+        # the first holds the worker for long enough that the other two are
+        # still queued when the fourth comes, on a busy machine too
+        for i, delay_ms in enumerate([int(util.scaled(0.8) * 1000), 50, 50]):
+            c = util.Conn.open(srv.port, timeout=util.scaled(5))
+            admitted.append(c)
+            c.send(util.build_request("GET", f"/work?delay={delay_ms}&bucket={i}"))
+            if i == 0:
+                # until the worker picks it up, the first is one of the two
+                # queued: the third would be refused (as it should)
+                time.sleep(util.scaled(0.3))
+        st = util.wait_stats(srv.port, lambda s: s["connections_active"] == 3)
+        assert st["connections_active"] == 3 and st["shed_full"] == 0, st
+        t0 = time.monotonic()
+        with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:
+            c.send(util.build_request("GET", "/a.txt"))
+            r = c.read_response("GET")
+        took = time.monotonic() - t0
+        assert r.status == 503 and r.header("Retry-After") == "1", r
+        assert took < util.scaled(0.2), f"{took:.3f} s: the refusal waited for the queue"
+        assert [c.read_response("GET").status for c in admitted] == [200, 200, 200]
+    finally:
+        for c in admitted:
+            c.close()
+        srv.stop()

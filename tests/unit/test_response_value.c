@@ -116,3 +116,16 @@ Test(response_value, file_descriptor_closed_once_on_drop_and_release)
 	cr_assert_neq(fcntl(again, F_GETFD), -1, "release closed a descriptor the value no longer owns");
 	close(again);
 }
+
+/* A connection's response value serves request after request: a shed one's
+ * mark must not stay on the next, which would be counted and logged as shed
+ * though it was served. */
+Test(response_value, a_release_clears_the_shed_mark)
+{
+	struct response r;
+	response_init(&r);
+	r.status = 503;
+	r.shed = true;
+	response_release(&r);
+	cr_assert_not(r.shed);
+}
