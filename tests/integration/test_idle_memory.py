@@ -5,6 +5,7 @@ connections that stay open."""
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 
@@ -177,10 +178,14 @@ def test_closed_connections_give_their_memory_back(model, docroot, tmp_path):
         def kib() -> float:
             return (_anon_kib(srv) - before) / len(conns)
 
+        def open_fds() -> int:
+            return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in util.instance_processes(srv))
+
         # the closes reach the server over a few sweeps; the trim follows the first one without any
+        # (under uring a close is a completion: a CI run under load once took over 3 s to see them all)
         if not _sanitized():
-            assert util.wait_for(lambda: kib() <= CLOSED_KIB_MAX, util.scaled(3)), \
-                f"{kib():.2f} KiB per connection, all closed"
+            assert util.wait_for(lambda: kib() <= CLOSED_KIB_MAX, util.scaled(10)), \
+                f"{kib():.2f} KiB per connection, all closed ({open_fds()} descriptors still open)"
         with util.Conn.open(srv.port) as c:
             c.send(req)
             assert c.read_response("GET").body == A_TXT
