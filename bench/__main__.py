@@ -58,7 +58,8 @@ def _interrupt(signum, frame):
 def rerender(out: Path, reference: Path | None = None) -> int:
     data = json.loads((out / "results.json").read_text())
     lab = SimpleNamespace(records=data["records"], notes=data.get("notes", {}),
-                          server_memory=data.get("server_memory", []))
+                          server_memory=data.get("server_memory", []),
+                          call_calibration=data.get("call_calibration", []))
     from . import report
     # the reference this run was first compared with, so a re-render prints the same replication,
     # unless another is named
@@ -84,6 +85,7 @@ def estimate_s(plan: list[dict], cell_s: float, warmup_s: float) -> float:
                              + p["count_based"] * (COUNT_BASED_CELL_S + CELL_OVERHEAD_S + PERF_OVERHEAD_S))
         t += p["warmups"] * (warmup_s + WARMUP_OVERHEAD_S) if warmup_s > 0 else 0
         t += p["extra_s"]
+        t += p.get("call_cal_s", 0.0)    # the untimed runs that count system calls (lab.calibrate_calls)
         t += (p["servers"] - p.get("carried_in", 0)) * SERVER_START_S
         t += p["repeats"] * p["open_loop"] * OPEN_LOOP_DRAIN_S
     return t
@@ -131,6 +133,7 @@ def merge_plan(plan: list[dict], cell_s: float) -> list[dict]:
         q["extra_s"] += p["extra_s"] - (q["repeats"] - p["repeats"]) * p["cells"] * per_cell
         for k in ("cells", "count_based", "open_loop", "warmups", "shared"):
             q[k] += p[k]
+        q["call_cal_s"] = q.get("call_cal_s", 0.0) + p.get("call_cal_s", 0.0)
         q["keys"] = list(dict.fromkeys(q["keys"] + p["keys"]))
         q["servers"] = len(q["keys"])
         q["names"] = q["names"] + p["names"]

@@ -110,7 +110,7 @@ def cpu_comparable(a: dict, b: dict, rate_key: str = "rps") -> str:
     it falls several-fold from light load to saturation, so only cells at
     about the same load compare: both servers saturated, or both at about the
     same rate. A generator that kept up is not enough: a server can set its
-    own pace well below its core (nginx's delayed-ACK stall on pipelined
+    own pace well below its core (nginx's stall on pipelined
     requests ran it at 13% of a core), and its CPU per request is then that of
     a light load. Which of the two spent less is not consulted: whether a
     pair compares must not depend on the answer."""

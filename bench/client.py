@@ -24,6 +24,17 @@ object on stdout.
                                       responses (RESPONSE_BYTES each, head and
                                       body) for SECONDS; per-batch latency (wrk's
                                       percentiles are wrong when pipelining)
+  slow HOST PORT WRITERS READERS SECONDS HEAD_PATH BIG_PATH
+                                      slow clients: WRITERS connections send a
+                                      GET of HEAD_PATH one byte per round,
+                                      READERS ask for BIG_PATH through a 4 KiB
+                                      receive buffer and read 32 bytes per round
+                                      (a round every SLOW_ROUND_S); prints a JSON
+                                      line once every reader has had bytes (the
+                                      server holds them all) or 1.5 s passed, then
+                                      trickles until stdin closes or SECONDS
+                                      pass, and prints how many the server
+                                      dropped
 """
 from __future__ import annotations
 
@@ -202,6 +213,89 @@ async def _pipeline(host, port, path, conns, depth, seconds, response_bytes):
     return out
 
 
+SLOW_ROUND_S = 0.25     # a slow client moves a byte (or reads 32) this often: a head takes ~10 s
+SLOW_READY_S = 1.5      # at most this long for every reader to be answered (a served one is, within a round)
+
+
+def _slow(host, port, writers, readers, seconds, head_path, big_path):
+    """Slow clients held open beside the lab's measurement (see the module's
+    first comment). Plain non-blocking sockets, one round every SLOW_ROUND_S."""
+    import errno
+    import socket
+    import threading
+    done = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    t0 = time.monotonic()
+    ws, rs, errors = [], [], []
+
+    def conn(rcvbuf=None):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(5)
+        s.connect((host, port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setblocking(False)
+        return s
+
+    for i in range(writers):
+        try:
+            ws.append([conn(), f"GET {head_path} HTTP/1.1\r\nHost: {host}\r\nX-Slow: {i:05d}\r\n\r\n".encode(), 0])
+        except OSError as e:
+            errors.append(f"writer {i}: {e}")
+    for i in range(readers):
+        try:
+            s = conn(4096)
+            s.send(f"GET {big_path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            rs.append([s, 0])
+        except OSError as e:
+            errors.append(f"reader {i}: {e}")
+    dropped = 0
+    ready_at = None
+    end = t0 + seconds
+    while time.monotonic() < end and not done.is_set():
+        for w in ws:           # a round: one byte from each writer, up to 32 bytes into each reader
+            s, data, sent = w
+            if s is None or sent >= len(data) - 1:     # never the last byte: the head stays incomplete
+                continue
+            try:
+                w[2] += s.send(data[sent:sent + 1])
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    dropped += 1
+                    s.close()
+                    w[0] = None
+        for r in rs:
+            s = r[0]
+            if s is None:
+                continue
+            try:
+                got = s.recv(32)
+                if not got:
+                    raise ConnectionResetError(errno.ECONNRESET, "closed")
+                r[1] += len(got)
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    dropped += 1
+                    s.close()
+                    r[0] = None
+        if ready_at is None and (all(r[1] for r in rs if r[0]) or time.monotonic() - t0 > SLOW_READY_S):
+            # every reader is being answered (the writers sent their first byte in the first round), or
+            # SLOW_READY_S passed: a model that never takes them all up shows it in the measurement that follows
+            ready_at = time.monotonic()
+            print(json.dumps({"writers": len(ws), "readers": len(rs), "errors": len(errors),
+                              "error_samples": errors[:3], "ready_s": ready_at - t0,
+                              "readers_served": sum(1 for r in rs if r[1]),
+                              "writers_sent": sum(w[2] for w in ws), "dropped": dropped}), flush=True)
+        done.wait(SLOW_ROUND_S)
+    held = sum(1 for w in ws if w[0]) + sum(1 for r in rs if r[0])
+    for s in [w[0] for w in ws] + [r[0] for r in rs]:
+        if s is not None:
+            s.close()
+    print(json.dumps({"held_at_end": held, "dropped": dropped, "held_s": time.monotonic() - (ready_at or t0)}),
+          flush=True)
+
+
 def main(argv: list[str]) -> int:
     nofile = _raise_nofile()
     cmd = argv[0]
@@ -222,6 +316,10 @@ def main(argv: list[str]) -> int:
         host, port, path = argv[1], int(argv[2]), argv[3]
         conns, depth, seconds, size = int(argv[4]), int(argv[5]), float(argv[6]), int(argv[7])
         print(json.dumps(asyncio.run(_pipeline(host, port, path, conns, depth, seconds, size))))
+        return 0
+    if cmd == "slow":
+        host, port, writers, readers = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
+        _slow(host, port, writers, readers, float(argv[5]), argv[6], argv[7])
         return 0
     print(__doc__, file=sys.stderr)
     return 2

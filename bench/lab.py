@@ -15,6 +15,7 @@ import os
 import random
 import re
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -250,6 +251,9 @@ class Lab:
         self.full = False             # --full: also the cells the default run leaves out (see README)
         self.syscalls = False         # --syscalls: perf stat on the server in every cell (bench/kcounters.py)
         self.pmu = False              # --pmu: perf's cycles and instructions too, where the machine has them
+        # An untimed calibration run (calibrate_calls) caps every tool's duration at this; None: as asked
+        self.short_s: float | None = None
+        self.call_calibration: list[dict] = []   # its runs: system calls and switches per request per cell
         self.exp_elapsed: dict[str, float] = {}   # experiment -> wall seconds it took
         # A server the next experiment runs too (same key) stays up into it
         # instead of being stopped and started again (run_cells).
@@ -342,12 +346,14 @@ error_log {d}/error.log warn;
 """
 
     def nginx_conf(self, port: int, workers: int, d: Path, connections: int = NGINX_CONNECTIONS,
-                   keepalive_timeout: str = "") -> str:
+                   keepalive_timeout: str = "", tcp_nopush: str = "on") -> str:
         """A realistic file server: nginx's defaults (keepalive_requests 1000,
         keepalive_timeout 75s) plus sendfile and open_file_cache, which any
         production static-file set-up enables. connections and
         keepalive_timeout: for the idle_rss experiment, which holds 10,000
-        connections for longer than 75 s."""
+        connections for longer than 75 s. tcp_nopush: off for the delayed-ACK
+        experiment (with it on, nginx clears TCP_NODELAY to cork a sendfile
+        response, and uncorks when the connection goes idle)."""
         room = ("room for c = 1000 plus the listener; see the report's note" if connections == NGINX_CONNECTIONS
                 else "room for the idle_rss experiment's connections")
         keepalive = f"    keepalive_timeout {keepalive_timeout};\n" if keepalive_timeout else ""
@@ -360,7 +366,7 @@ http {{
     default_type application/octet-stream;
     access_log off;                  # spindle runs with access_log = off too
     sendfile on;
-    tcp_nopush on;
+    tcp_nopush {tcp_nopush};
     open_file_cache max=1000 inactive=60s;   # spindle caches small files itself
     client_body_temp_path {d}/body;
     proxy_temp_path {d}/proxy;
@@ -431,7 +437,10 @@ http {{
         # and a label that tells variants of one model apart.
         nofile = int(settings.pop("_nofile", NOFILE))
         label = settings.pop("_label", "")
-        nginx_kw = {k: settings.pop(f"_nginx_{k}") for k in ("connections", "keepalive_timeout")
+        # "off" or "on": tools/nodelay's LD_PRELOAD shim turns TCP_NODELAY off (or forces it on) in the
+        # server, with no change to its code (the delayed-ACK experiment)
+        nodelay = settings.pop("_nodelay", "")
+        nginx_kw = {k: settings.pop(f"_nginx_{k}") for k in ("connections", "keepalive_timeout", "tcp_nopush")
                     if f"_nginx_{k}" in settings}
         s = Server(kind, model, cpus, workers, settings)
         s.label = label or model
@@ -462,7 +471,8 @@ http {{
                 s.scheme = "https" if settings.get("tls") == "on" else "http"
                 s.log_path = self.logs / f"spindle-{model}-{s.port}.log"
                 cmd = self.spindle_argv(model, s.port, workers, s.settings, s.log_path)
-            s.argv = ["taskset", "-c", cpus, "prlimit", f"--nofile={nofile}:{nofile}", *cmd]
+            shim = ["env", f"LD_PRELOAD={self.nodelay_shim()}", f"NODELAY_SHIM={nodelay}"] if nodelay else []
+            s.argv = ["taskset", "-c", cpus, "prlimit", f"--nofile={nofile}:{nofile}", *shim, *cmd]
             err = open(self.logs / f"{s.label}-{s.port}.stderr", "wb")
             s.cg_key = f"{s.label}-{s.port}"
             s.proc = subprocess.Popen(self.meter.enter_argv(self.meter.server_group(s.cg_key), s.argv),
@@ -487,6 +497,16 @@ http {{
         out = self.tmp / "floor_epoll"
         if not out.exists():
             subprocess.run(["cc", "-O2", "-o", str(out), str(REPO / "tools" / "floor" / "floor_epoll.c")],
+                           check=True, capture_output=True, timeout=120)
+        return out
+
+    def nodelay_shim(self) -> Path:
+        """tools/nodelay/nodelay_shim.c, built for this run (an LD_PRELOAD
+        library: see its first comment)."""
+        out = self.tmp / "nodelay_shim.so"
+        if not out.exists():
+            subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(out),
+                            str(REPO / "tools" / "nodelay" / "nodelay_shim.c"), "-ldl"],
                            check=True, capture_output=True, timeout=120)
         return out
 
@@ -577,6 +597,7 @@ http {{
         initial connections."""
         # -r: a receive error (e.g. a reset) is counted in "Failed requests"
         # instead of aborting the run, so failures are measured and reported.
+        seconds = self.capped(seconds)
         timed = ["-t", str(max(1, int(round(seconds))))] if seconds else []
         cmd = ["ab", "-r", "-s", "20", *timed, "-n", str(n), "-c", str(c)] + (["-k"] if keepalive else []) \
             + [s.url(path)]
@@ -616,6 +637,7 @@ http {{
 
     def wrk(self, s: Server, path: str, c: int, duration: float, script: str = "summary.lua",
             script_args: list[str] | None = None, check_size: bool = True, timeout: str = "5s") -> dict:
+        duration = self.capped(duration)
         cmd = ["wrk", "-t", "1", "-c", str(c), "-d", f"{int(round(duration))}s", "--timeout", timeout,
                "-s", str(REPO / "bench" / "lua" / script), s.url(path)]
         if script_args:
@@ -647,6 +669,7 @@ http {{
         """TLS connections that resume a session, one at a time, each doing one
         GET of `path` (openssl s_time -reuse -www): resumed handshakes/s and,
         with the server's CPU, CPU per resumed handshake."""
+        seconds = self.capped(seconds)
         cmd = ["openssl", "s_time", "-connect", f"{HOST}:{s.port}", "-www", path,
                "-time", str(max(1, int(round(seconds)))), "-reuse"]
         m, out, dt = self._measure(cmd, seconds + 30, "s_time", parsers.parse_s_time)
@@ -671,6 +694,7 @@ http {{
         does (up to max_workers outstanding), cycling through the targets."""
         if not VEGETA.exists():
             return {"failed_run": f"{VEGETA} missing: run scripts/install-deps.sh bench"}
+        duration = self.capped(duration)
         self.cell_no += 1
         tdir = self.tmp / "vegeta"
         tdir.mkdir(exist_ok=True)
@@ -740,6 +764,66 @@ http {{
         if m["fell_behind"]:
             problems.append(f"answered {m['ok']} of {m['scheduled']} scheduled: the server did not keep up")
         m["problems"] = problems
+        return m
+
+    def capped(self, seconds: float) -> float:
+        """A tool's duration: as asked, or at most short_s during a calibration run."""
+        return min(seconds, self.short_s) if self.short_s and seconds else seconds
+
+    def beside_slow_clients(self, s: Server, path: str, rate: float, seconds: float, writers: int,
+                            readers: int, big: str = MB1, timeout_ms: float = 2000) -> dict:
+        """A fresh client's open loop (Lab.openloop: latency from each request's
+        intended send time) while `writers` clients trickle a request head a
+        byte at a time and `readers` read a large file 32 bytes at a time
+        (python -m bench.client slow). The server's threads and processes are
+        read while the slow clients are held. A fresh request that timed out
+        is a latency of at least the timeout: where more than 1% did, p99_ms is
+        at least that (p99_censored), not the answered ones' p99 alone."""
+        seconds = self.capped(seconds)
+        cmd = [sys.executable, "-m", "bench.client", "slow", HOST, str(s.port), str(writers), str(readers),
+               str(seconds + 30 + timeout_ms / 1000), path, big]
+        full = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", str(int(seconds + 60 + timeout_ms / 1000)),
+                "prlimit", f"--nofile={NOFILE}:{NOFILE}", *cmd]
+        p = subprocess.Popen(self.meter.enter_argv(getattr(self.meter, "gen", None), full), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        try:
+            ready, _, _ = select.select([p.stdout], [], [], 20)
+            first = json.loads(p.stdout.readline() or "{}") if ready else {}
+            if not first:
+                return {"failed_run": "the slow clients did not report within 20 s"}
+            held = s.memory()
+            m = self.openloop(s, path, rate, seconds, "constant", timeout_ms=timeout_ms)
+            p.stdin.close()
+            ready, _, _ = select.select([p.stdout], [], [], 15)
+            end = json.loads(p.stdout.readline() or "{}") if ready else {}
+        finally:
+            if p.stdin and not p.stdin.closed:
+                p.stdin.close()            # the slow clients stop and close their connections
+            if p.poll() is None:
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if "failed_run" in m:
+            return m
+        m.update(slow_writers=first.get("writers"), slow_readers=first.get("readers"),
+                 slow_readers_served=first.get("readers_served"),
+                 slow_ready_s=first.get("ready_s"), slow_held_at_end=end.get("held_at_end"),
+                 slow_dropped=end.get("dropped"), held_threads=held["threads"], held_processes=held["processes"],
+                 answered_share=m["ok"] / m["scheduled"] if m.get("scheduled") else 0.0)
+        m["cmd"] = f"{' '.join(cmd)} & {m['cmd']}"
+        for k in ("mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"):
+            if (m.get(k) or 0) < 0:        # openloop prints -1 where no request was answered
+                m[k] = None
+        # a number, not a bool: the report's aggregates take the median of numbers only
+        m["p99_censored"] = int(bool(m.get("scheduled")) and m.get("timeouts", 0) > 0.01 * m["scheduled"])
+        m["timeout_ms"] = timeout_ms
+        if m["p99_censored"]:
+            m["p99_ms"] = max(m.get("p99_ms") or 0.0, timeout_ms)
+        if first.get("errors"):
+            m.setdefault("problems", []).append(f"{first['errors']} slow client(s) could not connect: "
+                                                f"{first.get('error_samples', [])[:2]}")
         return m
 
     def warm(self, s: Server, path: str) -> None:
@@ -895,6 +979,13 @@ class Cell:
     # The exact command, for a cell another experiment also needs: on the same
     # server key it is measured once per run and reported in both ("" = never shared)
     same_as: str = ""
+    # Count system calls and context switches per request in an untimed run after the repeats
+    # (calibrate_calls): perf's tracepoint slows every call, so never in a timed repeat
+    count_calls: bool = False
+    # An open-loop tool that waits for the requests still in flight after its schedule, then decodes its
+    # results (vegeta: the plan's OPEN_LOOP_DRAIN_S); tools/openloop stops within a millisecond of its
+    # last answer when the server keeps up (the published run's openloop took 2.4 min, estimated 3.6)
+    drains: bool = True
 
 
 ORDER_SEED = 20261126
@@ -906,6 +997,10 @@ METRICS_READ_S = 0.02    # the default run's shuffle; recorded in the manifest (
 # 685 cells); a run while builds ran beside it read up to +1.14, and every verdict it lost to the
 # published run traced to such repeats (a pool cell at 1,150 req/s among four at 1,840).
 RETAKE_OTHER_CORES = 0.15
+# The calibration run that counts system calls (calibrate_calls): at most this long, and what it costs
+# beyond that in the plan's estimate (the cell's bookkeeping 0.3 s, perf's attach and stop 0.07 s)
+CALL_CAL_S = 1.0
+CALL_CAL_OVERHEAD_S = 0.4
 MAX_RETAKES = 2          # per repeat; a third disturbed reading is kept, and flagged by its other load
 
 
@@ -1126,6 +1221,73 @@ def reuse_measured(lab: Lab, exp: str, cells: list[Cell]) -> None:
                       f"in this run and reported in both.")
 
 
+def call_cal_cost(lab: Lab, c: Cell) -> float:
+    """The plan's estimate of one cell's calibration run (calibrate_calls)."""
+    if c.params.get("n"):
+        return 1.2 + CALL_CAL_OVERHEAD_S            # a count-based cell runs whole (seed 001: ~1.15 s)
+    return min(CALL_CAL_S, lab.cell_s) + max(0.0, c.extra_s) + CALL_CAL_OVERHEAD_S
+
+
+def apply_call_counts(records: list[dict], exp: str, cell: str, counts: dict) -> int:
+    """Puts a calibration run's system calls and context switches per request
+    on the cell's timed records that perf did not count (calls_from says
+    where they come from); returns how many it filled."""
+    n = 0
+    for r in records:
+        if r.get("exp") != exp or r.get("cell") != cell or "failed_run" in r or r.get("syscalls_per_req") is not None:
+            continue
+        r.update(counts, calls_from="calibration run (untimed, perf attached)")
+        n += 1
+    return n
+
+
+def calibrate_calls(lab: Lab, exp: str, cells: list[Cell], running: dict[tuple, Server]) -> None:
+    """System calls per request in the default run, without slowing a timed
+    repeat: after an experiment's repeats, each cell marked count_calls runs
+    once more, for at most CALL_CAL_S, on the same server with `perf stat`
+    attached (bench/kcounters.py). Its counts per request (system calls, and
+    context switches, every thread's and child's) go on the cell's records;
+    nothing else of this run is kept: its CPU, rate and latency carry the
+    tracepoint's cost and are no result. lab.call_calibration keeps each run
+    (results.json). Nothing happens where perf cannot count the tracepoint."""
+    if not cells or not kcounters.works():
+        return
+    order = list(running)
+    for c in sorted(cells, key=lambda c: order.index(c.server) if c.server in order else len(order)):
+        s = running.get(c.server)
+        if s is None or not s.alive():
+            continue
+        perf = kcounters.PerfCounter.start(s.pids(), lab.pmu, LOAD_CPUS)
+        if perf is None:
+            return
+        lab.short_s = CALL_CAL_S
+        t0 = time.monotonic()
+        try:
+            m = c.run(lab, s)
+        except Exception as e:
+            m = {"failed_run": f"{type(e).__name__}: {e}"}
+        finally:
+            lab.short_s = None
+            counts = perf.stop()
+        m.pop("_raw_full", None)
+        served = _served(m) if "failed_run" not in m else 0
+        rec = {"exp": exp, "cell": c.name, "server": s.label, "cmd": m.get("cmd", ""), "served": served,
+               "seconds": round(time.monotonic() - t0, 3), "perf": counts}
+        if "failed_run" in m:
+            rec["failed_run"] = m["failed_run"]
+        per = kcounters.per_request({"user_s": 0, "sys_s": 0, "ctx_vol": 0, "ctx_invol": 0, "runq_s": 0,
+                                     "minflt": 0, "majflt": 0, "softirq_s": 0, "user_sys_from": ""}, counts, served)
+        got = {k: per.get(k) for k in ("syscalls_per_req", "ctx_per_req") if per.get(k) is not None}
+        rec.update(got)
+        lab.call_calibration.append(rec)
+        filled = apply_call_counts(lab.records, exp, c.name, got) if got else 0
+        print(f"  {exp} {c.name:<34} calls: " + (f"{got.get('syscalls_per_req', 0):.1f} system calls and "
+                                                   f"{got.get('ctx_per_req', 0):.2f} switches per request over "
+                                                   f"{served} requests (untimed, on {filled} records)"
+                                                   if got else f"not counted ({m.get('failed_run', 'no requests')})"),
+              flush=True)
+
+
 def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[str],
               progress_fmt: Callable[[dict], str]) -> None:
     """Runs the cells `repeats` times (measurement_order: rounds, grouped by
@@ -1143,10 +1305,13 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
         lab.plan.append({"exp": exp, "cells": len(cells), "repeats": repeats,
                          "servers": len(dict.fromkeys(c.server for c in cells)),
                          "count_based": sum(1 for c in cells if c.params.get("n")),
-                         "open_loop": sum(1 for c in cells if "rate" in c.params or c.params.get("open_loop")),
+                         "open_loop": sum(1 for c in cells if c.drains and ("rate" in c.params
+                                                                             or c.params.get("open_loop"))),
                          "warmups": sum(1 for _, _, w in order if w),
                          "keys": list(dict.fromkeys(c.server for c in cells)),
                          "names": names, "shared": len(shared),
+                         "call_cal_s": 0.0 if lab.syscalls else sum(call_cal_cost(lab, c) for c in cells
+                                                                    if c.count_calls),
                          "extra_s": repeats * sum(c.extra_s + (METRICS_READ_S if c.server[0] == "spindle" else 0.0)
                                                   for c in cells)})
         return
@@ -1312,6 +1477,8 @@ def run_cells(lab: Lab, exp: str, cells: list[Cell], repeats: int, paths: list[s
                 if m.get("problems"):
                     line += "  !! " + "; ".join(m["problems"])[:160]
             print(f"  [{k:3d}/{total}] {exp} {c.name:<34} rep {rep}/{repeats}: {line}", flush=True)
+        if not lab.syscalls:           # with --syscalls every repeat was counted already
+            calibrate_calls(lab, exp, [c for c in cells if c.count_calls], running)
     finally:
         for key, s in list(running.items()):
             if key in lab.carry_keys and s.alive():

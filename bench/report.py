@@ -42,7 +42,7 @@ def main_metric(row: dict) -> str:
     interval): latency where the experiment asks about latency, else the rate."""
     if row.get("exp") == "seed001":
         return "avg_ms"
-    if row.get("exp") == "openloop":
+    if row.get("exp") in ("openloop", "slow"):
         return "p99_ms"
     if row.get("peer_cell") == "file1m":
         return "mbps"
@@ -887,6 +887,48 @@ class Report:
             TLS_CELL_TITLES)
         self.save_fig(fig, "tls.png", "tls: handshakes per second and server CPU per handshake", axes)
 
+    # -- slow clients ---------------------------------------------------------------
+
+    def slow(self):
+        """A fresh client's latency beside slow clients (experiments.slow)."""
+        rows = by_model(select(self.rows, "slow"))
+        if not rows:
+            return
+        self.head("slow", "Slow clients — a fresh client's latency beside 100 slow ones")
+        self.md.append("Median (95% interval over the repeats). The fresh client's latency runs from each "
+                       "request's intended send time; *answered*: its requests answered before they timed out (bench/experiments.py SLOW_TIMEOUT_MS after they were due); "
+                       "threads and processes: the server's, read while the slow clients were held; queue wait and "
+                       "service: the fresh requests' mean inside spindle (bench/reqtimes.py).\n")
+        self.md.append(table(["server", "answered/s", "p50 ms", "p99 ms", "max ms", "answered", "threads held",
+                              "processes", "queue wait µs", "service µs", "voluntary switches/req"] + CPU_HEAD,
+                             [[r["server"], spread(r, "rps"), spread(r, "p50_ms", 2),
+                               spread(r, "p99_ms", 2) + (f" (≥ the {r.get('timeout_ms', 2000) / 1000:g} s timeout)"
+                                                         if (r.get("p99_censored") or 0) >= 0.5
+                                                         else ""),
+                               spread(r, "max_ms", 1),
+                               f"{r['answered_share']:.0%}" if r.get("answered_share") is not None else "—",
+                               spread(r, "held_threads"), spread(r, "held_processes"),
+                               num(r.get("queue_mean_us"), 1), num(r.get("service_mean_us"), 1),
+                               num(r.get("ctx_vol_per_req"), 2)] + cpu_cols(r) for r in rows]))
+
+    def nodelay(self):
+        """The delayed-ACK experiment (experiments.nodelay, run with --only nodelay)."""
+        rows = select(self.rows, "nodelay")
+        if not rows:
+            return
+        self.head("nodelay", "The pipelined stall and TCP_NODELAY, tested: off in spindle, on in nginx "
+                             "(run with --only nodelay)")
+        def batch(r):
+            if r.get("invalid") or not r.get("rps"):
+                return "—"
+            return f"{r['conc'] * r['pipeline_depth'] / r['rps'] * 1000:.2f}"
+        self.md.append(table(["server", "TCP_NODELAY", "depth", "req/s", "time per batch ms (Little)",
+                              "slowest batch ms", "system calls/req", "server cores"] + CPU_HEAD[:1],
+                             [[r["server"], r.get("variant", "—"), r.get("pipeline_depth"), spread(r, "rps"),
+                               batch(r), spread(r, "max_ms", 1), num(r.get("syscalls_per_req"), 2),
+                               num(r.get("server_cores"), 2), num(r.get("server_us_per_req"), 2)]
+                              for r in sorted(rows, key=lambda r: (r.get("pipeline_depth") or 0, r["server"]))]))
+
     # -- beyond (outside the default run) -----------------------------------------
 
     def beyond(self):
@@ -1136,12 +1178,16 @@ class Report:
             "end within a cell: measured here, the thread model under `ab -k -c 10` read 0.00 switches per "
             "request from /proc and 1.13 from perf, its 10 connection threads having exited when the "
             "cell's last reading was taken); minor faults from /proc/PID/stat with the reaped children's; system calls "
-            "from `perf stat -e raw_syscalls:sys_enter` on the server's threads for the cell (counting only, "
-            "but the tracepoint costs every system call ~0.2 µs on this VM, so perf is attached only with "
-            "`--syscalls`, and in the default run only to the open loop's knee probes, which no verdict uses: "
-            + ("this run had --syscalls, so its CPU figures include that cost" if any(
-                r.get("syscalls_per_req") is not None and not r.get("count_syscalls") for r in recs)
-               else "elsewhere —") + "); "
+            "from `perf stat -e raw_syscalls:sys_enter` on the server's threads (counting only, "
+            "but the tracepoint costs every system call ~0.2 µs on this VM, so perf is never attached to a timed "
+            "repeat of the default run: "
+            + ("this run had --syscalls, so every repeat was counted and its CPU figures include that cost"
+               if any(r.get("syscalls_per_req") is not None and not r.get("count_syscalls")
+                      and not r.get("calls_from") for r in recs)
+               else "each cell the “why” section compares ran once more after its repeats, untimed, for at most "
+                    "1 s with perf attached, and its counts per request stand for the cell (`calls_from` in "
+                    "results.csv; results.json's `call_calibration` keeps each such run), as do the open loop's "
+                    "knee probes; `switches (perf)` comes from the same runs; other cells —") + "); "
             "softirq time from /proc/stat, the whole machine's; for spindle, the mean queue wait and service "
             "time of the cell's requests from its own histograms, read from /metrics before and after the cell "
             "(bench/reqtimes.py). Hardware counters on this machine: "
@@ -1306,7 +1352,7 @@ class Report:
     def render(self) -> str:
         self.preregister()
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
-                  self.peers, self.tls, self.beyond):
+                  self.peers, self.slow, self.tls, self.nodelay, self.beyond):
             f()
         self.scaleout()
         body_sections = self.md
@@ -1553,7 +1599,8 @@ def write(lab, out: Path, man: dict, reference: list[dict] | None = None) -> Non
                                                   "aggregated": agg, "claims": rep.claims,
                                                   "verdicts": rep.verdicts, "reference_verdicts": reference,
                                                   "replication": rep.replication,
-                                                  "server_memory": getattr(lab, "server_memory", [])},
+                                                  "server_memory": getattr(lab, "server_memory", []),
+                                                  "call_calibration": getattr(lab, "call_calibration", [])},
                                                  indent=1, default=str) + "\n")
     cis = csv_interval(rep.rows)
     keys: list[str] = []

@@ -10,8 +10,10 @@ differs enough, the text says "not measured" instead of naming a mechanism.
 - Limiter of a cell: the load generator when it used over 90% of its core
   (client-bound); the server's CPU when the server used at least 90% of its
   pinned cores; the offered rate when an open loop was kept up with; else
-  neither CPU was the limit and what the time went to is not measured (a
-  wait: a lock, the network, a timer).
+  neither CPU was the limit: a wait, named only as far as the counters go
+  (wait_evidence: the server's threads blocking, a run queue, the time the
+  requests spent inside spindle against the client's, Little's law's time
+  per round trip against the server's CPU), else "not measured".
 - Queue wait against service time (spindle's own histograms, read from
   /metrics before and after each cell: bench/reqtimes.py): queueing where
   the mean queue wait is at least 60% of queue + service; processor sharing
@@ -48,6 +50,8 @@ SHARING_STRETCH = 3.0       # service >= 3x the request's CPU: it shared the cor
 # a counter differs materially when the difference reaches this (per request, or cores)
 MATERIAL = {"switches": 0.25, "syscalls": 0.5, "minflt": 1.0, "runq_us": 10.0, "kthread_cores": 0.02}
 MATCHED_RATE = 4000          # the open loop's rate compared across servers where every one ran it
+WAIT_BLOCKS = 0.5            # voluntary switches per request that name a cell's wait as blocking
+OUTSIDE_SHARE = 0.5          # spindle's queue + service under half the client's latency: the time went elsewhere
 
 
 def fmt(v: float | None, unit: str = "", digits: int | None = None) -> str:
@@ -106,14 +110,47 @@ def limiter(r: dict) -> tuple[str, str]:
         return OFFERED, (f"the offered rate (kept up with, server at {srv:.2f} cores)" if srv is not None
                          else "the offered rate (kept up with)")
     if srv is not None and n > 1 and MOSTLY <= srv <= 1.1:
+        ev = wait_evidence(r)
         return WAITING, (f"one core's worth of the server's CPU ({srv:.2f} of its {cores}): its work ran about "
-                         f"one at a time; what serialised it is not measured")
+                         f"one at a time; " + ("; ".join(ev) if ev else "what serialised it is not measured"))
     if srv is not None and srv >= MOSTLY * n:
         return SERVER_CPU, (f"mostly the server's CPU ({srv:.2f} of {cores}; the rest of the time idle or "
                             f"waiting: starting, draining, or blocked, not measured which)")
     gen = r.get("gen_share")
+    ev = wait_evidence(r)
     return WAITING, ("neither CPU (server " + (f"{srv:.2f} cores" if srv is not None else "—") + ", generator "
-                     + (f"{gen:.0%}" if gen is not None else "—") + "): a wait, for what is not measured")
+                     + (f"{gen:.0%}" if gen is not None else "—") + "): a wait"
+                     + (": " + "; ".join(ev) if ev else ", for what is not measured"))
+
+
+def wait_evidence(r: dict) -> list[str]:
+    """What the counters say about a cell whose server was not busy: phrases,
+    none where nothing was recorded. Each names a kind of wait, not its
+    object: a voluntary switch is a thread blocking on a socket, a lock or a
+    timer alike."""
+    out = []
+    vol = r.get("ctx_vol_per_req")
+    if vol is not None and vol >= WAIT_BLOCKS:
+        out.append(f"its threads blocked {vol:.1f} times per request (voluntary switches: each a wait for a "
+                   f"socket, a lock or a timer)")
+    runq = r.get("runq_us_per_req")
+    if runq is not None and runq >= MATERIAL["runq_us"]:
+        out.append(f"run-queue wait {us(runq)} per request (threads ready to run, waiting for a core)")
+    t, c = time_split(r), client_mean_us(r)
+    if t and c and t["queue"] + t["service"] < OUTSIDE_SHARE * c:
+        inside = t["queue"] + t["service"]
+        out.append(f"inside spindle {us(inside)} of the client's {us(c)} per request ({inside / c:.0%}): the "
+                   f"rest outside it (the listen backlog, the kernel's network path, a timer, the client)")
+    conc, rate, cpu = r.get("conc"), r.get("rps"), r.get("server_us_per_req")
+    if conc and rate and cpu and not r.get("rate") and not (t and c):
+        # a closed loop: Little's law gives the time each request spent in the loop
+        depth = r.get("pipeline_depth") or 1
+        trip = conc * depth / rate * 1e6
+        what = f"each batch of {depth}" if depth > 1 else "each request"
+        if trip >= 10 * cpu * depth:
+            out.append(f"{what} took {us(trip)} from send to answer (Little's law: {conc} connections ÷ "
+                       f"{rate / depth:,.0f}/s), the server's CPU {us(cpu * depth)} of it")
+    return out
 
 
 def switches(r: dict) -> tuple[float | None, str]:
@@ -214,7 +251,9 @@ def cost_evidence(w: dict, l: dict) -> list[str]:
         out.append(f"context switches per request {bl}{sl:.2f} against {bw}{sw:.2f} ({sl - sw:+.2f}: each a "
                    f"thread blocking and being woken: a hand-off between threads, or a wait on a lock or a socket)")
     yl, yw = l.get("syscalls_per_req"), w.get("syscalls_per_req")
-    if yl is not None and yw is not None and abs(yl - yw) >= MATERIAL["syscalls"]:
+    # and 10% apart: a CPU-bound request's ~2,700 calls (the workload reads its thread's CPU clock as it
+    # spins) differ by tens between cells without saying anything about the model
+    if yl is not None and yw is not None and abs(yl - yw) >= max(MATERIAL["syscalls"], 0.1 * min(yl, yw)):
         out.append(f"system calls per request {yl:.1f} against {yw:.1f} ({yl - yw:+.1f})")
     fl, fw = l.get("minflt_per_req"), w.get("minflt_per_req")
     if fl is not None and fw is not None and abs(fl - fw) >= MATERIAL["minflt"]:
@@ -235,7 +274,7 @@ def not_measured(w: dict, l: dict) -> list[str]:
     """Counters this comparison could have used but the run did not record."""
     miss = []
     if l.get("syscalls_per_req") is None or w.get("syscalls_per_req") is None:
-        miss.append("system calls (perf: `--syscalls`)")
+        miss.append("system calls (perf could not count them here, or the cell had no untimed counting run)")
     if time_split(l) is None or time_split(w) is None:
         miss.append("queue wait and service time (spindle only)")
     return miss
@@ -299,7 +338,8 @@ REGIMES = [
     ("lock", "a lock with 1 ms of work inside it (pool, two cores)",
      lambda rows: [r for r in claims_select(rows, "seed002") if "d" in r.get("subs", []) and r.get("hold") == 1],
      "rps", True, _lock_who),
-    ("slow", "slow clients", lambda rows: [], "rps", True, _who),
+    ("slow", "slow clients: a fresh client's p99 beside 100 slow ones (open loop, 1,000/s)",
+     lambda rows: claims_select(rows, "slow"), "p99_ms", False, _who),
     ("tls-full", "full TLS handshakes (a new https connection per request)",
      lambda rows: claims_select(rows, "tls", tls_cell="full"), "rps", True, _who),
     ("pipelined", "16 requests pipelined per write", lambda rows: claims_select(rows, "peers", peer_cell="pipelined"),
@@ -443,6 +483,21 @@ def regime_row(j: dict) -> list[str]:
     return [j["when"], compared, win, mar, lim, why]
 
 
+def slow_text(r: dict) -> str:
+    """Beside slow clients: what the server held for them and what the fresh
+    client got ('' for a cell without slow clients)."""
+    if r.get("slow_clients") is None or r.get("held_threads") is None:
+        return ""
+    share = r.get("answered_share")
+    n, p = round(r["held_threads"]), round(r.get("held_processes") or 0)
+    return (f"{r['slow_clients']} slow clients held {n} thread{'s' if n != 1 else ''} in "
+            f"{p} process{'es' if p != 1 else ''}"
+            + (f"; the fresh client's requests answered {share:.0%}" if share is not None else "")
+            + (f" ({r.get('timeouts', 0):.0f} timed out: p99 is at least the {r.get('timeout_ms', 2000) / 1000:g} s "
+               f"timeout)"
+               if (r.get("p99_censored") or 0) >= 0.5 else ""))
+
+
 def mechanism_summary(j: dict) -> str:
     """One line: what differs between the winner (or the leader) and the
     cell furthest behind, from the counters; "not measured" where none do."""
@@ -450,6 +505,10 @@ def mechanism_summary(j: dict) -> str:
         return "—"
     first, last = j["cells"][0], next((c for c in reversed(j["cells"]) if not c["comparable"]), j["cells"][-1])
     parts = []
+    if j["id"] == "slow":
+        held = [f"{c['who']}: {slow_text(c['row'])}" for c in (first, last) if slow_text(c["row"])]
+        if held:
+            parts.append("; ".join(held))
     if j["basis"] in ("avg_ms", "p99_ms"):
         kinds = [(c["who"], time_split(c["row"])) for c in (first, last)]
         known = [(w, t) for w, t in kinds if t]
@@ -484,10 +543,14 @@ def details(j: dict) -> list[str]:
     first = j["cells"][0]
     out.append(f"- **{first['who']}** {value(first['row'], j['basis'])}; limited by {first['limiter'][1]}; "
                f"{first['split']}.")
+    if slow_text(first["row"]):
+        out.append(f"  {slow_text(first['row'])[0].upper()}{slow_text(first['row'])[1:]}.")
     for c in j["cells"][1:]:
         if c["comparable"]:
             out.append(f"- {c['who']} {value(c['row'], j['basis'])}: not compared ({c['comparable']}); limited by "
                        f"{c['limiter'][1]}; {c['split']}.")
+            if slow_text(c["row"]):
+                out.append(f"  {slow_text(c['row'])[0].upper()}{slow_text(c['row'])[1:]}.")
             continue
         r = c["margin"]
         head = (f"- {c['who']} {value(c['row'], j['basis'])}"
@@ -495,6 +558,8 @@ def details(j: dict) -> list[str]:
                    + ("" if r[2] else " (the interval includes 1)") if r else "")
                 + f"; limited by {c['limiter'][1]}; {c['split']}.")
         out.append(head)
+        if slow_text(c["row"]):
+            out.append(f"  {slow_text(c['row'])[0].upper()}{slow_text(c['row'])[1:]}.")
         if c["evidence"]:
             out.append("  Against " + first["who"] + ": " + "; ".join(c["evidence"]) + ".")
         if len(c["evidence"]) <= 1 and c["row"].get("server_us_per_req") and first["row"].get("server_us_per_req"):
@@ -519,7 +584,18 @@ def section(rows: list[dict]) -> tuple[str, list[dict]]:
           "first comment gives the rules): context switches, system calls, page faults, run-queue wait and "
           "kernel threads' CPU per request (bench/kcounters.py), and for spindle the queue wait and service "
           "time its own histograms gave for the cell (bench/reqtimes.py). Where no counter differs enough, or "
-          "none was recorded, it says **not measured**.\n"]
+          "none was recorded, it says **not measured**.\n",
+          "Queue wait is not the same queue in every model (docs/operations.md, “Where a request's time goes”). "
+          "In `pool` and `prefork` it is the **work queue**: a request waits there while every thread is busy, "
+          "and any free thread takes the next one, so it grows only when all threads are taken (2 threads, 20 "
+          "requests of 20 ms sent at once: each pair waits for the pairs before it). In `epoll` and `uring` it "
+          "is the **loop's turn**: the connections a loop found ready are served one after another, so a "
+          "request waits for those ahead of it in the same turn, even while another loop or core is idle "
+          "(one loop, the same 20 requests: the k-th waits about k × 20 ms). In `thread`, `fork` and "
+          "`iterative` it is accept to first read: a thread or process starting. "
+          "tests/integration/test_request_time.py measures both bursts. A queueing row therefore reads "
+          "differently by model: a pool's queue says its threads were all busy; a loop's says its turn was "
+          "long.\n"]
     from .report import table   # the report's Markdown table (imported late: report imports this module)
     md.append(table(["when", "compared", "winner", "margin [95% CI]", "limiter", "why (measured)"],
                     [[x.replace("|", "/") for x in regime_row(j)] for j in js]))

@@ -71,6 +71,8 @@ def test_the_default_run_keeps_every_asked_for_cell():
         if "python" in label:
             continue
         assert {f"{srv} {label}" for srv in ("nginx", "lighttpd", "h2o", "epoll", "uring")} <= names["peers"]
+    # a fresh client beside slow ones: every model and nginx
+    assert names["slow"] == {f"{m} fresh {experiments.SLOW_RATE}/s beside 100 slow" for m in MODELS + ["nginx"]}
     # full, resumed and keep-alive TLS for every model and nginx; plain HTTP for every model
     for key, label, _ in experiments.TLS_CELLS:
         servers = MODELS + (["nginx"] if key != "plain" else [])
@@ -91,11 +93,50 @@ def test_full_runs_everything_the_default_leaves_out():
 
 
 def test_a_duplicate_cell_is_measured_once_and_servers_carry_over():
-    """peers' `ab -c 200` on epoll is seed003's (same server, same command), and
-    tls's plain-HTTP servers are openloop's: neither is measured or started twice."""
+    """peers' `ab -c 200` on epoll is seed003's (same server, same command);
+    the slow clients' servers are openloop's (and nginx), and tls's
+    plain-HTTP servers are the slow clients': none is measured or started twice."""
     plan = _plan()
     assert plan["peers"]["shared"] == 1 and "epoll ab -c200 new connection 13 B" in plan["peers"]["names"]
-    assert plan["tls"]["carried_in"] == len([m for m in MODELS if m in experiments.OPEN_MODELS])
+    assert plan["slow"]["carried_in"] == len([m for m in MODELS if m in experiments.OPEN_MODELS]) + 1
+    assert plan["tls"]["carried_in"] == len(MODELS)
+
+
+def test_system_calls_are_counted_untimed_in_the_cells_the_why_section_compares():
+    """No timed repeat of the default run has perf attached; the cells the
+    "why" section compares run once more, untimed, with it (lab.calibrate_calls),
+    and the plan charges for those runs."""
+    names = experiments.with_calibration(experiments.DEFAULT)
+    counted = []
+    real = lab.run_cells
+
+    def spy(lab_, exp, cells, *a, **k):
+        counted.extend((exp, c.name) for c in cells if c.count_calls)
+        return real(lab_, exp, cells, *a, **k)
+
+    import pytest
+    mp = pytest.MonkeyPatch()
+    mp.setattr(experiments, "run_cells", spy)
+    try:
+        plan = {p["exp"]: p for p in make_plan(names, MODELS)}
+    finally:
+        mp.undo()
+    by = {}
+    for exp, name in counted:
+        by.setdefault(exp, set()).add(name)
+    rate = experiments.MATCHED_RATE
+    assert {f"{m} matched {rate}/s close" for m in ("pool-5", "iterative", "thread", "pool-15", "epoll", "nginx")} \
+        <= by["seed000"]
+    assert by["seed001"] == set(plan["seed001"]["names"])
+    assert by["seed002"] == {"pool 2c d0-0 b32 hold1 ka", "pool 2c d0-0 b2048 hold1 ka", "pool 2c d0-0 global hold1 ka"}
+    assert by["seed003"] == {"epoll 13B close -c 200", "nginx 13B close -c 200"}
+    assert {f"{srv} wrk -c200 keep-alive 13 B" for srv in ("nginx", "lighttpd", "h2o", "epoll", "uring")} <= by["peers"]
+    assert {f"{m} https ab -c50 new connection" for m in MODELS + ["nginx"]} == by["tls"]
+    assert by["slow"] == set(plan["slow"]["names"]) - {f"iterative fresh {experiments.SLOW_RATE}/s beside 100 slow"}
+    # the open loop: two rates every server runs (nearest the matched rate, and the highest), not the whole sweep
+    assert len(by["openloop"]) == 2 * (len(experiments.OPEN_MODELS) + 1)
+    assert not any(exp.startswith("calibration") for exp in by)
+    assert plan["slow"]["call_cal_s"] > 0 and plan["calibration_start"]["call_cal_s"] == 0
 
 
 def _cell(name, server):

@@ -91,6 +91,39 @@ def test_limiters():
     assert kind == why.WAITING and "1.00 of its 2 cores" in text and "not measured" in text
 
 
+def test_a_wait_is_named_as_far_as_the_counters_go():
+    """A server neither busy nor client-bound: its threads blocking (voluntary
+    switches), a run queue, or the time the requests spent inside spindle
+    against the client's; "not measured" only where none was recorded."""
+    blocked = row("tls", "iterative", "rps", 1_000, server_cores=0.45, gen_share=0.8, ctx_vol_per_req=3.2)
+    kind, text = why.limiter(blocked)
+    assert kind == why.WAITING and "blocked 3.2 times per request" in text and "not measured" not in text
+    queued = row("seed001", "thread", "avg_ms", 59, cpus="0-1", server_cores=1.40, gen_share=0.29,
+                 runq_us_per_req=297.0)
+    assert "run-queue wait 297 µs per request" in why.limiter(queued)[1]
+    outside = row("peers", "epoll", "rps", 8_000, server_cores=0.3, gen_share=0.4, queue_mean_us=20.0,
+                  service_mean_us=5.0, mean_ms=6.0, server_us_per_req=30.0)
+    assert "inside spindle 25 µs of the client's 6.0 ms per request (0%)" in why.limiter(outside)[1]
+    # one core's worth on two: the serialising wait, where the switches show it
+    lock = row("seed002", "pool", "rps", 957, cpus="0-1", server_cores=1.0, gen_share=0.04, ctx_vol_per_req=2.7)
+    assert "blocked 2.7 times per request" in why.limiter(lock)[1]
+    assert "not measured" in why.limiter(row("peers", "nginx", "rps", 18_000, server_cores=0.14, gen_share=0.05))[1]
+
+
+def test_a_stalled_closed_loop_shows_its_round_trip_by_littles_law():
+    """nginx pipelining 16 requests on each of 50 connections at 18,500/s, 13%
+    of its core: each batch took 50 x 16 / 18,500 = 43 ms, of which its CPU
+    0.1 ms: the wait was elsewhere."""
+    nginx = row("peers", "nginx", "rps", 18_500, peer_cell="pipelined", conc=50, pipeline_depth=16,
+                server_cores=0.13, gen_share=0.05, server_us_per_req=7.07)
+    text = why.limiter(nginx)[1]
+    assert "each batch of 16 took 43 ms from send to answer (Little's law: 50 connections ÷ 1,156/s)" in text
+    assert "the server's CPU 113 µs of it" in text
+    # an open loop is not a closed one: no such figure
+    assert "Little" not in why.limiter(row("openloop", "pool", "rps", 100, rate=4000, conc=50,
+                                           server_cores=0.1, server_us_per_req=30.0))[1]
+
+
 def test_switches_of_models_whose_threads_exit_are_a_lower_bound_unless_perf_counted():
     t = row("seed000", "thread", "rps", 1, ctx_vol_per_req=0.7, ctx_invol_per_req=0.1)
     n, mark = why.switches(t)
@@ -127,6 +160,10 @@ def test_system_calls_and_faults_count_only_where_recorded_and_different():
     assert "system calls per request 9.0 against 2.0 (+7.0)" in ev
     assert "minor page faults per request 64.0 against 0.0 (+64.0" in ev
     assert "context switches" not in ev            # 0.4 against 0.4: no difference, nothing said
+    # thousands of calls per request (the workload's clock) differing by 2%: nothing said
+    c = keepalive_at("epoll", 2000.0, 0.4, syscalls_per_req=2811.3)
+    d = keepalive_at("pool", 2100.0, 0.4, syscalls_per_req=2759.6)
+    assert "system calls" not in " ".join(why.cost_evidence(d, c))
 
 
 def test_kernel_threads_beside_the_server_are_named_when_they_differ():
@@ -195,6 +232,35 @@ def test_a_client_bound_cell_at_another_load_is_not_compared():
     b = cpu(row("peers", "fork", "rps", 2_400, peer_cell="close", gen_share=0.2, server_cores=0.97), 400)
     j = why.judge_regime("close", "close", [a, b], "rps", True, why._who)
     assert j["cells"][1]["comparable"] and j["winner"] is None
+
+
+def slow_cell(server, p99, threads, procs=1, answered=1.0, censored=0, **kw):
+    return row("slow", server, "p99_ms", p99, slow_clients=100, rate=1000, rps=1000 * answered,
+               held_threads=threads, held_processes=procs, answered_share=answered, p99_censored=censored,
+               timeouts=0 if not censored else 1000, server_cores=0.05, gen_share=0.3, **kw)
+
+
+def test_slow_clients_name_what_the_server_held_for_them():
+    epoll = slow_cell("epoll", 0.4, 2, queue_mean_us=12.0, service_mean_us=3.0)
+    thread = slow_cell("thread", 0.9, 103)
+    fork = slow_cell("fork", 1.5, 103, procs=102)
+    iterative = slow_cell("iterative", 2000.0, 1, answered=0.0, censored=1)
+    text, js = why.section([iterative, thread, epoll, fork])
+    slow = next(j for j in js if j["id"] == "slow")
+    assert [c["who"] for c in slow["cells"]] == ["epoll", "thread", "fork", "iterative"]
+    assert slow["winner"]["who"] == "epoll"
+    summary = why.mechanism_summary(slow)
+    assert "epoll: 100 slow clients held 2 threads in 1 process" in summary
+    assert "iterative: 100 slow clients held 1 thread in 1 process; the fresh client's requests answered 0% " \
+           "(1000 timed out: p99 is at least the 2 s timeout)" in summary
+    details = "\n".join(why.details(slow))
+    assert "100 slow clients held 103 threads in 1 process" in details
+    assert "100 slow clients held 103 threads in 102 processes" in details
+
+
+def test_the_section_explains_the_two_kinds_of_queue():
+    text, _ = why.section([])
+    assert "**work queue**" in text and "**loop's turn**" in text and "test_request_time.py" in text
 
 
 def test_a_regime_the_run_did_not_measure_says_so():
