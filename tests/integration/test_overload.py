@@ -342,6 +342,62 @@ def test_reject_answers_once_the_pools_own_queue_is_full(docroot, tmp_path):
         srv.stop()
 
 
+def test_reject_under_prefork_leaves_a_newcomer_to_a_worker_with_room(docroot, tmp_path):
+    """prefork's workers share one listener. Worker A, full, must not refuse
+    a connection worker B has room for: it leaves it in the backlog for B
+    (here B is stopped while the first five come, as a worker the kernel
+    wakes late), and only once both are full is the next one refused. Each
+    worker (1 thread) holds 3: one served, two queued."""
+    settings = {"workers": 2, "threads": 1, "max_connections": 100, "overload": "reject", "workload": "on",
+                "delay_kind": "sleep", "work_unit": "1ms", "metrics": "on"}
+    srv = util.Server("prefork", docroot.path, tmp_path / "reject-prefork", settings).start()
+    conns: list[util.Conn] = []
+    stopped = None
+    try:
+        serving = util.serving_pids(srv.proc.pid)
+        assert len(serving) == 1, serving
+        util.wait_for(lambda: len([w for w in util.proc_children(serving[0]) if util.proc_live(w)]) == 2,
+                      util.scaled(5))
+        util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+        time.sleep(util.scaled(0.3))  # each worker's listener has said it has room
+        workers = [w for w in util.proc_children(serving[0]) if util.proc_live(w)]
+        stopped = workers[1]
+        os.kill(stopped, signal.SIGSTOP)
+        util.wait_for(lambda: util.proc_state(stopped) == "T", util.scaled(5))
+        long_ms = int(util.scaled(1.5) * 1000)
+        # the first of each worker's three holds it long enough for the rest of the test
+        for i, delay_ms in enumerate([long_ms, 50, 50, long_ms, 50]):
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            conns.append(c)
+            c.send(util.build_request("GET", f"/work?delay={delay_ms}&bucket={i}"))
+            if i == 0:
+                time.sleep(util.scaled(0.2))  # picked up, so the next two are the queued ones
+        time.sleep(util.scaled(0.2))
+        # before the fix the running worker had refused the 4th and 5th at once
+        early = [c for c in conns if c.readable_within(0)]
+        assert not early, f"{len(early)} answered while their worker could not have served them: refused"
+        os.kill(stopped, signal.SIGCONT)
+        stopped = None
+        util.wait_stats(srv.port, lambda s: s["connections_active"] >= 5, timeout=util.scaled(3))
+        time.sleep(util.scaled(0.2))  # the 4th picked up by its worker
+        extra = util.Conn.open(srv.port, timeout=util.scaled(10))   # the last place, in B
+        conns.append(extra)
+        extra.send(util.build_request("GET", "/work?delay=50&bucket=9"))
+        util.wait_stats(srv.port, lambda s: s["connections_active"] >= 6, timeout=util.scaled(3))
+        with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:   # both full now
+            c.send(util.build_request("GET", "/a.txt"))
+            r = c.read_response("GET")
+        assert r.status == 503 and r.header("Retry-After") == "1", r
+        assert [c.read_response("GET").status for c in conns] == [200] * 6
+        assert util.stat_json(srv.port)["shed_full"] == 1
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        for c in conns:
+            c.close()
+        srv.stop()
+
+
 def _h2_frames(data: bytes) -> list[tuple[int, int, bytes]]:
     """(type, stream, payload) of each whole frame in data."""
     out = []
