@@ -1628,22 +1628,18 @@ POLICY_COLORS = {"queue": "#d62728", "shed": "#2ca02c", "reject": "#1f77b4"}   #
 
 def overload_summary(rows: list[dict]) -> str:
     """The goodput curves in words: at the highest load each model was
-    offered, the share of its capacity each policy kept as goodput, and
-    the best policy per model (by median; the curves are descriptive)."""
+    offered, each policy's goodput and its share of the model's measured
+    capacity (the offered rate / its multiple), and the policy with the most
+    (by median: the curves are descriptive)."""
     parts = []
     for m in [m for m in MODEL_ORDER if any(r["model"] == m for r in rows)]:
         mine = [r for r in rows if r["model"] == m and r.get("goodput_rate") is not None and not r.get("invalid")]
         if not mine:
             continue
         top = max(r["load_x"] for r in mine)
-        one = {r["policy"]: r for r in mine if r["load_x"] == 1.0}
         at = {r["policy"]: r for r in mine if r["load_x"] == top}
-        if not at:
-            continue
         best = max(at.values(), key=lambda r: r["goodput_rate"])
-        cap = lambda p: (one.get(p) or {}).get("goodput_rate")
-        share = lambda r: (f" ({r['goodput_rate'] / cap(r['policy']):.0%} of its goodput at 1x)"
-                           if cap(r["policy"]) else "")
+        share = lambda r: f" ({r['goodput_rate'] * r['load_x'] / r['rate']:.0%} of capacity)" if r.get("rate") else ""
         parts.append(f"{m} at {top:g}x: " + ", ".join(f"{p} {r['goodput_rate']:,.0f}/s{share(r)}"
                                                       for p, r in at.items())
                      + f"; most goodput: {best['policy']}")

@@ -88,7 +88,7 @@ def test_the_report_tables_plots_and_words_the_goodput_curves(tmp_path):
     assert "## Past the knee" in text
     line = next(ln for ln in rep.md[-20:] + text.splitlines() if ln.startswith("| epoll | shed | 3x |"))
     assert "| 1,500 |" in line and "| 60.0 |" in line and "| 1,000 |" in line and "| 20.0 |" in line, line
-    assert "epoll at 3x: queue 30/s (6% of its goodput at 1x), shed 462/s (96% of its goodput at 1x)" in text
+    assert "epoll at 3x: queue 30/s (6% of capacity), shed 462/s (92% of capacity)" in text
     assert "most goodput: shed" in text
     for png in ("overload_goodput.png", "overload_p99.png"):
         assert (tmp_path / png).stat().st_size > 10_000 and png in text
