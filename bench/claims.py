@@ -448,6 +448,30 @@ def seed004(rows, J: Judge):
     return out
 
 
+def overload_cost(rows, J: Judge):
+    """spindle's own claim: an overload policy costs nothing measurable when
+    the server is not overloaded. The peers' keep-alive cell on epoll under
+    each policy (the overload experiment's `cost` part), shed and reject
+    against queue on server CPU per request: no difference within the margin."""
+    base = find(rows, "overload", part="cost", policy="queue")
+    steps, parts = [], [f"queue {val(base, 'server_us_per_req', 2)}"]
+    for p in ("shed", "reject"):
+        r = find(rows, "overload", part="cost", policy=p)
+        j, basis = J.same(f"overload/cost/epoll/{p}=queue", r, base, key="server_us_per_req")
+        steps.append((f"{p} vs queue", j, basis))
+        parts.append(f"{p} {val(r, 'server_us_per_req', 2)}")
+    res = _all_or_none(steps, EQUIVALENT, DIFFERENT)
+    # the comparison the verdict rests on: the first that is not "no difference", else the widest
+    d = next((j for _, j, _ in steps if j.verdict != EQUIVALENT), None) or \
+        max((j for _, j, _ in steps), key=lambda j: j.width() if j.r else 0)
+    why = _steps_why(steps)
+    if res == UNSETTLED:
+        why += " (a no-difference claim holds only inside ±5%)"
+    return [_row("claim/spindle/overload-costs-nothing", "spindle",
+                 "an overload policy costs nothing measurable when not overloaded (epoll, wrk -c200 keep-alive, 13 B)",
+                 "server CPU µs/request: " + ", ".join(parts), res, why, d, "server_us_per_req")]
+
+
 SEEDS = (seed000, seed001, seed002, seed003, seed004)
 
 
@@ -465,6 +489,8 @@ def check_all(rows: list[dict], fam: stats.Family | None = None) -> list[dict]:
         for f in SEEDS:
             if any(r.get("exp") == "seed" + f.__name__[-3:] for r in rows):
                 out.extend(f(rows, J))
+        if any(r.get("exp") == "overload" and r.get("part") == "cost" for r in rows):
+            out.extend(overload_cost(rows, J))
         return out
     out = run()
     if own:

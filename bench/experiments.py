@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+from . import openloop as openloop_gen
 from .lab import (ALL_CPUS, B100, HELLO, HOST, LOAD_CPUS, MB1, MB100, NCPU, NGINX_CONNECTIONS, NOFILE, PAGE,
                   REPO, SERVER_CPUS, Cell, Lab, Server, missing_peer, ncpus_in, run_cells, server_key, skip_cells)
 
@@ -453,6 +454,141 @@ def openloop(lab: Lab, models: list[str]) -> None:
 def fmt_openloop(r: dict) -> str:
     return (f"{r['rps']:8.0f}/s of {r.get('rate') or r.get('probe_rate') or r.get('gen_cal_rate')}  "
             f"p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}")
+
+
+# --------------------------------------------------------------------------
+# Past the knee: each overload policy, CPU work offered at 0.5x to 3x capacity
+# --------------------------------------------------------------------------
+
+OVERLOAD_POLICIES = ("queue", "shed", "reject")
+OVERLOAD_MODELS = ("epoll", "pool")      # a loop and a pool; --full: every model
+OVERLOAD_TAIL_S = 0.4     # the generator waits for what is in flight after its schedule: below 1x, or refused
+# ...but from 1x under queue and shed, for requests waiting in the backlog up to its timeout (1 s);
+# measured 3.0 s per 1 s cell with the 2 s timeout first tried, against 1.0-2.2 s under reject
+OVERLOAD_QUEUE_TAIL_S = 1.0
+OVERLOAD_LOADS = (0.5, 1.5, 3.0)     # x each model's measured capacity: below, past and far past the knee
+OVERLOAD_LOADS_FULL = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
+OVERLOAD_REPEATS = 3       # descriptive curves, no verdict: a median and its range (as the generator's calibration)
+OVERLOAD_WORK_MS = 2       # CPU work per request: capacity ~500/s on one core, so 3x is 1,500/s
+OVERLOAD_PATH = f"/work?delay={OVERLOAD_WORK_MS}&bucket=0"
+OVERLOAD_DEADLINE_MS = 1000    # a 200 later than this after its due time is no use to its client
+OVERLOAD_TIMEOUT_MS = 1000     # ...which gives up on it there (closes its connection), as clients with a deadline do
+OVERLOAD_CONNS = 1000          # the generator's connections at most (as the open loop's)
+OVERLOAD_MAX_CONNS = 64        # spindle's cap: 64 requests of 2 ms are 128 ms of work, well within the deadline
+OVERLOAD_PROBE_RATE = 100      # capacity probe: CPU per request where every model keeps up
+OVERLOAD_PROBE_S = 1.0
+OVERLOAD_CELL_S = 1.0
+# "It costs nothing when not overloaded": the peers' keep-alive cell on epoll under each policy
+OVERLOAD_COST_CONNS = 200
+
+
+def overload_settings(model: str, policy: str) -> dict:
+    """A model set up for the experiment: CPU work on one core, overload =
+    policy with its default target, and a connection cap the reject policy
+    can act on (a pool's own queue is its 2 x threads)."""
+    s = workload_settings(overload=policy, overload_target="20ms", max_connections=OVERLOAD_MAX_CONNS, threads=4)
+    if model == "prefork":
+        s["threads"] = 2
+    return s
+
+
+def overload_rates(us_per_req: float | None, loads: tuple) -> list[int]:
+    """Offered rates at each multiple of the capacity, the capacity being one
+    core / CPU per request at the probe rate (a lower bound: a request costs
+    a little less at saturation, so 1x is at or just below the knee)."""
+    cap = 1e6 / us_per_req if us_per_req else 1e3 / OVERLOAD_WORK_MS
+    return [max(10, int(round(x * cap, -1))) for x in loads]
+
+
+def overload(lab: Lab, models: list[str]) -> None:
+    loads = OVERLOAD_LOADS_FULL if lab.full else OVERLOAD_LOADS
+    chosen = [m for m in models if lab.full or m in OVERLOAD_MODELS]
+    workers = {"prefork": 2}
+    key = lambda m, p: spindle(m, SERVER_CPUS, workers.get(m, 1), _label=f"{m}-{p}", **overload_settings(m, p))
+    dur = min(OVERLOAD_CELL_S, lab.cell_s)
+    short = dur - lab.cell_s
+    warm = "/work?delay=0&bucket=0"
+
+    def point(rate: int, d: float):
+        def run(lab_: Lab, s: Server) -> dict:
+            m = lab_.openloop(s, OVERLOAD_PATH, rate, d, OPEN_ARRIVALS, timeout_ms=OVERLOAD_TIMEOUT_MS,
+                              max_conns=OVERLOAD_CONNS, deadline_ms=OVERLOAD_DEADLINE_MS)
+            if "failed_run" not in m:
+                m.update(openloop_gen.goodput_fields(m))
+                # past the knee, 503s, timeouts and falling behind are the result, not a fault
+                m["problems"] = [p for p in m.get("problems", []) if "requests failed" not in p
+                                 and "did not keep up" not in p]
+            return m
+        return run
+
+    # 1. capacity: CPU per request at a rate every model keeps up with (policy queue)
+    probes = [Cell("overload", f"{m} capacity probe", key(m, "queue"),
+                   {"probe_rate": OVERLOAD_PROBE_RATE, "open_loop": True, "policy": "queue"},
+                   point(OVERLOAD_PROBE_RATE, min(OVERLOAD_PROBE_S, lab.cell_s)), warm_path=warm,
+                   extra_s=min(OVERLOAD_PROBE_S, lab.cell_s) - lab.cell_s, drains=False) for m in chosen]
+    run_cells(lab, "overload", probes, 1, [warm], fmt_overload)
+    cost = {r["model"]: r["server_us_per_req"] for r in lab.records
+            if r.get("exp") == "overload" and r.get("probe_rate") and r.get("server_us_per_req")}
+    cells, grid = [], {}
+    for m in chosen:
+        grid[m] = overload_rates(cost.get(m), loads)
+        for p in OVERLOAD_POLICIES:
+            for x, rate in zip(loads, grid[m]):
+                tail = OVERLOAD_QUEUE_TAIL_S if p != "reject" and x >= 1 else OVERLOAD_TAIL_S
+                cells.append(Cell("overload", f"{m} {p} {x:g}x {rate}/s", key(m, p),
+                                  {"rate": rate, "load_x": x, "policy": p, "open_loop": True},
+                                  point(rate, dur), warm_path=warm, extra_s=short + tail, drains=False))
+    # 2. the cost below saturation: the peers' keep-alive cell on epoll under each policy
+    cost_cells = []
+    if "epoll" in models:
+        for p in OVERLOAD_POLICIES:
+            cost_cells.append(Cell("overload", f"epoll {p} wrk -c{OVERLOAD_COST_CONNS} keep-alive 13 B",
+                                   spindle("epoll", _label=f"epoll-ka-{p}", overload=p),
+                                   {"policy": p, "part": "cost", "conc": OVERLOAD_COST_CONNS},
+                                   _wrk(HELLO, OVERLOAD_COST_CONNS, lab.cell_s), warm_path=HELLO))
+    lab.note("overload", f"Past the knee: tools/openloop ({OPEN_ARRIVALS} arrivals, keep-alive, at most "
+                         f"{OVERLOAD_CONNS} connections, every latency from the request's intended send time) on "
+                         f"`{OVERLOAD_PATH}`: {OVERLOAD_WORK_MS} ms of the serving thread's CPU per request "
+                         f"(delay_kind = cpu, as seeds 001 and 002), each model on one core under `overload = "
+                         f"queue`, `shed` (overload_target 20 ms) and `reject`, with max_connections = "
+                         f"{OVERLOAD_MAX_CONNS} (the cap `reject` acts on; a pool's own queue is 2 x its 4 "
+                         f"threads{'; prefork 2 workers x 2 threads' if 'prefork' in chosen else ''}; under queue and shed the "
+                         f"connections past the cap wait in the kernel's backlog, where no policy sees them, and their "
+                         f"requests are lost when the generator gives up). Capacity "
+                         f"found, not guessed: one core ÷ CPU per request at {OVERLOAD_PROBE_RATE}/s (policy "
+                         f"queue); then {dur:g} s points at "
+                         + ", ".join(f"{x:g}x" for x in loads) + " of it: "
+                         + "; ".join(f"{m} {', '.join(f'{r:,}' for r in g)}/s" for m, g in grid.items())
+                         + f". {min(OVERLOAD_REPEATS, lab.repeats)} repeat(s) per point: the curves describe, "
+                           f"no verdict rests on them.")
+    lab.note("overload", f"Per point: goodput = 200s answered within {OVERLOAD_DEADLINE_MS} ms of their due time, "
+                         f"per second of schedule; the 200s' p50 and p99; 503s per second (reject's refusals and "
+                         f"shed's answers); requests lost (no answer within {OVERLOAD_TIMEOUT_MS} ms, when the "
+                         f"generator gives up and closes the connection); and the queue wait inside spindle from its /metrics "
+                         f"(the requests served: shed ones are left out of its histograms). The workload checks "
+                         f"(bucket totals against the answers seen) are not applied: past the knee the server "
+                         f"finishes requests whose client has given up, which those checks count as a fault.")
+    lab.note("overload", "nginx is not in this experiment: it has no endpoint that does CPU work (nginx-light has "
+                         "no scripting module), and on its static file its capacity on one core (~20,000/s and "
+                         "more, the peers experiment) times 3 is past the open-loop generator's highest clean "
+                         "rate (the openloop experiment's calibration), so its curve past the knee would be the "
+                         "generator's. nginx's own answer to overload is `queue`: requests wait in its accept "
+                         "queue and event loop (limit_req limits per client key, not by the server's load).")
+    if cost_cells:
+        lab.note("overload", f"The cost when not overloaded: the peers' keep-alive cell (`wrk -t1 "
+                             f"-c{OVERLOAD_COST_CONNS} -d{lab.cell_s:g}s`, 13 B) on epoll under each policy, "
+                             f"{lab.repeats} repeats, interleaved: server CPU per request, shed and reject against "
+                             f"queue, is a “no difference” claim (±5%).")
+    run_cells(lab, "overload", cells, min(OVERLOAD_REPEATS, lab.repeats), [warm], fmt_overload)
+    if cost_cells:
+        run_cells(lab, "overload", cost_cells, lab.repeats, [HELLO], fmt_wrk)
+
+
+def fmt_overload(r: dict) -> str:
+    return (f"{r.get('rate') or r.get('probe_rate'):6}/s offered  goodput {r['goodput_rate']:7.0f}/s  "
+            f"503 {r['s503_rate']:6.0f}/s  lost {r['lost_rate']:6.0f}/s  200s p50 "
+            f"{r['ok_p50_ms'] if r['ok_p50_ms'] is not None else float('nan'):7.1f} p99 "
+            f"{r['ok_p99_ms'] if r['ok_p99_ms'] is not None else float('nan'):7.1f} ms")
 
 
 # --------------------------------------------------------------------------
@@ -938,13 +1074,15 @@ EXPERIMENTS = {
     "idle_rss": idle_rss,
     "overhead": overhead,
     "tls": tls,          # HTTPS handshakes and keep-alive, every model and nginx
+    "overload": overload,   # past the knee: each overload policy, CPU work at 0.5x-3x capacity
 }
 # In this order, consecutive experiments share servers (run_cells keeps them up):
 # seed003 -> peers (epoll), peers -> seed000 (epoll, nginx), seed000 -> openloop
 # (nginx), openloop -> slow (epoll and pool with 64 threads, nginx), slow -> tls (every model with 64
 # threads: tls's plain-HTTP cells).
 # peers after seed003 reuses its `ab -c 200` epoll cell (Cell.same_as).
-DEFAULT = ["seed001", "seed002", "seed004", "seed003", "peers", "seed000", "openloop", "slow", "tls"]
+DEFAULT = ["seed001", "seed002", "seed004", "seed003", "peers", "seed000", "openloop", "slow", "tls",
+           "overload"]
 # Every run (but --plan without it, and --no-calibration) starts and ends with
 # the calibration cell: its drift is printed at the top of the report.
 CALIBRATION = ("calibration_start", "calibration_end")

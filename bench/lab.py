@@ -736,7 +736,7 @@ http {{
         return m
 
     def openloop(self, s: Server, path: str, rate: float, duration: float, arrivals: str = "constant",
-                 timeout_ms: float = 2000, max_conns: int = 1000) -> dict:
+                 timeout_ms: float = 2000, max_conns: int = 1000, deadline_ms: float | None = None) -> dict:
         """Open loop with every latency timed from its intended send time
         (bench/openloop.py, tools/openloop/openloop.c); the raw file keeps the
         generator's JSON and its latency histogram."""
@@ -745,7 +745,7 @@ http {{
         hdir.mkdir(exist_ok=True)
         hist = hdir / f"hist-{self.cell_no}.txt"
         cmd = openloop_gen.argv(s.url(path), rate, duration, arrivals, max_conns, timeout_ms,
-                                seed=self.cell_no, hist=hist, binary=openloop_gen.build())
+                                seed=self.cell_no, hist=hist, binary=openloop_gen.build(), deadline_ms=deadline_ms)
         out, _dt, rc = self._run(cmd, duration + timeout_ms / 1000 + 30)
         m = {"cmd": " ".join(cmd).replace(str(hdir) + "/", ""), "tool": "openloop"}
         if rc != 0:
@@ -896,7 +896,13 @@ http {{
         (bench/reqtimes.py), or None: another server, or /metrics unreadable."""
         if s.kind != "spindle" or not s.alive():
             return None
-        text = self.http_get(s, "/metrics")
+        # a server past its knee may still be full when the cell ends (overload = reject answers 503
+        # until its connections close): ask again, briefly, before going without
+        for attempt in range(3):
+            text = self.http_get(s, "/metrics")
+            if text or not s.alive():
+                break
+            time.sleep(0.2)
         return reqtimes.parse_metrics(text) if text else None
 
     def starves_second_connection(self, s: Server, path: str, wait_s: float = 1.0) -> bool:

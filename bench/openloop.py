@@ -4,7 +4,7 @@ server does, and times every request from when it was due, so a stall shows in
 the percentiles (see bench/README.md for why not vegeta, oha or wrk2).
 
     python3 -m bench openloop --url URL --rate R --seconds S
-                              [--arrivals poisson|constant] --json OUT
+                              [--arrivals poisson|constant] [--deadline-ms D] --json OUT
 
 OUT gets p50_ms, p90_ms, p99_ms, p999_ms, max_ms, the achieved rate (answered
 200 per second of schedule), errors and the generator's own CPU (getrusage of
@@ -36,7 +36,8 @@ def build(binary: Path = BINARY) -> Path:
 
 
 def argv(url: str, rate: float, seconds: float, arrivals: str = "constant", max_conns: int = 1000,
-         timeout_ms: float = 2000, seed: int = 1, hist: Path | None = None, binary: Path = BINARY) -> list[str]:
+         timeout_ms: float = 2000, seed: int = 1, hist: Path | None = None, binary: Path = BINARY,
+         deadline_ms: float | None = None) -> list[str]:
     u = urlsplit(url)
     if u.scheme != "http" or not u.port or not u.hostname:
         raise ValueError(f"{url}: expected http://IPV4:PORT/PATH")
@@ -45,6 +46,8 @@ def argv(url: str, rate: float, seconds: float, arrivals: str = "constant", max_
          "-s", str(seed)]
     if hist:
         a += ["-H", str(hist)]
+    if deadline_ms is not None:
+        a += ["-D", f"{deadline_ms:g}"]
     return a
 
 
@@ -58,6 +61,21 @@ def parse(out: str) -> dict:
             m["sent_rate_ratio"] = m["sent_rate"] / m["rate"] if m["rate"] else 0.0
             return m
     raise ValueError(f"openloop printed no result: {out[-400:]}")
+
+
+def goodput_fields(m: dict) -> dict:
+    """Past a server's capacity, per second of schedule: `goodput_rate` (200s
+    answered within the client's deadline), `late_rate` (200s after it: too late
+    to be of use), `s503_rate` (refused or shed), and
+    `lost_rate` (neither: timed out, reset, unparsable); the 200s' own p50
+    and p99 (None where there was no 200)."""
+    secs = m["seconds"]
+    return {"goodput_rate": m["good"] / secs, "late_rate": (m["ok"] - m["good"]) / secs,
+            "s503_rate": m["status_503"] / secs, "other_status_rate": (m["non200"] - m["status_503"]) / secs,
+            "lost_rate": (m["errors"] - m["non200"]) / secs,
+            "ok_p50_ms": m["ok_p50_ms"] if m["ok_p50_ms"] >= 0 else None,
+            "ok_p99_ms": m["ok_p99_ms"] if m["ok_p99_ms"] >= 0 else None,
+            "deadline_ms": m["deadline_ms"]}
 
 
 def run(url: str, rate: float, seconds: float, arrivals: str = "constant", hist: Path | None = None,
@@ -81,6 +99,8 @@ def main(args: list[str]) -> int:
     ap.add_argument("--connections", type=int, default=1000, help="at most this many connections (default 1000)")
     ap.add_argument("--timeout-ms", type=float, default=2000, help="a request unanswered this long after it "
                                                                     "was due is an error (default 2000)")
+    ap.add_argument("--deadline-ms", type=float, default=None, help="count as goodput the 200s answered this "
+                                                                     "soon after they were due (default: the timeout)")
     ap.add_argument("--seed", type=int, default=1, help="Poisson arrivals' seed")
     ap.add_argument("--hist", default="", help="also write the latency histogram here")
     ap.add_argument("--cpus", default="", help="pin the generator (taskset -c CPUS)")
@@ -89,7 +109,7 @@ def main(args: list[str]) -> int:
     try:
         m = run(a.url, a.rate, a.seconds, a.arrivals, Path(a.hist) if a.hist else None,
                 ["taskset", "-c", a.cpus] if a.cpus else None, max_conns=a.connections,
-                timeout_ms=a.timeout_ms, seed=a.seed)
+                timeout_ms=a.timeout_ms, seed=a.seed, deadline_ms=a.deadline_ms)
     except (ValueError, RuntimeError, subprocess.CalledProcessError) as e:
         print(f"python -m bench openloop: {e}", file=sys.stderr)
         return 2
@@ -100,5 +120,6 @@ def main(args: list[str]) -> int:
         Path(a.json).write_text(text)
     print(f"{a.rate:g}/s {a.arrivals}: achieved {m['achieved_rate']:.0f}/s, errors {m['errors']}, "
           f"p50 {m['p50_ms']:.3f} ms, p90 {m['p90_ms']:.3f}, p99 {m['p99_ms']:.3f}, p99.9 {m['p999_ms']:.3f}, "
-          f"max {m['max_ms']:.3f}; generator CPU {m['gen_cpu_s']:.3f} s", file=sys.stderr)
+          f"max {m['max_ms']:.3f}; 200s within {m['deadline_ms']:g} ms {m['good_rate']:.0f}/s, 503s "
+          f"{m['status_503']}; generator CPU {m['gen_cpu_s']:.3f} s", file=sys.stderr)
     return 0

@@ -34,7 +34,7 @@ SKIP = {"exp", "cell", "server", "kind", "model", "cpus", "workers", "rep", "cmd
 
 # Metrics that get their repeats' values and a bootstrap 95% interval of the median
 STAT_KEYS = ("rps", "mbps", "avg_ms", "mean_ms", "p50_ms", "p99_ms", "p999_ms", "server_us_per_req",
-             "server_us_per_mb")
+             "server_us_per_mb", "goodput_rate")
 
 
 def main_metric(row: dict) -> str:
@@ -44,6 +44,8 @@ def main_metric(row: dict) -> str:
         return "avg_ms"
     if row.get("exp") in ("openloop", "slow"):
         return "p99_ms"
+    if row.get("exp") == "overload" and row.get("part") != "cost":
+        return "goodput_rate"
     if row.get("peer_cell") == "file1m":
         return "mbps"
     if row.get("peer_cell") == "pipelined_latency":
@@ -713,6 +715,67 @@ class Report:
             self.save_fig(fig, "cpu_per_request.png", "server CPU per request", [ax])
         self.compare_pairs("openloop")
 
+    # -- past the knee ------------------------------------------------------------
+
+    def overload(self):
+        allrows = select(self.rows, "overload")
+        rows = [r for r in allrows if r.get("load_x") is not None]
+        if not allrows:
+            return
+        self.head("overload", "Past the knee: each overload policy at 0.5x to 3x capacity")
+        probes = {r["model"]: r.get("server_us_per_req") for r in allrows if r.get("probe_rate")}
+        if probes:
+            self.md.append("Capacities (one core ÷ CPU per request at the probe rate, policy queue): "
+                           + "; ".join(f"{m} {1e6 / v:,.0f}/s ({v:,.0f} µs per request)" if v else f"{m} not measured"
+                                       for m, v in probes.items()) + ".\n")
+        models = [m for m in MODEL_ORDER if any(r["model"] == m for r in rows)]
+        policies = [p for p in ("queue", "shed", "reject") if any(r.get("policy") == p for r in rows)]
+        if rows:
+            trs = []
+            for m in models:
+                for p in policies:
+                    for r in sorted((x for x in rows if x["model"] == m and x.get("policy") == p),
+                                    key=lambda x: x["load_x"]):
+                        q = r.get("queue_p99_us")
+                        trs.append([m, p, f"{r['load_x']:g}x", f"{r['rate']:,}", spread(r, "goodput_rate"),
+                                    shown(r, r.get("ok_p50_ms"), 1), shown(r, r.get("ok_p99_ms"), 1),
+                                    shown(r, r.get("s503_rate")), shown(r, r.get("lost_rate")),
+                                    "—" if q is None else shown(r, q / 1000, 1),
+                                    shown(r, r.get("server_cores"), 2)])
+            self.md.append(table(["model", "policy", "load", "offered/s", "goodput/s (range)", "200s p50 ms",
+                                  "200s p99 ms", "503/s", "lost/s", "queue wait p99 ms",
+                                  "server cores"], trs))
+            self.md.append("\n" + overload_summary(rows) + "\n")
+            for key, name, title, ylabel in (
+                    ("goodput_rate", "overload_goodput.png", "goodput (200s within the deadline) against offered load",
+                     "goodput, requests/s"),
+                    ("ok_p99_ms", "overload_p99.png", "p99 latency of the 200s against offered load",
+                     "p99 of the 200s, ms (log)")):
+                fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.4), squeeze=False)
+                axes = list(axes[0])
+                for ax, m in zip(axes, models):
+                    for p, style in zip(policies, ("-", "--", ":")):
+                        color = POLICY_COLORS.get(p)
+                        pts = sorted([r for r in rows if r["model"] == m and r.get("policy") == p
+                                      and r.get(key) is not None and not r.get("invalid")], key=lambda r: r["rate"])
+                        if pts:
+                            ax.plot([r["rate"] for r in pts], [r[key] for r in pts], marker="o", linestyle=style,
+                                    color=color, label=f"overload = {p}")
+                    if key == "goodput_rate":
+                        offered = sorted({r["rate"] for r in rows if r["model"] == m})
+                        ax.plot(offered, offered, color="#999999", linewidth=0.8, label="offered")
+                    else:
+                        ax.set_yscale("log")
+                    _style(ax, f"{m}: {title.split(' against')[0]}", ylabel, "offered load, requests/s")
+                self.save_fig(fig, name, title, axes)
+        cost = [r for r in allrows if r.get("part") == "cost"]
+        if cost:
+            self.md.append("\nThe cost when not overloaded (`wrk -c200` keep-alive, 13 B, epoll under each policy; "
+                           "the claim “an overload policy costs nothing measurable” is judged in the claims table):\n")
+            self.md.append(table(["policy", "req/s", "server CPU µs/req", "generator core"],
+                                 [[r.get("policy"), spread(r, "rps"), spread(r, "server_us_per_req", 2),
+                                   f"{r.get('gen_share', 0):.0%}"] for r in cost]))
+
     # -- peers ----------------------------------------------------------------------
 
     def server_grid(self, exp: str, cell_key: str, order: list[str] | None = None):
@@ -1352,7 +1415,7 @@ class Report:
     def render(self) -> str:
         self.preregister()
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
-                  self.peers, self.slow, self.tls, self.nodelay, self.beyond):
+                  self.overload, self.peers, self.slow, self.tls, self.nodelay, self.beyond):
             f()
         self.scaleout()
         body_sections = self.md
@@ -1558,6 +1621,31 @@ try:
     from .lab import NGINX_CONNECTIONS as NGINX_CONNECTIONS_NOTE
 except ImportError:      # re-rendering without the lab's machinery
     NGINX_CONNECTIONS_NOTE = "(see the configuration)"
+
+
+POLICY_COLORS = {"queue": "#d62728", "shed": "#2ca02c", "reject": "#1f77b4"}   # one per policy, every panel
+
+
+def overload_summary(rows: list[dict]) -> str:
+    """The goodput curves in words: at the highest load each model was
+    offered, each policy's goodput and its share of the model's measured
+    capacity (the offered rate / its multiple), and the policy with the most
+    (by median: the curves are descriptive)."""
+    parts = []
+    for m in [m for m in MODEL_ORDER if any(r["model"] == m for r in rows)]:
+        mine = [r for r in rows if r["model"] == m and r.get("goodput_rate") is not None and not r.get("invalid")]
+        if not mine:
+            continue
+        top = max(r["load_x"] for r in mine)
+        at = {r["policy"]: r for r in mine if r["load_x"] == top}
+        best = max(at.values(), key=lambda r: r["goodput_rate"])
+        share = lambda r: f" ({r['goodput_rate'] * r['load_x'] / r['rate']:.0%} of capacity)" if r.get("rate") else ""
+        parts.append(f"{m} at {top:g}x: " + ", ".join(f"{p} {r['goodput_rate']:,.0f}/s{share(r)}"
+                                                      for p, r in at.items())
+                     + f"; most goodput: {best['policy']}")
+    if not parts:
+        return "No overload point was measured."
+    return "Goodput at the highest offered load, per model and policy: " + "; ".join(parts) + "."
 
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "bench" / "verdicts.json"

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "http/date.h"
+#include "http2/session.h"
 #include "log/log.h"
 #include "server.h"
 #include "stats/stats.h"
@@ -103,33 +104,40 @@ static void refuse_peer_text(const struct sockaddr *sa, socklen_t len, char *buf
  * parse a request, the very work a full server must not take on, and a
  * driver at its cap has no room to hold the connection anyway. So the
  * answer is fixed bytes and one send() that either fits the empty socket
- * buffer or is dropped; the models only call this, never format HTTP. A TLS
- * listener's connection is closed without a word: the answer would cost a
- * handshake, and the client sees the refusal as a failed connection. */
+ * buffer or is dropped; the models only call this, never format HTTP. Which
+ * bytes depends on the first ones the client sent: a client speaking
+ * HTTP/2 by prior knowledge gets HTTP/2's refusal (it could not read an
+ * HTTP/1.1 answer), any other an HTTP/1.1 503. A TLS listener's connection
+ * is closed without a word: the answer would cost a handshake, and the
+ * client sees the refusal as a failed connection. */
 void overload_refuse(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t len)
 {
 	static const char body[] = "503 Service Unavailable: the server is full; retry in a second.\n";
 	char buf[512], scratch[4096];
-	bool tls = server_tls_for(srv, fd) != NULL;
+	bool tls = server_tls_for(srv, fd) != NULL, h2 = false;
 
 	if (!tls) {
-		int n = snprintf(buf, sizeof(buf),
-				 "HTTP/1.1 503 Service Unavailable\r\n"
-				 "Date: %s\r\n"
-				 "Retry-After: 1\r\n"
-				 "Connection: close\r\n"
-				 "Content-Type: text/plain\r\n"
-				 "Content-Length: %zu\r\n"
-				 "\r\n%s",
-				 http_date_now(), sizeof(body) - 1, body);
 		/* what the client already sent (a request head, usually all of
 		 * it: listeners defer accept until bytes come): left unread, it
 		 * would turn the close into a reset that can discard the answer
 		 * before the client reads it. Bounded: a client streaming a body
-		 * must not hold the accepting thread. */
-		for (int i = 0; i < OVERLOAD_REFUSE_READS && recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0; i++)
-			;
-		ssize_t w = send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		 * must not hold the accepting thread. The first read also tells
+		 * the protocol: "PRI " begins nothing but the HTTP/2 preface. */
+		ssize_t got = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+		h2 = srv->cfg->http2 && got >= 4 && h2_preface(scratch, (size_t)got) >= 0;
+		for (int i = 1; i < OVERLOAD_REFUSE_READS && got > 0; i++)
+			got = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+		size_t n = h2 ? h2_refusal(buf, sizeof(buf))
+			      : (size_t)snprintf(buf, sizeof(buf),
+						 "HTTP/1.1 503 Service Unavailable\r\n"
+						 "Date: %s\r\n"
+						 "Retry-After: 1\r\n"
+						 "Connection: close\r\n"
+						 "Content-Type: text/plain\r\n"
+						 "Content-Length: %zu\r\n"
+						 "\r\n%s",
+						 http_date_now(), sizeof(body) - 1, body);
+		ssize_t w = send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 		(void)w;
 		shutdown(fd, SHUT_WR);
 	}
@@ -141,7 +149,7 @@ void overload_refuse(const struct server *srv, int fd, const struct sockaddr *pe
 		struct access_entry e = {
 			.peer = text,
 			.status = 503, /* over TLS: the answer it stands for, none sent */
-			.bytes = tls ? 0 : sizeof(body) - 1,
+			.bytes = tls || h2 ? 0 : sizeof(body) - 1,
 			.shed = true,
 			.shed_full = true,
 		};

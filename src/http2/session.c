@@ -206,6 +206,24 @@ int h2_preface(const char *buf, size_t len)
 	return n == H2_PREFACE_LEN ? 1 : 0;
 }
 
+size_t h2_refusal(char *buf, size_t cap)
+{
+	static const char debug[] = "server full; retry in a second";
+	const size_t dlen = sizeof(debug) - 1, glen = 8 + dlen;
+	const unsigned char head[] = {
+		0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0,                   /* SETTINGS, empty */
+		(unsigned char)(glen >> 16), (unsigned char)(glen >> 8), (unsigned char)glen,
+		NGHTTP2_GOAWAY, 0, 0, 0, 0, 0,                              /* GOAWAY on stream 0 */
+		0, 0, 0, 0,                                                 /* last stream: none */
+		0, 0, 0, NGHTTP2_REFUSED_STREAM,
+	};
+	if (cap < sizeof(head) + dlen)
+		return 0;
+	memcpy(buf, head, sizeof(head));
+	memcpy(buf + sizeof(head), debug, dlen);
+	return sizeof(head) + dlen;
+}
+
 /* ---- limits --------------------------------------------------------- */
 
 /* One warning a second at most per process: a flood of hostile peers must

@@ -26,6 +26,15 @@ struct h2_session;
  * (more bytes decide); -1: buf is not HTTP/2. */
 int h2_preface(const char *buf, size_t len);
 
+/* What a client that sent the preface gets from a server too full to take
+ * it (overload = reject): the server's connection preface (an empty
+ * SETTINGS, RFC 9113 3.4), then GOAWAY naming stream 0 with REFUSED_STREAM
+ * and a few words of debug data. Last stream 0 says no request was
+ * processed, so every one is safe to retry (8.7); the code says why. Fixed
+ * bytes: the refusal needs no session. Returns the length written, 0 when
+ * cap is too small. */
+size_t h2_refusal(char *buf, size_t cap);
+
 /* peer: the client's address as text, which must outlive the session (the
  * struct conn's), for the access log. NULL when out of memory. */
 struct h2_session *h2_session_new(const struct server *srv, const char *peer, const struct sockaddr *peer_addr,

@@ -27,7 +27,9 @@
  * it stops watching the listening socket (connections wait in the backlog)
  * and the first worker to make room writes the kick eventfd; under
  * overload = reject it goes on accepting and refuses each newcomer at once
- * (overload_refuse), the queue staying as full as it was. Parked
+ * (overload_refuse), the queue staying as full as it was, unless another
+ * pool on the same listener has room (prefork: struct pool_room), which
+ * the kernel then hands the newcomer to. Parked
  * connections that wake, and busy ones that had their turn (a worker serves
  * a connection for a bounded number of reads and writes, then queues it
  * behind the others: BLOCKING_YIELD), are queued regardless: they are
@@ -45,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -86,6 +89,9 @@ struct pool {
 	bool listening;         /* the listener is in the epoll set (listener thread only) */
 	bool listener_dead;     /* shut down under us: never watch it again */
 	bool rejects;           /* overload = reject: without room, accept and refuse */
+	struct pool_room *room; /* the pools sharing the listener (prefork), or NULL */
+	int id;                 /* this pool's slot in room */
+	bool said_full;         /* what this pool last wrote there (listener thread only) */
 	struct sweep sweep;     /* parked connections' deadlines; the drain time (listener thread only) */
 
 	pthread_mutex_t mu;     /* guards everything below */
@@ -276,26 +282,80 @@ static void listener_watch(struct pool *p, bool on)
 	p->listening = on;
 }
 
+struct pool_room *pool_room_new(int pools)
+{
+	size_t size = sizeof(struct pool_room) + (size_t)pools * sizeof(_Atomic bool);
+	struct pool_room *room = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (room == MAP_FAILED) {
+		log_error("pool: cannot map the table of pools with room: %s", strerror(errno));
+		return NULL;
+	}
+	room->pools = pools;
+	for (int i = 0; i < pools; i++)
+		atomic_init(&room->full[i], true);
+	return room;
+}
+
+void pool_room_free(struct pool_room *room)
+{
+	if (room)
+		munmap(room, sizeof(struct pool_room) + (size_t)room->pools * sizeof(_Atomic bool));
+}
+
+void pool_room_gone(struct pool_room *room, int id)
+{
+	if (room && id >= 0 && id < room->pools)
+		atomic_store(&room->full[id], true);
+}
+
+/* Says in the shared table whether this pool is full (listener thread). */
+static void room_say(struct pool *p, bool full)
+{
+	if (p->room && full != p->said_full) {
+		atomic_store(&p->room->full[p->id], full);
+		p->said_full = full;
+	}
+}
+
+/* Whether another pool on the listener has room. Sequentially consistent
+ * with room_say's store: two pools filling up at once cannot each read the
+ * other as having room, which would leave newcomers in the backlog with no
+ * pool watching to refuse them. */
+static bool room_elsewhere(const struct pool *p)
+{
+	if (!p->room)
+		return false;
+	for (int i = 0; i < p->room->pools; i++)
+		if (i != p->id && !atomic_load(&p->room->full[i]))
+			return true;
+	return false;
+}
+
+enum admit { POOL_ADMIT, POOL_REFUSE, POOL_LEAVE };
+
 /* Watches the listener while the queue has room; else marks the listener
- * paused, so that the first worker to make room kicks it. */
-static bool listener_update(struct pool *p)
+ * paused, so that the first worker to make room kicks it. Full and
+ * rejecting, it watches on to refuse newcomers, unless another pool on
+ * the listener can take them. */
+static enum admit listener_update(struct pool *p)
 {
 	pthread_mutex_lock(&p->mu);
 	bool room = room_locked(p);
 	p->paused = !room;
 	pthread_mutex_unlock(&p->mu);
+	room_say(p, !room);
+	bool refuse = !room && p->rejects && !room_elsewhere(p);
 	/* out of descriptors with nothing to drop: the listener stays readable,
-	 * so watching it now would spin; pool_loop wakes up when the pause ends.
-	 * Rejecting, it stays watched without room: newcomers are refused. */
-	listener_watch(p, (room || p->rejects) && acceptor_pause_ms(&p->acc) <= 0);
-	return room;
+	 * so watching it now would spin; pool_loop wakes up when the pause ends */
+	listener_watch(p, (room || refuse) && acceptor_pause_ms(&p->acc) <= 0);
+	return room ? POOL_ADMIT : refuse ? POOL_REFUSE : POOL_LEAVE;
 }
 
 static void pool_accept(struct pool *p)
 {
 	for (int i = 0; i < POOL_ACCEPT_BATCH; i++) {
-		bool room = listener_update(p);
-		if (!room && !p->rejects)
+		enum admit admit = listener_update(p);
+		if (admit == POOL_LEAVE)
 			return;
 		struct sockaddr_storage peer;
 		socklen_t len;
@@ -313,7 +373,7 @@ static void pool_accept(struct pool *p)
 			}
 			return;
 		}
-		if (!room) {
+		if (admit == POOL_REFUSE) {
 			overload_refuse(p->srv, fd, (struct sockaddr *)&peer, len);
 			continue;
 		}
@@ -385,6 +445,7 @@ static void pool_begin_stop(struct pool *p)
 {
 	sweep_begin_stop(&p->sweep, p->srv->cfg->drain_timeout_ms);
 	listener_watch(p, false);
+	room_say(p, true); /* stopping: the other pools must take the newcomers */
 	/* the stop eventfd stays readable from now on */
 	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->srv->wake_fd, NULL) < 0)
 		log_error("pool: epoll_ctl(DEL wake): %s", strerror(errno));
@@ -431,7 +492,7 @@ static int pool_loop(struct pool *p)
 	struct epoll_event events[POOL_EVENTS];
 
 	sweep_init(&p->sweep, POOL_SCAN_MS);
-	listener_watch(p, true);
+	listener_update(p); /* watches it, and tells the other pools this one has room */
 	if (!p->listening)
 		return 1;
 	while (!server_stopping()) {
@@ -468,9 +529,13 @@ static int pool_loop(struct pool *p)
 	return 0;
 }
 
-static int pool_init(struct pool *p, const struct server *srv, int nthreads, int max_conns)
+static int pool_init(struct pool *p, const struct server *srv, int nthreads, int max_conns,
+		     struct pool_room *room, int id)
 {
 	p->srv = srv;
+	p->room = room;
+	p->id = id;
+	p->said_full = true; /* as the table starts; the listener's first update says otherwise */
 	p->qcap = POOL_QUEUE_PER_THREAD * nthreads;
 	p->rejects = overload_rejects(srv);
 	p->max_conns = max_conns;
@@ -499,7 +564,7 @@ static int pool_init(struct pool *p, const struct server *srv, int nthreads, int
 	return 0;
 }
 
-int pool_serve(const struct server *srv, int nthreads, int max_conns)
+int pool_serve(const struct server *srv, int nthreads, int max_conns, struct pool_room *room, int id)
 {
 	struct pool *p = calloc(1, sizeof(*p));
 	pthread_t *tids = calloc((size_t)nthreads, sizeof(*tids));
@@ -512,7 +577,7 @@ int pool_serve(const struct server *srv, int nthreads, int max_conns)
 		free(tids);
 		return 1;
 	}
-	if (pool_init(p, srv, nthreads, max_conns) < 0) {
+	if (pool_init(p, srv, nthreads, max_conns, room, id) < 0) {
 		rc = 1;
 		goto out;
 	}
@@ -566,7 +631,7 @@ out:
 
 static int pool_run(struct server *srv)
 {
-	return pool_serve(srv, srv->cfg->threads, srv->cfg->max_connections);
+	return pool_serve(srv, srv->cfg->threads, srv->cfg->max_connections, NULL, 0);
 }
 
 const struct model model_pool = {

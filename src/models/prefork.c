@@ -6,7 +6,14 @@
  * restarts a worker that dies, and on stop forwards SIGTERM to each, waits up
  * to drain_timeout for them to drain, SIGKILLs stragglers and reaps them all.
  * SIGCHLD writes to a self-pipe the master polls; every wake-up reaps with
- * waitpid(-1, WNOHANG). Each worker gets max_connections / W connections. */
+ * waitpid(-1, WNOHANG). Each worker gets max_connections / W connections.
+ *
+ * The workers share one listener, and say in a table the master maps
+ * before forking them (struct pool_room) whether each is full: under
+ * overload = reject a full worker leaves newcomers to one with room, and
+ * refuses only when none has (nginx stops accepting in a worker at
+ * worker_connections for the same reason: the kernel hands the connection
+ * to another). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,15 +36,16 @@
 
 struct worker {
 	pid_t pid;          /* 0: not running */
+	struct pool_room *room; /* the table of workers with room, one for all */
 	int64_t started;
 	int64_t restart_at; /* when not running */
 };
 
 /* In a new worker (set up by child_fork, which also makes it die with the
  * serving process rather than serve on unsupervised beside a restarted one). */
-static void worker_main(struct server *srv, int max_conns)
+static void worker_main(struct server *srv, int max_conns, struct pool_room *room, int id)
 {
-	int rc = pool_serve(srv, srv->cfg->threads, max_conns);
+	int rc = pool_serve(srv, srv->cfg->threads, max_conns, room, id);
 	exit(rc); /* a normal exit, so sanitizer builds check the worker for leaks */
 }
 
@@ -48,7 +56,7 @@ static int spawn(struct server *srv, struct children *ch, int id, int max_conns)
 
 	if (pid == 0) {
 		stats_process_start(srv, id); /* stats: worker id's slots and cache gauges */
-		worker_main(srv, max_conns);
+		worker_main(srv, max_conns, w->room, id);
 	}
 	if (pid < 0) {
 		log_error("prefork: fork worker %d: %s", id, strerror(errno));
@@ -69,6 +77,7 @@ static void worker_exited(struct children *ch, struct child kid, int status)
 	bool stopping = ch->draining;
 
 	w->pid = 0;
+	pool_room_gone(w->room, kid.id); /* killed while it had room: it takes nothing now */
 	if (stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return;
 	int64_t now = conn_now_ms(), earliest = w->started + PREFORK_RESTART_MIN_MS;
@@ -90,12 +99,18 @@ static int prefork_run(struct server *srv)
 			       .owner = ws };
 	int rc = 0;
 
-	if (!ws) {
+	struct pool_room *room = pool_room_new(n);
+	if (!ws || !room) {
 		log_error("prefork: out of memory");
+		free(ws);
+		pool_room_free(room);
 		return 1;
 	}
+	for (int i = 0; i < n; i++)
+		ws[i].room = room;
 	if (children_open(&ch) < 0) {
 		free(ws);
+		pool_room_free(room);
 		return 1;
 	}
 	log_info("prefork: %d workers x %d threads", n, srv->cfg->threads);
@@ -121,6 +136,7 @@ static int prefork_run(struct server *srv)
 	children_drain(&ch, conn_now_ms() + srv->cfg->drain_timeout_ms + PREFORK_EXIT_GRACE_MS);
 	children_close(&ch);
 	free(ws);
+	pool_room_free(room);
 	if (ch.failed && CHILD_FAILURE_IS_FATAL && rc == 0) {
 		log_error("prefork: a worker failed (see above): exiting with status 1");
 		rc = 1;

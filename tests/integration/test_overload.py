@@ -8,6 +8,9 @@ pool's queue) is answered 503 at once instead of waiting in the backlog."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import threading
 import time
 
@@ -335,5 +338,113 @@ def test_reject_answers_once_the_pools_own_queue_is_full(docroot, tmp_path):
         assert [c.read_response("GET").status for c in admitted] == [200, 200, 200]
     finally:
         for c in admitted:
+            c.close()
+        srv.stop()
+
+
+def test_reject_under_prefork_leaves_a_newcomer_to_a_worker_with_room(docroot, tmp_path):
+    """prefork's workers share one listener. Worker A, full, must not refuse
+    a connection worker B has room for: it leaves it in the backlog for B
+    (here B is stopped while the first five come, as a worker the kernel
+    wakes late), and only once both are full is the next one refused. Each
+    worker (1 thread) holds 3: one served, two queued."""
+    settings = {"workers": 2, "threads": 1, "max_connections": 100, "overload": "reject", "workload": "on",
+                "delay_kind": "sleep", "work_unit": "1ms", "metrics": "on"}
+    srv = util.Server("prefork", docroot.path, tmp_path / "reject-prefork", settings).start()
+    conns: list[util.Conn] = []
+    stopped = None
+    try:
+        serving = util.serving_pids(srv.proc.pid)
+        assert len(serving) == 1, serving
+        util.wait_for(lambda: len([w for w in util.proc_children(serving[0]) if util.proc_live(w)]) == 2,
+                      util.scaled(5))
+        util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+        time.sleep(util.scaled(0.3))  # each worker's listener has said it has room
+        workers = [w for w in util.proc_children(serving[0]) if util.proc_live(w)]
+        stopped = workers[1]
+        os.kill(stopped, signal.SIGSTOP)
+        util.wait_for(lambda: util.proc_state(stopped) == "T", util.scaled(5))
+        long_ms = int(util.scaled(1.5) * 1000)
+        # the first of each worker's three holds it long enough for the rest of the test
+        for i, delay_ms in enumerate([long_ms, 50, 50, long_ms, 50]):
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            conns.append(c)
+            c.send(util.build_request("GET", f"/work?delay={delay_ms}&bucket={i}"))
+            if i == 0:
+                time.sleep(util.scaled(0.2))  # picked up, so the next two are the queued ones
+        time.sleep(util.scaled(0.2))
+        # before the fix the running worker had refused the 4th and 5th at once
+        early = [c for c in conns if c.readable_within(0)]
+        assert not early, f"{len(early)} answered while their worker could not have served them: refused"
+        os.kill(stopped, signal.SIGCONT)
+        stopped = None
+        util.wait_stats(srv.port, lambda s: s["connections_active"] >= 5, timeout=util.scaled(3))
+        time.sleep(util.scaled(0.2))  # the 4th picked up by its worker
+        extra = util.Conn.open(srv.port, timeout=util.scaled(10))   # the last place, in B
+        conns.append(extra)
+        extra.send(util.build_request("GET", "/work?delay=50&bucket=9"))
+        util.wait_stats(srv.port, lambda s: s["connections_active"] >= 6, timeout=util.scaled(3))
+        with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:   # both full now
+            c.send(util.build_request("GET", "/a.txt"))
+            r = c.read_response("GET")
+        assert r.status == 503 and r.header("Retry-After") == "1", r
+        assert [c.read_response("GET").status for c in conns] == [200] * 6
+        assert util.stat_json(srv.port)["shed_full"] == 1
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        for c in conns:
+            c.close()
+        srv.stop()
+
+
+def _h2_frames(data: bytes) -> list[tuple[int, int, bytes]]:
+    """(type, stream, payload) of each whole frame in data."""
+    out = []
+    while len(data) >= 9:
+        n = int.from_bytes(data[:3], "big")
+        if len(data) < 9 + n:
+            break
+        out.append((data[3], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF, data[9:9 + n]))
+        data = data[9 + n:]
+    return out
+
+
+@pytest.mark.parametrize("capped_model", ["epoll", "pool"])
+def test_reject_answers_an_http2_client_in_http2(docroot, tmp_path, capped_model):
+    """A client speaking HTTP/2 by prior knowledge cannot read an HTTP/1.1
+    503: it gets the server's SETTINGS and GOAWAY naming no stream, with
+    REFUSED_STREAM (RFC 9113 8.7: nothing was processed, a retry is safe),
+    and real clients say so."""
+    srv = _reject_server(tmp_path, docroot, capped_model)
+    holders: list[util.Conn] = []
+    try:
+        for _ in range(REJECT_CAP):
+            c = util.Conn.open(srv.port, timeout=util.scaled(5))
+            holders.append(c)
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").status == 200
+        with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:
+            # the preface and an empty SETTINGS, as a client's first write
+            c.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            data = c.read_all(timeout=util.scaled(5))
+        frames = _h2_frames(data)
+        assert [f[0] for f in frames] == [4, 7], data[:200]         # SETTINGS, GOAWAY
+        settings, goaway = frames
+        assert settings[1] == 0 and settings[2] == b""
+        assert goaway[1] == 0 and goaway[2][:4] == b"\0\0\0\0"      # last stream: none processed
+        assert int.from_bytes(goaway[2][4:8], "big") == 7           # REFUSED_STREAM
+        # real clients: nghttp says no request was processed, curl names the GOAWAY (curl 7.88 then
+        # reports a framing error: it does not retry a refused stream itself)
+        url = f"http://127.0.0.1:{srv.port}/a.txt"
+        r = subprocess.run(["nghttp", "-v", url], capture_output=True, text=True, timeout=30)
+        assert "last_stream_id=0, error_code=REFUSED_STREAM" in r.stdout, r.stdout[-2000:]
+        assert "Some requests were not processed. total=1, processed=0" in r.stderr, r.stderr[-2000:]
+        r = subprocess.run(["curl", "-sS", "-v", "--http2-prior-knowledge", "--max-time", "5", url],
+                           capture_output=True, text=True, timeout=30)
+        assert "GOAWAY, error=7, last_stream=0" in r.stderr and "HTTP/1.1 503" not in r.stderr, r.stderr[-2000:]
+        assert util.stat_json(srv.port)["shed_full"] == 3
+    finally:
+        for c in holders:
             c.close()
         srv.stop()

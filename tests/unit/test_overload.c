@@ -1,7 +1,11 @@
 /* test_overload.c - the overload controller: when `shed` starts and stops
- * answering requests 503, from the queue waits of the requests it sees. */
+ * answering requests 503, from the queue waits of the requests it sees; and
+ * what an HTTP/2 client makes of a full server's refusal. */
 #include <criterion/criterion.h>
+#include <nghttp2/nghttp2.h>
+#include <stdint.h>
 
+#include "../../src/http2/session.h"
 #include "../../src/overload.h"
 
 #define MS 1000000LL
@@ -47,4 +51,57 @@ Test(overload, a_request_that_itself_waited_past_target_and_interval_is_evidence
 	cr_assert(overload_shed(&o, 121 * MS, 1000 * MS));
 	struct overload p = ctl();
 	cr_assert_not(overload_shed(&p, 119 * MS, 1000 * MS));
+}
+
+/* What an HTTP/2 client refused by a full server reads: nghttp2 as the
+ * client, its request on stream 1 already sent, takes the refusal's bytes
+ * and closes the stream as refused, so a retry is safe (RFC 9113 8.7). */
+static uint32_t closed_with = UINT32_MAX;
+static uint32_t goaway_code = UINT32_MAX;
+
+static int h2c_stream_closed(nghttp2_session *s, int32_t id, uint32_t code, void *u)
+{
+	(void)s, (void)u;
+	if (id == 1)
+		closed_with = code;
+	return 0;
+}
+
+static int h2c_frame(nghttp2_session *s, const nghttp2_frame *f, void *u)
+{
+	(void)s, (void)u;
+	if (f->hd.type == NGHTTP2_GOAWAY)
+		goaway_code = f->goaway.error_code;
+	return 0;
+}
+
+Test(overload, an_http2_client_reads_the_refusal_as_a_refused_stream)
+{
+	char buf[256];
+	size_t n = h2_refusal(buf, sizeof(buf));
+	cr_assert_gt(n, 9 + 9 + 8);
+	cr_assert_eq(h2_refusal(buf, n - 1), 0, "a short buffer gets nothing");
+
+	nghttp2_session_callbacks *cb;
+	nghttp2_session *s;
+	cr_assert_eq(nghttp2_session_callbacks_new(&cb), 0);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2c_stream_closed);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2c_frame);
+	cr_assert_eq(nghttp2_session_client_new(&s, cb, NULL), 0);
+	nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
+	const nghttp2_nv nv[] = {
+		{ (uint8_t *)":method", (uint8_t *)"GET", 7, 3, 0 },
+		{ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
+		{ (uint8_t *)":path", (uint8_t *)"/a.txt", 5, 6, 0 },
+		{ (uint8_t *)":authority", (uint8_t *)"x", 10, 1, 0 },
+	};
+	cr_assert_eq(nghttp2_submit_request(s, NULL, nv, 4, NULL, NULL), 1);
+	const uint8_t *out;
+	while (nghttp2_session_mem_send(s, &out) > 0)
+		;
+	cr_assert_eq(nghttp2_session_mem_recv(s, (const uint8_t *)buf, n), (ssize_t)n);
+	cr_assert_eq(goaway_code, NGHTTP2_REFUSED_STREAM);
+	cr_assert_eq(closed_with, NGHTTP2_REFUSED_STREAM, "stream 1 closed with %u", closed_with);
+	nghttp2_session_del(s);
+	nghttp2_session_callbacks_del(cb);
 }

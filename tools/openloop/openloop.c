@@ -10,10 +10,15 @@
  * busy waits in a queue, and that wait is part of its latency.
  *
  *   openloop -h HOST -p PORT -u PATH -r RATE -d SECONDS [-a constant|poisson]
- *            [-c MAXCONN] [-t TIMEOUT_MS] [-s SEED] [-H HISTFILE]
+ *            [-c MAXCONN] [-t TIMEOUT_MS] [-s SEED] [-H HISTFILE] [-D DEADLINE_MS]
  *
  * Prints one JSON object on stdout; HISTFILE gets the latency histogram
- * (upper bound in microseconds, count; buckets 1/64 of a power of two wide). */
+ * (upper bound in microseconds, count; buckets 1/64 of a power of two wide).
+ * Past a server's capacity, what a user gets is the 200s answered in time:
+ * `good` counts the 200s answered within DEADLINE_MS of their due time
+ * (default: TIMEOUT_MS), `ok_p50_ms`/`ok_p99_ms` are the 200s' own
+ * percentiles (an early 503 would pull the all-responses ones down), and
+ * `status_503` counts the refusals. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,6 +61,9 @@ struct ol_run {
 	size_t qhead, qtail, qcap;
 	uint64_t *lat_ns;          /* every completed request's latency */
 	size_t nlat, latcap;
+	uint64_t *ok_ns;           /* the 200s' latencies */
+	size_t nok, okcap;
+	uint64_t deadline_ns, good, s503;
 	uint64_t hist[OL_BUCKETS];
 	uint64_t sent, ok, errors, timeouts, connect_errors, non200, max_lag_ns, lag_sum_ns;
 	int ep;
@@ -98,6 +106,21 @@ static void ol_record(struct ol_run *r, uint64_t lat)
 	}
 	r->lat_ns[r->nlat++] = lat;
 	r->hist[ol_bucket(lat / 1000)]++;
+}
+
+static void ol_record_ok(struct ol_run *r, uint64_t lat)
+{
+	if (r->nok == r->okcap) {
+		r->okcap = r->okcap ? r->okcap * 2 : 65536;
+		r->ok_ns = realloc(r->ok_ns, r->okcap * sizeof *r->ok_ns);
+		if (!r->ok_ns) {
+			perror("openloop: realloc");
+			exit(1);
+		}
+	}
+	r->ok_ns[r->nok++] = lat;
+	if (lat <= r->deadline_ns)
+		r->good++;
 }
 
 static void ol_push(struct ol_run *r, uint64_t due)
@@ -260,11 +283,15 @@ static void ol_readable(struct ol_run *r, struct ol_conn *c)
 		}
 		if (p == 0)
 			continue;
-		ol_record(r, ol_now() - c->due_ns);
-		if (status == 200)
+		uint64_t lat = ol_now() - c->due_ns;
+		ol_record(r, lat);
+		if (status == 200) {
 			r->ok++;
-		else
+			ol_record_ok(r, lat);
+		} else {
 			r->non200++, r->errors++;
+			r->s503 += status == 503;
+		}
 		c->busy = 0, c->have = 0;
 		if (!keep) {
 			ol_close(r, c);
@@ -279,15 +306,20 @@ static int ol_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static double ol_pct_of(const uint64_t *v, size_t n, double q)
+{
+	if (!n)
+		return -1;
+	size_t i = (size_t)ceil(q * (double)n);
+	i = i ? i - 1 : 0;
+	if (i >= n)
+		i = n - 1;
+	return (double)v[i] / 1e6;
+}
+
 static double ol_pct(const struct ol_run *r, double q)
 {
-	if (!r->nlat)
-		return -1;
-	size_t i = (size_t)ceil(q * (double)r->nlat);
-	i = i ? i - 1 : 0;
-	if (i >= r->nlat)
-		i = r->nlat - 1;
-	return (double)r->lat_ns[i] / 1e6;
+	return ol_pct_of(r->lat_ns, r->nlat, q);
 }
 
 static double ol_exp(uint64_t *s)
@@ -301,7 +333,7 @@ static double ol_exp(uint64_t *s)
 static void ol_usage(void)
 {
 	fprintf(stderr, "usage: openloop -h HOST -p PORT -u PATH -r RATE -d SECONDS [-a constant|poisson] "
-			"[-c MAXCONN] [-t TIMEOUT_MS] [-s SEED] [-H HISTFILE]\n");
+			"[-c MAXCONN] [-t TIMEOUT_MS] [-s SEED] [-H HISTFILE] [-D DEADLINE_MS]\n");
 	exit(2);
 }
 
@@ -309,11 +341,11 @@ int main(int argc, char **argv)
 {
 	const char *host = "127.0.0.1", *path = "/", *arrivals = "constant", *histfile = NULL;
 	int port = 0, opt;
-	double rate = 0, seconds = 0, timeout_ms = 2000;
+	double rate = 0, seconds = 0, timeout_ms = 2000, deadline_ms = -1;
 	uint64_t seed = 1;
 	static struct ol_run r;
 	r.maxconn = 1000;
-	while ((opt = getopt(argc, argv, "h:p:u:r:d:a:c:t:s:H:")) != -1) {
+	while ((opt = getopt(argc, argv, "h:p:u:r:d:a:c:t:s:H:D:")) != -1) {
 		switch (opt) {
 		case 'h': host = optarg; break;
 		case 'p': port = atoi(optarg); break;
@@ -325,12 +357,14 @@ int main(int argc, char **argv)
 		case 't': timeout_ms = atof(optarg); break;
 		case 's': seed = strtoull(optarg, NULL, 10) | 1; break;
 		case 'H': histfile = optarg; break;
+		case 'D': deadline_ms = atof(optarg); break;
 		default: ol_usage();
 		}
 	}
 	int poisson = !strcmp(arrivals, "poisson");
 	if (port <= 0 || rate <= 0 || seconds <= 0 || r.maxconn <= 0 || (!poisson && strcmp(arrivals, "constant")))
 		ol_usage();
+	r.deadline_ns = (uint64_t)((deadline_ms >= 0 ? deadline_ms : timeout_ms) * 1e6);
 	r.addr.sin_family = AF_INET;
 	r.addr.sin_port = htons((uint16_t)port);
 	if (inet_pton(AF_INET, host, &r.addr.sin_addr) != 1) {
@@ -445,6 +479,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < r.nconn; i++)
 		ol_close(&r, &r.conns[i]);
 	qsort(r.lat_ns, r.nlat, sizeof *r.lat_ns, ol_cmp);
+	qsort(r.ok_ns, r.nok, sizeof *r.ok_ns, ol_cmp);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
@@ -458,14 +493,18 @@ int main(int argc, char **argv)
 	       "\"connect_errors\": %llu, \"achieved_rate\": %.3f, \"sent_rate\": %.3f, \"wall_s\": %.6f, "
 	       "\"connections\": %d, \"mean_ms\": %.6f, \"p50_ms\": %.6f, \"p90_ms\": %.6f, \"p99_ms\": %.6f, "
 	       "\"p999_ms\": %.6f, \"max_ms\": %.6f, \"send_lag_mean_ms\": %.6f, \"send_lag_max_ms\": %.6f, "
-	       "\"gen_cpu_s\": %.6f, \"gen_user_s\": %.6f, \"gen_sys_s\": %.6f}\n",
+	       "\"gen_cpu_s\": %.6f, \"gen_user_s\": %.6f, \"gen_sys_s\": %.6f, \"deadline_ms\": %g, "
+	       "\"good\": %llu, \"good_rate\": %.3f, \"status_503\": %llu, \"ok_p50_ms\": %.6f, "
+	       "\"ok_p99_ms\": %.6f}\n",
 	       arrivals, rate, seconds, (unsigned long long)scheduled, (unsigned long long)r.sent, r.nlat,
 	       (unsigned long long)r.ok, (unsigned long long)r.errors, (unsigned long long)r.timeouts,
 	       (unsigned long long)r.non200, (unsigned long long)r.connect_errors, (double)r.ok / seconds,
 	       (double)r.sent / seconds, (double)(finish - t0) / 1e9, maxopen, mean, ol_pct(&r, 0.5),
 	       ol_pct(&r, 0.9), ol_pct(&r, 0.99), ol_pct(&r, 0.999), r.nlat ? (double)r.lat_ns[r.nlat - 1] / 1e6 : -1,
 	       r.sent ? (double)r.lag_sum_ns / (double)r.sent / 1e6 : 0, (double)r.max_lag_ns / 1e6, cpu,
-	       ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+	       ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
+	       (double)r.deadline_ns / 1e6, (unsigned long long)r.good, (double)r.good / seconds,
+	       (unsigned long long)r.s503, ol_pct_of(r.ok_ns, r.nok, 0.5), ol_pct_of(r.ok_ns, r.nok, 0.99));
 	if (histfile) {
 		FILE *f = fopen(histfile, "w");
 		if (!f) {
