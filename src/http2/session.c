@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
@@ -186,6 +187,11 @@ struct h2_session {
 	bool refused;             /* a connection error was found: nothing more is read */
 	bool fatal;               /* nghttp2 failed: out holds our own GOAWAY, then the end */
 	size_t mem, budget;       /* bytes held for the peer, and the most it may hold */
+	void *framebuf;           /* nghttp2's frame buffer (mem_malloc), page-aligned */
+	size_t framebuf_len;
+	bool creating;            /* inside nghttp2_session_server_new3() */
+	bool framebuf_cold;       /* its pages are given back (h2_release_idle) */
+	bool framebuf_sure;       /* it is the frame buffer indeed */
 	unsigned new_streams;     /* streams opened by this read */
 	unsigned idle_frames;     /* frames that asked nothing, in a row */
 	uint64_t reset_tokens;    /* streams we may still reset for the peer's faults */
@@ -255,14 +261,35 @@ static bool over_budget(struct h2_session *s)
 
 /* nghttp2's allocations, counted in the session's budget: each block
  * carries its size before it. Past twice the budget they fail, and
- * nghttp2 with them (the connection closes). */
+ * nghttp2 with them (the connection closes).
+ *
+ * One block is set apart: the buffer nghttp2 writes each frame into before
+ * nghttp2_session_mem_send() hands it over (16 KiB and a frame header, made
+ * when the session is and kept for its life: the first block of at least
+ * H2_FRAMEBUF_MIN bytes it allocates while the session is being created).
+ * Its bytes are dead between frames, yet it is most of what an idle
+ * connection costs, as the pages were touched by earlier frames or were
+ * another buffer's: it is page-aligned, without a size before it, so that
+ * h2_release_idle() can give its pages back to the kernel. */
 #define H2_MEM_HDR 16
+#define H2_FRAMEBUF_MIN (16 * 1024)
+
+static size_t h2_page;
 
 static void *mem_malloc(size_t n, void *user)
 {
 	struct h2_session *s = user;
 	if (s->mem + n > 2 * s->budget)
 		return NULL;
+	if (s->creating && !s->framebuf && n >= H2_FRAMEBUF_MIN && h2_page) {
+		void *fb;
+		if (posix_memalign(&fb, h2_page, (n + h2_page - 1) / h2_page * h2_page) != 0)
+			return NULL;
+		s->framebuf = fb;
+		s->framebuf_len = n;
+		s->mem += n;
+		return fb;
+	}
 	char *p = malloc(H2_MEM_HDR + n);
 	if (!p)
 		return NULL;
@@ -276,6 +303,12 @@ static void mem_free(void *ptr, void *user)
 	struct h2_session *s = user;
 	if (!ptr)
 		return;
+	if (ptr == s->framebuf) {
+		s->mem -= s->framebuf_len;
+		s->framebuf = NULL;
+		free(ptr);
+		return;
+	}
 	char *p = (char *)ptr - H2_MEM_HDR;
 	size_t n;
 	memcpy(&n, p, sizeof(n));
@@ -298,6 +331,14 @@ static void *mem_realloc(void *ptr, size_t n, void *user)
 	struct h2_session *s = user;
 	if (!ptr)
 		return mem_malloc(n, user);
+	if (ptr == s->framebuf) { /* nghttp2 does not resize it; if it did, an ordinary block */
+		void *q = mem_malloc(n, user);
+		if (q) {
+			memcpy(q, ptr, n < s->framebuf_len ? n : s->framebuf_len);
+			mem_free(ptr, user);
+		}
+		return q;
+	}
 	char *p = (char *)ptr - H2_MEM_HDR;
 	size_t old;
 	memcpy(&old, p, sizeof(old));
@@ -923,6 +964,15 @@ static void h2_init(void)
 	nghttp2_session_callbacks_set_on_frame_send_callback(h2_callbacks, on_frame_send);
 	nghttp2_session_callbacks_set_on_stream_close_callback(h2_callbacks, on_stream_close);
 	nghttp2_session_callbacks_set_send_data_callback(h2_callbacks, send_body);
+	/* Our HPACK encoder keeps no table, as nginx's: a static file's fields
+	 * are mostly new values (date, etag, length) that a table would not
+	 * save, and it would be a table per idle connection. (nghttp2's closed
+	 * streams are kept, though they cost an idle connection too: RFC 9113
+	 * 5.1 wants a frame on a stream we reset answered STREAM_CLOSED, which
+	 * nghttp2 can tell only of a stream it kept.) */
+	nghttp2_option_set_max_deflate_dynamic_table_size(h2_options, 0);
+	long page = sysconf(_SC_PAGESIZE);
+	h2_page = page > 0 ? (size_t)page : 0;
 }
 
 /* ---- the session ---------------------------------------------------- */
@@ -955,10 +1005,16 @@ struct h2_session *h2_session_new(const struct server *srv, const char *peer, co
 	s->reset_tokens = H2_RESET_BURST;
 	s->reset_refill_ms = conn_now_ms();
 	nghttp2_mem mem = { s, mem_malloc, mem_free, mem_calloc, mem_realloc };
-	if (nghttp2_session_server_new3(&s->ng, h2_callbacks, s, h2_options, &mem) != 0) {
+	s->creating = true;
+	int rv = nghttp2_session_server_new3(&s->ng, h2_callbacks, s, h2_options, &mem);
+	s->creating = false;
+	if (rv != 0) {
 		free(s);
 		return NULL;
 	}
+	/* a session struct that big would be no frame buffer: never given back */
+	s->framebuf_cold = (void *)s->ng == s->framebuf;
+	s->framebuf_sure = !s->framebuf_cold;
 	size_t header_list = s->cfg->max_head;
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS },
@@ -1015,6 +1071,7 @@ static void h2_flush(struct h2_session *s)
 		s->state = H2_SHUTDOWN;
 		return;
 	}
+	s->framebuf_cold = false; /* nghttp2 may write a frame into it */
 	while (s->out_len < H2_OUT_GATHER) {
 		const uint8_t *p;
 		h2_ssize n = h2_mem_send(s->ng, &p);
@@ -1305,5 +1362,15 @@ bool h2_release_idle(struct h2_session *s)
 	free(s->out);
 	s->in = s->out = NULL;
 	s->out_cap = s->out_off = s->out_len = 0;
+	/* The output is empty, so the last nghttp2_session_mem_send() found
+	 * nothing more to send (h2_flush): no frame is in nghttp2's buffer, and
+	 * the next one is written into it from its start. Once only, until a
+	 * frame may have touched it again. */
+	if (s->framebuf && s->framebuf_sure && !s->framebuf_cold && !nghttp2_session_want_write(s->ng)) {
+		size_t len = s->framebuf_len / h2_page * h2_page;
+		if (len > 0 && madvise(s->framebuf, len, MADV_DONTNEED) == 0)
+			held = true;
+		s->framebuf_cold = true;
+	}
 	return held;
 }
