@@ -184,6 +184,9 @@ struct h2_session {
 	size_t scan_hd_len;
 	uint32_t scan_max;
 	uint64_t scan_seen;       /* bit i: stream scan_max - 2 i had HEADERS */
+	uint64_t scan_closed;     /* ... is closed, and a DATA or HEADERS on it is an error */
+	uint64_t scan_ours;       /* ... was reset by us */
+	uint32_t scan_code;       /* the connection error scan_frames() found */
 	bool refused;             /* a connection error was found: nothing more is read */
 	bool fatal;               /* nghttp2 failed: out holds our own GOAWAY, then the end */
 	size_t mem, budget;       /* bytes held for the peer, and the most it may hold */
@@ -201,6 +204,8 @@ struct h2_session {
 	const char *peer;
 	struct sockaddr_storage peer_addr;
 };
+
+static uint64_t scan_bit(const struct h2_session *s, int32_t id);
 
 /* ---- the preface ---------------------------------------------------- */
 
@@ -912,6 +917,8 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		h2_warn(s, why);
 	}
 	/* a reset for the peer's fault (ours for a 413 says NO_ERROR) */
+	if (frame->hd.type == NGHTTP2_RST_STREAM)
+		s->scan_ours |= scan_bit(s, frame->hd.stream_id);
 	if (frame->hd.type == NGHTTP2_RST_STREAM && frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
 		reset_taken(s);
 	if (frame->hd.type == NGHTTP2_DATA)
@@ -935,6 +942,9 @@ static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t erro
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, stream_id);
 
 	(void)error_code;
+	uint64_t bit = scan_bit(s, stream_id);
+	if (!(s->scan_ours & bit))
+		s->scan_closed |= bit;
 	if (!st)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, stream_id, NULL);
@@ -966,11 +976,13 @@ static void h2_init(void)
 	nghttp2_session_callbacks_set_send_data_callback(h2_callbacks, send_body);
 	/* Our HPACK encoder keeps no table, as nginx's: a static file's fields
 	 * are mostly new values (date, etag, length) that a table would not
-	 * save, and it would be a table per idle connection. (nghttp2's closed
-	 * streams are kept, though they cost an idle connection too: RFC 9113
-	 * 5.1 wants a frame on a stream we reset answered STREAM_CLOSED, which
-	 * nghttp2 can tell only of a stream it kept.) */
+	 * save, and it would be a table per idle connection. */
 	nghttp2_option_set_max_deflate_dynamic_table_size(h2_options, 0);
+	/* RFC 9218 priorities (SETTINGS_NO_RFC7540_PRIORITIES below), and RFC
+	 * 7540's signals still checked for a client that does not say it
+	 * uses the new ones (a PRIORITY on stream 0, a stream depending on itself) */
+	nghttp2_option_set_server_fallback_rfc7540_priorities(h2_options, 1);
+	nghttp2_option_set_builtin_recv_extension_type(h2_options, NGHTTP2_PRIORITY_UPDATE);
 	long page = sysconf(_SC_PAGESIZE);
 	h2_page = page > 0 ? (size_t)page : 0;
 }
@@ -1020,6 +1032,7 @@ struct h2_session *h2_session_new(const struct server *srv, const char *peer, co
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS },
 		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW },
 		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, header_list > UINT32_MAX ? UINT32_MAX : (uint32_t)header_list },
+		{ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
 	};
 	if (nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0) {
 		nghttp2_session_del(s->ng);
@@ -1093,6 +1106,15 @@ static void h2_flush(struct h2_session *s)
 		s->state = H2_SHUTDOWN; /* GOAWAY out, no stream left: half-close, then linger */
 }
 
+/* The bit of client stream id in the scan_ bitmaps, or 0: not among the 64
+ * below the highest opened. */
+static uint64_t scan_bit(const struct h2_session *s, int32_t id)
+{
+	if (id <= 0 || !(id & 1) || (uint32_t)id > s->scan_max || (s->scan_max - (uint32_t)id) / 2 >= 64)
+		return 0;
+	return (uint64_t)1 << ((s->scan_max - (uint32_t)id) / 2);
+}
+
 /* A HEADERS frame opened (or continued) stream id: false when the id is
  * below one already opened and was itself never opened, which RFC 9113
  * 5.1.1 makes a connection error. nghttp2 lets that pass (it cannot tell a
@@ -1106,6 +1128,8 @@ static bool scan_headers(struct h2_session *s, uint32_t id)
 	if (id > s->scan_max) {
 		uint32_t shift = (id - s->scan_max) / 2;
 		s->scan_seen = shift >= 64 ? 0 : s->scan_seen << shift;
+		s->scan_closed = shift >= 64 ? 0 : s->scan_closed << shift;
+		s->scan_ours = shift >= 64 ? 0 : s->scan_ours << shift;
 		s->scan_seen |= 1;
 		s->scan_max = id;
 		return true;
@@ -1115,7 +1139,17 @@ static bool scan_headers(struct h2_session *s, uint32_t id)
 }
 
 /* Follows the frame headers in n received bytes; returns how many of them
- * precede a frame that is a connection error nghttp2 would miss, or n. */
+ * precede a frame that is a connection error nghttp2 would miss (its code
+ * in scan_code), or n.
+ *
+ * RFC 9113 5.1: a DATA or HEADERS frame on a stream the client reset, or
+ * that both ends closed with END_STREAM, is an error (STREAM_CLOSED); one
+ * on a stream we reset may have been on its way, and is ignored. nghttp2
+ * tells these apart only for the closed streams it keeps for RFC 7540's
+ * priority tree, and it keeps none once SETTINGS_NO_RFC7540_PRIORITIES is
+ * sent: the 64 streams below the highest opened are remembered here
+ * (scan_closed, scan_ours), the client's resets as they pass, before
+ * nghttp2 has read the frames after them. */
 static size_t scan_frames(struct h2_session *s, const unsigned char *p, size_t n)
 {
 	size_t i = 0;
@@ -1135,8 +1169,18 @@ static size_t scan_frames(struct h2_session *s, const unsigned char *p, size_t n
 		const unsigned char *h = s->scan_hd;
 		s->scan_skip = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
 		uint32_t id = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) & 0x7fffffffu;
-		if (h[3] == NGHTTP2_HEADERS && !scan_headers(s, id))
-			return start; /* the frame's bytes in p begin there */
+		/* the frame's bytes in p begin at start */
+		uint64_t bit = scan_bit(s, (int32_t)id);
+		if ((h[3] == NGHTTP2_DATA || h[3] == NGHTTP2_HEADERS) && (s->scan_closed & bit) && !(s->scan_ours & bit)) {
+			s->scan_code = NGHTTP2_STREAM_CLOSED;
+			return start;
+		}
+		if (h[3] == NGHTTP2_HEADERS && !scan_headers(s, id)) {
+			s->scan_code = NGHTTP2_PROTOCOL_ERROR;
+			return start;
+		}
+		if (h[3] == NGHTTP2_RST_STREAM) /* reset by the client: what follows on it is an error */
+			s->scan_closed |= bit;
 	}
 	return n;
 }
@@ -1178,9 +1222,11 @@ static void h2_receive(struct h2_session *s, const char *buf, size_t n)
 	size_t good = scan_frames(s, (const unsigned char *)buf, n);
 	h2_ssize rv = h2_mem_recv(s->ng, (const uint8_t *)buf, good);
 	if (rv >= 0 && good < n) {
-		log_debug("http2: %s opened a stream below one already opened: closing", s->peer);
+		log_debug("http2: %s %s: closing", s->peer, s->scan_code == NGHTTP2_STREAM_CLOSED
+								  ? "sent a frame on a closed stream"
+								  : "opened a stream below one already opened");
 		s->refused = true;
-		nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+		nghttp2_session_terminate_session(s->ng, s->scan_code);
 	}
 	if (rv < 0) {
 		/* a protocol error nghttp2 answers with GOAWAY returns >= 0; this

@@ -424,3 +424,67 @@ def test_reload_announces_goaway_before_naming_the_last_stream(fresh_server):
     assert not inflight, f"requests sent before the final GOAWAY and never answered: {sorted(inflight)}"
     assert answered >= 20
     assert srv.get("/a.txt").status == 200
+
+
+# ---------------------------------------------------------------------------
+# RFC 9218 priorities
+
+def _data_runs(port: int, client_says_rfc9218: bool, *frames_after: bytes) -> tuple[list, dict]:
+    """Two GETs of big.bin (5 MB) sent at once, windows wide open: the runs
+    of DATA frames as they came [(stream, bytes)], and the server's SETTINGS."""
+    def frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+        return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+    settings = struct.pack(">HI", 4, 2 ** 31 - 1) + (struct.pack(">HI", 9, 1) if client_says_rfc9218 else b"")
+    runs, server_settings, ended, data = [], {}, set(), b""
+    with socket.create_connection((HOST, port), timeout=util.scaled(10)) as s:
+        s.sendall(PREFACE + frame(4, 0, 0, settings) + frame(8, 0, 0, struct.pack(">I", 2 ** 31 - 1 - 65535)) +
+                  b"".join(frames_after))
+        while len(ended) < 2:
+            chunk = s.recv(1 << 20)
+            assert chunk, runs
+            data += chunk
+            while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+                length, ftype, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
+                stream = struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF
+                payload, data = data[9:9 + length], data[9 + length:]
+                if ftype == 0 and length:
+                    if not runs or runs[-1][0] != stream:
+                        runs.append([stream, 0])
+                    runs[-1][1] += length
+                if ftype in (0, 1) and flags & 0x01:
+                    ended.add(stream)
+                if ftype == 4 and not flags & 0x01:
+                    server_settings.update(struct.unpack(">HI", payload[i:i + 6]) for i in range(0, length, 6))
+                    s.sendall(frame(4, 0x01, 0))
+    return runs, server_settings
+
+
+def _get(stream: int, priority: bytes | None = None) -> bytes:
+    """GET /big.bin on stream, with a priority field (RFC 9218 4) if given."""
+    block = bytes([0x82, 0x86, 0x04, 8]) + b"/big.bin" + bytes([0x01, 0x01]) + b"a"
+    if priority:
+        block += bytes([0x00, 8]) + b"priority" + bytes([len(priority)]) + priority
+    return len(block).to_bytes(3, "big") + bytes([1, 0x05]) + stream.to_bytes(4, "big") + block
+
+
+def _priority_update(stream: int, value: bytes) -> bytes:
+    payload = struct.pack(">I", stream) + value
+    return len(payload).to_bytes(3, "big") + bytes([0x10, 0]) + bytes(4) + payload
+
+
+def test_rfc9218_priorities(server):
+    """The server says SETTINGS_NO_RFC7540_PRIORITIES = 1. A client that says
+    so too gets its streams in the order of their urgency: a `priority: u=0`
+    stream's whole body before a `u=7` one requested first, and likewise
+    after a PRIORITY_UPDATE frame raises a stream. A client that does not
+    say so keeps RFC 7540's scheme, whose default shares the connection
+    between the two streams."""
+    big = BIG_SIZE
+    runs, settings = _data_runs(server.port, True, _get(1, b"u=7"), _get(3, b"u=0"))
+    assert settings.get(9) == 1, settings
+    assert runs == [[3, big], [1, big]], runs[:6]
+    runs, _ = _data_runs(server.port, True, _get(1, b"u=7"), _get(3, b"u=7"), _priority_update(3, b"u=0"))
+    assert runs == [[3, big], [1, big]], runs[:6]
+    runs, _ = _data_runs(server.port, False, _get(1, b"u=7"), _get(3, b"u=0"))
+    assert len(runs) > 10 and {r[0] for r in runs[:4]} == {1, 3}, runs[:6]
