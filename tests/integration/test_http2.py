@@ -10,9 +10,11 @@ multiplexes), and h2spec runs under every model (the frames a model reads
 and writes in pieces, its timeouts and closes are what its cases end on)."""
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -488,3 +490,42 @@ def test_rfc9218_priorities(server):
     assert runs == [[3, big], [1, big]], runs[:6]
     runs, _ = _data_runs(server.port, False, _get(1, b"u=7"), _get(3, b"u=0"))
     assert len(runs) > 10 and {r[0] for r in runs[:4]} == {1, 3}, runs[:6]
+
+
+# ---------------------------------------------------------------------------
+# A browser
+
+def test_chromium_loads_a_page_on_one_http2_connection(fresh_server, certs, tmp_path):
+    """Headless Chromium loads a page of 100 small images over HTTPS: every
+    request is in the access log as HTTP/2.0 and 200, and Chromium's own
+    network log shows them all sent on one HTTP/2 session. (It may open a
+    second TCP connection it never uses: its backup connect, raced when the
+    first is slow to finish its handshake.)"""
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.fail("chromium is missing: `make deps` (scripts/install-deps.sh) installs it", pytrace=False)
+    root = tmp_path / "page"
+    (root / "a").mkdir(parents=True)
+    imgs = "".join(f'<img src="/a/{i}.svg" width="8" height="8">' for i in range(100))
+    (root / "index.html").write_text(f'<!doctype html><html><head><link rel="icon" href="data:,"></head>'
+                                     f'<body>{imgs}</body></html>')
+    for i in range(100):
+        (root / "a" / f"{i}.svg").write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8">'
+                                             f'<rect width="8" height="{i % 8 + 1}"/></svg>')
+    srv = fresh_server(root=root, access_log_format="json", **tls_settings(certs))
+    netlog = tmp_path / "netlog.json"
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--ignore-certificate-errors", "--disable-gpu",
+                        f"--user-data-dir={tmp_path / 'profile'}", f"--log-net-log={netlog}", "--dump-dom",
+                        f"https://127.0.0.1:{srv.port}/index.html"],
+                       capture_output=True, timeout=util.scaled(60))
+    assert r.returncode == 0 and b"/a/99.svg" in r.stdout, r.stderr[-2000:]
+    paths = ["/index.html"] + [f"/a/{i}.svg" for i in range(100)]
+    assert util.wait_for(lambda: srv.access_log.read_text().count("\n") >= len(paths), 5)
+    entries = [json.loads(ln) for ln in srv.access_log.read_text().splitlines()]
+    assert sorted(e["target"] for e in entries) == sorted(paths), [e["target"] for e in entries]
+    assert all(e["protocol"] == "HTTP/2.0" and e["status"] == 200 for e in entries), entries[:3]
+    log = json.loads(netlog.read_text())
+    events = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+    sent = collections.Counter(e["source"]["id"] for e in log["events"]
+                               if events.get(e["type"]) == "HTTP2_SESSION_SEND_HEADERS")
+    assert list(sent.values()) == [len(paths)], sent
