@@ -195,6 +195,8 @@ struct h2_session {
 	bool creating;            /* inside nghttp2_session_server_new3() */
 	bool framebuf_cold;       /* its pages are given back (h2_release_idle) */
 	bool framebuf_sure;       /* it is the frame buffer indeed */
+	void *table;              /* nghttp2's table of streams (mem_malloc), page-aligned */
+	size_t table_len;
 	unsigned new_streams;     /* streams opened by this read */
 	unsigned idle_frames;     /* frames that asked nothing, in a row */
 	uint64_t reset_tokens;    /* streams we may still reset for the peer's faults */
@@ -268,14 +270,17 @@ static bool over_budget(struct h2_session *s)
  * carries its size before it. Past twice the budget they fail, and
  * nghttp2 with them (the connection closes).
  *
- * One block is set apart: the buffer nghttp2 writes each frame into before
+ * Two blocks are set apart, page-aligned and without a size before them.
+ * One is the buffer nghttp2 writes each frame into before
  * nghttp2_session_mem_send() hands it over (16 KiB and a frame header, made
  * when the session is and kept for its life: the first block of at least
  * H2_FRAMEBUF_MIN bytes it allocates while the session is being created).
  * Its bytes are dead between frames, yet it is most of what an idle
  * connection costs, as the pages were touched by earlier frames or were
- * another buffer's: it is page-aligned, without a size before it, so that
- * h2_release_idle() can give its pages back to the kernel. */
+ * another buffer's: h2_release_idle() gives its pages back to the kernel.
+ * The other is the first block of a page or more (and less than 16 KiB)
+ * made then, nghttp2's table of streams: its pages go back while they hold
+ * only zeros (release_zero_pages). */
 #define H2_MEM_HDR 16
 #define H2_FRAMEBUF_MIN (16 * 1024)
 
@@ -286,14 +291,15 @@ static void *mem_malloc(size_t n, void *user)
 	struct h2_session *s = user;
 	if (s->mem + n > 2 * s->budget)
 		return NULL;
-	if (s->creating && !s->framebuf && n >= H2_FRAMEBUF_MIN && h2_page) {
-		void *fb;
-		if (posix_memalign(&fb, h2_page, (n + h2_page - 1) / h2_page * h2_page) != 0)
+	bool big = n >= H2_FRAMEBUF_MIN;
+	if (s->creating && h2_page && n >= h2_page && !(big ? s->framebuf : s->table)) {
+		void *b;
+		if (posix_memalign(&b, h2_page, (n + h2_page - 1) / h2_page * h2_page) != 0)
 			return NULL;
-		s->framebuf = fb;
-		s->framebuf_len = n;
+		*(big ? &s->framebuf : &s->table) = b;
+		*(big ? &s->framebuf_len : &s->table_len) = n;
 		s->mem += n;
-		return fb;
+		return b;
 	}
 	char *p = malloc(H2_MEM_HDR + n);
 	if (!p)
@@ -308,9 +314,10 @@ static void mem_free(void *ptr, void *user)
 	struct h2_session *s = user;
 	if (!ptr)
 		return;
-	if (ptr == s->framebuf) {
-		s->mem -= s->framebuf_len;
-		s->framebuf = NULL;
+	if (ptr == s->framebuf || ptr == s->table) {
+		bool fb = ptr == s->framebuf;
+		s->mem -= fb ? s->framebuf_len : s->table_len;
+		*(fb ? &s->framebuf : &s->table) = NULL;
 		free(ptr);
 		return;
 	}
@@ -336,10 +343,11 @@ static void *mem_realloc(void *ptr, size_t n, void *user)
 	struct h2_session *s = user;
 	if (!ptr)
 		return mem_malloc(n, user);
-	if (ptr == s->framebuf) { /* nghttp2 does not resize it; if it did, an ordinary block */
+	if (ptr == s->framebuf || ptr == s->table) { /* resized: an ordinary block from then on */
+		size_t old = ptr == s->framebuf ? s->framebuf_len : s->table_len;
 		void *q = mem_malloc(n, user);
 		if (q) {
-			memcpy(q, ptr, n < s->framebuf_len ? n : s->framebuf_len);
+			memcpy(q, ptr, n < old ? n : old);
 			mem_free(ptr, user);
 		}
 		return q;
@@ -1398,6 +1406,22 @@ bool h2_awaits_request(const struct h2_session *s)
 	return s->state == H2_OPEN && !s->draining && s->out_off == s->out_len;
 }
 
+/* Gives back the pages of [p, p + len) that hold only zeros: they read
+ * the same when the kernel maps a zero page in again. nghttp2's table of
+ * streams is a page of buckets that are zeros when empty, as it is while no
+ * stream is open (no closed stream is kept: SETTINGS_NO_RFC7540_PRIORITIES). */
+static bool release_zero_pages(char *p, size_t len)
+{
+	static const char zero[4096];
+	bool given = false;
+	if (h2_page > sizeof(zero))
+		return false;
+	for (size_t off = 0; off + h2_page <= len; off += h2_page)
+		if (memcmp(p + off, zero, h2_page) == 0 && madvise(p + off, h2_page, MADV_DONTNEED) == 0)
+			given = true;
+	return given;
+}
+
 bool h2_release_idle(struct h2_session *s)
 {
 	if (s->state != H2_OPEN || s->out_off < s->out_len || s->nstreams > 0)
@@ -1418,5 +1442,7 @@ bool h2_release_idle(struct h2_session *s)
 			held = true;
 		s->framebuf_cold = true;
 	}
+	if (s->table && release_zero_pages(s->table, s->table_len))
+		held = true;
 	return held;
 }
