@@ -26,6 +26,8 @@ packages=(
   # nghttp: several HTTP/2 streams on one connection (test_http2.py; curl 7.88
   # fails a second stream on a prior-knowledge connection, against any server)
   nghttp2-client
+  # headless Chromium loads a page of 100 images over HTTP/2 (test_http2.py): Debian's own build
+  chromium
 )
 
 for arg in "$@"; do

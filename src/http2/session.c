@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
@@ -183,9 +184,19 @@ struct h2_session {
 	size_t scan_hd_len;
 	uint32_t scan_max;
 	uint64_t scan_seen;       /* bit i: stream scan_max - 2 i had HEADERS */
+	uint64_t scan_closed;     /* ... is closed, and a DATA or HEADERS on it is an error */
+	uint64_t scan_ours;       /* ... was reset by us */
+	uint32_t scan_code;       /* the connection error scan_frames() found */
 	bool refused;             /* a connection error was found: nothing more is read */
 	bool fatal;               /* nghttp2 failed: out holds our own GOAWAY, then the end */
 	size_t mem, budget;       /* bytes held for the peer, and the most it may hold */
+	void *framebuf;           /* nghttp2's frame buffer (mem_malloc), page-aligned */
+	size_t framebuf_len;
+	bool creating;            /* inside nghttp2_session_server_new3() */
+	bool framebuf_cold;       /* its pages are given back (h2_release_idle) */
+	bool framebuf_sure;       /* it is the frame buffer indeed */
+	void *table;              /* nghttp2's table of streams (mem_malloc), page-aligned */
+	size_t table_len;
 	unsigned new_streams;     /* streams opened by this read */
 	unsigned idle_frames;     /* frames that asked nothing, in a row */
 	uint64_t reset_tokens;    /* streams we may still reset for the peer's faults */
@@ -195,6 +206,8 @@ struct h2_session {
 	const char *peer;
 	struct sockaddr_storage peer_addr;
 };
+
+static uint64_t scan_bit(const struct h2_session *s, int32_t id);
 
 /* ---- the preface ---------------------------------------------------- */
 
@@ -273,14 +286,39 @@ static bool over_budget(struct h2_session *s)
 
 /* nghttp2's allocations, counted in the session's budget: each block
  * carries its size before it. Past twice the budget they fail, and
- * nghttp2 with them (the connection closes). */
+ * nghttp2 with them (the connection closes).
+ *
+ * Two blocks are set apart, page-aligned and without a size before them.
+ * One is the buffer nghttp2 writes each frame into before
+ * nghttp2_session_mem_send() hands it over (16 KiB and a frame header, made
+ * when the session is and kept for its life: the first block of at least
+ * H2_FRAMEBUF_MIN bytes it allocates while the session is being created).
+ * Its bytes are dead between frames, yet it is most of what an idle
+ * connection costs, as the pages were touched by earlier frames or were
+ * another buffer's: h2_release_idle() gives its pages back to the kernel.
+ * The other is the first block of a page or more (and less than 16 KiB)
+ * made then, nghttp2's table of streams: its pages go back while they hold
+ * only zeros (release_zero_pages). */
 #define H2_MEM_HDR 16
+#define H2_FRAMEBUF_MIN (16 * 1024)
+
+static size_t h2_page;
 
 static void *mem_malloc(size_t n, void *user)
 {
 	struct h2_session *s = user;
 	if (s->mem + n > 2 * s->budget)
 		return NULL;
+	bool big = n >= H2_FRAMEBUF_MIN;
+	if (s->creating && h2_page && n >= h2_page && !(big ? s->framebuf : s->table)) {
+		void *b;
+		if (posix_memalign(&b, h2_page, (n + h2_page - 1) / h2_page * h2_page) != 0)
+			return NULL;
+		*(big ? &s->framebuf : &s->table) = b;
+		*(big ? &s->framebuf_len : &s->table_len) = n;
+		s->mem += n;
+		return b;
+	}
 	char *p = malloc(H2_MEM_HDR + n);
 	if (!p)
 		return NULL;
@@ -294,6 +332,13 @@ static void mem_free(void *ptr, void *user)
 	struct h2_session *s = user;
 	if (!ptr)
 		return;
+	if (ptr == s->framebuf || ptr == s->table) {
+		bool fb = ptr == s->framebuf;
+		s->mem -= fb ? s->framebuf_len : s->table_len;
+		*(fb ? &s->framebuf : &s->table) = NULL;
+		free(ptr);
+		return;
+	}
 	char *p = (char *)ptr - H2_MEM_HDR;
 	size_t n;
 	memcpy(&n, p, sizeof(n));
@@ -316,6 +361,15 @@ static void *mem_realloc(void *ptr, size_t n, void *user)
 	struct h2_session *s = user;
 	if (!ptr)
 		return mem_malloc(n, user);
+	if (ptr == s->framebuf || ptr == s->table) { /* resized: an ordinary block from then on */
+		size_t old = ptr == s->framebuf ? s->framebuf_len : s->table_len;
+		void *q = mem_malloc(n, user);
+		if (q) {
+			memcpy(q, ptr, n < old ? n : old);
+			mem_free(ptr, user);
+		}
+		return q;
+	}
 	char *p = (char *)ptr - H2_MEM_HDR;
 	size_t old;
 	memcpy(&old, p, sizeof(old));
@@ -889,6 +943,8 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		h2_warn(s, why);
 	}
 	/* a reset for the peer's fault (ours for a 413 says NO_ERROR) */
+	if (frame->hd.type == NGHTTP2_RST_STREAM)
+		s->scan_ours |= scan_bit(s, frame->hd.stream_id);
 	if (frame->hd.type == NGHTTP2_RST_STREAM && frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
 		reset_taken(s);
 	if (frame->hd.type == NGHTTP2_DATA)
@@ -912,6 +968,9 @@ static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t erro
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, stream_id);
 
 	(void)error_code;
+	uint64_t bit = scan_bit(s, stream_id);
+	if (!(s->scan_ours & bit))
+		s->scan_closed |= bit;
 	if (!st)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, stream_id, NULL);
@@ -941,6 +1000,17 @@ static void h2_init(void)
 	nghttp2_session_callbacks_set_on_frame_send_callback(h2_callbacks, on_frame_send);
 	nghttp2_session_callbacks_set_on_stream_close_callback(h2_callbacks, on_stream_close);
 	nghttp2_session_callbacks_set_send_data_callback(h2_callbacks, send_body);
+	/* Our HPACK encoder keeps no table, as nginx's: a static file's fields
+	 * are mostly new values (date, etag, length) that a table would not
+	 * save, and it would be a table per idle connection. */
+	nghttp2_option_set_max_deflate_dynamic_table_size(h2_options, 0);
+	/* RFC 9218 priorities (SETTINGS_NO_RFC7540_PRIORITIES below), and RFC
+	 * 7540's signals still checked for a client that does not say it
+	 * uses the new ones (a PRIORITY on stream 0, a stream depending on itself) */
+	nghttp2_option_set_server_fallback_rfc7540_priorities(h2_options, 1);
+	nghttp2_option_set_builtin_recv_extension_type(h2_options, NGHTTP2_PRIORITY_UPDATE);
+	long page = sysconf(_SC_PAGESIZE);
+	h2_page = page > 0 ? (size_t)page : 0;
 }
 
 /* ---- the session ---------------------------------------------------- */
@@ -973,15 +1043,22 @@ struct h2_session *h2_session_new(const struct server *srv, const char *peer, co
 	s->reset_tokens = H2_RESET_BURST;
 	s->reset_refill_ms = conn_now_ms();
 	nghttp2_mem mem = { s, mem_malloc, mem_free, mem_calloc, mem_realloc };
-	if (nghttp2_session_server_new3(&s->ng, h2_callbacks, s, h2_options, &mem) != 0) {
+	s->creating = true;
+	int rv = nghttp2_session_server_new3(&s->ng, h2_callbacks, s, h2_options, &mem);
+	s->creating = false;
+	if (rv != 0) {
 		free(s);
 		return NULL;
 	}
+	/* a session struct that big would be no frame buffer: never given back */
+	s->framebuf_cold = (void *)s->ng == s->framebuf;
+	s->framebuf_sure = !s->framebuf_cold;
 	size_t header_list = s->cfg->max_head;
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS },
 		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW },
 		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, header_list > UINT32_MAX ? UINT32_MAX : (uint32_t)header_list },
+		{ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
 	};
 	if (nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0) {
 		nghttp2_session_del(s->ng);
@@ -1033,6 +1110,7 @@ static void h2_flush(struct h2_session *s)
 		s->state = H2_SHUTDOWN;
 		return;
 	}
+	s->framebuf_cold = false; /* nghttp2 may write a frame into it */
 	while (s->out_len < H2_OUT_GATHER) {
 		const uint8_t *p;
 		h2_ssize n = h2_mem_send(s->ng, &p);
@@ -1054,6 +1132,15 @@ static void h2_flush(struct h2_session *s)
 		s->state = H2_SHUTDOWN; /* GOAWAY out, no stream left: half-close, then linger */
 }
 
+/* The bit of client stream id in the scan_ bitmaps, or 0: not among the 64
+ * below the highest opened. */
+static uint64_t scan_bit(const struct h2_session *s, int32_t id)
+{
+	if (id <= 0 || !(id & 1) || (uint32_t)id > s->scan_max || (s->scan_max - (uint32_t)id) / 2 >= 64)
+		return 0;
+	return (uint64_t)1 << ((s->scan_max - (uint32_t)id) / 2);
+}
+
 /* A HEADERS frame opened (or continued) stream id: false when the id is
  * below one already opened and was itself never opened, which RFC 9113
  * 5.1.1 makes a connection error. nghttp2 lets that pass (it cannot tell a
@@ -1067,6 +1154,8 @@ static bool scan_headers(struct h2_session *s, uint32_t id)
 	if (id > s->scan_max) {
 		uint32_t shift = (id - s->scan_max) / 2;
 		s->scan_seen = shift >= 64 ? 0 : s->scan_seen << shift;
+		s->scan_closed = shift >= 64 ? 0 : s->scan_closed << shift;
+		s->scan_ours = shift >= 64 ? 0 : s->scan_ours << shift;
 		s->scan_seen |= 1;
 		s->scan_max = id;
 		return true;
@@ -1076,7 +1165,17 @@ static bool scan_headers(struct h2_session *s, uint32_t id)
 }
 
 /* Follows the frame headers in n received bytes; returns how many of them
- * precede a frame that is a connection error nghttp2 would miss, or n. */
+ * precede a frame that is a connection error nghttp2 would miss (its code
+ * in scan_code), or n.
+ *
+ * RFC 9113 5.1: a DATA or HEADERS frame on a stream the client reset, or
+ * that both ends closed with END_STREAM, is an error (STREAM_CLOSED); one
+ * on a stream we reset may have been on its way, and is ignored. nghttp2
+ * tells these apart only for the closed streams it keeps for RFC 7540's
+ * priority tree, and it keeps none once SETTINGS_NO_RFC7540_PRIORITIES is
+ * sent: the 64 streams below the highest opened are remembered here
+ * (scan_closed, scan_ours), the client's resets as they pass, before
+ * nghttp2 has read the frames after them. */
 static size_t scan_frames(struct h2_session *s, const unsigned char *p, size_t n)
 {
 	size_t i = 0;
@@ -1096,8 +1195,18 @@ static size_t scan_frames(struct h2_session *s, const unsigned char *p, size_t n
 		const unsigned char *h = s->scan_hd;
 		s->scan_skip = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
 		uint32_t id = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) & 0x7fffffffu;
-		if (h[3] == NGHTTP2_HEADERS && !scan_headers(s, id))
-			return start; /* the frame's bytes in p begin there */
+		/* the frame's bytes in p begin at start */
+		uint64_t bit = scan_bit(s, (int32_t)id);
+		if ((h[3] == NGHTTP2_DATA || h[3] == NGHTTP2_HEADERS) && (s->scan_closed & bit) && !(s->scan_ours & bit)) {
+			s->scan_code = NGHTTP2_STREAM_CLOSED;
+			return start;
+		}
+		if (h[3] == NGHTTP2_HEADERS && !scan_headers(s, id)) {
+			s->scan_code = NGHTTP2_PROTOCOL_ERROR;
+			return start;
+		}
+		if (h[3] == NGHTTP2_RST_STREAM) /* reset by the client: what follows on it is an error */
+			s->scan_closed |= bit;
 	}
 	return n;
 }
@@ -1139,9 +1248,11 @@ static void h2_receive(struct h2_session *s, const char *buf, size_t n)
 	size_t good = scan_frames(s, (const unsigned char *)buf, n);
 	h2_ssize rv = h2_mem_recv(s->ng, (const uint8_t *)buf, good);
 	if (rv >= 0 && good < n) {
-		log_debug("http2: %s opened a stream below one already opened: closing", s->peer);
+		log_debug("http2: %s %s: closing", s->peer, s->scan_code == NGHTTP2_STREAM_CLOSED
+								  ? "sent a frame on a closed stream"
+								  : "opened a stream below one already opened");
 		s->refused = true;
-		nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+		nghttp2_session_terminate_session(s->ng, s->scan_code);
 	}
 	if (rv < 0) {
 		/* a protocol error nghttp2 answers with GOAWAY returns >= 0; this
@@ -1313,6 +1424,22 @@ bool h2_awaits_request(const struct h2_session *s)
 	return s->state == H2_OPEN && !s->draining && s->out_off == s->out_len;
 }
 
+/* Gives back the pages of [p, p + len) that hold only zeros: they read
+ * the same when the kernel maps a zero page in again. nghttp2's table of
+ * streams is a page of buckets that are zeros when empty, as it is while no
+ * stream is open (no closed stream is kept: SETTINGS_NO_RFC7540_PRIORITIES). */
+static bool release_zero_pages(char *p, size_t len)
+{
+	static const char zero[4096];
+	bool given = false;
+	if (h2_page > sizeof(zero))
+		return false;
+	for (size_t off = 0; off + h2_page <= len; off += h2_page)
+		if (memcmp(p + off, zero, h2_page) == 0 && madvise(p + off, h2_page, MADV_DONTNEED) == 0)
+			given = true;
+	return given;
+}
+
 bool h2_release_idle(struct h2_session *s)
 {
 	if (s->state != H2_OPEN || s->out_off < s->out_len || s->nstreams > 0)
@@ -1323,5 +1450,17 @@ bool h2_release_idle(struct h2_session *s)
 	free(s->out);
 	s->in = s->out = NULL;
 	s->out_cap = s->out_off = s->out_len = 0;
+	/* The output is empty, so the last nghttp2_session_mem_send() found
+	 * nothing more to send (h2_flush): no frame is in nghttp2's buffer, and
+	 * the next one is written into it from its start. Once only, until a
+	 * frame may have touched it again. */
+	if (s->framebuf && s->framebuf_sure && !s->framebuf_cold && !nghttp2_session_want_write(s->ng)) {
+		size_t len = s->framebuf_len / h2_page * h2_page;
+		if (len > 0 && madvise(s->framebuf, len, MADV_DONTNEED) == 0)
+			held = true;
+		s->framebuf_cold = true;
+	}
+	if (s->table && release_zero_pages(s->table, s->table_len))
+		held = true;
 	return held;
 }

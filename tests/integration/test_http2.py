@@ -6,12 +6,15 @@ a download in flight, and h2spec's conformance suite over h2c and TLS.
 
 The semantics run under the default model only; one short test runs a few
 streams under every model (iterative included: its one connection still
-multiplexes)."""
+multiplexes), and h2spec runs under every model (the frames a model reads
+and writes in pieces, its timeouts and closes are what its cases end on)."""
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -28,14 +31,21 @@ pytestmark = pytest.mark.semantics
 
 HOST = util.HOST
 GO_BIN = util.REPO_ROOT / "build" / "go" / "bin"
-# h2spec 2.2.1's suite (generic, RFC 7540 and RFC 7541 sections).
-H2SPEC_TESTS = 145
-# Over h2c one fails: "3.5/2 Sends invalid connection preface" writes
-# "INVALID CONNECTION PREFACE\r\n\r\n" to a plain port, which is also an
-# HTTP/1.1 port: those bytes are a malformed HTTP/1.1 request, answered 400
-# as HTTP/1.1 answers it, and h2spec reads that answer as a broken frame.
-# Over TLS, ALPN h2 commits the client, and the same bytes close the
-# connection unanswered.
+# h2spec 2.2.1's suite (generic, RFC 7540 and RFC 7541 sections) with
+# --strict: its 145 cases and the one it adds ("5.4.1/2", a GOAWAY before
+# the close of a connection error, which RFC 9113 says SHOULD be sent).
+H2SPEC_TESTS = 146
+# Over h2c one fails, by h2spec's assumption, not the server's fault: "3.5/2
+# Sends invalid connection preface" writes "INVALID CONNECTION PREFACE\r\n\r\n"
+# and wants the connection closed with nothing sent (it reads any answer as
+# frames). A plain port here is also an HTTP/1.1 port, and a client's prior
+# knowledge (RFC 9113 3.3) is its own: the server learns the connection is
+# HTTP/2 only from the preface, so RFC 9113 3.4 ("MUST treat an invalid
+# connection preface as a connection error") cannot apply before it. To an
+# HTTP/1.1 server those bytes are an invalid request-line, and RFC 9112 3
+# says its recipient SHOULD answer 400 (Bad Request), which it does. h2spec
+# is written for HTTP/2-only ports (nghttpd's). Over TLS, ALPN h2 commits the
+# client, and the same bytes close the connection unanswered.
 H2SPEC_H2C_FAILING = ["Sends invalid connection preface"]
 
 
@@ -261,21 +271,6 @@ def _headers(stream: int, path: bytes, end_stream: bool = True) -> bytes:
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
-def test_zero_window_is_cut_by_send_timeout(fresh_server):
-    """The HTTP/2 slowloris: a client that grants no window holds a response
-    it never takes; send_timeout closes the connection."""
-    srv = fresh_server(send_timeout="1s")
-    settings = (6).to_bytes(3, "big") + bytes([4, 0]) + bytes(4) + struct.pack(">HI", 4, 0)  # INITIAL_WINDOW_SIZE 0
-    with socket.create_connection((HOST, srv.port)) as s:
-        s.sendall(PREFACE + settings + _headers(1, b"/a.txt"))
-        t0 = time.monotonic()
-        frames = _frames(s, util.scaled(6))
-        took = time.monotonic() - t0
-    assert [f for f in frames if f[0] == 1 and f[1] == 1], frames  # the response's HEADERS
-    assert not [f for f in frames if f[0] == 0 and f[2]], frames    # and no byte of its body
-    assert 0.8 < took < util.scaled(4), took
-
-
 def test_incomplete_request_is_cut_by_header_timeout(fresh_server):
     """A stream whose request never ends (no END_STREAM, no body) closes the
     connection after header_timeout, however the client keeps it busy."""
@@ -324,30 +319,57 @@ def test_streams_under_every_model(model, server):
 
 # ---------------------------------------------------------------------------
 
-def _h2spec(*args: str) -> tuple[int, int, str]:
+def _h2spec(*args: str) -> subprocess.Popen:
     h2spec = GO_BIN / "h2spec"
     if not h2spec.exists():
         pytest.fail("h2spec is missing: `make deps` (scripts/install-deps.sh) installs it", pytrace=False)
-    r = subprocess.run([str(h2spec), "-h", HOST, "-o", str(max(2, int(util.scaled(2)))), *args],
-                       capture_output=True, timeout=util.scaled(110))
-    out = r.stdout.decode(errors="replace")
+    # -o: how long a case waits for the answer it expects; a passing case
+    # never waits it out (every wait in h2spec ends on an answer or a close)
+    return subprocess.Popen([str(h2spec), "--strict", "-h", HOST, "-o", str(max(2, int(util.scaled(2)))), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _h2spec_result(p: subprocess.Popen) -> tuple[int, int, list[str], str]:
+    """(cases, passed, the failing cases' names, the failures as h2spec printed them)."""
+    out = p.communicate(timeout=util.scaled(110))[0].decode(errors="replace")
     m = re.search(r"(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed", out)
     assert m, out[-3000:]
-    total, passed = int(m.group(1)), int(m.group(2))
-    return total, passed, out
-
-
-def test_h2spec_h2c(server):
-    total, passed, out = _h2spec("-p", str(server.port))
     failures = out[out.find("Failures:"):] if "Failures:" in out else ""
-    assert (total, passed) == (H2SPEC_TESTS, H2SPEC_TESTS - len(H2SPEC_H2C_FAILING)), failures[-4000:]
-    assert re.findall(r"× \d+: (.*)", failures) == H2SPEC_H2C_FAILING, failures[-4000:]
+    return int(m.group(1)), int(m.group(2)), re.findall(r"× \d+: (.*)", failures), failures[-4000:]
 
 
-def test_h2spec_tls(tls_server):
-    total, passed, out = _h2spec("-p", str(tls_server.port), "-t", "-k")
-    failures = out[out.find("Failures:"):] if "Failures:" in out else ""
-    assert (total, passed) == (H2SPEC_TESTS, H2SPEC_TESTS), failures[-4000:]
+# Four cases first ask the server for a body's length on a second connection,
+# opened while the case's own connection is open and waiting on it, and
+# never closed (h2spec's spec.ServerDataLength): a model that serves one
+# connection at a time (iterative) cannot answer it, and the connection
+# left open holds the server for the cases after. Under iterative the suite
+# runs without them: these sections select every other case.
+H2SPEC_SECOND_CONNECTION = ["http2/6.5.3/1", "http2/6.9.1/1", "http2/6.9.2/1", "http2/6.9.2/2"]
+H2SPEC_ONE_CONNECTION = ["generic", "hpack", "http2/3", "http2/4", "http2/5", "http2/6.1", "http2/6.2", "http2/6.3",
+                         "http2/6.4", "http2/6.5/1", "http2/6.5/2", "http2/6.5/3", "http2/6.5.2", "http2/6.5.3/2",
+                         "http2/6.7", "http2/6.8", "http2/6.9/1", "http2/6.9/2", "http2/6.9/3", "http2/6.9.1/2",
+                         "http2/6.9.1/3", "http2/6.9.2/3", "http2/6.10", "http2/7", "http2/8"]
+
+
+@pytest.mark.per_model
+def test_h2spec(model, servers, certs):
+    """h2spec's whole suite with --strict, over h2c and over TLS, under each
+    model: the two runs at once, each against its own server (so iterative,
+    one connection at a time, serves each run in order)."""
+    plain = servers()
+    tls = servers(**tls_settings(certs))
+    cases = H2SPEC_TESTS
+    sections = []
+    if model == "iterative":
+        cases -= len(H2SPEC_SECOND_CONNECTION)
+        sections = H2SPEC_ONE_CONNECTION
+    runs = {"h2c": _h2spec("-p", str(plain.port), *sections),
+            "tls": _h2spec("-p", str(tls.port), "-t", "-k", *sections)}
+    results = {name: _h2spec_result(p) for name, p in runs.items()}
+    total, passed, failing, failures = results["h2c"]
+    assert (total, passed, failing) == (cases, cases - len(H2SPEC_H2C_FAILING), H2SPEC_H2C_FAILING), failures
+    total, passed, failing, failures = results["tls"]
+    assert (total, passed) == (cases, cases), failures
 
 
 def test_reload_announces_goaway_before_naming_the_last_stream(fresh_server):
@@ -404,3 +426,106 @@ def test_reload_announces_goaway_before_naming_the_last_stream(fresh_server):
     assert not inflight, f"requests sent before the final GOAWAY and never answered: {sorted(inflight)}"
     assert answered >= 20
     assert srv.get("/a.txt").status == 200
+
+
+# ---------------------------------------------------------------------------
+# RFC 9218 priorities
+
+def _data_runs(port: int, client_says_rfc9218: bool, *frames_after: bytes) -> tuple[list, dict]:
+    """Two GETs of big.bin (5 MB) sent at once, windows wide open: the runs
+    of DATA frames as they came [(stream, bytes)], and the server's SETTINGS."""
+    def frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+        return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+    settings = struct.pack(">HI", 4, 2 ** 31 - 1) + (struct.pack(">HI", 9, 1) if client_says_rfc9218 else b"")
+    runs, server_settings, ended, data = [], {}, set(), b""
+    with socket.create_connection((HOST, port), timeout=util.scaled(10)) as s:
+        s.sendall(PREFACE + frame(4, 0, 0, settings) + frame(8, 0, 0, struct.pack(">I", 2 ** 31 - 1 - 65535)) +
+                  b"".join(frames_after))
+        while len(ended) < 2:
+            chunk = s.recv(1 << 20)
+            assert chunk, runs
+            data += chunk
+            while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+                length, ftype, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
+                stream = struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF
+                payload, data = data[9:9 + length], data[9 + length:]
+                if ftype == 0 and length:
+                    if not runs or runs[-1][0] != stream:
+                        runs.append([stream, 0])
+                    runs[-1][1] += length
+                if ftype in (0, 1) and flags & 0x01:
+                    ended.add(stream)
+                if ftype == 4 and not flags & 0x01:
+                    server_settings.update(struct.unpack(">HI", payload[i:i + 6]) for i in range(0, length, 6))
+                    s.sendall(frame(4, 0x01, 0))
+    return runs, server_settings
+
+
+def _get(stream: int, priority: bytes | None = None) -> bytes:
+    """GET /big.bin on stream, with a priority field (RFC 9218 4) if given."""
+    block = bytes([0x82, 0x86, 0x04, 8]) + b"/big.bin" + bytes([0x01, 0x01]) + b"a"
+    if priority:
+        block += bytes([0x00, 8]) + b"priority" + bytes([len(priority)]) + priority
+    return len(block).to_bytes(3, "big") + bytes([1, 0x05]) + stream.to_bytes(4, "big") + block
+
+
+def _priority_update(stream: int, value: bytes) -> bytes:
+    payload = struct.pack(">I", stream) + value
+    return len(payload).to_bytes(3, "big") + bytes([0x10, 0]) + bytes(4) + payload
+
+
+def test_rfc9218_priorities(server):
+    """The server says SETTINGS_NO_RFC7540_PRIORITIES = 1. A client that says
+    so too gets its streams in the order of their urgency: a `priority: u=0`
+    stream's whole body before a `u=7` one requested first, and likewise
+    after a PRIORITY_UPDATE frame raises a stream. A client that does not
+    say so keeps RFC 7540's scheme, whose default shares the connection
+    between the two streams."""
+    big = BIG_SIZE
+    runs, settings = _data_runs(server.port, True, _get(1, b"u=7"), _get(3, b"u=0"))
+    assert settings.get(9) == 1, settings
+    assert runs == [[3, big], [1, big]], runs[:6]
+    runs, _ = _data_runs(server.port, True, _get(1, b"u=7"), _get(3, b"u=7"), _priority_update(3, b"u=0"))
+    assert runs == [[3, big], [1, big]], runs[:6]
+    runs, _ = _data_runs(server.port, False, _get(1, b"u=7"), _get(3, b"u=0"))
+    assert len(runs) > 10 and {r[0] for r in runs[:4]} == {1, 3}, runs[:6]
+
+
+# ---------------------------------------------------------------------------
+# A browser
+
+def test_chromium_loads_a_page_on_one_http2_connection(fresh_server, certs, tmp_path):
+    """Headless Chromium loads a page of 100 small images over HTTPS: every
+    request is in the access log as HTTP/2.0 and 200, and Chromium's own
+    network log shows them all sent on one HTTP/2 session. (It may open a
+    second TCP connection it never uses: its backup connect, raced when the
+    first is slow to finish its handshake.)"""
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.fail("chromium is missing: `make deps` (scripts/install-deps.sh) installs it", pytrace=False)
+    root = tmp_path / "page"
+    (root / "a").mkdir(parents=True)
+    imgs = "".join(f'<img src="/a/{i}.svg" width="8" height="8">' for i in range(100))
+    (root / "index.html").write_text(f'<!doctype html><html><head><link rel="icon" href="data:,"></head>'
+                                     f'<body>{imgs}</body></html>')
+    for i in range(100):
+        (root / "a" / f"{i}.svg").write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8">'
+                                             f'<rect width="8" height="{i % 8 + 1}"/></svg>')
+    srv = fresh_server(root=root, access_log_format="json", **tls_settings(certs))
+    netlog = tmp_path / "netlog.json"
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--ignore-certificate-errors", "--disable-gpu",
+                        f"--user-data-dir={tmp_path / 'profile'}", f"--log-net-log={netlog}", "--dump-dom",
+                        f"https://127.0.0.1:{srv.port}/index.html"],
+                       capture_output=True, timeout=util.scaled(60))
+    assert r.returncode == 0 and b"/a/99.svg" in r.stdout, r.stderr[-2000:]
+    paths = ["/index.html"] + [f"/a/{i}.svg" for i in range(100)]
+    assert util.wait_for(lambda: srv.access_log.read_text().count("\n") >= len(paths), 5)
+    entries = [json.loads(ln) for ln in srv.access_log.read_text().splitlines()]
+    assert sorted(e["target"] for e in entries) == sorted(paths), [e["target"] for e in entries]
+    assert all(e["protocol"] == "HTTP/2.0" and e["status"] == 200 for e in entries), entries[:3]
+    log = json.loads(netlog.read_text())
+    events = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+    sent = collections.Counter(e["source"]["id"] for e in log["events"]
+                               if events.get(e["type"]) == "HTTP2_SESSION_SEND_HEADERS")
+    assert list(sent.values()) == [len(paths)], sent
