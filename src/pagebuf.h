@@ -1,0 +1,26 @@
+/* pagebuf.h - one-page buffers for what a connection holds only while a
+ * request is in flight (its input buffer, its request and response state),
+ * kept apart from the allocator's heap. Freed into a small per-thread cache;
+ * beyond it they go straight back to the kernel (munmap). Buffers from the
+ * heap that a burst of connections frees when it goes idle stay resident
+ * wherever a long-lived struct lies above them (the allocator returns only
+ * whole free pages, and malloc_trim leaves a thread arena's top alone);
+ * these cannot. */
+#ifndef SPINDLE_PAGEBUF_H
+#define SPINDLE_PAGEBUF_H
+
+#include <stddef.h>
+
+#define PAGEBUF_SIZE 4096
+
+/* PAGEBUF_SIZE bytes, page-aligned, contents undefined; NULL when out of
+ * memory. Any thread may give it back. */
+void *pagebuf_get(void);
+void pagebuf_put(void *p);
+
+/* Buffers this thread keeps for reuse instead of unmapping them: enough for
+ * a loop's busy connections to come and go without a system call, little
+ * enough (a megabyte per thread at most) that no burst leaves much behind. */
+#define PAGEBUF_CACHE_MAX 64
+
+#endif
