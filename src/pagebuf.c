@@ -7,6 +7,12 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
+/* The size of the mapping that holds n bytes. */
+static size_t pagebuf_span(size_t n)
+{
+	return (n + PAGEBUF_SIZE - 1) & ~(size_t)(PAGEBUF_SIZE - 1);
+}
+
 /* The cached pages are linked through their first word. */
 struct pagebuf_free {
 	struct pagebuf_free *next;
@@ -22,15 +28,20 @@ static pthread_key_t pagebuf_key;
 static pthread_once_t pagebuf_once = PTHREAD_ONCE_INIT;
 static bool pagebuf_key_ok;
 
-static void pagebuf_thread_exit(void *unused)
+void pagebuf_trim(void)
 {
-	(void)unused;
 	while (pagebuf_cache) {
 		struct pagebuf_free *f = pagebuf_cache;
 		pagebuf_cache = f->next;
 		munmap(f, PAGEBUF_SIZE);
 	}
 	pagebuf_ncached = 0;
+}
+
+static void pagebuf_thread_exit(void *unused)
+{
+	(void)unused;
+	pagebuf_trim();
 }
 
 static void pagebuf_key_init(void)
@@ -70,4 +81,24 @@ void pagebuf_put(void *p)
 		return;
 	}
 	munmap(p, PAGEBUF_SIZE);
+}
+
+void *pagebuf_resize(void *p, size_t old_size, size_t new_size)
+{
+	size_t from = pagebuf_span(old_size), to = pagebuf_span(new_size);
+	if (from == to)
+		return p;
+	void *q = mremap(p, from, to, MREMAP_MAYMOVE);
+	return q == MAP_FAILED ? NULL : q;
+}
+
+void pagebuf_free(void *p, size_t size)
+{
+	if (!p)
+		return;
+	size_t span = pagebuf_span(size);
+	if (span == PAGEBUF_SIZE)
+		pagebuf_put(p);
+	else
+		munmap(p, span);
 }

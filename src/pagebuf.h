@@ -18,6 +18,17 @@
 void *pagebuf_get(void);
 void pagebuf_put(void *p);
 
+/* A buffer of pagebuf's (from pagebuf_get or here) of old_size bytes,
+ * moved or grown to new_size, contents kept up to the smaller size: for
+ * the rare buffer that outgrows a page (mremap, no copy). NULL when out of
+ * memory, p untouched. Sizes need not be multiples of a page. */
+void *pagebuf_resize(void *p, size_t old_size, size_t new_size);
+/* Gives back a buffer of size bytes (a single page goes to the cache). */
+void pagebuf_free(void *p, size_t size);
+
+/* Unmaps the pages this thread's cache holds: when a burst is over. */
+void pagebuf_trim(void);
+
 /* Buffers this thread keeps for reuse instead of unmapping them: enough for
  * a loop's busy connections to come and go without a system call, little
  * enough (a megabyte per thread at most) that no burst leaves much behind. */

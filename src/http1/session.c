@@ -86,8 +86,8 @@ struct conn {
 	const struct config *cfg;
 	enum conn_state state;
 
-	/* input: unparsed bytes are in[start..end); one page from pagebuf.h
-	 * (in_paged) until a long head or a body's head outgrows it */
+	/* input: unparsed bytes are in[start..end); pages from pagebuf.h, one
+	 * unless a long head or a body's head outgrew it */
 	char *in;
 	size_t in_cap, in_start, in_end;
 	size_t next_start;       /* where the request after the current one begins */
@@ -103,7 +103,6 @@ struct conn {
 	bool body_chunked;
 	bool interim;            /* sending "100 Continue"; the body is read after it */
 	bool tls;                /* conn_set_tls_site: a TLS connection */
-	bool in_paged;           /* in is a pagebuf page, not the heap's */
 	int16_t sni_site;        /* the site its SNI named (conn_set_tls_site), or -1 */
 	const struct site *site; /* the site answering the current request (the default one until chosen) */
 	uint64_t body_left;      /* Content-Length bytes still to discard */
@@ -273,31 +272,17 @@ static void queue_free(struct conn *c)
 
 static void in_free(struct conn *c)
 {
-	if (c->in_paged)
-		pagebuf_put(c->in);
-	else
-		free(c->in);
+	pagebuf_free(c->in, c->in_cap);
 	c->in = NULL;
-	c->in_paged = false;
 	c->in_cap = 0;
 }
 
 /* Grows (or moves) the input buffer to cap bytes, keeping in[0..in_end). */
 static bool in_grow(struct conn *c, size_t cap)
 {
-	char *p;
-	if (c->in_paged) {
-		p = malloc(cap);
-		if (!p)
-			return false;
-		memcpy(p, c->in, c->in_end);
-		pagebuf_put(c->in);
-		c->in_paged = false;
-	} else {
-		p = realloc(c->in, cap);
-		if (!p)
-			return false;
-	}
+	char *p = pagebuf_resize(c->in, c->in_cap, cap);
+	if (!p)
+		return false;
 	c->in = p;
 	c->in_cap = cap;
 	return true;
@@ -645,7 +630,6 @@ struct iovec conn_input_space(struct conn *c)
 		return h2_input_space(c->h2);
 	if (!c->in) {
 		c->in = pagebuf_get();
-		c->in_paged = c->in != NULL;
 		/* without it, an empty span: the driver reads nothing, and closes */
 		c->in_cap = !c->in ? 0 : c->cfg->max_head < CONN_MIN_INPUT ? c->cfg->max_head : CONN_MIN_INPUT;
 	}

@@ -49,6 +49,7 @@ enum sweep_verdict sweep_check(const struct sweep *s, int64_t deadline, int64_t 
  * releases, so a steady load never trims. */
 #define SWEEP_TRIM_MIN 32
 #define SWEEP_TRIM_MAX 4096
+#define SWEEP_TOP_NUDGE (96 * 1024)
 bool sweep_settle(struct sweep *s, unsigned released);
 
 /* A connection closed: it freed all it held, and the next sweep_settle
