@@ -1,11 +1,42 @@
 /* pagebuf.c - one-page buffers from mmap, with a per-thread cache (see the
- * header). */
+ * header); from the heap under AddressSanitizer. */
 #include "pagebuf.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+
+#ifdef PAGEBUF_FROM_HEAP
+
+void *pagebuf_get(void)
+{
+	return aligned_alloc(PAGEBUF_SIZE, PAGEBUF_SIZE);
+}
+
+void pagebuf_put(void *p)
+{
+	free(p);
+}
+
+void *pagebuf_resize(void *p, size_t old_size, size_t new_size)
+{
+	(void)old_size;
+	return realloc(p, new_size);
+}
+
+void pagebuf_free(void *p, size_t size)
+{
+	(void)size;
+	free(p);
+}
+
+void pagebuf_trim(void)
+{
+}
+
+#else
 
 /* The size of the mapping that holds n bytes. */
 static size_t pagebuf_span(size_t n)
@@ -102,3 +133,5 @@ void pagebuf_free(void *p, size_t size)
 	else
 		munmap(p, span);
 }
+
+#endif

@@ -13,6 +13,17 @@
 
 #define PAGEBUF_SIZE 4096
 
+/* Under AddressSanitizer the buffers are the heap's (aligned_alloc, no
+ * cache), so that its redzones still catch a read past a buffer's end, which
+ * the next page of a mapping would not. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PAGEBUF_FROM_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PAGEBUF_FROM_HEAP 1
+#endif
+#endif
+
 /* PAGEBUF_SIZE bytes, page-aligned, contents undefined; NULL when out of
  * memory. Any thread may give it back. */
 void *pagebuf_get(void);
