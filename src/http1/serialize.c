@@ -52,9 +52,11 @@ int h1_serialize(struct h1_out *o, const struct h1_framing *f)
 		return -EINVAL;
 	size_t need = head_bound(r, f);
 	if (need > o->hdr_cap) {
-		char *h = realloc(o->hdr, need);
+		/* the old head's bytes are not kept: it is written afresh */
+		char *h = o->hdr_fixed ? malloc(need) : realloc(o->hdr, need);
 		if (!h)
 			return -ENOMEM;
+		o->hdr_fixed = false;
 		o->hdr = h;
 		o->hdr_cap = need;
 	}

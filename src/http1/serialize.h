@@ -26,6 +26,7 @@ struct h1_out {
 	struct response resp;
 	char *hdr;               /* the head, and a small body right after it */
 	size_t hdr_cap;
+	bool hdr_fixed;          /* hdr is not the heap's: a bigger head goes to a new heap buffer */
 	struct h1_seg *segs;
 	size_t nsegs, seg_max, seg_cur, seg_off;
 	uint64_t sent, head_len;

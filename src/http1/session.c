@@ -29,6 +29,7 @@
 #include "../http2/session.h"
 #include "../log/log.h"
 #include "../overload.h"
+#include "../pagebuf.h"
 #include "../server.h"
 #include "../site/site.h"
 #include "../stats/stats.h"
@@ -64,21 +65,35 @@ struct parked {
 
 #define CONN_LINGER_MS 2000
 #define CONN_DRAIN_GRACE_MS 1000 /* how long an idle connection may still send a request on stop */
-#define CONN_MIN_INPUT 4096
+#define CONN_MIN_INPUT PAGEBUF_SIZE
+
+/* What a connection holds only while a request is in flight: the request,
+ * its parser's and body's state, and room for its response (the h1_out,
+ * its head buffer and segments are carved from the rest of the page: see
+ * busy_alloc). One page from pagebuf.h, taken with the first byte of a
+ * request and given back when the connection goes idle, so an idle
+ * keep-alive connection holds only its struct conn. */
+struct conn_busy {
+	struct http_request req;
+	struct http_parse_state parse; /* how far its head was parsed: each read scans only new bytes */
+	struct http_chunked chunked;
+	size_t used;             /* bytes of space[] carved so far */
+	_Alignas(16) char space[];
+};
 
 struct conn {
 	const struct server *srv;
 	const struct config *cfg;
 	enum conn_state state;
 
-	/* input: unparsed bytes are in[start..end) */
+	/* input: unparsed bytes are in[start..end); pages from pagebuf.h, one
+	 * unless a long head or a body's head outgrew it */
 	char *in;
 	size_t in_cap, in_start, in_end;
 	size_t next_start;       /* where the request after the current one begins */
 
-	/* the current request */
-	struct http_request req;
-	struct http_parse_state parse; /* how far its head was parsed: each read scans only new bytes */
+	/* the current request: b->req, and all else of it in b (NULL while idle) */
+	struct conn_busy *b;
 	size_t req_len;          /* bytes of its head, at in[start] */
 	/* (the flags of this struct sit side by side: a hole of padding after
 	 * each would cost every idle connection) */
@@ -92,7 +107,6 @@ struct conn {
 	const struct site *site; /* the site answering the current request (the default one until chosen) */
 	uint64_t body_left;      /* Content-Length bytes still to discard */
 	int64_t body_started;    /* when its discarding began: the body's deadline counts from here */
-	struct http_chunked chunked;
 
 	/* the current response */
 	bool keep_alive;         /* after this response */
@@ -203,14 +217,44 @@ static void hdr_shrink(struct h1_out *o)
 	}
 }
 
-static void out_free(struct h1_out *o)
+/* n bytes for the current busy period: from the busy page while it has
+ * room (most responses need one h1_out, its head buffer and its segments,
+ * and they fit), else from the heap. Freed with busy_free, or all at once
+ * with the page. */
+static void *busy_alloc(struct conn *c, size_t n)
+{
+	struct conn_busy *b = c->b;
+	size_t room = PAGEBUF_SIZE - offsetof(struct conn_busy, space);
+	n = (n + 15) & ~(size_t)15;
+	if (b && n <= room - b->used) {
+		void *p = b->space + b->used;
+		b->used += n;
+		return p;
+	}
+	return malloc(n);
+}
+
+static bool busy_owns(const struct conn *c, const void *p)
+{
+	const char *page = (const char *)c->b;
+	return page && (const char *)p >= page && (const char *)p < page + PAGEBUF_SIZE;
+}
+
+static void busy_free(struct conn *c, void *p)
+{
+	if (!busy_owns(c, p))
+		free(p);
+}
+
+static void out_free(struct conn *c, struct h1_out *o)
 {
 	if (!o)
 		return;
 	h1_out_reset(o);
-	free(o->hdr);
-	free(o->segs);
-	free(o);
+	if (!o->hdr_fixed)
+		free(o->hdr);
+	busy_free(c, o->segs);
+	busy_free(c, o);
 }
 
 /* Frees the queue, with any response still parked in it (the connection is
@@ -220,10 +264,39 @@ static void queue_free(struct conn *c)
 	if (!c->q)
 		return;
 	for (size_t i = 0; i < CONN_QUEUE_MAX; i++)
-		out_free(c->q[i].out);
-	free(c->q);
+		out_free(c, c->q[i].out);
+	busy_free(c, c->q);
 	c->q = NULL;
 	c->q_first = c->nq = 0;
+}
+
+static void in_free(struct conn *c)
+{
+	pagebuf_free(c->in, c->in_cap);
+	c->in = NULL;
+	c->in_cap = 0;
+}
+
+/* Grows (or moves) the input buffer to cap bytes, keeping in[0..in_end). */
+static bool in_grow(struct conn *c, size_t cap)
+{
+	char *p = pagebuf_resize(c->in, c->in_cap, cap);
+	if (!p)
+		return false;
+	c->in = p;
+	c->in_cap = cap;
+	return true;
+}
+
+/* Everything of the busy period: the response, the queue, the request. */
+static void busy_end(struct conn *c)
+{
+	out_free(c, c->out);
+	c->out = NULL;
+	queue_free(c);
+	pagebuf_put(c->b);
+	c->b = NULL;
+	c->have_req = false;
 }
 
 void conn_free(struct conn *c)
@@ -232,9 +305,8 @@ void conn_free(struct conn *c)
 		return;
 	stats_conn_closed(); /* stats */
 	h2_session_free(c->h2);
-	out_free(c->out);
-	queue_free(c);
-	free(c->in);
+	busy_end(c);
+	in_free(c);
 	free(c);
 }
 
@@ -243,8 +315,14 @@ void conn_free(struct conn *c)
  * conn_release_idle). */
 static bool conn_out_buffers(struct conn *c)
 {
+	if (!c->b) {
+		c->b = pagebuf_get();
+		if (!c->b)
+			return false;
+		memset(c->b, 0, sizeof(*c->b));
+	}
 	if (!c->out) {
-		c->out = malloc(sizeof(*c->out));
+		c->out = busy_alloc(c, sizeof(*c->out));
 		if (!c->out)
 			return false;
 		*c->out = (struct h1_out){ .hdr = NULL };
@@ -252,12 +330,15 @@ static bool conn_out_buffers(struct conn *c)
 	}
 	struct h1_out *o = c->out;
 	if (!o->segs) {
-		o->segs = calloc(c->seg_max, sizeof(*o->segs));
+		o->segs = busy_alloc(c, c->seg_max * sizeof(*o->segs));
+		if (o->segs)
+			memset(o->segs, 0, c->seg_max * sizeof(*o->segs));
 		o->seg_max = o->segs ? c->seg_max : 0;
 	}
 	if (!o->hdr) {
-		o->hdr = malloc(1024);
+		o->hdr = busy_alloc(c, 1024);
 		o->hdr_cap = o->hdr ? 1024 : 0;
+		o->hdr_fixed = busy_owns(c, o->hdr);
 	}
 	return o->segs && o->hdr;
 }
@@ -268,13 +349,9 @@ bool conn_release_idle(struct conn *c)
 		return h2_release_idle(c->h2);
 	if (c->state != ST_HEAD || c->in_start != c->in_end || c->nq > 0)
 		return false;
-	bool held = c->in || c->out || c->q;
-	queue_free(c);
-	out_free(c->out);
-	c->out = NULL;
-	free(c->in);
-	c->in = NULL;
-	c->in_cap = 0;
+	bool held = c->in || c->b || c->out || c->q;
+	busy_end(c);
+	in_free(c);
 	c->in_start = c->in_end = c->next_start = 0;
 	return held;
 }
@@ -283,7 +360,7 @@ bool conn_release_idle(struct conn *c)
 
 static bool is_head(const struct conn *c)
 {
-	return c->have_req && c->req.method == HTTP_HEAD;
+	return c->have_req && c->b->req.method == HTTP_HEAD;
 }
 
 /* The value in c->out->resp is complete: serialize it and send. */
@@ -297,7 +374,7 @@ static void answer(struct conn *c)
 		.server_header = c->srv->server_header,
 		.head_request = is_head(c),
 		.keep_alive = c->keep_alive,
-		.say_keep_alive = c->have_req && c->req.version_minor == 0,
+		.say_keep_alive = c->have_req && c->b->req.version_minor == 0,
 	};
 	int err = h1_serialize(c->out, &f);
 	if (err < 0) {
@@ -317,7 +394,7 @@ static void answer(struct conn *c)
 static void answer_error(struct conn *c, int status, bool close_after)
 {
 	if (c->have_req) /* the page of the site it was for; a refusal of its own is moot */
-		(void)site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
+		(void)site_choose(&c->srv->sites, &c->b->req, c->tls, c->sni_site, &c->site);
 	else
 		c->site = server_default_site(c->srv); /* no Host to choose one by */
 	site_error(c->site, status, &c->out->resp);
@@ -327,19 +404,19 @@ static void answer_error(struct conn *c, int status, bool close_after)
 
 static void respond_request(struct conn *c)
 {
-	c->keep_alive = c->req.keep_alive && !c->draining;
+	c->keep_alive = c->b->req.keep_alive && !c->draining;
 	c->linger = false;
 	c->last_progress = conn_now_ms();
 	h1_out_reset(c->out);
 	struct sockaddr_storage peer = { .ss_family = AF_UNSPEC };
 	memcpy(&peer, &c->peer_addr, sizeof(c->peer_addr));
-	int refused = site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
-	c->req.shed = !refused && overload_should_shed(c->req_pickup_ns - c->req_ready_ns);
-	c->req.tls = c->tls;
+	int refused = site_choose(&c->srv->sites, &c->b->req, c->tls, c->sni_site, &c->site);
+	c->b->req.shed = !refused && overload_should_shed(c->req_pickup_ns - c->req_ready_ns);
+	c->b->req.tls = c->tls;
 	if (refused)
 		site_error(c->site, refused, &c->out->resp);
 	else
-		site_respond(c->site, &c->req, &peer, &c->out->resp);
+		site_respond(c->site, &c->b->req, &peer, &c->out->resp);
 	answer(c);
 }
 
@@ -359,12 +436,12 @@ static void consume_body(struct conn *c)
 
 	if (c->body_chunked) {
 		size_t used;
-		enum http_chunked_result res = http_chunked_skip(&c->chunked, c->in + pos, avail, &used);
+		enum http_chunked_result res = http_chunked_skip(&c->b->chunked, c->in + pos, avail, &used);
 		if (res == HTTP_CHUNKED_ERROR) {
 			answer_error(c, 400, true);
 			return;
 		}
-		if (c->chunked.total > c->cfg->max_body) {
+		if (c->b->chunked.total > c->cfg->max_body) {
 			answer_error(c, 413, true);
 			return;
 		}
@@ -413,9 +490,9 @@ static void start_request(struct conn *c, int r)
 	c->started = true;
 	c->req_len = (size_t)r;
 	c->next_start = c->in_start + (size_t)r;
-	c->keep_alive = c->req.keep_alive && !c->draining;
-	bool has_body = c->req.chunked || (c->req.has_content_length && c->req.content_length > 0);
-	enum http_expectation ex = http_expectation(&c->req);
+	c->keep_alive = c->b->req.keep_alive && !c->draining;
+	bool has_body = c->b->req.chunked || (c->b->req.has_content_length && c->b->req.content_length > 0);
+	enum http_expectation ex = http_expectation(&c->b->req);
 	if (ex == HTTP_EXPECT_UNKNOWN) {
 		/* RFC 9110 10.1.1: 417. A body announced with it may or may
 		 * not follow, so framing is in doubt: close after. */
@@ -426,23 +503,23 @@ static void start_request(struct conn *c, int r)
 		respond_request(c);
 		return;
 	}
-	if (c->req.has_content_length && c->req.content_length > c->cfg->max_body) {
+	if (c->b->req.has_content_length && c->b->req.content_length > c->cfg->max_body) {
 		answer_error(c, 413, true);
 		return;
 	}
-	c->body_chunked = c->req.chunked;
-	c->body_left = c->req.content_length;
-	memset(&c->chunked, 0, sizeof(c->chunked));
+	c->body_chunked = c->b->req.chunked;
+	c->body_left = c->b->req.content_length;
+	memset(&c->b->chunked, 0, sizeof(c->b->chunked));
 	c->body_started = c->last_progress = conn_now_ms();
 	if (ex == HTTP_EXPECT_CONTINUE && c->in_end == c->next_start) {
 		/* The client waits for us before sending the body: the final
 		 * status at once when the site refuses it whatever it holds
 		 * (RFC 9110 10.1.1); the client may send the body anyway, so
 		 * close after. */
-		int refused = site_choose(&c->srv->sites, &c->req, c->tls, c->sni_site, &c->site);
+		int refused = site_choose(&c->srv->sites, &c->b->req, c->tls, c->sni_site, &c->site);
 		if (refused)
 			site_error(c->site, refused, &c->out->resp);
-		if (refused || site_refuse(c->site, &c->req, &c->out->resp)) {
+		if (refused || site_refuse(c->site, &c->b->req, &c->out->resp)) {
 			c->out->resp.linger = true;
 			answer(c);
 			return;
@@ -488,12 +565,9 @@ static bool h2_handover(struct conn *c)
 	h2_session_start(s, c->in + c->in_start, c->in_end - c->in_start, c->read_ready_ns);
 	if (c->draining)
 		h2_drain(s);
-	queue_free(c);
-	out_free(c->out);
-	c->out = NULL;
-	free(c->in);
-	c->in = NULL;
-	c->in_cap = c->in_start = c->in_end = c->next_start = 0;
+	busy_end(c);
+	in_free(c);
+	c->in_start = c->in_end = c->next_start = 0;
 	return true;
 }
 
@@ -527,7 +601,7 @@ static void process_input(struct conn *c, int64_t now)
 	if (h2_handover(c))
 		return;
 	int r = http_parse_request_resume(c->in + c->in_start, c->in_end - c->in_start, &c->srv->limits,
-					  &c->req, &c->parse);
+					  &c->b->req, &c->b->parse);
 	if (r == 0)
 		return;
 	c->stats_t0 = now ? now : stats_clock_ns(); /* stats: latency runs from here to the response's last byte */
@@ -542,16 +616,12 @@ static void make_body_room(struct conn *c)
 	size_t keep = c->next_start - c->in_start; /* the head; discarded body bytes are gone */
 	if (c->in_start > 0) {
 		memmove(c->in, c->in + c->in_start, keep);
-	} else {
-		char *p = realloc(c->in, c->in_cap + CONN_MIN_INPUT);
-		if (!p)
-			return;
-		c->in = p;
-		c->in_cap += CONN_MIN_INPUT;
+	} else if (!in_grow(c, c->in_cap + CONN_MIN_INPUT)) {
+		return;
 	}
 	c->in_start = 0;
 	c->next_start = c->in_end = keep;
-	http_parse_request(c->in, c->req_len, &c->srv->limits, &c->req);
+	http_parse_request(c->in, c->req_len, &c->srv->limits, &c->b->req);
 }
 
 struct iovec conn_input_space(struct conn *c)
@@ -559,10 +629,9 @@ struct iovec conn_input_space(struct conn *c)
 	if (c->h2)
 		return h2_input_space(c->h2);
 	if (!c->in) {
-		c->in_cap = c->cfg->max_head < CONN_MIN_INPUT ? c->cfg->max_head : CONN_MIN_INPUT;
-		c->in = malloc(c->in_cap);
-		if (!c->in)
-			c->in_cap = 0; /* an empty span: the driver reads nothing, and closes */
+		c->in = pagebuf_get();
+		/* without it, an empty span: the driver reads nothing, and closes */
+		c->in_cap = !c->in ? 0 : c->cfg->max_head < CONN_MIN_INPUT ? c->cfg->max_head : CONN_MIN_INPUT;
 	}
 	if (c->state == ST_LINGER) {
 		c->in_start = c->in_end = 0;
@@ -579,11 +648,7 @@ struct iovec conn_input_space(struct conn *c)
 			c->in_start = 0;
 		} else if (c->in_cap < c->cfg->max_head) {
 			size_t cap = c->in_cap * 2 < c->cfg->max_head ? c->in_cap * 2 : c->cfg->max_head;
-			char *p = realloc(c->in, cap);
-			if (p) {
-				c->in = p;
-				c->in_cap = cap;
-			}
+			(void)in_grow(c, cap);
 		}
 	}
 	return (struct iovec){ c->in + c->in_end, c->in_cap - c->in_end };
@@ -653,10 +718,10 @@ static struct h1_record record_of(const struct conn *c)
 		.shed = c->out->resp.shed,
 	};
 	if (c->have_req) {
-		rec.method = c->req.method == HTTP_GET ? STATS_GET : c->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;
-		rec.request_line = c->req.request_line;
-		rec.referer = c->req.referer;
-		rec.user_agent = c->req.user_agent;
+		rec.method = c->b->req.method == HTTP_GET ? STATS_GET : c->b->req.method == HTTP_HEAD ? STATS_HEAD : STATS_OTHER;
+		rec.request_line = c->b->req.request_line;
+		rec.referer = c->b->req.referer;
+		rec.user_agent = c->b->req.user_agent;
 	} else {
 		/* the first line of what the client sent, for the access log of a
 		 * request that could not be parsed */
@@ -741,7 +806,7 @@ static void response_park(struct conn *c)
 static void next_request(struct conn *c)
 {
 	c->have_req = false;
-	memset(&c->parse, 0, sizeof(c->parse)); /* a new head: the parser starts afresh */
+	memset(&c->b->parse, 0, sizeof(c->b->parse)); /* a new head: the parser starts afresh */
 	c->in_start = c->next_start;
 	if (c->in_start == c->in_end)
 		c->in_start = c->in_end = 0;
@@ -755,7 +820,9 @@ static void next_request(struct conn *c)
  * before it, so they leave in one write rather than one small write each. */
 static void answer_buffered(struct conn *c)
 {
-	while (response_parkable(c) && next_request_buffered(c)) {
+	/* the cheap test first: parkable allocates the queue, which a client
+	 * that does not pipeline never needs */
+	while (next_request_buffered(c) && response_parkable(c)) {
 		response_park(c);
 		next_request(c);
 	}
@@ -892,7 +959,7 @@ void conn_output_done(struct conn *c, size_t n)
 			return;
 		account(c, &p->rec, p->out->sent, clock_once(&now));
 		h1_out_reset(p->out);
-		if (p->out->hdr_cap > 1024) { /* like hdr_shrink: a big head's buffer is not kept */
+		if (p->out->hdr_cap > 1024 && !p->out->hdr_fixed) { /* like hdr_shrink: a big head's buffer is not kept */
 			free(p->out->hdr);
 			p->out->hdr = NULL;
 			p->out->hdr_cap = 0;

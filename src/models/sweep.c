@@ -3,8 +3,10 @@
 #include "sweep.h"
 
 #include <malloc.h>
+#include <stdlib.h>
 
 #include "../conn.h"
+#include "../pagebuf.h"
 
 void sweep_init(struct sweep *s, int interval_ms)
 {
@@ -66,6 +68,15 @@ bool sweep_settle(struct sweep *s, unsigned released)
 	if (s->released < SWEEP_TRIM_MIN || (released > 0 && s->released < SWEEP_TRIM_MAX))
 		return false;
 	s->released = 0;
+	pagebuf_trim();
 	malloc_trim(0);
+	/* malloc_trim returns the free pages inside an arena, but not a
+	 * thread arena's top chunk: where all the freed memory ends up once
+	 * the connections it held have closed (merged, it borders the top).
+	 * glibc trims that top when a free of at least 64 KiB reaches the
+	 * arena, and this one does: taken and given back at once, below the
+	 * mmap threshold (128 KiB) so that it comes from the arena. */
+	void *volatile nudge = malloc(SWEEP_TOP_NUDGE);
+	free(nudge);
 	return true;
 }

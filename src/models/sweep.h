@@ -41,14 +41,16 @@ bool sweep_due(struct sweep *s, int64_t now);
 enum sweep_verdict sweep_check(const struct sweep *s, int64_t deadline, int64_t now);
 
 /* After a sweep that let `released` idle connections give their buffers
- * back: true (and the allocator's free pages go back to the kernel,
- * malloc_trim) once at least SWEEP_TRIM_MIN have, when a sweep releases no
- * more (the burst is over) or SWEEP_TRIM_MAX have piled up. Freed buffers
- * lie between the long-lived structs of the connections that stay, where
- * the allocator never trims on its own; a busy keep-alive connection never
- * releases, so a steady load never trims. */
+ * back: true (and the allocator's free pages, its thread arena's top and
+ * the thread's cached pages go back to the kernel) once at least
+ * SWEEP_TRIM_MIN have, when a sweep releases no more (the burst is over)
+ * or SWEEP_TRIM_MAX have piled up. What connections free lies between the
+ * long-lived structs of those that stay, or (all closed) in the arena's
+ * top, where the allocator never trims on its own; a busy keep-alive
+ * connection never releases, so a steady load never trims. */
 #define SWEEP_TRIM_MIN 32
 #define SWEEP_TRIM_MAX 4096
+#define SWEEP_TOP_NUDGE (96 * 1024) /* a free this big trims a thread arena's top (sweep.c) */
 bool sweep_settle(struct sweep *s, unsigned released);
 
 /* A connection closed: it freed all it held, and the next sweep_settle

@@ -80,6 +80,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../overload.h"
+#include "../pagebuf.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "io.h"
@@ -127,6 +128,13 @@ enum uop { OP_NONE, OP_RECV, OP_SENDMSG, OP_POLLOUT, OP_SHUTDOWN };
 /* What to do when the cancelled (or racing) operation completes. */
 enum upending { PEND_NONE, PEND_TIMEOUT, PEND_CLOSE };
 
+/* What a send in flight points the kernel at (600 bytes): a connection
+ * holds it only while it sends, not while it waits for a request. */
+struct usend {
+	struct conn_output out;
+	struct msghdr msg;
+};
+
 struct uconn {
 	struct wire *c;
 	int fd;
@@ -148,9 +156,8 @@ struct uconn {
 	 * taken. Bounded by the ring, which the loop shares. */
 	uint16_t stash_head, stash_tail;
 	uint32_t stash_off;
-	struct conn_output out; /* the iovecs of an in-flight sendmsg */
+	struct usend *send;    /* while it sends: a page from pagebuf.h, given back when idle */
 	int64_t send_ns;       /* stats: when it was queued (see conn_writing) */
-	struct msghdr msg;
 	struct uconn *prev, *next;
 };
 
@@ -298,6 +305,7 @@ static void uconn_close(struct loop *lp, struct uconn *u)
 	while (u->stash_head != URING_NO_BUF)
 		uconn_stash_pop(lp, u);
 	uconn_unfix_file(lp, u);
+	pagebuf_put(u->send);
 	close(u->fd);
 	wire_free(u->c);
 	if (u->prev)
@@ -463,12 +471,17 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 			uconn_hold_input(lp, u);
 		}
 		if (want == CONN_WANT_WRITE) {
-			wire_output(u->c, &u->out);
-			if (u->out.total == 0) { /* nothing left (cannot happen while WRITE is wanted) */
+			if (!u->send && !(u->send = pagebuf_get())) {
+				log_error("io_uring: out of memory for a send: closing a connection");
+				uconn_end(lp, u);
+				return;
+			}
+			wire_output(u->c, &u->send->out);
+			if (u->send->out.total == 0) { /* nothing left (cannot happen while WRITE is wanted) */
 				wire_output_done(u->c, 0);
 				continue;
 			}
-			if (u->out.iovcnt == 0 && uconn_sendfile(u, &u->out, &sent_file))
+			if (u->send->out.iovcnt == 0 && uconn_sendfile(u, &u->send->out, &sent_file))
 				continue;
 		}
 		if (want == CONN_WANT_READ && u->answered)
@@ -486,15 +499,15 @@ static void uconn_step(struct loop *lp, struct uconn *u)
 			uconn_prep_read(lp, u, sqe);
 			return;
 		case CONN_WANT_WRITE:
-			if (u->out.iovcnt > 0) {
+			if (u->send->out.iovcnt > 0) {
 				/* MSG_MORE: the head waits for the file bytes that follow */
-				int flags = MSG_NOSIGNAL | (u->out.more ? MSG_MORE : 0);
-				if (u->out.iovcnt == 1) {
+				int flags = MSG_NOSIGNAL | (u->send->out.more ? MSG_MORE : 0);
+				if (u->send->out.iovcnt == 1) {
 					/* a plain send skips sendmsg's copy of the msghdr and iovec */
-					io_uring_prep_send(sqe, u->fd, u->out.iov[0].iov_base, u->out.iov[0].iov_len, flags);
+					io_uring_prep_send(sqe, u->fd, u->send->out.iov[0].iov_base, u->send->out.iov[0].iov_len, flags);
 				} else {
-					u->msg = (struct msghdr){ .msg_iov = u->out.iov, .msg_iovlen = (size_t)u->out.iovcnt };
-					io_uring_prep_sendmsg(sqe, u->fd, &u->msg, flags);
+					u->send->msg = (struct msghdr){ .msg_iov = u->send->out.iov, .msg_iovlen = (size_t)u->send->out.iovcnt };
+					io_uring_prep_sendmsg(sqe, u->fd, &u->send->msg, flags);
 				}
 				u->op = OP_SENDMSG;
 				/* stats: the bytes leave when the ring is next
@@ -867,8 +880,11 @@ static void loop_scan(struct loop *lp, int64_t now)
 			 * empty stash; the multishot receive uses the ring's
 			 * buffers, so an idle kept-alive connection qualifies. */
 			if (!u->busy && u->op == OP_NONE && u->pending == PEND_NONE &&
-			    u->stash_head == URING_NO_BUF && !u->mrecv_end_due)
+			    u->stash_head == URING_NO_BUF && !u->mrecv_end_due) {
 				released += wire_release_idle(u->c);
+				pagebuf_put(u->send);
+				u->send = NULL;
+			}
 			u->busy = false;
 			break;
 		case SWEEP_EXPIRED:
