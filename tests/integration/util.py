@@ -6,6 +6,7 @@ Every connection made here goes to 127.0.0.1 only.
 from __future__ import annotations
 
 import email.utils
+import fcntl
 import os
 import re
 import select
@@ -18,6 +19,21 @@ from pathlib import Path
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+
+def repo_make(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """`make -s ARGS` in the repository, holding a lock on build/: the
+    targets the tests make (install, man) write files under build/, and
+    `make test` runs the plain and sanitizer suites side by side, each of
+    which may make them at the same moment."""
+    lock = REPO_ROOT / "build" / ".make-in-repository.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return subprocess.run(["make", "-s", "--no-print-directory", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+
 
 IMF_FIXDATE_RE = re.compile(
     r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} "
