@@ -103,7 +103,9 @@ junit     = --junitxml=$(REPORTS)/$(1).xml
 #   SPINDLE_TIME_SCALE), beside the CPU-bound stages (unit tests, fuzzing,
 #   valgrind, the Debian package), which fill the cores the suites leave idle.
 # - timing: the tests whose subject is a duration or a CPU share over a
-#   wall-clock window, of the three suites, with nothing CPU-bound beside them.
+#   wall-clock window (`timing`), or that a busy machine fails otherwise
+#   (`quiet`: a window the sanitizer time scale does not stretch), of the
+#   three suites, with nothing CPU-bound beside them.
 # - solo: the `solo` tests of each suite, then the benchmark lab's tests that
 #   measure, one at a time on an otherwise idle machine.
 # Every test of the former serial order runs, in the same build, once.
@@ -169,17 +171,17 @@ stage-bench-quiet:
 	$(PY) -m pytest -q $(call junit,bench-quiet) $(BENCH_QUIET:%=tests/bench/%)
 
 stage-plain:
-	$(call part,integration,$(CROWD_JOBS),not timing and not solo)
+	$(call part,integration,$(CROWD_JOBS),not timing and not quiet and not solo)
 stage-asan:
-	$(call part,asan,$(CROWD_JOBS),$(ASAN_MARKS) and not timing and not solo,-x,$(ASAN_ENV))
+	$(call part,asan,$(CROWD_JOBS),$(ASAN_MARKS) and not timing and not quiet and not solo,-x,$(ASAN_ENV))
 stage-tsan:
-	$(call part,tsan,$(CROWD_JOBS),$(TSAN_MARKS) and not timing and not solo,-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
+	$(call part,tsan,$(CROWD_JOBS),$(TSAN_MARKS) and not timing and not quiet and not solo,-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
 stage-plain-timing:
-	$(call part,integration-timing,$(TIMING_JOBS),timing and not solo)
+	$(call part,integration-timing,$(TIMING_JOBS),(timing or quiet) and not solo)
 stage-asan-timing:
-	$(call part,asan-timing,$(TIMING_JOBS),$(ASAN_MARKS) and timing and not solo,-x,$(ASAN_ENV))
+	$(call part,asan-timing,$(TIMING_JOBS),$(ASAN_MARKS) and (timing or quiet) and not solo,-x,$(ASAN_ENV))
 stage-tsan-timing:
-	$(call part,tsan-timing,$(TIMING_JOBS),$(TSAN_MARKS) and timing and not solo,-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
+	$(call part,tsan-timing,$(TIMING_JOBS),$(TSAN_MARKS) and (timing or quiet) and not solo,-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
 stage-plain-solo:
 	$(call part,integration-solo,0,solo)
 stage-asan-solo:

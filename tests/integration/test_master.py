@@ -400,6 +400,9 @@ def _refused(port: int) -> bool:
         return False
 
 
+# quiet: the 50 MB download must end within the default 10 s drain_timeout;
+# under ASan beside a saturated machine it was cut at 39 MB.
+@pytest.mark.quiet
 @pytest.mark.parametrize("model", ["epoll", "pool", "prefork", "fork"])
 def test_sigterm_drains_download_and_leaves_no_process(model, instances, huge_docroot):
     need(model)
