@@ -98,21 +98,23 @@ junit     = --junitxml=$(REPORTS)/$(1).xml
 #   make -j2 (spindle, the unit tests, the ASan and TSan builds, the fuzz
 #   targets, the man pages): the stages then build nothing, side by side.
 # - crowd: what waits on timers and sockets, or tolerates a busy machine. The
-#   plain, ASan and TSan suites without their `timing` and `solo` tests, each
-#   on its own xdist workers (the sanitizer suites stretch their bounds by
-#   SPINDLE_TIME_SCALE), beside the CPU-bound stages (unit tests, fuzzing,
-#   valgrind, the Debian package), which fill the cores the suites leave idle.
+#   plain, ASan and TSan suites without their `timing`, `quiet` and `solo`
+#   tests, each on its own xdist workers (the sanitizer suites stretch their
+#   bounds by SPINDLE_TIME_SCALE), beside the CPU-bound stages (fuzzing first,
+#   unit tests, valgrind, the Debian package), which fill the cores the suites
+#   leave idle.
 # - timing: the tests whose subject is a duration or a CPU share over a
 #   wall-clock window (`timing`), or that a busy machine fails otherwise
 #   (`quiet`: a window the sanitizer time scale does not stretch), of the
 #   three suites, with nothing CPU-bound beside them.
 # - solo: the `solo` tests of each suite, then the benchmark lab's tests that
 #   measure, one at a time on an otherwise idle machine.
-# Every test of the former serial order runs, in the same build, once.
+# Every test of the former serial order runs, in the same build, once; the
+# Makefile's `part`s of a suite (the mark expressions below) add up to all of it.
 TEST_BUILD_JOBS ?= 2
 CROWD_JOBS      ?= 3
-# The CPU-bound stages beside the suites yield the CPU to them (whose tests
-# wait on the clock): at nice 10 a process gets a tenth of what one at 0 does.
+# The Debian package's build beside the suites yields the CPU to them (whose
+# tests wait on the clock): at nice 10 a process gets a tenth of what one at 0 does.
 YIELD           := nice -n 10
 TIMING_JOBS     ?= 2
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -132,7 +134,7 @@ test:
 	rm -rf $(REPORTS) && mkdir -p $(REPORTS)
 	python3 scripts/test-stages.py --reports $(REPORTS) --make "$(MAKE)" \
 	  'prepare: deps+test-build' \
-	  'crowd: stage-plain stage-asan stage-tsan+stage-valgrind stage-unit+stage-fuzz+stage-package+stage-bench' \
+	  'crowd: stage-plain stage-asan stage-tsan+stage-valgrind stage-fuzz+stage-unit+stage-package+stage-bench' \
 	  'timing: stage-plain-timing stage-asan-timing+stage-tsan-timing' \
 	  'solo: stage-plain-solo+stage-asan-solo+stage-tsan-solo+stage-bench-quiet'
 	@$(PY) scripts/skip-summary.py $(REPORTS)
@@ -151,8 +153,10 @@ stage-unit:
 	build/asan/unit_tests --jobs 2 --json=$(REPORTS)/asan-unit.json
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
 
+# Not niced: a fuzzer's executions in its TEST_FUZZ_SECONDS are what it proves
+# (at nice 10 on a busy machine fuzz_conn ran 331 inputs in 5 s, not 100,000).
 stage-fuzz:
-	FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) $(YIELD) tests/fuzz/run.sh $(FUZZ_TARGETS)
+	FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 stage-valgrind:
 	./scripts/valgrind-check.sh
