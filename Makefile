@@ -67,16 +67,12 @@ unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests --jobs 2
 
 # The integration suite runs on PYTEST_JOBS pytest-xdist workers: most tests
-# wait on timers and sockets, not on the CPU (a run under ASan keeps two cores
-# less than a fifth busy). Four workers on 2 cores take about half the wall
-# time of two, but two clean-clone runs at four each failed one timing test
-# (a drain's CPU window, a fork-model log reopen), so two it is until those
-# are understood: `make test PYTEST_JOBS=4` is the faster local run. A worker
-# takes one (module, model) group at a time
-# (conftest.py), so shared servers start once per group as in a serial run.
-# The few tests marked `solo` need the CPU to themselves (busy work, threads
-# that must stop spinning in time) and run afterwards, alone. PYTEST_JOBS=0
-# runs everything serially, in one process.
+# wait on timers and sockets, not on the CPU. A worker takes one (module,
+# model) group at a time (conftest.py), so shared servers start once per group
+# as in a serial run. The few tests marked `solo` need the CPU to themselves
+# (busy work, threads that must stop spinning in time) and run afterwards,
+# alone. PYTEST_JOBS=0 runs everything serially, in one process.
+# (`make test` runs the suites in parts, side by side: see below.)
 PYTEST_JOBS ?= 2
 # $(call suite,REPORT,MARK EXPRESSION or empty,MORE PYTEST ARGUMENTS,ENVIRONMENT)
 suite = $(4) $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(call junit,$(1)) \
@@ -86,26 +82,117 @@ suite = $(4) $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadgroup $(call junit,
 integration: spindle
 	$(call suite,integration)
 
-# tests/package builds the Debian package (make deb), installs it on this
-# machine, serves with it and purges it: once, alone, outside the suites.
 # Every pytest run of `make test` writes a JUnit report here, every unit-test
 # run a JSON one; the last step lists every skip with its reason, so none
 # passes unread.
 REPORTS  := build/test-reports
 junit     = --junitxml=$(REPORTS)/$(1).xml
 
-test: deps
+# ---- make test ----------------------------------------------------------
+# scripts/test-stages.py runs the stages below: phases one after another, the
+# lanes of a phase (separated by spaces) side by side, the stages of a lane
+# (joined by +) in order. Each stage's output is printed whole when it ends,
+# under a header naming it; a table at the end gives each stage's wall and CPU
+# time and each phase's CPU share, ours and the machine's. Why this order:
+# - prepare: the dependencies, then everything the stages run, built by one
+#   make -j2 (spindle, the unit tests, the ASan and TSan builds, the fuzz
+#   targets, the man pages): the stages then build nothing, side by side.
+# - crowd: what waits on timers and sockets, or tolerates a busy machine. The
+#   plain, ASan and TSan suites without their `timing`, `quiet` and `solo`
+#   tests, each on its own xdist workers (the sanitizer suites stretch their
+#   bounds by SPINDLE_TIME_SCALE), beside the CPU-bound stages (fuzzing first,
+#   unit tests, valgrind, the Debian package), which fill the cores the suites
+#   leave idle.
+# - timing: the tests whose subject is a duration or a CPU share over a
+#   wall-clock window (`timing`), or that a busy machine fails otherwise
+#   (`quiet`: a window the sanitizer time scale does not stretch), of the
+#   three suites, with nothing CPU-bound beside them.
+# - solo: the `solo` tests of each suite, then the benchmark lab's tests that
+#   measure, one at a time on an otherwise idle machine.
+# Every test of the former serial order runs, in the same build, once; the
+# Makefile's `part`s of a suite (the mark expressions below) add up to all of it.
+TEST_BUILD_JOBS ?= 2
+CROWD_JOBS      ?= 3
+# The Debian package's build beside the suites yields the CPU to them (whose
+# tests wait on the clock): at nice 10 a process gets a tenth of what one at 0 does.
+YIELD           := nice -n 10
+TIMING_JOBS     ?= 2
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan
+TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:exitcode=66 SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan
+ASAN_MARKS := not campaign
+TSAN_MARKS := not campaign and not not_under_tsan
+# $(call part,REPORT,JOBS (0: serially),MARK EXPRESSION,MORE PYTEST ARGUMENTS,ENVIRONMENT)
+part = $(5) $(PY) -m pytest -q $(if $(filter 0,$(2)),,-n $(2) --dist loadgroup) $(call junit,$(1)) \
+	-m '$(3)' $(4) tests/integration
+
+.PHONY: test-build build-asan-all stage-unit stage-fuzz stage-valgrind stage-package stage-bench stage-bench-quiet \
+	stage-plain stage-asan stage-tsan stage-plain-timing stage-asan-timing stage-tsan-timing \
+	stage-plain-solo stage-asan-solo stage-tsan-solo
+
+test:
 	rm -rf $(REPORTS) && mkdir -p $(REPORTS)
-	$(MAKE) all $(BUILD)/unit_tests
-	$(BUILD)/unit_tests --jobs 2 --json=$(REPORTS)/unit.json
-	$(call suite,integration)
-	$(PY) -m pytest -q $(call junit,package) tests/package
-	$(PY) -m pytest -q $(call junit,bench) tests/bench
-	$(MAKE) asan-test
-	$(MAKE) tsan-test
-	$(MAKE) valgrind
-	$(MAKE) fuzz-run FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	python3 scripts/test-stages.py --reports $(REPORTS) --make "$(MAKE)" \
+	  'prepare: deps+test-build' \
+	  'crowd: stage-plain stage-asan stage-tsan+stage-valgrind stage-fuzz+stage-unit+stage-package+stage-bench' \
+	  'timing: stage-plain-timing stage-asan-timing+stage-tsan-timing' \
+	  'solo: stage-plain-solo+stage-asan-solo+stage-tsan-solo+stage-bench-quiet'
 	@$(PY) scripts/skip-summary.py $(REPORTS)
+
+test-build:
+	$(MAKE) -j$(TEST_BUILD_JOBS) all $(BUILD)/unit_tests build/parse_json man fuzz build-asan-all tsan \
+	  build/tsan/cache_stress
+
+build-asan-all:
+	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" spindle-asan build/asan/unit_tests
+
+# The stages: each expects test-build's results (they build nothing, so two
+# side by side never write the same file).
+stage-unit:
+	$(BUILD)/unit_tests --jobs 2 --json=$(REPORTS)/unit.json
+	build/asan/unit_tests --jobs 2 --json=$(REPORTS)/asan-unit.json
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
+
+# Not niced: a fuzzer's executions in its TEST_FUZZ_SECONDS are what it proves
+# (at nice 10 on a busy machine fuzz_conn ran 331 inputs in 5 s, not 100,000);
+# and 8 s, not the 5 it had alone, since it shares the cores with the suites.
+stage-fuzz:
+	FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+stage-valgrind:
+	./scripts/valgrind-check.sh
+
+# tests/package builds the Debian package (make deb, in a copy of the
+# checkout), installs it on this machine, serves with it and purges it.
+stage-package:
+	$(YIELD) $(PY) -m pytest -q $(call junit,package) tests/package
+
+# The lab's tests that measure (latency percentiles, CPU and kernel counters
+# of live processes) run alone; the rest (parsers, reports, plots) in the crowd.
+BENCH_QUIET := test_openloop.py test_cpumeter.py test_kcounters.py test_floor.py
+stage-bench:
+	$(PY) -m pytest -q $(call junit,bench) $(BENCH_QUIET:%=--ignore=tests/bench/%) tests/bench
+stage-bench-quiet:
+	$(PY) -m pytest -q $(call junit,bench-quiet) $(BENCH_QUIET:%=tests/bench/%)
+
+stage-plain:
+	$(call part,integration,$(CROWD_JOBS),not timing and not quiet and not solo)
+stage-asan:
+	$(call part,asan,$(CROWD_JOBS),$(ASAN_MARKS) and not timing and not quiet and not solo,-x,$(ASAN_ENV))
+stage-tsan:
+	$(call part,tsan,$(CROWD_JOBS),$(TSAN_MARKS) and not timing and not quiet and not solo,-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
+stage-plain-timing:
+	$(call part,integration-timing,$(TIMING_JOBS),(timing or quiet) and not solo)
+stage-asan-timing:
+	$(call part,asan-timing,$(TIMING_JOBS),$(ASAN_MARKS) and (timing or quiet) and not solo,-x,$(ASAN_ENV))
+stage-tsan-timing:
+	$(call part,tsan-timing,$(TIMING_JOBS),$(TSAN_MARKS) and (timing or quiet) and not solo,-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
+stage-plain-solo:
+	$(call part,integration-solo,0,solo)
+stage-asan-solo:
+	$(call part,asan-solo,0,$(ASAN_MARKS) and solo,-x,$(ASAN_ENV))
+stage-tsan-solo:
+	$(call part,tsan-solo,0,$(TSAN_MARKS) and solo,-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build, running the integration suite.
 ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -116,8 +203,7 @@ spindle-asan: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 asan-test: asan
-	$(call suite,asan,not campaign,-x,ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1 SPINDLE_TIME_SCALE=3 SPINDLE_BIN=./spindle-asan)
+	$(call suite,asan,$(ASAN_MARKS),-x,$(ASAN_ENV))
 	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" build/asan/unit_tests
 	@mkdir -p $(REPORTS)
 	build/asan/unit_tests --jobs 2 --json=$(REPORTS)/asan-unit.json
@@ -128,13 +214,13 @@ tsan:
 
 # ThreadSanitizer: the cache under concurrent stress, then the integration
 # suite against the threaded models' TSan build.
-tsan-test: tsan
-	@mkdir -p build/tsan
-	clang $(CSTD) $(TSAN_CFLAGS) -pthread -o build/tsan/cache_stress tests/tsan/cache_stress.c \
-	  src/fs/cache.c src/http/date.c src/http/response.c src/http/parse.c
+tsan-test: tsan build/tsan/cache_stress
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/tsan/cache_stress
-	$(call suite,tsan,not campaign and not not_under_tsan,-x -k "$(TSAN_MODELS)",TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
-	  SPINDLE_TIME_SCALE=5 SPINDLE_BIN=./spindle-tsan)
+	$(call suite,tsan,$(TSAN_MARKS),-x -k "$(TSAN_MODELS)",$(TSAN_ENV))
+
+build/tsan/cache_stress: tests/tsan/cache_stress.c src/fs/cache.c src/http/date.c src/http/response.c src/http/parse.c
+	@mkdir -p build/tsan
+	clang $(CSTD) $(TSAN_CFLAGS) -pthread -o $@ $^
 
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -191,7 +277,7 @@ build/parse_json: tests/fuzz/parse_json.c src/http/parse.c
 # corpus in full (the regression check) but fuzzes each target for
 # TEST_FUZZ_SECONDS only; `make fuzz-run` is the longer campaign.
 FUZZ_SECONDS ?= 22
-TEST_FUZZ_SECONDS ?= 5
+TEST_FUZZ_SECONDS ?= 8
 FUZZ_TIMEOUT ?= 10
 fuzz-run: fuzz
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) tests/fuzz/run.sh $(FUZZ_TARGETS)

@@ -85,6 +85,11 @@ def pytest_configure(config):
         f"memory and UB, and stretches every duration) it runs under {SEMANTICS_MODEL} only; the plain and "
         f"TSan suites run it under every model they run ({ALL_MODELS_ENV}=1: every model everywhere)")
     config.addinivalue_line(
+        "markers", "quiet: its subject is not a duration, but it holds a wall-clock bound a crowded machine "
+        "breaks (a drain's fixed timeout, a fresh client served within a second), or its answer depends on how "
+        "the server's reads are cut: `make test` runs it with the `timing` tests, beside no CPU-bound stage; "
+        "under every model its suite runs (unlike `timing` under ASan)")
+    config.addinivalue_line(
         "markers", "models(*names): runs under these models only, where the code the test is about differs "
         f"between models and the rest share it with one of them (the reason is beside the marker; "
         f"{ALL_MODELS_ENV}=1: every model)")

@@ -13,7 +13,8 @@ import pytest
 import util
 
 # Runs `make` in the repository, which writes build/man/: under pytest-xdist
-# never beside test_install.py, which does too (conftest.py keeps this group).
+# never beside test_install.py, which does too (conftest.py keeps this group),
+# and never beside another session's (util.repo_make holds a lock).
 pytestmark = pytest.mark.xdist_group("make-in-repository")
 
 SERVER_CONF = util.REPO_ROOT / "server.conf"
@@ -43,8 +44,7 @@ def check(*args: str) -> str:
 @pytest.fixture(scope="module")
 def man_pages():
     """Builds the pages from the current server.conf (as `make install` does)."""
-    r = subprocess.run(["make", "-s", "--no-print-directory", "man"], cwd=util.REPO_ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = util.repo_make("man", timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     return {p: MAN_DIR / p for p in PAGES}
 

@@ -33,7 +33,11 @@ import pytest
 import util
 from conftest import A_TXT
 
-pytestmark = pytest.mark.semantics
+# quiet: most tests bound a fresh client's wait during an attack by PROMPT_S,
+# and which resets the server sends depends on how its reads are cut; beside a
+# saturated machine a fresh client waited 5.07 s, and under TSan a reset
+# other than PROTOCOL_ERROR came.
+pytestmark = [pytest.mark.semantics, pytest.mark.quiet]
 
 HOST = util.HOST
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

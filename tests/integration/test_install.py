@@ -14,7 +14,8 @@ import pytest
 import util
 
 # Runs `make` in the repository, which writes build/man/: under pytest-xdist
-# never beside test_config_reference.py, which does too (conftest.py keeps this group).
+# never beside test_config_reference.py, which does too (conftest.py keeps this
+# group), and never beside another session's (util.repo_make holds a lock).
 pytestmark = pytest.mark.xdist_group("make-in-repository")
 
 PREFIX = "/usr/local"
@@ -26,8 +27,7 @@ INSTALLED = [
 
 
 def make(*args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run(["make", "-s", "--no-print-directory", *args], cwd=util.REPO_ROOT,
-                       capture_output=True, text=True, timeout=300)
+    r = util.repo_make(*args, timeout=300)
     assert r.returncode == 0, f"make {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
     return r
 

@@ -339,6 +339,9 @@ def _trickle(slow: list[socket.socket], stop: threading.Event):
             return
 
 
+# quiet: a fresh request must be answered within 1 s while the heads are cut;
+# beside a saturated machine pool's took 1.51 s.
+@pytest.mark.quiet
 def test_fresh_client_while_slow_heads_are_cut(cut_server):
     """CUT_CLIENTS clients trickle a head; header_timeout cuts them all in the
     same scan (408, half-close, then the server reads and drops what they

@@ -138,6 +138,9 @@ def test_duration_with_ms_suffix(servers):
     assert 0.3 <= elapsed <= util.scaled(1.5), f"keepalive_timeout=500ms closed after {elapsed:.2f}s"
 
 
+# quiet: the drop must come within send_timeout + 6 s; beside a saturated
+# machine fork's came after 8.2 s.
+@pytest.mark.quiet
 def test_send_timeout_drops_client_that_stops_reading(servers, huge_docroot):
     srv = servers(root=huge_docroot.path, send_timeout=1)
     with srv.connect(timeout=15, rcvbuf=4096) as c:

@@ -6,7 +6,10 @@ Every connection made here goes to 127.0.0.1 only.
 from __future__ import annotations
 
 import email.utils
+import errno
+import fcntl
 import os
+import random
 import re
 import select
 import signal
@@ -17,7 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HOST = "127.0.0.1"
+_port_choice = random.SystemRandom()
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+
+def repo_make(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """`make -s ARGS` in the repository, holding a lock on build/: the
+    targets the tests make (install, man) write files under build/, and
+    `make test` runs the plain and sanitizer suites side by side, each of
+    which may make them at the same moment."""
+    lock = REPO_ROOT / "build" / ".make-in-repository.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return subprocess.run(["make", "-s", "--no-print-directory", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+
 
 IMF_FIXDATE_RE = re.compile(
     r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} "
@@ -112,7 +131,35 @@ def scaled(seconds: float) -> float:
     return seconds * time_scale()
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A port nobody uses now, for a server to listen on, taken below the
+    kernel's ephemeral range: every client socket (the tests', wrk's, other
+    sessions') gets its port from that range, so none can take the port
+    between this check and the server's bind, however many suites run side
+    by side (`make test` runs three; a [::] ipv6only=off listener lost its
+    port so once)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = _port_choice.randrange(max(1024, low - 10000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+        try:
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s6:
+                s6.bind(("::", port))  # free on every address, as a [::] listener needs
+        except OSError as e:
+            if e.errno != errno.EAFNOSUPPORT:
+                continue
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
