@@ -7,8 +7,25 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+/* Under valgrind the heap's blocks too: memcheck cannot see a use after
+ * give-back or a leak inside pages this file maps and caches itself. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define PAGEBUF_UNDER_VALGRIND() RUNNING_ON_VALGRIND
+#endif
+#endif
+#ifndef PAGEBUF_UNDER_VALGRIND
+#define PAGEBUF_UNDER_VALGRIND() 0
+#endif
 
 #ifdef PAGEBUF_FROM_HEAP
+
+void pagebuf_prefer_heap(void)
+{
+}
 
 void *pagebuf_get(void)
 {
@@ -59,6 +76,22 @@ static pthread_key_t pagebuf_key;
 static pthread_once_t pagebuf_once = PTHREAD_ONCE_INIT;
 static bool pagebuf_key_ok;
 
+/* Set before the serving threads start and never changed after, so every
+ * buffer is given back the way it was taken. */
+static bool pagebuf_heap;
+static pthread_once_t pagebuf_size_once = PTHREAD_ONCE_INIT;
+
+static void pagebuf_size_check(void)
+{
+	if (sysconf(_SC_PAGESIZE) != PAGEBUF_SIZE || PAGEBUF_UNDER_VALGRIND())
+		pagebuf_heap = true;
+}
+
+void pagebuf_prefer_heap(void)
+{
+	pagebuf_heap = true;
+}
+
 void pagebuf_trim(void)
 {
 	while (pagebuf_cache) {
@@ -82,6 +115,9 @@ static void pagebuf_key_init(void)
 
 void *pagebuf_get(void)
 {
+	pthread_once(&pagebuf_size_once, pagebuf_size_check);
+	if (pagebuf_heap)
+		return aligned_alloc(PAGEBUF_SIZE, PAGEBUF_SIZE);
 	struct pagebuf_free *f = pagebuf_cache;
 	if (f) {
 		pagebuf_cache = f->next;
@@ -96,6 +132,10 @@ void pagebuf_put(void *p)
 {
 	if (!p)
 		return;
+	if (pagebuf_heap) {
+		free(p);
+		return;
+	}
 	if (pagebuf_ncached < PAGEBUF_CACHE_MAX) {
 		if (!pagebuf_cache) {
 			/* the destructor runs only for a key set non-NULL */
@@ -116,6 +156,8 @@ void pagebuf_put(void *p)
 
 void *pagebuf_resize(void *p, size_t old_size, size_t new_size)
 {
+	if (pagebuf_heap)
+		return realloc(p, new_size);
 	size_t from = pagebuf_span(old_size), to = pagebuf_span(new_size);
 	if (from == to)
 		return p;
@@ -127,6 +169,10 @@ void pagebuf_free(void *p, size_t size)
 {
 	if (!p)
 		return;
+	if (pagebuf_heap) {
+		free(p);
+		return;
+	}
 	size_t span = pagebuf_span(size);
 	if (span == PAGEBUF_SIZE)
 		pagebuf_put(p);

@@ -37,6 +37,15 @@ void *pagebuf_resize(void *p, size_t old_size, size_t new_size);
 /* Gives back a buffer of size bytes (a single page goes to the cache). */
 void pagebuf_free(void *p, size_t size);
 
+/* For a model whose threads or processes each serve one connection and
+ * then end (thread, fork): their caches would start empty and end with
+ * them, so every connection would map and unmap its pages; the heap keeps
+ * them across connections, and a connection's memory goes with its thread
+ * or process anyway. Called once, before the first buffer is taken. The
+ * heap is used too where the kernel's page is not PAGEBUF_SIZE, and under
+ * valgrind, whose memcheck cannot see inside pages cached here. */
+void pagebuf_prefer_heap(void);
+
 /* Unmaps the pages this thread's cache holds: when a burst is over. */
 void pagebuf_trim(void);
 

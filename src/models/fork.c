@@ -25,6 +25,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../overload.h"
+#include "../pagebuf.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "blocking.h"
@@ -77,6 +78,8 @@ static int fork_run(struct server *srv)
 	int64_t cap_logged = -1;
 	bool rejects = overload_rejects(srv);
 	int rc = 0;
+
+	pagebuf_prefer_heap(); /* a process per connection: see pagebuf.h */
 
 	if (children_open(&ch) < 0)
 		return 1;

@@ -28,6 +28,7 @@
 #include "../listen.h"
 #include "../log/log.h"
 #include "../overload.h"
+#include "../pagebuf.h"
 #include "../server.h"
 #include "../stats/stats.h"
 #include "../tls/context.h"
@@ -209,6 +210,8 @@ static int thread_run(struct server *srv)
 	int max = srv->cfg->max_connections;
 	/* on the heap: threads that outlive a drain timeout still use it */
 	struct tmodel *tm = calloc(1, sizeof(*tm));
+
+	pagebuf_prefer_heap(); /* a thread per connection: see pagebuf.h */
 
 	if (!tm) {
 		log_error("thread: out of memory");

@@ -6,6 +6,8 @@
  * mapping in the plain build. */
 #include <criterion/criterion.h>
 
+#include <malloc.h>
+
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -88,4 +90,21 @@ Test(pagebuf, a_buffer_grown_past_a_page_keeps_its_bytes_and_is_freed_whole)
 	for (int i = 0; i < 5; i++)
 		cr_assert(!mapped(r + (size_t)i * PAGEBUF_SIZE), "page %d of the grown buffer unmapped", i);
 #endif
+}
+
+/* Criterion runs each test in a process of its own, so the switch stays here. */
+Test(pagebuf, a_thread_per_connection_takes_its_pages_from_the_heap)
+{
+	pagebuf_prefer_heap();
+	char *p = pagebuf_get();
+	cr_assert_not_null(p);
+	cr_assert_eq((uintptr_t)p % PAGEBUF_SIZE, 0);
+	/* only the heap's blocks have a usable size (a mapping would crash) */
+	cr_assert_geq(malloc_usable_size(p), (size_t)PAGEBUF_SIZE);
+	memset(p, 'x', PAGEBUF_SIZE);
+	char *q = pagebuf_resize(p, PAGEBUF_SIZE, 3 * PAGEBUF_SIZE);
+	cr_assert_not_null(q);
+	cr_assert_eq(q[PAGEBUF_SIZE - 1], 'x');
+	cr_assert_geq(malloc_usable_size(q), (size_t)(3 * PAGEBUF_SIZE));
+	pagebuf_free(q, 3 * PAGEBUF_SIZE);
 }
