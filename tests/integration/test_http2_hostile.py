@@ -43,7 +43,7 @@ HOST = util.HOST
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS = 0x1, 0x4
-PROTOCOL_ERROR, REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM = 0x1, 0x7, 0x8, 0xB
+PROTOCOL_ERROR, STREAM_CLOSED, REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM = 0x1, 0x5, 0x7, 0x8, 0xB
 # A fresh client's request while an attack runs: served within this.
 PROMPT_S = 1.0
 # send_timeout for the attacks it ends: short, so a stall costs the suite
@@ -319,7 +319,17 @@ def test_made_you_reset(model, fresh_server):
         assert a.wait_closed(util.scaled(3))
         assert a.goaway() is not None and a.goaway()[1] == ENHANCE_YOUR_CALM, a.goaway()
         resets = [f for f in a.frames() if f[0] == RST_STREAM]
-        assert resets and all(struct.unpack(">I", f[3])[0] == PROTOCOL_ERROR for f in resets)
+        codes = [struct.unpack(">I", f[3])[0] for f in resets]
+        # Which code each later reset carries depends on how the server's
+        # reads cut the attack (a sanitizer build beside other tests once sent
+        # another than PROTOCOL_ERROR): a stream it resets counts against the
+        # concurrent-stream limit until its RST_STREAM is written, so streams
+        # past the limit in one read are refused (REFUSED_STREAM) before they
+        # are judged. What must hold: the server ended the streams itself, the
+        # first for being malformed, none with a code a server does not use
+        # for a stream it ends.
+        assert codes and codes[0] == PROTOCOL_ERROR, codes[:5]
+        assert set(codes) <= {PROTOCOL_ERROR, REFUSED_STREAM, STREAM_CLOSED}, sorted(set(codes))
         assert len(resets) <= 2 * 256, len(resets)
     served_after(srv.port, took)
 
