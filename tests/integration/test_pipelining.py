@@ -43,6 +43,9 @@ def timed_rounds(server) -> list[float]:
     return times
 
 
+# quiet: a round is bound to 10 ms (the stall it catches is a delayed ACK's
+# 40); beside the other suites a fork child's first round read 15.7 ms
+@pytest.mark.quiet
 def test_pipelined_rounds_do_not_stall(server):
     """Three rounds of 16 pipelined requests on one connection, each within
     10 ms. Before the fix, every round after the first took ~40 ms (16 small
