@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -19,6 +20,18 @@
 #endif
 #ifndef PAGEBUF_UNDER_VALGRIND
 #define PAGEBUF_UNDER_VALGRIND() 0
+#endif
+
+/* ThreadSanitizer (clang 14) does not intercept mremap: the range a
+ * buffer moved away from keeps its accesses' history, and the next thread
+ * handed a page there is reported racing with them. Under it a resize is
+ * a new mapping, a copy and an munmap, all of which it sees. */
+#if defined(__SANITIZE_THREAD__)
+#define PAGEBUF_NO_MREMAP 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PAGEBUF_NO_MREMAP 1
+#endif
 #endif
 
 #ifdef PAGEBUF_FROM_HEAP
@@ -161,8 +174,17 @@ void *pagebuf_resize(void *p, size_t old_size, size_t new_size)
 	size_t from = pagebuf_span(old_size), to = pagebuf_span(new_size);
 	if (from == to)
 		return p;
+#ifdef PAGEBUF_NO_MREMAP
+	void *q = mmap(NULL, to, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (q == MAP_FAILED)
+		return NULL;
+	memcpy(q, p, from < to ? from : to);
+	munmap(p, from);
+	return q;
+#else
 	void *q = mremap(p, from, to, MREMAP_MAYMOVE);
 	return q == MAP_FAILED ? NULL : q;
+#endif
 }
 
 void pagebuf_free(void *p, size_t size)
