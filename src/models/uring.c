@@ -748,13 +748,13 @@ static void loop_new_conn(struct loop *lp, int fd)
 	uconn_step(lp, u);
 }
 
-/* A new connection: served with a slot, else refused (overload = reject) or
- * parked until one frees. */
+/* A new connection: served with a slot, else refused (overload = reject or
+ * shed) or parked until one frees. */
 static void loop_take_conn(struct loop *lp, int fd)
 {
 	if (lp->nparked == 0 && slots_take(lp->slots)) {
 		loop_new_conn(lp, fd);
-	} else if (overload_rejects(lp->srv) && !lp->sweep.stopping) {
+	} else if (overload_refuses(lp->srv, OVERLOAD_AT_CAP) && !lp->sweep.stopping) {
 		/* nothing parked: the accept stays armed and the next comer
 		 * is refused at once too, until a slot frees */
 		struct sockaddr_storage peer;
