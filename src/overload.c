@@ -83,9 +83,19 @@ bool overload_should_shed(int64_t wait_ns)
 	return process_sheds && overload_shed(&process_overload, wait_ns, stats_clock_ns());
 }
 
-bool overload_rejects(const struct server *srv)
+bool overload_refuses(const struct server *srv, enum overload_limit limit)
 {
-	return srv->cfg->overload == OVERLOAD_REJECT;
+	switch (srv->cfg->overload) {
+	case OVERLOAD_REJECT:
+		return limit != OVERLOAD_ROOM;
+	case OVERLOAD_SHED:
+		/* past the cap a connection would wait in the backlog, unseen by
+		 * the wait rule; a pool's own queue is where that rule looks */
+		return limit == OVERLOAD_AT_CAP;
+	case OVERLOAD_QUEUE:
+		break;
+	}
+	return false;
 }
 
 /* "192.0.2.1", "2001:db8::1" or "unix:", as the session logs a peer. */
@@ -142,7 +152,12 @@ void overload_refuse(const struct server *srv, int fd, const struct sockaddr *pe
 		shutdown(fd, SHUT_WR);
 	}
 	close(fd);
-	stats_shed_full();
+	/* shed refuses at max_connections only (overload_refuses) */
+	bool at_cap = srv->cfg->overload == OVERLOAD_SHED;
+	if (at_cap)
+		stats_shed_connections();
+	else
+		stats_shed_full();
 	if (log_access_enabled()) {
 		char text[64];
 		refuse_peer_text(peer, len, text, sizeof(text));
@@ -151,7 +166,7 @@ void overload_refuse(const struct server *srv, int fd, const struct sockaddr *pe
 			.status = 503, /* over TLS: the answer it stands for, none sent */
 			.bytes = tls || h2 ? 0 : sizeof(body) - 1,
 			.shed = true,
-			.shed_full = true,
+			.refused = at_cap ? "connections" : "full",
 		};
 		log_access(&e);
 	}

@@ -4,8 +4,10 @@
  * queue or max_connections) instead of leaving it in the backlog;
  * `shed` keeps the time requests wait for the server near overload_target by
  * answering 503 with Retry-After, cheaply, to those that waited longest once
- * the wait has stayed above the target for an interval (CoDel's rule, over
- * each request's queue wait: conn.h, request timing). */
+ * the wait has stayed above it for an interval (CoDel's rule, over each
+ * request's queue wait: conn.h, request timing), and at max_connections
+ * answers a new connection 503 at once as `reject` does: there it would wait
+ * in the backlog, where no request's wait is measured. */
 #ifndef SPINDLE_OVERLOAD_H
 #define SPINDLE_OVERLOAD_H
 
@@ -42,13 +44,22 @@ void overload_configure(enum overload_policy policy, int target_ms);
  * wait_ns for the server: shed it? Nothing but a flag test under `queue`. */
 bool overload_should_shed(int64_t wait_ns);
 
-/* Whether a model at its cap should accept and refuse (overload = reject)
- * rather than stop accepting. */
-bool overload_rejects(const struct server *srv);
+/* The limits a model can be full at, the softer first. */
+enum overload_limit {
+	OVERLOAD_ROOM,       /* none reached: it takes newcomers */
+	OVERLOAD_QUEUE_FULL, /* its own queue of connections not yet picked up (pool, prefork) */
+	OVERLOAD_AT_CAP,     /* max_connections open */
+};
 
-/* A connection just accepted while the model is full: answers it 503 with
- * Retry-After and Connection: close in one non-blocking send, counts and logs
- * it, and closes fd. Reads nothing but what already arrived (discarded unread,
+/* Whether a model full at limit goes on accepting and refuses each newcomer
+ * (overload_refuse) rather than stop accepting. reject refuses at either
+ * limit; shed only at the cap: a pool's queue it judges by the wait. */
+bool overload_refuses(const struct server *srv, enum overload_limit limit);
+
+/* A connection just accepted while the model is full (overload_refuses):
+ * answers it 503 with Retry-After and Connection: close in one non-blocking
+ * send, counts and logs it (reason "full" under reject, "connections" under
+ * shed), and closes fd. Reads nothing but what already arrived (discarded unread,
  * so the close does not reset the answer away), opens no file, never blocks.
  * A model calls this and never formats HTTP itself. */
 void overload_refuse(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t len);

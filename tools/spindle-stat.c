@@ -225,9 +225,9 @@ static void print_json(const struct stats_header *h, const struct stats_totals *
 	printf("},\n");
 	printf("  \"bytes_sent\": %" PRIu64 ", \"keepalive_reuses\": %" PRIu64 ", \"timeouts\": %" PRIu64
 	       ", \"errors\": %" PRIu64 ", \"send_failures\": %" PRIu64 ", \"shed\": %" PRIu64
-	       ", \"shed_full\": %" PRIu64 ", \"http2_requests\": %" PRIu64 ",\n",
+	       ", \"shed_full\": %" PRIu64 ", \"shed_connections\": %" PRIu64 ", \"http2_requests\": %" PRIu64 ",\n",
 	       t->bytes_sent, t->keepalive_reuses, t->timeouts, t->errors, t->send_failures, t->shed, t->shed_full,
-	       t->http2_requests);
+	       t->shed_connections, t->http2_requests);
 	printf("  \"tls\": {\"handshakes\": %" PRIu64 ", \"resumed\": %" PRIu64 ", \"handshake_failures\": %" PRIu64
 	       "},\n",
 	       t->tls_handshakes, t->tls_resumed, t->tls_handshake_failures);
@@ -332,6 +332,9 @@ static void print_screen(const struct stats_header *h, const struct stats_totals
 		printf("  shed       %8" PRIu64 "   answered 503 by the overload policy (queue wait)\n", t->shed);
 	if (t->shed_full)
 		printf("  rejected   %8" PRIu64 "   connections answered 503 at once, the server full\n", t->shed_full);
+	if (t->shed_connections)
+		printf("  refused    %8" PRIu64 "   connections answered 503 at once, at max_connections (shed)\n",
+		       t->shed_connections);
 	printf("\n");
 	if (t->tls_handshakes || t->tls_handshake_failures)
 		printf("  tls        %8" PRIu64 "   handshakes, %" PRIu64 " resumed, %" PRIu64 " failed\n\n",

@@ -131,8 +131,8 @@ size_t json_access_line(char *out, size_t cap, const struct json_access *a)
 	outbuf_u64(&b, a->service_us);
 	outbuf_puts(&b, ",\"first_byte_us\":");
 	outbuf_u64(&b, a->first_byte_us);
-	if (a->shed_full)
-		outbuf_puts(&b, ",\"shed\":\"full\"");
+	if (a->refused)
+		jstring(&b, ",\"shed\":", cstr(a->refused), false, 32);
 	else if (a->shed)
 		outbuf_puts(&b, ",\"shed\":\"queue_wait\"");
 	jstring(&b, ",\"referer\":", a->referer, true, strings / 4);

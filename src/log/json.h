@@ -29,7 +29,8 @@ struct json_access {
 	uint64_t duration_us;   /* from the request head's arrival to the response's last byte */
 	uint64_t queue_us;      /* from readable to picked up by the thread or loop that served it */
 	bool shed;              /* answered 503 by the overload policy: "shed":"queue_wait" */
-	bool shed_full;         /* refused at once, the server full: "shed":"full" (over shed) */
+	const char *refused;    /* refused at once, no request read: its reason ("full", "connections")
+				 * is the "shed" written, over queue_wait; NULL: not refused */
 	uint64_t service_us;    /* from picked up to the response's last byte */
 	uint64_t first_byte_us; /* from picked up to the response's first byte */
 	struct span referer, user_agent; /* p == NULL: absent (written as null) */

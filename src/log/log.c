@@ -553,7 +553,7 @@ static void log_access_json(const struct access_entry *e)
 		.duration_us = e->duration_us,
 		.queue_us = e->queue_us,
 		.shed = e->shed,
-		.shed_full = e->shed_full,
+		.refused = e->refused,
 		.service_us = e->service_us,
 		.first_byte_us = e->first_byte_us,
 		.referer = e->referer,

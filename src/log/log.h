@@ -57,7 +57,8 @@ struct access_entry {
 	uint64_t queue_us;        /* readable to picked up (conn_readable; JSON format) */
 	uint64_t service_us;      /* picked up to last byte (JSON format) */
 	bool shed;                /* answered 503 by the overload policy (JSON format) */
-	bool shed_full;           /* refused at once, the server full: no request read (JSON format) */
+	const char *refused;      /* refused at once, no request read: why ("full", "connections"),
+				   * else NULL (JSON format) */
 	uint64_t first_byte_us;   /* picked up to first byte (JSON format) */
 	const char *site;         /* the site that answered ([site NAME], "default"); NULL: the server has
 				   * no [site] sections (the JSON line then has no "site") */

@@ -190,9 +190,9 @@ static void loop_accept_batch(struct loop *lp)
 	/* dropped ones (out of descriptors) count too: the batch stays bounded */
 	for (int n = 0; n < EPOLL_ACCEPT_BATCH; n++) {
 		/* at the cap connections wait in the backlog, or are refused
-		 * at once (overload = reject) */
+		 * at once (overload = reject or shed) */
 		bool full = !slots_take(lp->slots);
-		if (full && !overload_rejects(lp->srv))
+		if (full && !overload_refuses(lp->srv, OVERLOAD_AT_CAP))
 			return;
 		struct sockaddr_storage peer;
 		socklen_t len;

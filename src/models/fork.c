@@ -7,7 +7,7 @@
  * loop polls, and every wake-up reaps with waitpid(-1, WNOHANG), so the live
  * count is exact and no zombie outlives a poll. At max_connections live
  * children the parent stops accepting: new connections wait in the backlog
- * (or, overload = reject, are accepted and refused at once, unforked).
+ * (or, overload = reject or shed, are accepted and refused at once, unforked).
  *
  * Stop: the parent stops accepting, forwards SIGTERM to every child (each
  * drains its current response), waits up to drain_timeout, then SIGKILLs and
@@ -76,7 +76,7 @@ static int fork_run(struct server *srv)
 			       .exited = fork_child_exited };
 	struct acceptor acc;
 	int64_t cap_logged = -1;
-	bool rejects = overload_rejects(srv);
+	bool refuses = overload_refuses(srv, OVERLOAD_AT_CAP);
 	int rc = 0;
 
 	pagebuf_prefer_heap(); /* a process per connection: see pagebuf.h */
@@ -91,7 +91,7 @@ static int fork_run(struct server *srv)
 	while (!server_stopping()) {
 		children_reap(&ch);
 		bool full = ch.n >= ch.cap;
-		if (full && !rejects) {
+		if (full && !refuses) {
 			int64_t now = conn_now_ms();
 			if (cap_logged < 0 || now - cap_logged >= CAP_LOG_INTERVAL_MS) {
 				log_warn("fork: %d live children (max_connections): new connections wait", ch.n);
@@ -116,7 +116,7 @@ static int fork_run(struct server *srv)
 			}
 			continue;
 		}
-		if (full) { /* overload = reject: no fork for it */
+		if (full) { /* overload = reject or shed: no fork for it */
 			overload_refuse(srv, fd, (struct sockaddr *)&peer, len);
 			continue;
 		}

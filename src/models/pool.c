@@ -25,11 +25,13 @@
  * 2 x threads new connections (not yet served) and fewer than max_conns
  * connections are open; otherwise
  * it stops watching the listening socket (connections wait in the backlog)
- * and the first worker to make room writes the kick eventfd; under
+ * and the first worker to make room writes the kick eventfd. Under
  * overload = reject it goes on accepting and refuses each newcomer at once
- * (overload_refuse), the queue staying as full as it was, unless another
- * pool on the same listener has room (prefork: struct pool_room), which
- * the kernel then hands the newcomer to. Parked
+ * (overload_refuse), the queue staying as full as it was; under
+ * overload = shed it does so at max_conns only (a full queue is left to the
+ * shed rule, which judges each request by its wait); either way not while
+ * another pool on the same listener is below that limit (prefork: struct
+ * pool_room), which the kernel then hands the newcomer to. Parked
  * connections that wake, and busy ones that had their turn (a worker serves
  * a connection for a bounded number of reads and writes, then queues it
  * behind the others: BLOCKING_YIELD), are queued regardless: they are
@@ -88,10 +90,9 @@ struct pool {
 	struct acceptor acc;
 	bool listening;         /* the listener is in the epoll set (listener thread only) */
 	bool listener_dead;     /* shut down under us: never watch it again */
-	bool rejects;           /* overload = reject: without room, accept and refuse */
 	struct pool_room *room; /* the pools sharing the listener (prefork), or NULL */
 	int id;                 /* this pool's slot in room */
-	bool said_full;         /* what this pool last wrote there (listener thread only) */
+	enum overload_limit said; /* what this pool last wrote there (listener thread only) */
 	struct sweep sweep;     /* parked connections' deadlines; the drain time (listener thread only) */
 
 	pthread_mutex_t mu;     /* guards everything below */
@@ -101,7 +102,8 @@ struct pool {
 	int qfresh, qcap;       /* queued and never served yet; the accept bound */
 	struct pitem *idle;     /* parked connections */
 	int nconns, max_conns;  /* open connections, in any place */
-	bool paused;            /* the listener waits for room: kick it when there is */
+	bool paused;            /* the listener waits for room: kick it when the pool gets less full */
+	enum overload_limit paused_at; /* how full it was then */
 	bool draining;          /* stopping: idle connections close instead of parking */
 	bool shutdown;          /* workers exit once the queue is empty */
 	unsigned released;      /* parked connections that gave buffers back since the last sweep */
@@ -117,15 +119,21 @@ static void kick(struct pool *p)
 		log_error("pool: eventfd write: %s", strerror(errno));
 }
 
-static bool room_locked(const struct pool *p)
+/* How full the pool is: the limit a newcomer would meet. */
+static enum overload_limit limit_locked(const struct pool *p)
 {
-	return p->qfresh < p->qcap && p->nconns < p->max_conns;
+	if (p->nconns >= p->max_conns)
+		return OVERLOAD_AT_CAP;
+	return p->qfresh >= p->qcap ? OVERLOAD_QUEUE_FULL : OVERLOAD_ROOM;
 }
 
-/* After a worker took an item or a connection closed. */
+/* After a worker took an item or a connection closed. Any step down, not
+ * only to room: under shed a pool at its cap refuses newcomers, and below it
+ * (its queue still full) must stop, and stop reading as at its cap to the
+ * other pools (room_say). */
 static void made_room_locked(struct pool *p)
 {
-	if (p->paused && room_locked(p)) {
+	if (p->paused && limit_locked(p) < p->paused_at) {
 		p->paused = false;
 		kick(p);
 	}
@@ -284,7 +292,7 @@ static void listener_watch(struct pool *p, bool on)
 
 struct pool_room *pool_room_new(int pools)
 {
-	size_t size = sizeof(struct pool_room) + (size_t)pools * sizeof(_Atomic bool);
+	size_t size = sizeof(struct pool_room) + (size_t)pools * sizeof(atomic_int);
 	struct pool_room *room = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (room == MAP_FAILED) {
 		log_error("pool: cannot map the table of pools with room: %s", strerror(errno));
@@ -292,63 +300,66 @@ struct pool_room *pool_room_new(int pools)
 	}
 	room->pools = pools;
 	for (int i = 0; i < pools; i++)
-		atomic_init(&room->full[i], true);
+		atomic_init(&room->limit[i], OVERLOAD_AT_CAP);
 	return room;
 }
 
 void pool_room_free(struct pool_room *room)
 {
 	if (room)
-		munmap(room, sizeof(struct pool_room) + (size_t)room->pools * sizeof(_Atomic bool));
+		munmap(room, sizeof(struct pool_room) + (size_t)room->pools * sizeof(atomic_int));
 }
 
 void pool_room_gone(struct pool_room *room, int id)
 {
 	if (room && id >= 0 && id < room->pools)
-		atomic_store(&room->full[id], true);
+		atomic_store(&room->limit[id], OVERLOAD_AT_CAP);
 }
 
-/* Says in the shared table whether this pool is full (listener thread). */
-static void room_say(struct pool *p, bool full)
+/* Says in the shared table how full this pool is (listener thread). */
+static void room_say(struct pool *p, enum overload_limit at)
 {
-	if (p->room && full != p->said_full) {
-		atomic_store(&p->room->full[p->id], full);
-		p->said_full = full;
+	if (p->room && at != p->said) {
+		atomic_store(&p->room->limit[p->id], (int)at);
+		p->said = at;
 	}
 }
 
-/* Whether another pool on the listener has room. Sequentially consistent
- * with room_say's store: two pools filling up at once cannot each read the
- * other as having room, which would leave newcomers in the backlog with no
- * pool watching to refuse them. */
+/* Whether another pool on the listener is below the limit the policy
+ * refuses at, and so takes the newcomer (under shed, one whose queue is
+ * full takes it once the queue has room: a queue is no reason to refuse).
+ * Sequentially consistent with room_say's store: two pools filling up at
+ * once cannot each read the other as below it, which would leave newcomers
+ * in the backlog with no pool watching to refuse them. */
 static bool room_elsewhere(const struct pool *p)
 {
 	if (!p->room)
 		return false;
 	for (int i = 0; i < p->room->pools; i++)
-		if (i != p->id && !atomic_load(&p->room->full[i]))
+		if (i != p->id && !overload_refuses(p->srv, (enum overload_limit)atomic_load(&p->room->limit[i])))
 			return true;
 	return false;
 }
 
 enum admit { POOL_ADMIT, POOL_REFUSE, POOL_LEAVE };
 
-/* Watches the listener while the queue has room; else marks the listener
- * paused, so that the first worker to make room kicks it. Full and
- * rejecting, it watches on to refuse newcomers, unless another pool on
- * the listener can take them. */
+/* Watches the listener while the pool has room; else marks the listener
+ * paused, so that the first worker to make it less full kicks it. Full at
+ * a limit the policy refuses at, it watches on to refuse newcomers, unless
+ * another pool on the listener can take them. */
 static enum admit listener_update(struct pool *p)
 {
 	pthread_mutex_lock(&p->mu);
-	bool room = room_locked(p);
-	p->paused = !room;
+	enum overload_limit at = limit_locked(p);
+	p->paused = at != OVERLOAD_ROOM;
+	p->paused_at = at;
 	pthread_mutex_unlock(&p->mu);
-	room_say(p, !room);
-	bool refuse = !room && p->rejects && !room_elsewhere(p);
+	room_say(p, at);
+	bool refuse = overload_refuses(p->srv, at) && !room_elsewhere(p);
 	/* out of descriptors with nothing to drop: the listener stays readable,
 	 * so watching it now would spin; pool_loop wakes up when the pause ends */
-	listener_watch(p, (room || refuse) && acceptor_pause_ms(&p->acc) <= 0);
-	return room ? POOL_ADMIT : refuse ? POOL_REFUSE : POOL_LEAVE;
+	listener_watch(p, (at == OVERLOAD_ROOM || refuse) && acceptor_pause_ms(&p->acc) <= 0);
+	return at == OVERLOAD_ROOM ? POOL_ADMIT : refuse ? POOL_REFUSE : POOL_LEAVE;
 }
 
 static void pool_accept(struct pool *p)
@@ -445,7 +456,7 @@ static void pool_begin_stop(struct pool *p)
 {
 	sweep_begin_stop(&p->sweep, p->srv->cfg->drain_timeout_ms);
 	listener_watch(p, false);
-	room_say(p, true); /* stopping: the other pools must take the newcomers */
+	room_say(p, OVERLOAD_AT_CAP); /* stopping: the other pools must take the newcomers */
 	/* the stop eventfd stays readable from now on */
 	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->srv->wake_fd, NULL) < 0)
 		log_error("pool: epoll_ctl(DEL wake): %s", strerror(errno));
@@ -535,9 +546,8 @@ static int pool_init(struct pool *p, const struct server *srv, int nthreads, int
 	p->srv = srv;
 	p->room = room;
 	p->id = id;
-	p->said_full = true; /* as the table starts; the listener's first update says otherwise */
+	p->said = OVERLOAD_AT_CAP; /* as the table starts; the listener's first update says otherwise */
 	p->qcap = POOL_QUEUE_PER_THREAD * nthreads;
-	p->rejects = overload_rejects(srv);
 	p->max_conns = max_conns;
 	p->epfd = p->kick_fd = -1;
 	if (acceptor_init_set(&p->acc, srv->listen_fds, srv->nlisten) < 0) {

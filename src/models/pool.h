@@ -7,19 +7,20 @@
 
 struct server;
 
-/* Which of several pools on one listener have room (prefork's workers, one
- * pool each). Under overload = reject a pool at its cap must not refuse a
- * connection another pool could take: it stops watching the listener, as
- * under queue, so the kernel wakes one with room, and refuses only once
- * every pool is full. Shared memory, mapped by the prefork master before it
- * forks the workers; slot i is worker i's, true while it is full or not
- * serving (a worker not started, stopping or dead takes nothing). */
+/* How full each of several pools on one listener is (prefork's workers, one
+ * pool each). A pool full at a limit the overload policy refuses at (reject:
+ * its queue or its cap; shed: its cap) must not refuse a connection another
+ * pool could take: it stops watching the listener, as under queue, so the
+ * kernel wakes one with room, and refuses only once no pool is below that
+ * limit. Shared memory, mapped by the prefork master before it forks the
+ * workers; slot i is worker i's enum overload_limit, OVERLOAD_AT_CAP while it
+ * is not serving (a worker not started, stopping or dead takes nothing). */
 struct pool_room {
 	int pools;
-	_Atomic bool full[];
+	atomic_int limit[];
 };
 
-/* All slots full; NULL (logged) when it cannot be mapped. */
+/* Every slot at its cap; NULL (logged) when it cannot be mapped. */
 struct pool_room *pool_room_new(int pools);
 void pool_room_free(struct pool_room *room);
 /* Pool id is gone (its worker exited): it takes nothing. */

@@ -9,11 +9,12 @@
  * waitpid(-1, WNOHANG). Each worker gets max_connections / W connections.
  *
  * The workers share one listener, and say in a table the master maps
- * before forking them (struct pool_room) whether each is full: under
+ * before forking them (struct pool_room) how full each is: under
  * overload = reject a full worker leaves newcomers to one with room, and
- * refuses only when none has (nginx stops accepting in a worker at
- * worker_connections for the same reason: the kernel hands the connection
- * to another). */
+ * refuses only when none has; under shed likewise at its share of
+ * max_connections, refusing only when every worker is at its share (nginx
+ * stops accepting in a worker at worker_connections for the same reason:
+ * the kernel hands the connection to another). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

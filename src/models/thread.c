@@ -3,9 +3,10 @@
  *
  * The accepting thread counts live threads under a mutex; at max_connections
  * it stops accepting (connections wait in the backlog) until an ending thread
- * signals the condition variable, or under overload = reject goes on
- * accepting and refuses each newcomer at once. On stop it waits for the count to reach 0,
- * up to drain_timeout (blocking_serve() ends its own connection by then).
+ * signals the condition variable, or under overload = reject or shed goes
+ * on accepting and refuses each newcomer at once. On stop it waits for the
+ * count to reach 0, up to drain_timeout (blocking_serve() ends its own
+ * connection by then).
  *
  * Teardown never frees what a connection thread may still use: the threads
  * are detached, so the live count is the only way to know they are done.
@@ -135,9 +136,9 @@ static void wait_below_cap(struct tmodel *tm, int max)
 	pthread_mutex_unlock(&tm->mu);
 }
 
-/* overload = reject: the acceptor does not wait below the cap but refuses
- * what comes while it is reached. Only the acceptor adds threads, so the
- * count cannot grow between this look and its spawn. */
+/* overload = reject or shed: the acceptor does not wait below the cap but
+ * refuses what comes while it is reached. Only the acceptor adds threads, so
+ * the count cannot grow between this look and its spawn. */
 static bool at_cap(struct tmodel *tm, int max)
 {
 	pthread_mutex_lock(&tm->mu);
@@ -238,9 +239,9 @@ static int thread_run(struct server *srv)
 		log_error("thread: cannot watch the listeners: %s", strerror(errno));
 		return 1;
 	}
-	bool rejects = overload_rejects(srv);
+	bool refuses = overload_refuses(srv, OVERLOAD_AT_CAP);
 	while (!server_stopping()) {
-		if (!rejects)
+		if (!refuses)
 			wait_below_cap(tm, max);
 		if (server_stopping())
 			break;
@@ -259,7 +260,7 @@ static int thread_run(struct server *srv)
 			}
 			continue;
 		}
-		if (rejects && at_cap(tm, max)) {
+		if (refuses && at_cap(tm, max)) {
 			overload_refuse(srv, fd, (struct sockaddr *)&peer, len);
 			continue;
 		}

@@ -716,8 +716,8 @@ static void loop_new_conn(struct loop *lp, int fd, const struct sockaddr_storage
 }
 
 /* The listener has a client queued: accept a batch, each with a slot taken
- * first. At the cap, stop (and wait for a slot), or with overload = reject
- * go on accepting and refuse each newcomer at once. */
+ * first. At the cap, stop (and wait for a slot), or with overload = reject or
+ * shed go on accepting and refuse each newcomer at once. */
 static void loop_on_listener_ready(struct loop *lp, int res)
 {
 	lp->accept_armed = false;
@@ -726,7 +726,7 @@ static void loop_on_listener_ready(struct loop *lp, int res)
 	/* dropped ones (out of descriptors) count too: the batch stays bounded */
 	for (int n = 0; n < URING_ACCEPT_BATCH; n++) {
 		bool full = !slots_take(lp->slots);
-		if (full && !overload_rejects(lp->srv)) {
+		if (full && !overload_refuses(lp->srv, OVERLOAD_AT_CAP)) {
 			lp->at_cap = true;
 			return;
 		}

@@ -127,7 +127,9 @@ static void render_metrics(FILE *f, const struct stats_header *h, const struct s
 	fprintf(f, "# HELP spindle_requests_shed_total Requests answered 503 by the overload policy, by reason.\n"
 		   "# TYPE spindle_requests_shed_total counter\n"
 		   "spindle_requests_shed_total{reason=\"queue_wait\"} %" PRIu64 "\n"
-		   "spindle_requests_shed_total{reason=\"full\"} %" PRIu64 "\n", t->shed, t->shed_full);
+		   "spindle_requests_shed_total{reason=\"full\"} %" PRIu64 "\n"
+		   "spindle_requests_shed_total{reason=\"connections\"} %" PRIu64 "\n",
+		t->shed, t->shed_full, t->shed_connections);
 	counter(f, "spindle_send_failures_total", "Responses cut short by the peer.", t->send_failures);
 	counter(f, "spindle_tls_handshakes_total", "TLS handshakes completed (resumed ones included).",
 		t->tls_handshakes);
@@ -218,8 +220,9 @@ static void render_status(FILE *f, const struct stats_header *h, const struct st
 		t->cache_evictions);
 	fprintf(f, "<tr><th>timeouts / errors</th><td>%" PRIu64 " / %" PRIu64 "</td></tr>\n", t->timeouts,
 		t->errors);
-	fprintf(f, "<tr><th>shed (overload)</th><td>%" PRIu64 " queue_wait, %" PRIu64 " full</td></tr>\n</table>\n",
-		t->shed, t->shed_full);
+	fprintf(f, "<tr><th>shed (overload)</th><td>%" PRIu64 " queue_wait, %" PRIu64 " full, %" PRIu64
+		   " connections</td></tr>\n</table>\n",
+		t->shed, t->shed_full, t->shed_connections);
 
 	fprintf(f, "<h2>status mix</h2>\n<table>\n");
 	for (int i = 0; i < 5; i++)

@@ -84,6 +84,9 @@ struct stats_slot {
 	 * connections refused at once because the server was full
 	 * (overload = reject); `shed` above keeps its meaning, queue_wait */
 	atomic_ullong shed_full;
+	/* added later in version 1, the same way (STATS_HAS_SHED_CONNECTIONS):
+	 * new connections refused at once at max_connections (overload = shed) */
+	atomic_ullong shed_connections;
 };
 
 /* The gauges of one process's file cache. */
@@ -138,6 +141,9 @@ struct stats_header {
 	((h)->slot_size >= offsetof(struct stats_slot, http2_requests) + sizeof(((struct stats_slot *)0)->http2_requests))
 #define STATS_HAS_SHED_FULL(h) \
 	((h)->slot_size >= offsetof(struct stats_slot, shed_full) + sizeof(((struct stats_slot *)0)->shed_full))
+#define STATS_HAS_SHED_CONNECTIONS(h)                                    \
+	((h)->slot_size >= offsetof(struct stats_slot, shed_connections) + \
+				   sizeof(((struct stats_slot *)0)->shed_connections))
 #define STATS_HAS_LISTEN(h) ((h)->header_size >= offsetof(struct stats_header, listen) + sizeof((h)->listen))
 #define STATS_HAS_SITES(h)                                                                                  \
 	((h)->header_size >= offsetof(struct stats_header, site) + sizeof((h)->site) &&                    \

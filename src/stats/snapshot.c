@@ -58,6 +58,8 @@ void stats_sum(const struct stats_header *h, struct stats_totals *t)
 			t->shed += LOAD(s->shed);
 		if (STATS_HAS_SHED_FULL(h))
 			t->shed_full += LOAD(s->shed_full);
+		if (STATS_HAS_SHED_CONNECTIONS(h))
+			t->shed_connections += LOAD(s->shed_connections);
 		if (STATS_HAS_HTTP2(h))
 			t->http2_requests += LOAD(s->http2_requests);
 		if (!t->has_times)

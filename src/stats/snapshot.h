@@ -34,6 +34,7 @@ struct stats_totals {
 	bool has_shed;   /* the segment's slots count shed requests (STATS_HAS_SHED) */
 	uint64_t shed;   /* reason queue_wait (overload = shed) */
 	uint64_t shed_full; /* reason full (overload = reject); 0 from a segment whose slots predate it */
+	uint64_t shed_connections; /* reason connections (overload = shed at max_connections); likewise */
 	uint64_t http2_requests; /* 0 from a segment whose slots predate it (STATS_HAS_HTTP2) */
 	int64_t active;  /* accepted - closed */
 	int64_t taken_mono_ns;

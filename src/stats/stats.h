@@ -153,6 +153,15 @@ static inline void stats_shed_full(void)
 		STATS_ADD(s, shed_full, 1);
 }
 
+/* A new connection the overload policy refused at once at max_connections
+ * (shed: past the cap it would wait in the backlog, where no wait is seen). */
+static inline void stats_shed_connections(void)
+{
+	struct stats_slot *s = stats_here();
+	if (s)
+		STATS_ADD(s, shed_connections, 1);
+}
+
 /* A monotonic nanosecond clock reading (vDSO, no system call). */
 static inline int64_t stats_clock_ns(void)
 {

@@ -4,7 +4,9 @@ overload_target once the wait has stayed above it for an interval are
 answered 503 with Retry-After at once, and the requests served keep a short
 queue wait. Health checks and the statistics are never shed. With `reject`
 a connection that comes while the model is full (max_connections, or a
-pool's queue) is answered 503 at once instead of waiting in the backlog."""
+pool's queue) is answered 503 at once instead of waiting in the backlog;
+with `shed` one that comes at max_connections is too (a pool's queue it
+leaves to the wait rule)."""
 from __future__ import annotations
 
 import json
@@ -163,10 +165,10 @@ def test_bad_overload_settings_are_refused_with_the_line(tmp_path, bad, why):
 # uring a busy loop leaves readable connections waiting for its turn; under
 # prefork (a pool per worker) they wait in the worker's queue. A thread per
 # connection (thread, fork) picks its request up as soon as it is readable:
-# past saturation the wait is for a core (all of them run at once, slower) or,
-# at max_connections, in the kernel's backlog before accept, neither of which
-# a request's queue wait can show. There (and under iterative, which reads
-# each connection as soon as it takes it) `reject` is the tool.
+# past saturation the wait is for a core (all of them run at once, slower),
+# which a request's queue wait cannot show. There a max_connections the
+# machine can serve in time is the tool: past it a newcomer would wait in the
+# kernel's backlog, and `shed` refuses it at once, as `reject` does.
 SHED_LOAD_S = 1.5
 
 
@@ -203,8 +205,8 @@ def test_shed_cannot_see_a_thread_per_connection_wait(docroot, tmp_path):
     slower, so their time goes to service, which shed does not see. Its queue
     wait is only the new thread's wait for a core: shed answers those that
     waited too long for one (a few, more on a busier machine) and the rest run
-    slowly all the same (what the docs say: `reject` with max_connections is
-    this model's tool)."""
+    slowly all the same (what the docs say: a max_connections the machine can
+    serve is this model's tool, past which `shed` refuses as `reject` does)."""
     srv = _server(tmp_path, docroot, "shed", model="thread")
     try:
         # each request takes about CLIENTS x WORK_MS / cores: a short load
@@ -222,18 +224,21 @@ def test_shed_cannot_see_a_thread_per_connection_wait(docroot, tmp_path):
     assert service_p50 >= 0.25, f"served requests' service time p50 {service_p50} s: shed kept it short"
 
 
-# reject: max_connections held by idle keep-alive clients (each admitted with
-# a 200), then more clients. Under `queue` those would wait in the backlog
-# until a holder's keepalive_timeout; under `reject` each is answered at once.
+# reject and shed: max_connections held by idle keep-alive clients (each
+# admitted with a 200), then more clients. Under `queue` those would wait in
+# the backlog until a holder's keepalive_timeout; under `reject` and `shed`
+# each is answered at once.
 REJECT_CAP = 4
 REJECT_EXTRA = 6
 REJECT_BOUND_S = 0.5  # far under the keepalive_timeout an extra would otherwise wait
+# what each policy's refusals at the cap are counted as: /metrics reason, spindle-stat JSON key
+REFUSED_AS = {"reject": ("full", "shed_full"), "shed": ("connections", "shed_connections")}
 
 
-def _reject_server(tmp_path, docroot, model: str) -> util.Server:
-    settings = {"workers": 1, "threads": 2, "max_connections": REJECT_CAP, "overload": "reject",
+def _reject_server(tmp_path, docroot, model: str, policy: str = "reject") -> util.Server:
+    settings = {"workers": 1, "threads": 2, "max_connections": REJECT_CAP, "overload": policy,
                 "keepalive_timeout": "10s", "metrics": "on", "access_log_format": "json"}
-    srv = util.Server(model, docroot.path, tmp_path / f"reject-{model}", settings).start()
+    srv = util.Server(model, docroot.path, tmp_path / f"{policy}-{model}", settings).start()
     # start()'s readiness probe must have left before the holders count slots
     util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
     if model == "fork":
@@ -245,7 +250,23 @@ def _reject_server(tmp_path, docroot, model: str) -> util.Server:
 
 @pytest.mark.parametrize("capped_model", ["epoll", "uring", "thread", "pool", "prefork", "fork"])
 def test_reject_answers_past_the_cap_at_once(docroot, tmp_path, capped_model):
-    srv = _reject_server(tmp_path, docroot, capped_model)
+    _refuses_past_the_cap_at_once(_reject_server(tmp_path, docroot, capped_model), "reject")
+
+
+# concurrent: the holders are served at once, which iterative never does (nor
+# has it a cap to reach)
+@pytest.mark.concurrent
+@pytest.mark.models("epoll", "uring", "thread", "pool", "prefork", "fork")
+def test_shed_answers_past_the_cap_at_once(docroot, tmp_path, model):
+    """At max_connections a newcomer would wait in the kernel's backlog, where
+    no request's wait is measured and nothing is shed: shed refuses it at once
+    there, as reject does, counted apart (reason connections)."""
+    _refuses_past_the_cap_at_once(_reject_server(tmp_path, docroot, model, "shed"), "shed")
+
+
+def _refuses_past_the_cap_at_once(srv: util.Server, policy: str) -> None:
+    reason, stat_key = REFUSED_AS[policy]
+    other_reason, other_key = next(v for k, v in REFUSED_AS.items() if k != policy)
     holders: list[util.Conn] = []
     try:
         for _ in range(REJECT_CAP):
@@ -270,13 +291,14 @@ def test_reject_answers_past_the_cap_at_once(docroot, tmp_path, capped_model):
             assert c.read_response("GET").status == 200
         holders[2].send(util.build_request("GET", "/status"))
         status_page = holders[2].read_response("GET")
-        assert status_page.status == 200 and f"{REJECT_EXTRA} full" in status_page.body.decode(), status_page.body
-        _, full = _queue_p99_s_on(holders[3], "full")
-        assert full == REJECT_EXTRA
-        stats = util.wait_stats(srv.port, lambda s: s["shed_full"] == REJECT_EXTRA)
-        assert stats["shed"] == 0
+        assert status_page.status == 200 and f"{REJECT_EXTRA} {reason}" in status_page.body.decode(), \
+            status_page.body
+        counts = _shed_counts_on(holders[3])
+        assert counts[reason] == REJECT_EXTRA and counts[other_reason] == 0 and counts["queue_wait"] == 0, counts
+        stats = util.wait_stats(srv.port, lambda s: s[stat_key] == REJECT_EXTRA)
+        assert stats["shed"] == 0 and stats[other_key] == 0, stats
         lines = [json.loads(ln) for ln in srv.access_log.read_text().splitlines()]
-        refused = [d for d in lines if d.get("shed") == "full"]
+        refused = [d for d in lines if d.get("shed") == reason]
         assert len(refused) == REJECT_EXTRA and all(d["status"] == 503 for d in refused), refused
     finally:
         for c in holders:
@@ -284,14 +306,14 @@ def test_reject_answers_past_the_cap_at_once(docroot, tmp_path, capped_model):
         srv.stop()
 
 
-def _queue_p99_s_on(c: util.Conn, reason: str) -> tuple[None, float]:
-    """The shed count by reason from /metrics, asked on an open connection."""
+def _shed_counts_on(c: util.Conn) -> dict[str, float]:
+    """spindle_requests_shed_total by reason from /metrics, asked on an open connection."""
     c.send(util.build_request("GET", "/metrics"))
     r = c.read_response("GET")
     assert r.status == 200, r
     for fam in text_string_to_metric_families(r.body.decode()):
         if fam.name == "spindle_requests_shed":
-            return None, sum(s.value for s in fam.samples if s.labels.get("reason") == reason)
+            return {s.labels["reason"]: s.value for s in fam.samples if s.name.endswith("_total")}
     raise AssertionError(r.body[:2000])
 
 
@@ -341,6 +363,89 @@ def test_reject_answers_once_the_pools_own_queue_is_full(docroot, tmp_path):
         assert [c.read_response("GET").status for c in admitted] == [200, 200, 200]
     finally:
         for c in admitted:
+            c.close()
+        srv.stop()
+
+
+def test_shed_leaves_the_pools_own_queue_to_the_wait_rule(docroot, tmp_path):
+    """Below max_connections a full pool queue is no reason for shed to
+    refuse: the newcomer waits (in the backlog, as under queue) and is
+    served; shed judges the queue by each request's wait, here never too
+    long for a target of a minute."""
+    settings = {"workers": 1, "threads": 1, "max_connections": 100, "overload": "shed",
+                "overload_target": "60s", "workload": "on", "delay_kind": "sleep", "work_unit": "1ms"}
+    srv = util.Server("pool", docroot.path, tmp_path / "shed-queue", settings).start()
+    util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+    conns: list[util.Conn] = []
+    try:
+        # one held by the worker, two queued: the queue is full for the fourth
+        for i, delay_ms in enumerate([int(util.scaled(0.8) * 1000), 50, 50]):
+            c = util.Conn.open(srv.port, timeout=util.scaled(5))
+            conns.append(c)
+            c.send(util.build_request("GET", f"/work?delay={delay_ms}&bucket={i}"))
+            if i == 0:
+                time.sleep(util.scaled(0.3))  # picked up, so the next two are the queued ones
+        util.wait_stats(srv.port, lambda s: s["connections_active"] == 3)
+        c = util.Conn.open(srv.port, timeout=util.scaled(5))
+        conns.append(c)
+        c.send(util.build_request("GET", "/a.txt"))
+        assert [c.read_response("GET").status for c in conns] == [200] * 4
+        stats = util.stat_json(srv.port)
+        assert stats["shed_connections"] == 0 and stats["shed_full"] == 0 and stats["shed"] == 0, stats
+    finally:
+        for c in conns:
+            c.close()
+        srv.stop()
+
+
+def test_shed_under_prefork_refuses_only_once_every_worker_is_at_its_share(docroot, tmp_path):
+    """max_connections 4 over two workers: 2 each. Worker A at its share
+    must not refuse a connection worker B can take: it leaves it in the
+    backlog (here B is stopped while it comes, as a worker the kernel wakes
+    late), and only once both are at their share is the next one refused."""
+    settings = {"workers": 2, "threads": 1, "max_connections": 4, "overload": "shed",
+                "keepalive_timeout": "10s", "metrics": "on"}
+    srv = util.Server("prefork", docroot.path, tmp_path / "shed-prefork", settings).start()
+    conns: list[util.Conn] = []
+    stopped = None
+    try:
+        assert util.wait_for(lambda: len(util.serving_pids(srv.proc.pid)) == 1, util.scaled(5)), \
+            util.serving_pids(srv.proc.pid)
+        serving = util.serving_pids(srv.proc.pid)
+        util.wait_for(lambda: len([w for w in util.proc_children(serving[0]) if util.proc_live(w)]) == 2,
+                      util.scaled(5))
+        util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+        time.sleep(util.scaled(0.3))  # each worker's listener has said it has room
+        workers = [w for w in util.proc_children(serving[0]) if util.proc_live(w)]
+        stopped = workers[1]
+        os.kill(stopped, signal.SIGSTOP)
+        util.wait_for(lambda: util.proc_state(stopped) == "T", util.scaled(5))
+        for _ in range(2):  # A's share, held idle
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            conns.append(c)
+            c.send(util.build_request("GET", "/a.txt"))
+            assert c.read_response("GET").status == 200
+        for _ in range(2):  # B's share: they wait for B, unanswered
+            c = util.Conn.open(srv.port, timeout=util.scaled(10))
+            conns.append(c)
+            c.send(util.build_request("GET", "/a.txt"))
+        time.sleep(util.scaled(0.3))
+        assert not conns[2].readable_within(0) and not conns[3].readable_within(0), \
+            "answered while the worker with room could not have: refused by the one at its share"
+        os.kill(stopped, signal.SIGCONT)
+        stopped = None
+        assert [c.read_response("GET").status for c in conns[2:]] == [200, 200]
+        with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:   # both at their share now
+            c.send(util.build_request("GET", "/a.txt"))
+            r = c.read_response("GET")
+        assert r.status == 503 and r.header("Retry-After") == "1", r
+        # counted after its answer is sent: wait for it
+        stats = util.wait_stats(srv.port, lambda s: s["shed_connections"] == 1)
+        assert stats["shed_connections"] == 1 and stats["shed_full"] == 0, stats
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        for c in conns:
             c.close()
         srv.stop()
 

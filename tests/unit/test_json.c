@@ -127,8 +127,12 @@ Test(json, access_line_says_why_a_request_was_shed)
 	struct json_access a = { .time = "t", .client = "c", .status = 503, .model = "m", .worker = 1, .shed = true };
 	size_t n = json_access_line(line, sizeof(line), &a);
 	cr_expect(memmem(line, n, "\"shed\":\"queue_wait\"", 19) != NULL, "got %.*s", (int)n, line);
-	a.shed_full = true; /* a refused connection: the reason that holds is full */
+	a.refused = "full"; /* a refused connection: the reason that holds is why it was refused */
 	n = json_access_line(line, sizeof(line), &a);
 	cr_expect(memmem(line, n, "\"shed\":\"full\"", 13) != NULL && memmem(line, n, "queue_wait", 10) == NULL,
+		  "got %.*s", (int)n, line);
+	a.refused = "connections";
+	n = json_access_line(line, sizeof(line), &a);
+	cr_expect(memmem(line, n, "\"shed\":\"connections\"", 20) != NULL && memmem(line, n, "queue_wait", 10) == NULL,
 		  "got %.*s", (int)n, line);
 }

@@ -1,12 +1,15 @@
 /* test_overload.c - the overload controller: when `shed` starts and stops
- * answering requests 503, from the queue waits of the requests it sees; and
- * what an HTTP/2 client makes of a full server's refusal. */
+ * answering requests 503, from the queue waits of the requests it sees; at
+ * which limits each policy refuses new connections; and what an HTTP/2
+ * client makes of a full server's refusal. */
 #include <criterion/criterion.h>
 #include <nghttp2/nghttp2.h>
 #include <stdint.h>
 
+#include "../../src/config.h"
 #include "../../src/http2/session.h"
 #include "../../src/overload.h"
+#include "../../src/server.h"
 
 #define MS 1000000LL
 
@@ -73,6 +76,30 @@ static int h2c_frame(nghttp2_session *s, const nghttp2_frame *f, void *u)
 	if (f->hd.type == NGHTTP2_GOAWAY)
 		goaway_code = f->goaway.error_code;
 	return 0;
+}
+
+/* queue never refuses; reject at its queue or its cap; shed at the cap only,
+ * where a newcomer would wait unseen (a pool's queue it judges by the wait) */
+Test(overload, each_policy_refuses_at_its_limits)
+{
+	static const struct {
+		enum overload_policy policy;
+		bool at[3]; /* by enum overload_limit: room, queue full, at the cap */
+	} want[] = {
+		{ OVERLOAD_QUEUE, { false, false, false } },
+		{ OVERLOAD_REJECT, { false, true, true } },
+		{ OVERLOAD_SHED, { false, false, true } },
+	};
+	static struct config cfg; /* large: not on the stack */
+	static struct server srv;
+
+	srv.cfg = &cfg;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		cfg.overload = want[i].policy;
+		for (int lim = OVERLOAD_ROOM; lim <= OVERLOAD_AT_CAP; lim++)
+			cr_expect_eq(overload_refuses(&srv, (enum overload_limit)lim), want[i].at[lim],
+				     "policy %d, limit %d", (int)want[i].policy, lim);
+	}
 }
 
 Test(overload, an_http2_client_reads_the_refusal_as_a_refused_stream)
