@@ -561,8 +561,10 @@ def overload(lab: Lab, models: list[str]) -> None:
                          + "; ".join(f"{m} {', '.join(f'{r:,}' for r in g)}/s" for m, g in grid.items())
                          + f". {min(OVERLOAD_REPEATS, lab.repeats)} repeat(s) per point: the curves describe, "
                            f"no verdict rests on them.")
-    lab.note("overload", f"Per point: goodput = 200s answered within {OVERLOAD_DEADLINE_MS} ms of their due time, "
-                         f"per second of schedule; the 200s' p50 and p99; 503s per second (reject's refusals and "
+    lab.note("overload", f"Per point: goodput = 200s answered within {OVERLOAD_DEADLINE_MS} ms of their due time "
+                         f"and before the schedule ended, per second of schedule (those answered in the tail after "
+                         f"it had server time no steady state has: counted, they read up to 118% of a measured "
+                         f"capacity in the first published run); the 200s' p50 and p99; 503s per second (reject's refusals and "
                          f"shed's answers); requests lost (no answer within {OVERLOAD_TIMEOUT_MS} ms, when the "
                          f"generator gives up and closes the connection); and the queue wait inside spindle from its /metrics "
                          f"(the requests served: shed ones are left out of its histograms). The workload checks "

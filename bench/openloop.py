@@ -65,12 +65,15 @@ def parse(out: str) -> dict:
 
 def goodput_fields(m: dict) -> dict:
     """Past a server's capacity, per second of schedule: `goodput_rate` (200s
-    answered within the client's deadline), `late_rate` (200s after it: too late
+    answered within the client's deadline and before the schedule ended: those
+    answered in the tail after it had server time no steady state has),
+    `good_tail_rate` (the on-time 200s answered in that tail), `late_rate` (200s after it: too late
     to be of use), `s503_rate` (refused or shed), and
     `lost_rate` (neither: timed out, reset, unparsable); the 200s' own p50
     and p99 (None where there was no 200)."""
     secs = m["seconds"]
-    return {"goodput_rate": m["good"] / secs, "late_rate": (m["ok"] - m["good"]) / secs,
+    in_window = m.get("good_in_window", m["good"])
+    return {"goodput_rate": in_window / secs, "good_tail_rate": (m["good"] - in_window) / secs, "late_rate": (m["ok"] - m["good"]) / secs,
             "s503_rate": m["status_503"] / secs, "other_status_rate": (m["non200"] - m["status_503"]) / secs,
             "lost_rate": (m["errors"] - m["non200"]) / secs,
             "ok_p50_ms": m["ok_p50_ms"] if m["ok_p50_ms"] >= 0 else None,

@@ -26,19 +26,21 @@ SAMPLE = {"arrivals": "poisson", "rate": 1500, "seconds": 2, "scheduled": 3000, 
           "p50_ms": 2.0, "p90_ms": 900.0, "p99_ms": 1800.0, "p999_ms": 1950.0, "max_ms": 1999.0,
           "send_lag_mean_ms": 0.01, "send_lag_max_ms": 0.2, "gen_cpu_s": 0.1, "gen_user_s": 0.05,
           "gen_sys_s": 0.05, "deadline_ms": 1000, "good": 800, "good_rate": 400.0, "status_503": 1800,
-          "ok_p50_ms": 300.0, "ok_p99_ms": 1500.0}
+          "ok_p50_ms": 300.0, "ok_p99_ms": 1500.0, "good_in_window": 700}
 
 
 def test_goodput_fields_count_200s_within_the_deadline_and_refusals_per_second():
     m = openloop.parse("openloop starting\n" + json.dumps(SAMPLE) + "\n")
     f = openloop.goodput_fields(m)
-    assert f["goodput_rate"] == 400.0                     # 800 good 200s in 2 s
+    assert f["goodput_rate"] == 350.0                     # 700 of the 800 good 200s before the schedule ended
+    assert f["good_tail_rate"] == 50.0                    # the other 100, in the tail after it
     assert f["late_rate"] == 100.0                        # 1000 200s, 200 of them late
     assert f["s503_rate"] == 900.0
     assert f["other_status_rate"] == 50.0                 # 1900 non-200, 1800 of them 503
     assert f["lost_rate"] == 50.0                         # 2000 errors - 1900 statuses: timeouts, connects
     assert f["ok_p50_ms"] == 300.0 and f["ok_p99_ms"] == 1500.0
-    no200 = openloop.goodput_fields({**m, "ok": 0, "good": 0, "ok_p50_ms": -1, "ok_p99_ms": -1})
+    no200 = openloop.goodput_fields({**m, "ok": 0, "good": 0, "good_in_window": 0, "ok_p50_ms": -1,
+                                     "ok_p99_ms": -1})
     assert no200["ok_p50_ms"] is None and no200["ok_p99_ms"] is None and no200["goodput_rate"] == 0
 
 
@@ -172,3 +174,39 @@ def test_the_generator_counts_goodput_late_200s_and_503s():
     assert n == m["scheduled"] and n >= 30, m
     assert m["status_503"] == n // 3 and m["ok"] == n - n // 3 and m["good"] == (n + 1) // 3, m
     assert m["ok_p99_ms"] >= 600 and m["p50_ms"] < 300, m       # the 503s and fast 200s are most answers
+
+
+class _Slow(http.server.BaseHTTPRequestHandler):
+    """Every answer 0.5 s after its request."""
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        time.sleep(0.5)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *a):
+        pass
+
+
+def test_goodput_counts_only_answers_before_the_schedule_ended():
+    """A 1 s schedule answered 0.5 s late: every 200 is within a 1 s deadline,
+    but those due in the last half second come in the tail, with server time
+    no steady state has; goodput per second of schedule counts the first half
+    only, so it can never exceed what the server did in that second."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        cmd = openloop.argv(f"http://127.0.0.1:{srv.server_address[1]}/x", 40, 1, "constant", max_conns=50,
+                            deadline_ms=1000, binary=openloop.build())
+        m = openloop.parse(subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert m["good"] == m["scheduled"] >= 40, m
+    assert 14 <= m["good_in_window"] <= 26, m              # about 20: those due in the first half second
+    f = openloop.goodput_fields(m)
+    assert f["goodput_rate"] == m["good_in_window"] and f["good_tail_rate"] == m["good"] - m["good_in_window"]
