@@ -1187,7 +1187,7 @@ static int listen_parse_address(const char *tok, struct listen_addr *a, char *wh
 	return 0;
 }
 
-/* One option after the address: tls, proxy_protocol, ipv6only=on|off, mode=0660, owner=, group=. */
+/* One option after the address: tls, proxy_protocol, http2_only, ipv6only=on|off, mode=0660, owner=, group=. */
 static int listen_parse_option(const char *opt, struct listen_addr *a, char *why, size_t whylen)
 {
 	const char *eq = strchr(opt, '=');
@@ -1200,6 +1200,8 @@ static int listen_parse_option(const char *opt, struct listen_addr *a, char *why
 		a->tls = true;
 	} else if (OPT_IS("proxy_protocol") && !eq) {
 		a->proxy_protocol = true;
+	} else if (OPT_IS("http2_only") && !eq) {
+		a->http2_only = true;
 	} else if (OPT_IS("ipv6only") && eq) {
 		if (!v6) {
 			snprintf(why, whylen, "listen: ipv6only applies to an IPv6 address only");
@@ -1232,8 +1234,8 @@ static int listen_parse_option(const char *opt, struct listen_addr *a, char *why
 			strcpy(dst, val);
 		}
 	} else {
-		snprintf(why, whylen, "listen: unknown option '%s' (tls, proxy_protocol, ipv6only=, mode=, owner=, group=)",
-			 opt);
+		snprintf(why, whylen, "listen: unknown option '%s' (tls, proxy_protocol, http2_only, ipv6only=, mode=, "
+			 "owner=, group=)", opt);
 		return -1;
 	}
 #undef OPT_IS
@@ -1300,6 +1302,8 @@ void listen_addr_format(const struct listen_addr *a, char *buf, size_t len)
 		APPEND(" tls");
 	if (a->proxy_protocol)
 		APPEND(" proxy_protocol");
+	if (a->http2_only)
+		APPEND(" http2_only");
 #undef APPEND
 }
 
@@ -1324,7 +1328,8 @@ static void listen_where(const struct config *cfg, const struct listen_addr *a, 
 
 /* No address twice: the second bind would fail, or join the first one's
  * reuseport group. A PROXY header is taken only from real_ip_from: without
- * one, such an address would refuse every connection. */
+ * one, such an address would refuse every connection. An HTTP/2-only
+ * address with HTTP/2 off would serve nothing at all. */
 static int listen_validate(const struct config *cfg)
 {
 	char buf[256], where[4200];
@@ -1339,6 +1344,11 @@ static int listen_validate(const struct config *cfg)
 		if (cfg->listen[i].proxy_protocol && !cfg->real_ip_from[0]) {
 			report("%s: listen: %s takes the PROXY protocol, but real_ip_from names no balancer to take it "
 			       "from (real_ip_from = ADDRESS/PREFIX ...)", where, buf);
+			return -1;
+		}
+		if (cfg->listen[i].http2_only && !cfg->http2) {
+			report("%s: listen: %s serves HTTP/2 alone, but http2 = off turns HTTP/2 off (drop "
+			       "http2_only, or set http2 = on)", where, buf);
 			return -1;
 		}
 	}

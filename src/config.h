@@ -40,6 +40,8 @@ struct listen_addr {
 	char group[64];
 	bool tls;             /* serve HTTPS here */
 	bool proxy_protocol;  /* every connection starts with a PROXY header (net/proxy_protocol.h) */
+	bool http2_only;      /* HTTP/2 and nothing else: by prior knowledge on a plain address
+			       * (an invalid preface is a connection error), ALPN h2 alone over TLS */
 	int line;             /* where the line is in cfg->source, for messages; 0: not from a file */
 };
 

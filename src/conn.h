@@ -56,9 +56,11 @@ void conn_free(struct conn *c);
  * it (tls/wire.c). Before the first request byte only: the access log,
  * stats_allow and the per-client budgets then see this address. */
 void conn_set_peer(struct conn *c, const struct sockaddr *peer, socklen_t peerlen);
-/* The transport agreed on HTTP/2 with the client (TLS ALPN "h2", tls/wire.c):
- * the connection must open with the HTTP/2 preface, and other bytes close it
- * without an HTTP/1.1 answer (RFC 9113 3.4). Before the first byte only. */
+/* The connection is HTTP/2 or nothing: the transport agreed on it with the
+ * client (TLS ALPN "h2", tls/wire.c), or its listener speaks nothing else
+ * (`listen ... http2_only`). It must open with the HTTP/2 preface; other
+ * bytes are a connection error, answered with GOAWAY (PROTOCOL_ERROR) and a
+ * close, never with HTTP/1.1 (RFC 9113 3.4). Before the first byte only. */
 void conn_set_h2_only(struct conn *c);
 
 /* The connection is TLS, and its handshake's SNI named the site with this

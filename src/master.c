@@ -303,12 +303,15 @@ static int gen_init(struct master *m, int idx, const struct config *cfg)
 		if (l->set.n && (l->users & (1u << idx))) {
 			served[k] = l->set.addr;
 			g->srv.listen_group_inherited[k] = l->inherited;
-			/* tls: this configuration's line for the address (a reload
-			 * may add or drop it on a socket that stays, and an
-			 * inherited socket comes without options), or tls = on */
+			/* tls, proxy_protocol, http2_only: this configuration's line
+			 * for the address (a reload may add or drop them on a socket
+			 * that stays, and an inherited socket comes without
+			 * options), or for tls, tls = on */
 			const struct listen_addr *line = line_for(addrs, naddrs, &l->set.addr);
 			g->srv.listen_group_tls[k] = (line && line->tls) || cfg->tls;
 			g->srv.listen_group_proxy[k] = line && line->proxy_protocol;
+			g->srv.listen_group_h2_only[k] = line && line->http2_only;
+			served[k].http2_only = line && line->http2_only; /* for spindle-stat, as the line says now */
 			socklen_t alen = sizeof(g->srv.listen_group_addr[k]);
 			if (getsockname(l->set.fds[0], (struct sockaddr *)&g->srv.listen_group_addr[k], &alen) < 0)
 				memset(&g->srv.listen_group_addr[k], 0, sizeof(g->srv.listen_group_addr[k]));

@@ -117,9 +117,10 @@ static void refuse_peer_text(const struct sockaddr *sa, socklen_t len, char *buf
  * buffer or is dropped; the models only call this, never format HTTP. Which
  * bytes depends on the first ones the client sent: a client speaking
  * HTTP/2 by prior knowledge gets HTTP/2's refusal (it could not read an
- * HTTP/1.1 answer), any other an HTTP/1.1 503. A TLS listener's connection
- * is closed without a word: the answer would cost a handshake, and the
- * client sees the refusal as a failed connection. */
+ * HTTP/1.1 answer), as does every client of an http2_only listener, any
+ * other an HTTP/1.1 503. A TLS listener's connection is closed without a
+ * word: the answer would cost a handshake, and the client sees the refusal
+ * as a failed connection. */
 void overload_refuse(const struct server *srv, int fd, const struct sockaddr *peer, socklen_t len)
 {
 	static const char body[] = "503 Service Unavailable: the server is full; retry in a second.\n";
@@ -134,7 +135,8 @@ void overload_refuse(const struct server *srv, int fd, const struct sockaddr *pe
 		 * must not hold the accepting thread. The first read also tells
 		 * the protocol: "PRI " begins nothing but the HTTP/2 preface. */
 		ssize_t got = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
-		h2 = srv->cfg->http2 && got >= 4 && h2_preface(scratch, (size_t)got) >= 0;
+		h2 = srv->cfg->http2 && ((got >= 4 && h2_preface(scratch, (size_t)got) >= 0) ||
+					 server_h2_only_for(srv, fd));
 		for (int i = 1; i < OVERLOAD_REFUSE_READS && got > 0; i++)
 			got = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
 		size_t n = h2 ? h2_refusal(buf, sizeof(buf))

@@ -89,6 +89,11 @@ bool server_proxy_for(const struct server *srv, int fd)
 	return group_flag(srv, srv->listen_group_proxy, fd);
 }
 
+bool server_h2_only_for(const struct server *srv, int fd)
+{
+	return group_flag(srv, srv->listen_group_h2_only, fd);
+}
+
 /* The sites, once the shared pieces they point to (MIME, cache, ACME) are
  * open. A server of one site keeps its cache keys and log lines as they
  * were: no prefix, no site name. */

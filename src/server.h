@@ -41,6 +41,8 @@ struct server {
 	 * and from whom (cfg->real_ip_from) */
 	bool listen_group_proxy[SERVER_MAX_ADDRESSES];
 	struct cidr_list real_ip_from;
+	/* which groups speak HTTP/2 alone (`listen ... http2_only`) */
+	bool listen_group_h2_only[SERVER_MAX_ADDRESSES];
 	int workers;                 /* resolved: cfg->workers, or the number of cores */
 	int wake_fd;                 /* eventfd: becomes readable when a stop is requested */
 	struct http_limits limits;
@@ -93,6 +95,9 @@ const struct tls_context *server_tls_for(const struct server *srv, int fd);
 /* Whether a connection accepted on fd starts with a PROXY header (its
  * listener has proxy_protocol). Looked up as server_tls_for does. */
 bool server_proxy_for(const struct server *srv, int fd);
+/* Whether a connection accepted on fd is HTTP/2 and nothing else (its
+ * listener has http2_only). Looked up as server_tls_for does. */
+bool server_h2_only_for(const struct server *srv, int fd);
 
 /* The site of the top level, which answers names no [site] claims. */
 static inline const struct site *server_default_site(const struct server *srv)

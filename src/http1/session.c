@@ -533,21 +533,20 @@ static void start_request(struct conn *c, int r)
 /* The connection's first bytes may be HTTP/2's preface (RFC 9113 3.4: by
  * prior knowledge, or after ALPN "h2"): then an HTTP/2 session takes the
  * connection over with the bytes buffered, and this session's buffers go.
- * This runs only in conn_input_done(), with the receive complete, so no
- * receive is in flight into the buffer freed here. True when the caller
- * must not parse: handed over, or the bytes so far are the preface's
- * beginning (its first 18 bytes alone would parse as an HTTP/1.1 head). */
+ * A connection that is HTTP/2 or nothing (conn_set_h2_only) is handed over
+ * with any other bytes too: they are a connection error, which the HTTP/2
+ * session answers (its SETTINGS, then GOAWAY with PROTOCOL_ERROR) before it
+ * closes. This runs only in conn_input_done(), with the receive complete,
+ * so no receive is in flight into the buffer freed here. True when the
+ * caller must not parse: handed over, or the bytes so far are the
+ * preface's beginning (its first 18 bytes alone would parse as an
+ * HTTP/1.1 head). */
 static bool h2_handover(struct conn *c)
 {
 	if (!c->cfg->http2 || c->started)
 		return false;
 	int m = h2_preface(c->in + c->in_start, c->in_end - c->in_start);
-	if (m < 0 && c->h2_only) {
-		log_debug("http2: %s sent no connection preface after choosing h2: closing", c->peer);
-		c->state = ST_CLOSE;
-		return true;
-	}
-	if (m < 0) {
+	if (m < 0 && !c->h2_only) {
 		c->started = true;
 		return false;
 	}
@@ -1054,6 +1053,10 @@ void conn_timeout(struct conn *c)
 	if (c->state != ST_LINGER)
 		stats_timeout(); /* stats: the end of a linger is routine, not a timeout */
 	if (c->nq > 0) { /* the client does not take the parked responses */
+		c->state = ST_CLOSE;
+		return;
+	}
+	if (c->h2_only) { /* a preface begun, not ended: no HTTP/1.1 answer to it */
 		c->state = ST_CLOSE;
 		return;
 	}

@@ -1254,7 +1254,14 @@ static void h2_receive(struct h2_session *s, const char *buf, size_t n)
 		s->refused = true;
 		nghttp2_session_terminate_session(s->ng, s->scan_code);
 	}
-	if (rv < 0) {
+	if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+		/* a connection that is HTTP/2 or nothing (conn_set_h2_only) began
+		 * otherwise: RFC 9113 3.4's connection error, told as one, our
+		 * preface (SETTINGS) then GOAWAY, which nghttp2 can still send */
+		log_debug("http2: %s sent no connection preface: closing", s->peer);
+		s->refused = true;
+		nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+	} else if (rv < 0) {
 		/* a protocol error nghttp2 answers with GOAWAY returns >= 0; this
 		 * is one it cannot (a flood, no memory): GOAWAY by hand, then close */
 		h2_fatal(s, (int)rv);

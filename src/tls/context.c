@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,18 +127,40 @@ out:
 }
 
 /* RFC 7301, in our order of preference: h2 (unless http2 = off), then
- * http/1.1. The client that chose h2 sends the HTTP/2 preface, which the
- * core recognises as it does on a plain listener. A client offering only
- * other protocols gets no_application_protocol, as nginx answers. */
+ * http/1.1; h2 alone on a connection of an http2_only listener. The client
+ * that chose h2 sends the HTTP/2 preface, which the core recognises as it
+ * does on a plain listener. A client offering only other protocols gets
+ * no_application_protocol, as nginx answers. */
 static const unsigned char alpn_h2[] = "\x02h2\x08http/1.1";
 static const unsigned char alpn_h1[] = "\x08http/1.1";
+static const unsigned char alpn_h2_alone[] = "\x02h2";
+
+/* OpenSSL takes one ALPN callback per context, shared by every listener:
+ * the connections that offer h2 alone carry a mark in their SSL's extra
+ * data. The index is taken by tls_context_new(), before any serving thread
+ * exists, so the callback reads it without a lock. */
+static int alpn_h2_only_index = -1;
+static pthread_once_t alpn_index_once = PTHREAD_ONCE_INIT;
+
+static void alpn_index_init(void)
+{
+	alpn_h2_only_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+void tls_offer_h2_only(void *ssl)
+{
+	/* without an index (out of memory at start) http/1.1 stays on offer,
+	 * and the core still takes nothing but the preface */
+	if (alpn_h2_only_index >= 0)
+		SSL_set_ex_data(ssl, alpn_h2_only_index, (void *)alpn_h2_alone);
+}
 
 static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
 			  unsigned int inlen, void *arg)
 {
-	const unsigned char *ours = arg ? alpn_h2 : alpn_h1;
-	unsigned int len = arg ? sizeof(alpn_h2) - 1 : sizeof(alpn_h1) - 1;
-	(void)ssl;
+	bool alone = arg && alpn_h2_only_index >= 0 && SSL_get_ex_data(ssl, alpn_h2_only_index);
+	const unsigned char *ours = alone ? alpn_h2_alone : arg ? alpn_h2 : alpn_h1;
+	unsigned int len = alone ? sizeof(alpn_h2_alone) - 1 : arg ? sizeof(alpn_h2) - 1 : sizeof(alpn_h1) - 1;
 	if (SSL_select_next_proto((unsigned char **)out, outlen, ours, len, in, inlen) !=
 	    OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
@@ -398,6 +421,7 @@ struct tls_context *tls_context_new(const struct config *cfg)
 	SSL_CTX_set_timeout(t->ctx, TLS_TICKET_ROTATE_S);
 	SSL_CTX_set_num_tickets(t->ctx, 1);
 	SSL_CTX_set_tlsext_ticket_key_evp_cb(t->ctx, ticket_key_cb);
+	pthread_once(&alpn_index_once, alpn_index_init);
 	SSL_CTX_set_alpn_select_cb(t->ctx, alpn_select_cb, cfg->http2 ? (void *)alpn_h2 : NULL);
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections give their record buffers back */
 

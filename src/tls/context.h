@@ -36,6 +36,13 @@ void tls_context_free(struct tls_context *t);
  * (RFC 6066 3 allows none). ssl: the SSL *. */
 int tls_site_of(const void *ssl);
 
+/* The connection's listener speaks HTTP/2 alone (`listen ... http2_only`):
+ * ALPN offers it h2 and nothing else, so a client that offers only other
+ * protocols fails the handshake with no_application_protocol (RFC 7301
+ * 3.2). ssl: the SSL *, before its handshake, of a context built by
+ * tls_context_new(). */
+void tls_offer_h2_only(void *ssl);
+
 /* The OpenSSL context (an SSL_CTX *), for the transport layer. */
 void *tls_context_ssl_ctx(const struct tls_context *t);
 

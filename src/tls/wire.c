@@ -316,6 +316,7 @@ struct wire *wire_new(const struct server *srv, const struct tls_context *tls, i
 		      socklen_t peerlen)
 {
 	struct wire *w = calloc(1, sizeof(*w));
+	bool h2_only = server_h2_only_for(srv, sock); /* `listen ... http2_only` */
 
 	if (!w)
 		return NULL;
@@ -323,6 +324,8 @@ struct wire *wire_new(const struct server *srv, const struct tls_context *tls, i
 	w->core = conn_new(srv, peer, peerlen);
 	if (!w->core)
 		goto fail;
+	if (h2_only) /* the preface, or a connection error */
+		conn_set_h2_only(w->core);
 	if (server_proxy_for(srv, sock) && proxy_start(w, srv, peer, peerlen) < 0)
 		goto fail;
 	if (!tls || w->refused)
@@ -351,6 +354,8 @@ struct wire *wire_new(const struct server *srv, const struct tls_context *tls, i
 	SSL_set_bio(t->ssl, t->rbio, t->wbio); /* the SSL owns them now */
 	SSL_set_accept_state(t->ssl);
 	SSL_set_app_data(t->ssl, t);
+	if (h2_only)
+		tls_offer_h2_only(t->ssl);
 	t->state = TLS_HANDSHAKE;
 	return w;
 fail:

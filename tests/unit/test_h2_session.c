@@ -149,13 +149,15 @@ static bool find_frame(const struct drive *d, unsigned type, uint32_t stream, st
 
 TestSuite(h2_session, .init = setup, .fini = teardown);
 
-static void serves_a_file(size_t chunk)
+static void serves_a_file(size_t chunk, bool h2_only)
 {
 	struct drive *d = calloc(1, sizeof(*d));
 	unsigned char req[128];
 	size_t n = request(req, "/a.txt");
 	d->c = conn_new(&ts.srv, NULL, 0);
 	cr_assert_not_null(d->c);
+	if (h2_only)
+		conn_set_h2_only(d->c);
 	feed(d, req, n, chunk);
 	struct frame f;
 	cr_assert(find_frame(d, 4, 0, &f), "no SETTINGS from the server");
@@ -175,14 +177,79 @@ static void serves_a_file(size_t chunk)
 
 Test(h2_session, preface_and_request_in_one_read)
 {
-	serves_a_file(1 << 16);
+	serves_a_file(1 << 16, false);
 }
 
 /* The preface split over reads: its first 18 bytes alone would parse as an
  * HTTP/1.1 head, which the session must not answer. */
 Test(h2_session, preface_and_request_one_byte_per_read)
 {
-	serves_a_file(1);
+	serves_a_file(1, false);
+}
+
+/* HTTP/2 or nothing (an http2_only listener, or ALPN h2): the preface is
+ * taken as on any connection, whole or a byte at a time. */
+Test(h2_session, h2_only_serves_the_preface)
+{
+	serves_a_file(1 << 16, true);
+	serves_a_file(1, true);
+}
+
+/* ... and anything else is a connection error (RFC 9113 3.4): the server's
+ * preface (SETTINGS) then GOAWAY naming no stream with PROTOCOL_ERROR, a
+ * half-close, and never an HTTP/1.1 answer. */
+static void h2_only_refuses(const char *bytes, size_t chunk)
+{
+	struct drive *d = calloc(1, sizeof(*d));
+	d->c = conn_new(&ts.srv, NULL, 0);
+	cr_assert_not_null(d->c);
+	conn_set_h2_only(d->c);
+	feed(d, (const unsigned char *)bytes, strlen(bytes), chunk);
+	cr_assert_geq(d->outlen, 9, "nothing sent for '%s'", bytes);
+	cr_expect_null(memmem(d->out, d->outlen, "HTTP/1", 6), "an HTTP/1.1 answer: %.*s", (int)d->outlen,
+		       (const char *)d->out);
+	cr_expect_eq(d->out[3], 4, "the first frame is not SETTINGS");
+	struct frame f;
+	cr_assert(find_frame(d, 7, 0, &f), "no GOAWAY for '%s'", bytes);
+	cr_assert_eq(f.len, 8, "GOAWAY with debug data");
+	static const unsigned char last0_protocol_error[8] = { 0, 0, 0, 0, 0, 0, 0, 1 };
+	cr_expect_eq(memcmp(f.payload, last0_protocol_error, 8), 0, "not last stream 0, PROTOCOL_ERROR");
+	cr_expect_eq(d->shutdowns, 1, "half-closed after the GOAWAY");
+	/* what the client still sends is read and dropped, then its close ends it */
+	conn_input_done(d->c, 0);
+	cr_expect_eq(pump(d), CONN_WANT_CLOSE);
+	conn_free(d->c);
+	free(d);
+}
+
+Test(h2_session, h2_only_answers_anything_else_with_goaway)
+{
+	static const char *const openings[] = {
+		"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n",
+		"INVALID CONNECTION PREFACE\r\n\r\n",         /* h2spec's 3.5/2 */
+		"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",             /* the preface's last line wrong */
+		"PRI * HTTP/1.1\r\n",
+	};
+	for (size_t i = 0; i < sizeof(openings) / sizeof(openings[0]); i++) {
+		h2_only_refuses(openings[i], 1 << 16);
+		h2_only_refuses(openings[i], 1);
+	}
+}
+
+/* A preface begun and never ended: header_timeout closes the connection
+ * without a word, where HTTP/1.1 would answer 408. */
+Test(h2_session, h2_only_timeout_in_the_preface_closes_quietly)
+{
+	struct drive *d = calloc(1, sizeof(*d));
+	d->c = conn_new(&ts.srv, NULL, 0);
+	conn_set_h2_only(d->c);
+	feed(d, (const unsigned char *)"PRI * HTTP/2.0\r\n", 16, 16);
+	cr_assert_eq(d->outlen, 0);
+	conn_timeout(d->c);
+	cr_expect_eq(pump(d), CONN_WANT_CLOSE);
+	cr_expect_eq(d->outlen, 0, "answered: %.*s", (int)d->outlen, (const char *)d->out);
+	conn_free(d->c);
+	free(d);
 }
 
 /* A client whose windows allow the whole file at once: the session still

@@ -25,6 +25,9 @@ static const struct listen_case cases[] = {
 	{ "unix:/run/spindle.sock", "unix:/run/spindle.sock" },
 	{ "unix:/run/spindle.sock mode=0660 owner=www-data group=adm", "unix:/run/spindle.sock mode=0660 owner=www-data group=adm" },
 	{ "unix:/tmp/s mode=600", "unix:/tmp/s mode=0600" },
+	{ "127.0.0.1:8080 http2_only", "127.0.0.1:8080 http2_only" },
+	{ "[::1]:8443 http2_only tls", "[::1]:8443 tls http2_only" },
+	{ "unix:/tmp/s http2_only proxy_protocol", "unix:/tmp/s proxy_protocol http2_only" },
 	/* refused */
 	{ "", NULL },
 	{ "   ", NULL },
@@ -47,6 +50,8 @@ static const struct listen_case cases[] = {
 	{ "unix:/tmp/s mode=", NULL },
 	{ "unix:/tmp/s owner=", NULL },
 	{ "127.0.0.1:80 tls=on", NULL },
+	{ "127.0.0.1:80 http2_only=on", NULL },
+	{ "127.0.0.1:80 http2-only", NULL },  /* options are spelt as config keys are */
 	{ "127.0.0.1:80 backlog=5", NULL },
 	/* control characters cannot be written to server.conf and read back
 	 * (a trailing CR is whitespace to the file reader): found by fuzz_config */
@@ -73,7 +78,8 @@ Test(listen_config, forms_parse_and_print_back)
 		/* what --check prints parses to the same address */
 		cr_assert_eq(listen_addr_parse(buf, &again, why, sizeof(why)), 0, "%s: %s", buf, why);
 		cr_expect(listen_addr_same(&a, &again) && a.tls == again.tls && a.ipv6only == again.ipv6only &&
-			  a.mode == again.mode, "%s", buf);
+			  a.mode == again.mode && a.proxy_protocol == again.proxy_protocol &&
+			  a.http2_only == again.http2_only, "%s", buf);
 	}
 }
 
@@ -87,6 +93,9 @@ Test(listen_config, fields)
 	cr_expect_eq(a.port, 8443);
 	cr_expect(!a.ipv6only);
 	cr_expect(a.tls);
+	cr_expect(!a.http2_only);
+	cr_assert_eq(listen_addr_parse("127.0.0.1:8080 http2_only", &a, why, sizeof(why)), 0, "%s", why);
+	cr_expect(a.http2_only && !a.tls);
 	cr_assert_eq(listen_addr_parse("unix:/run/s.sock mode=0660 owner=www-data", &a, why, sizeof(why)), 0);
 	cr_expect_eq(a.kind, LISTEN_UNIX);
 	cr_expect_str_eq(a.path, "/run/s.sock");
