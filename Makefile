@@ -199,7 +199,10 @@ ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 asan:
 	$(MAKE) BUILD=build/asan CC=clang OPT="$(ASAN_OPT)" spindle-asan
 
+# Named by the sanitizer builds above: without their BUILD these would link
+# the plain objects under a sanitizer's name, and tests would run unchecked.
 spindle-asan: $(CORE_OBJ) $(MAIN_OBJ)
+	$(if $(filter build/asan,$(BUILD)),,$(error spindle-asan is built by `make asan`, with BUILD=build/asan))
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 asan-test: asan
@@ -223,6 +226,7 @@ build/tsan/cache_stress: tests/tsan/cache_stress.c src/fs/cache.c src/http/date.
 	clang $(CSTD) $(TSAN_CFLAGS) -pthread -o $@ $^
 
 spindle-tsan: $(CORE_OBJ) $(MAIN_OBJ)
+	$(if $(filter build/tsan,$(BUILD)),,$(error spindle-tsan is built by `make tsan`, with BUILD=build/tsan))
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # libFuzzer targets (tests/fuzz/): the parser and path code alone, and the

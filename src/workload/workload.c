@@ -138,6 +138,7 @@ static void spin_on(clockid_t clock, uint64_t us)
 	while (clock_us(clock) < end)
 		for (unsigned i = 0; i < WORKLOAD_SPIN_ROUND; i++)
 			sink += i;
+	(void)sink;
 }
 
 static void sleep_us(uint64_t us)
