@@ -940,8 +940,9 @@ class Report:
         self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
                              [[srv] + [rate_and_cpu(grid.get((c, srv))) for c in cells] for srv in servers]))
         self.md.append(negotiated_sentence([r for r in self.lab.records if r.get("exp") == "tls"]) + "\n")
-        self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
-                                        {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
+        if "plain" in cells:        # the plain-HTTP ranking cells run with --full
+            self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
+                                            {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
         fig, axes = plots.grid_figure(
             cells, servers, grid,
             [(lambda c: "rps", lambda c: "handshakes/s" if c in ("full", "resumed") else "requests/s"),
