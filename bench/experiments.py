@@ -1107,7 +1107,7 @@ EXPERIMENTS = {
 # threads: tls's plain-HTTP cells).
 # peers after seed003 reuses its `ab -c 200` epoll cell (Cell.same_as).
 DEFAULT = ["seed001", "seed002", "seed004", "seed003", "peers", "seed000", "openloop", "slow", "tls",
-           "overload"]
+           "overload", "scale"]
 # Every run (but --plan without it, and --no-calibration) starts and ends with
 # the calibration cell: its drift is printed at the top of the report.
 CALIBRATION = ("calibration_start", "calibration_end")
@@ -1120,3 +1120,6 @@ def with_calibration(names: list[str]) -> list[str]:
 # 1 vs 2 instances behind HAProxy, in its own module (outside the default run)
 from .scaleout import scaleout  # noqa: E402  (scaleout.py needs only lab.py)
 EXPERIMENTS["scaleout"] = scaleout
+# cost against connections: memory and a fresh client's latency under idle keep-alive connections
+from .scale import scale  # noqa: E402  (scale.py needs only lab.py)
+EXPERIMENTS["scale"] = scale
