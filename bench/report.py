@@ -998,11 +998,13 @@ class Report:
                        "first request).\n")
         self.md.append(table(["server", "transport", "connections", "held", "PSS before → after MB",
                               "kB per connection", "anonymous kB per conn.", "processes", "threads",
-                              "fresh p50 ms", "fresh p99 ms", "server CPU µs per connection", "errors"],
+                              "fresh p50 ms", "fresh p99 ms", "server CPU µs per connection", "other load (cores)",
+                              "errors"],
                              [[r["server"], r.get("transport", "plain"), f"{r['conns']:,}", num(r.get("open")),
                                f"{mb(r, 'base_pss_mb')} → {mb(r, 'pss_mb')}", num(r.get("kb_per_conn"), 2),
                                num(r.get("anon_kb_per_conn"), 2), num(r.get("processes")), num(r.get("threads")),
                                num(r.get("p50_ms"), 2), num(r.get("p99_ms"), 2), num(r.get("setup_us_per_conn")),
+                               "—" if r.get("other_cores") is None else f"{r['other_cores']:+.2f}",
                                errs(r)] for r in sorted(rows, key=rank)]))
         self.md.append("\n**How cost grows with connections**\n")
         self.md += scale.cost_text(rows, order) + [""]
@@ -1012,8 +1014,10 @@ class Report:
                                                   order)
             self.save_fig(fig, "scale_memory.png", "scale: memory per idle connection against connections held",
                           axes)
+            busy = lambda r: (r.get("other_cores") or 0) > lab_mod.RETAKE_OTHER_CORES
             fig, axes = plots.against_connections(cs, "p99_ms", "A fresh client's p99", "ms", order,
-                                                  dashed_key="p50_ms", dashed_label="p50 (dashed)")
+                                                  dashed_key="p50_ms", dashed_label="p50 (dashed)", flagged=busy,
+                                                  flag_label=f"other load > +{lab_mod.RETAKE_OTHER_CORES} cores")
             self.save_fig(fig, "scale_latency.png", "scale: a fresh client's p99 (and p50) against connections held",
                           axes)
 

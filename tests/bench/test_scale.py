@@ -184,6 +184,7 @@ def test_the_report_tables_words_and_plots_the_curves(tmp_path):
         in text
     assert "**thread** (a thread per connection): 9.0 kB" in text and "1,002 threads" in text
     assert "The most growth: nginx plain, 3.2 times its p99 at 1,000" in text
+    assert "other load" not in text.split("How cost grows")[1]          # no point was disturbed
     for png in ("scale_memory.png", "scale_latency.png"):
         assert (tmp_path / png).stat().st_size > 10_000 and png in text
     assert report.main_metric(report.aggregate(_records())[0]) == "kb_per_conn"
@@ -198,6 +199,15 @@ def test_a_server_that_held_less_with_the_connections_says_so_and_its_marginal_c
     assert "pool -0.71 kB at 1,000 → 0.34 at 10,000 (below zero at the fewest" in text
     m = ((4.1 + 0.34 * 10000 / 1024) - (4.0 - 0.71 * 1000 / 1024)) * 1024 / 9000
     assert f"{m:.2f} kB for each connection from 1,000 to 10,000" in text and 0.45 < m < 0.5
+
+
+def test_a_point_measured_beside_other_load_is_marked_and_left_out_of_the_growth():
+    recs = _records()
+    busy = next(r for r in recs if r["server"] == "nginx" and r["conns"] == 10000 and r["transport"] == "plain")
+    busy["other_cores"] = 1.6
+    text = "\n".join(scale.cost_text(report.aggregate(recs), ["epoll", "nginx"]))
+    assert "nginx plain 0.25 → 0.80† ms" in text and "the curves without one: 3 of 4" in text
+    assert "The most growth among those: " in text and "nginx plain, 3.2" not in text
 
 
 def test_the_summary_names_the_least_and_the_most_at_the_top_point():
