@@ -24,6 +24,24 @@ object on stdout.
                                       responses (RESPONSE_BYTES each, head and
                                       body) for SECONDS; per-batch latency (wrk's
                                       percentiles are wrong when pipelining)
+  hold HOST PORT PATH SIZE SCHEME N SOURCES PROBES LIMIT_S
+                                      the scale experiment's idle connections,
+                                      in one process (non-blocking sockets and
+                                      epoll, TLS with "https"): prints a line
+                                      once set up (after a few warm-up
+                                      requests), then follows the lab's
+                                      commands on stdin, one line each: "open"
+                                      opens N keep-alive connections (from
+                                      SOURCES loopback addresses 127.0.0.1, ...
+                                      in turn) with one request each and
+                                      holds them; "probe" times PROBES requests
+                                      of a fresh client (one at a time, each
+                                      on a new connection, connect() to the
+                                      last body byte) while they are held;
+                                      "close" (or the end of stdin) closes
+                                      every connection. A JSON line answers
+                                      each; after LIMIT_S it closes
+                                      everything and exits by itself
   slow HOST PORT WRITERS READERS SECONDS HEAD_PATH BIG_PATH
                                       slow clients: WRITERS connections send a
                                       GET of HEAD_PATH one byte per round,
@@ -39,7 +57,9 @@ object on stdout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import resource
 import statistics
 import sys
@@ -296,6 +316,245 @@ def _slow(host, port, writers, readers, seconds, head_path, big_path):
           flush=True)
 
 
+HOLD_INFLIGHT = 64      # connections being opened at once: far below any listen backlog of the lab's servers
+HOLD_WARM = 20          # fresh requests before the baseline: the server's lazily made state exists by then
+HOLD_CONN_TIMEOUT_S = 30.0
+IP_BIND_ADDRESS_NO_PORT = 24    # <linux/in.h>: a source port chosen at connect(), per destination
+
+
+def _response_done(buf: bytes) -> tuple[int, int] | None:
+    """(status, body length) once buf holds a whole response, else None."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    lines = buf[:end].split(b"\r\n")
+    length = 0
+    for ln in lines[1:]:
+        if ln.lower().startswith(b"content-length:"):
+            length = int(ln.split(b":", 1)[1])
+    if len(buf) < end + 4 + length:
+        return None
+    return int(lines[0].split()[1]), length
+
+
+def _percentile(ts: list[float], q: float) -> float:
+    return ts[min(len(ts) - 1, max(0, int(q * len(ts) + 0.999999) - 1))]
+
+
+def _hold(host, port, path, size, tls, n, sources, probes, limit_s):
+    """Idle keep-alive connections for the scale experiment (see the module's
+    first comment): one thread, non-blocking sockets on one epoll, so that
+    opening and holding 15,000 of them costs the client little and the
+    server's figures are the server's."""
+    import errno
+    import select
+    import socket
+    deadline = time.monotonic() + limit_s
+    ctx = None
+    ssl = None
+    if tls:
+        import ssl
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE       # the lab's certificate is self-signed, made for the run
+        ctx.set_alpn_protocols(["http/1.1"])
+    req = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    ep = select.epoll()
+    held: dict[int, object] = {}          # fd -> socket, each after its one request
+    closed_by_server = 0
+
+    def say(obj: dict) -> None:
+        print(json.dumps(obj), flush=True)
+
+    def fresh_request(timeout: float) -> float:
+        """One request on a new connection, closed after its answer: seconds
+        from connect() to the last body byte."""
+        t0 = time.perf_counter()
+        s = socket.create_connection((host, port), timeout=timeout)
+        try:
+            if ctx is not None:
+                s = ctx.wrap_socket(s, server_hostname="localhost")
+            s.sendall(req)
+            buf = b""
+            while (done := _response_done(buf)) is None:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise ConnectionError(f"closed after {len(buf)} bytes")
+                buf += chunk
+        finally:
+            s.close()
+        if done != (200, size):
+            raise ValueError(f"status {done[0]}, {done[1]} bytes (want 200, {size})")
+        return time.perf_counter() - t0
+
+    def held_event(fd: int, ev: int) -> None:
+        """A held connection woke: the server closed it (counted, closed here),
+        or a TLS record with no data arrived (a session ticket)."""
+        nonlocal closed_by_server
+        s = held[fd]
+        gone = bool(ev & (select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR))
+        if not gone:
+            try:
+                gone = not s.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as e:
+                gone = not (ssl is not None and isinstance(e, ssl.SSLWantReadError))
+        if gone:
+            ep.unregister(fd)
+            s.close()
+            del held[fd]
+            closed_by_server += 1
+
+    def reap_held() -> None:
+        for fd, ev in ep.poll(0):
+            if fd in held:
+                held_event(fd, ev)
+
+    def open_all() -> dict:
+        active: dict[int, list] = {}      # fd -> [socket, state, bytes read, started]
+        errors: list[str] = []
+        last = 0.0
+        t0 = time.perf_counter()
+        nxt = 0
+
+        def fail(fd: int, why: str) -> None:
+            c = active.pop(fd)
+            with contextlib.suppress(OSError, ValueError):
+                ep.unregister(fd)
+            c[0].close()
+            errors.append(why)
+
+        def advance(fd: int) -> None:
+            nonlocal last
+            c = active[fd]
+            s, state = c[0], c[1]
+            if state == "connect":
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    return fail(fd, f"connect: {os.strerror(err)}")
+                if ctx is not None:
+                    s = c[0] = ctx.wrap_socket(s, server_hostname="localhost", do_handshake_on_connect=False)
+                    state = c[1] = "handshake"
+                else:
+                    state = c[1] = "send"
+            if state == "handshake":
+                try:
+                    s.do_handshake()
+                except ssl.SSLWantReadError:
+                    ep.modify(fd, select.EPOLLIN)
+                    return
+                except ssl.SSLWantWriteError:
+                    ep.modify(fd, select.EPOLLOUT)
+                    return
+                state = c[1] = "send"
+            if state == "send":
+                s.send(req)                   # 60 bytes into an empty socket buffer: never short
+                state = c[1] = "read"
+                ep.modify(fd, select.EPOLLIN)
+            while True:                       # "read"
+                try:
+                    chunk = s.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as e:
+                    if ssl is not None and isinstance(e, ssl.SSLWantReadError):
+                        return
+                    raise
+                if not chunk:
+                    return fail(fd, f"closed after {len(c[2])} bytes")
+                c[2] += chunk
+                done = _response_done(c[2])
+                if done is not None:
+                    break
+            if done != (200, size):
+                return fail(fd, f"status {done[0]}, {done[1]} bytes (want 200, {size})")
+            del active[fd]
+            held[fd] = s
+            ep.modify(fd, select.EPOLLIN | select.EPOLLRDHUP)   # only a close by the server wakes it
+            last = time.monotonic()
+
+        while (nxt < n or active) and time.monotonic() < deadline:
+            while nxt < n and len(active) < HOLD_INFLIGHT:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.setblocking(False)
+                if sources > 1:       # each source address has its own ephemeral ports
+                    s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+                    s.bind((f"127.0.0.{1 + nxt % sources}", 0))
+                nxt += 1
+                err = s.connect_ex((host, port))
+                if err not in (0, errno.EINPROGRESS):
+                    s.close()
+                    errors.append(f"connect: {os.strerror(err)}")
+                    continue
+                active[s.fileno()] = [s, "connect", b"", time.monotonic()]
+                ep.register(s.fileno(), select.EPOLLOUT)
+            for fd, ev in ep.poll(0.2):
+                if fd in active:
+                    try:
+                        advance(fd)
+                    except (OSError, ValueError) as e:
+                        fail(fd, f"{type(e).__name__}: {e}")
+                elif fd in held:
+                    held_event(fd, ev)
+            now = time.monotonic()
+            for fd in [fd for fd, c in active.items() if now - c[3] > HOLD_CONN_TIMEOUT_S]:
+                fail(fd, f"no answer within {HOLD_CONN_TIMEOUT_S:g} s")
+        for fd in list(active):
+            fail(fd, "the client's time limit passed")
+        time.sleep(0.2)       # a server that closes what it was just asked on shows it now
+        reap_held()
+        return {"opened": len(held) + closed_by_server, "open": len(held), "errors": len(errors),
+                "error_samples": errors[:5], "setup_s": time.perf_counter() - t0, "last_response_mono": last,
+                "closed_by_server": closed_by_server}
+
+    def probe() -> dict:
+        lat, errors = [], []
+        for i in range(probes):
+            if time.monotonic() > deadline:
+                errors.append("the client's time limit passed")
+                break
+            try:
+                lat.append(fresh_request(5.0))
+            except (OSError, ValueError) as e:
+                errors.append(f"probe {i}: {type(e).__name__}: {e}")
+        reap_held()
+        out = {"probe_ok": len(lat), "probe_errors": len(errors), "probe_error_samples": errors[:5],
+               "open": len(held), "closed_by_server": closed_by_server}
+        if lat:
+            ts = sorted(lat)
+            out.update(p50_ms=_percentile(ts, 0.5) * 1e3, p99_ms=_percentile(ts, 0.99) * 1e3,
+                       mean_ms=statistics.mean(ts) * 1e3, max_ms=ts[-1] * 1e3, lat_ms=[round(t * 1e3, 3) for t in ts])
+        return out
+
+    warm_errors = []
+    for i in range(HOLD_WARM):
+        try:
+            fresh_request(5.0)
+        except (OSError, ValueError) as e:
+            warm_errors.append(f"warm-up {i}: {type(e).__name__}: {e}")
+    say({"ready": True, "warm_errors": len(warm_errors), "warm_error_samples": warm_errors[:3]})
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([sys.stdin], [], [], min(1.0, max(0.0, deadline - time.monotonic())))
+            if not r:
+                continue
+            cmd = sys.stdin.readline().strip()
+            if cmd == "open":
+                say(open_all())
+            elif cmd == "probe":
+                say(probe())
+            else:             # "close", or the end of stdin
+                break
+    finally:
+        reap_held()
+        at_end = len(held)
+        for s in held.values():
+            s.close()
+        ep.close()
+        say({"open_at_end": at_end, "closed_by_server": closed_by_server})
+
+
 def main(argv: list[str]) -> int:
     nofile = _raise_nofile()
     cmd = argv[0]
@@ -311,6 +570,11 @@ def main(argv: list[str]) -> int:
         tls = len(argv) > 6 and argv[6] == "https"
         sources = int(argv[7]) if len(argv) > 7 else 1
         asyncio.run(_idle(host, port, path, n, size, tls, sources))
+        return 0
+    if cmd == "hold":
+        host, port, path, size = argv[1], int(argv[2]), argv[3], int(argv[4])
+        _hold(host, port, path, size, argv[5] == "https", int(argv[6]), int(argv[7]), int(argv[8]),
+              float(argv[9]))
         return 0
     if cmd == "pipeline":
         host, port, path = argv[1], int(argv[2]), argv[3]

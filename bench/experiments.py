@@ -66,7 +66,7 @@ def _wrk(path, c, dur, **kw):
     return lambda lab, s: lab.wrk(s, path, c, dur, **kw)
 
 
-SEED001_CLAIMED = ("iterative", "thread", "pool")   # the models the seed's claims name (2 cores: these by default)
+SEED001_CLAIMED = ("iterative", "thread", "pool")   # the models the seed's claims name (by default: these)
 # req/s every compared server sustains with a new connection each, and vegeta
 # sends on its one core with room to spare (it fell behind at ~3,500/s with 1.5
 # cores of other load; a quiet core gives it ~6,000/s)
@@ -168,7 +168,7 @@ def seed001(lab: Lab, models: list[str]) -> None:
                   warm_path="/work?delay=0&bucket=0",
                   workload={"unit_s": UNIT_S, "kind": "cpu", "cores": cores, "in_flight": par}, count_calls=True)
              for cores in dict.fromkeys((1, min(2, NCPU))) for m in models
-             if cores == 1 or lab.full or m in SEED001_CLAIMED]
+             if lab.full or m in SEED001_CLAIMED]
     lab.note("seed001", f"Each request is `GET /work?delay=D&bucket=B` with D uniform in {dmin}–{dmax} units of "
                         f"{UNIT} CPU work (delay_kind = cpu), so every request does real work as the seed's "
                         f"servers did. Client: bench/client.py (Python asyncio, a new connection per request "
@@ -180,6 +180,10 @@ def seed001(lab: Lab, models: list[str]) -> None:
                         "“threaded is not fastest” holds by construction there (threads cannot run the work in "
                         "parallel on one core). Every model runs on both cores too (workers = 2 where the model "
                         "has workers; the server shares CPU 1 with the client): the claims are judged on both.")
+    if not lab.full:
+        lab.note("seed001", f"The default run measures the models the seed's claims name ({', '.join(SEED001_CLAIMED)}) "
+                            f"on one core and on two; every other model with `python -m bench --full` (no claim rests "
+                            f"on them).")
     run_cells(lab, "seed001", cells, lab.repeats, ["/work?delay=0&bucket=0"],
               lambda r: f"avg {r['avg_ms']:6.2f} ms  p50 {r['p50_ms']:6.2f}  max {r['max_ms']:7.2f}  "
                         f"failed {r['errors']}")
@@ -244,7 +248,7 @@ def seed002(lab: Lab, models: list[str]) -> None:
     # (e) the seed's fixed rate: 300 requests/s, open loop (vegeta)
     rng = random.Random(2)
     targets = [f"/work?delay={rng.randint(1, 3)}&bucket={rng.randrange(128)}" for _ in range(2000)]
-    for m in ("thread", "pool") if lab.full else ("pool",):
+    for m in ("thread", "pool") if lab.full else ():     # no claim rests on (e): --full
         if m in models:
             key = spindle(m, SERVER_CPUS, 1, **workload_settings(buckets=128, bucket_lock="bucket", threads=16))
             cell_list.append(Cell("seed002", f"{m} 1c open loop 300/s d1-3", key,
@@ -256,8 +260,8 @@ def seed002(lab: Lab, models: list[str]) -> None:
     if not lab.full:
         lab.note("seed002", "Left out of the default run to keep it under 20 minutes (`python -m bench --full` "
                             "runs them): (a) for epoll (the pool answers the seed's cores question: its server "
-                            "was a pool), (c) for thread (the variance question is answered on the pool), and (e) "
-                            "for thread (the fixed rate on the pool reproduces the seed's set-up).")
+                            "was a pool), (c) for thread (the variance question is answered on the pool), and (e), "
+                            "the seed's fixed rate (no claim rests on it: at 300/s every model keeps up).")
     lab.note("seed002", f"Every request: `GET /work?delay=D&bucket=B&hold=H`, D uniform at random, one unit = "
                         f"{UNIT} of the serving thread's own CPU time (delay_kind = cpu; the seed's unit was a "
                         f"second of wall-clock spinning), H units more inside the bucket lock. Closed loop: "
@@ -384,7 +388,7 @@ GEN_CAL_REPEATS = 3             # the generator's calibration is no verdict: 3 r
 OPEN_ARRIVALS = "poisson"
 # the generator's own calibration against tools/floor's epoll server
 GEN_CAL_RATES = (2000, 8000, 32000, 64000)
-OPEN_MODELS = ("epoll", "pool")       # with nginx; --full: every model but OPEN_FULL_ONLY's
+OPEN_MODELS = ("epoll",)              # with nginx (the headline's pair); --full: every model but OPEN_FULL_ONLY's
 # A connection per process or one at a time: on keep-alive their curve is a
 # wall, not a question the default run asks (--full runs them).
 OPEN_FULL_ONLY = ("iterative", "fork")
@@ -461,7 +465,7 @@ def fmt_openloop(r: dict) -> str:
 # --------------------------------------------------------------------------
 
 OVERLOAD_POLICIES = ("queue", "shed", "reject")
-OVERLOAD_MODELS = ("epoll", "pool")      # a loop and a pool; --full: every model
+OVERLOAD_MODELS = ("epoll",)             # each policy on the default model; --full: every model
 OVERLOAD_TAIL_S = 0.4     # the generator waits for what is in flight after its schedule: below 1x, or refused
 # ...but from 1x under queue and shed, for requests waiting in the backlog up to its timeout (1 s);
 # measured 3.0 s per 1 s cell with the 2 s timeout first tried, against 1.0-2.2 s under reject
@@ -570,6 +574,10 @@ def overload(lab: Lab, models: list[str]) -> None:
                          f"(the requests served: shed ones are left out of its histograms). The workload checks "
                          f"(bucket totals against the answers seen) are not applied: past the knee the server "
                          f"finishes requests whose client has given up, which those checks count as a fault.")
+    if not lab.full:
+        lab.note("overload", f"The default run: {', '.join(OVERLOAD_MODELS)} under each policy; every other model "
+                             f"(the pool among them) with `python -m bench --full` (the curves are descriptive: no "
+                             f"verdict rests on them).")
     lab.note("overload", "nginx is not in this experiment: it has no endpoint that does CPU work (nginx-light has "
                          "no scripting module), and on its static file its capacity on one core (~20,000/s and "
                          "more, the peers experiment) times 3 is past the open-loop generator's highest clean "
@@ -852,6 +860,8 @@ SLOW_TIMEOUT_MS = 1000   # a fresh request unanswered this long after it was due
 # iterative never takes the slow clients all up: they wait 1.5 s for it (bench/client.py SLOW_READY_S), and
 # every fresh request times out
 SLOW_HELD_S = 1.5 + SLOW_TIMEOUT_MS / 1000
+# ...which it shows in every repeat alike (no verdict rests on the slow clients): --full
+SLOW_FULL_ONLY = ("iterative",)
 
 
 def slow(lab: Lab, models: list[str]) -> None:
@@ -861,7 +871,7 @@ def slow(lab: Lab, models: list[str]) -> None:
     connection only while it has bytes to move does not; one that serves one
     connection at a time is held by the first."""
     dur = min(SLOW_CELL_S, lab.cell_s)
-    keys = {m: spindle(m, threads=SLOW_THREADS) for m in models}
+    keys = {m: spindle(m, threads=SLOW_THREADS) for m in models if lab.full or m not in SLOW_FULL_ONLY}
     keys["nginx"] = NGINX
     n = SLOW_WRITERS + SLOW_READERS
     run = lambda lab_, s: lab_.beside_slow_clients(s, HELLO, SLOW_RATE, dur, SLOW_WRITERS, SLOW_READERS,
@@ -884,6 +894,10 @@ def slow(lab: Lab, models: list[str]) -> None:
                      f"threads = {SLOW_THREADS} for the pools (fewer than the {n} slow clients), "
                      f"max_connections 10240 (the default); nginx as in the peers cells. Every server on one "
                      f"core; the slow clients and the fresh one on CPU {LOAD_CPUS}.")
+    if not lab.full and any(m in SLOW_FULL_ONLY for m in models):
+        lab.note("slow", f"{', '.join(m for m in models if m in SLOW_FULL_ONLY)} runs with `python -m bench --full`: "
+                         f"serving one connection at a time, it is held by the first slow client, and no fresh "
+                         f"request is answered (every repeat of the published runs alike).")
     run_cells(lab, "slow", cells, lab.repeats, [HELLO], fmt_slow)
 
 
@@ -972,6 +986,10 @@ TLS_CELLS = (("full", f"https ab -c{TLS_CONNS} new connection", "ab"),
 # for 1 s (-time 1 runs 1-2 s), to keep the default run within its budget
 TLS_FEW_REPEATS = 3
 TLS_RESUMED_S = 1.0
+# The default run's TLS cells: full handshakes, every model and nginx (the "why" section's TLS row). Resumed
+# sessions, keep-alive over TLS and the plain-HTTP ranking rest on no verdict and no "why" row: --full
+TLS_DEFAULT_CELLS = ("full",)
+TLS_FULL_ONLY = ("iterative",)     # one handshake at a time: its rate is the round trip's, every model's the same
 
 
 def _tls_cell_run(how: str, dur: float):
@@ -986,12 +1004,15 @@ def tls(lab: Lab, models: list[str]) -> None:
     refusal = None if lab.plan is not None else lab.spindle_tls_refusal(cert, key)
     keys = {"tls_certificate": str(cert), "tls_certificate_key": str(key)}
     servers = [("nginx", server_key("nginx", "nginx-tls", _label="nginx", **keys), NGINX)]
-    servers += [(m, spindle(m, threads=64, tls="on", **keys), spindle(m, threads=64)) for m in models]
+    servers += [(m, spindle(m, threads=64, tls="on", **keys), spindle(m, threads=64)) for m in models
+                if lab.full or m not in TLS_FULL_ONLY]
     cells, skipped = [], []
     for ckey, label, how in TLS_CELLS:
         for name, tls_server, plain_server in servers:
             if ckey == "plain" and name == "nginx" and not lab.full:
                 continue       # the ranking is the models'; nginx's plain cost is the peers' close cell
+            if ckey not in TLS_DEFAULT_CELLS and not lab.full:
+                continue
             cell = Cell("tls", f"{name} {label}", plain_server if ckey == "plain" else tls_server,
                         {"tls_cell": ckey, "conc": 1 if how == "s_time" else TLS_CONNS},
                         _tls_cell_run(how, dur), warm_path=HELLO,
@@ -1007,6 +1028,10 @@ def tls(lab: Lab, models: list[str]) -> None:
                     f"CPU per handshake is not), `ab -k -c{TLS_CONNS}` over https, and `ab -c{TLS_CONNS}` over "
                     f"plain HTTP for the ranking without TLS. Server CPU per request = per handshake in the "
                     f"first two cells.")
+    if not lab.full:
+        lab.note("tls", f"The default run measures full handshakes (every model but {', '.join(TLS_FULL_ONLY)}, and "
+                        f"nginx); the resumed-session, keep-alive and plain-HTTP ranking cells and "
+                        f"{', '.join(TLS_FULL_ONLY)} run with `python -m bench --full` (no verdict rests on them).")
     few = [c for c in cells if c.params["tls_cell"] in ("plain", "resumed")]
     if few and lab.repeats > TLS_FEW_REPEATS:
         lab.note("tls", f"The resumed-session cells (`s_time -time {TLS_RESUMED_S:g}`) and the plain-HTTP ranking "
@@ -1084,7 +1109,7 @@ EXPERIMENTS = {
 # threads: tls's plain-HTTP cells).
 # peers after seed003 reuses its `ab -c 200` epoll cell (Cell.same_as).
 DEFAULT = ["seed001", "seed002", "seed004", "seed003", "peers", "seed000", "openloop", "slow", "tls",
-           "overload"]
+           "overload", "scale"]
 # Every run (but --plan without it, and --no-calibration) starts and ends with
 # the calibration cell: its drift is printed at the top of the report.
 CALIBRATION = ("calibration_start", "calibration_end")
@@ -1097,3 +1122,6 @@ def with_calibration(names: list[str]) -> list[str]:
 # 1 vs 2 instances behind HAProxy, in its own module (outside the default run)
 from .scaleout import scaleout  # noqa: E402  (scaleout.py needs only lab.py)
 EXPERIMENTS["scaleout"] = scaleout
+# cost against connections: memory and a fresh client's latency under idle keep-alive connections
+from .scale import scale  # noqa: E402  (scale.py needs only lab.py)
+EXPERIMENTS["scale"] = scale

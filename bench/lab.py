@@ -1126,6 +1126,9 @@ AB_LATENCY_MIN_MS = 5     # ab's per-request times are whole milliseconds: coars
 
 def little_unchecked(m: dict, conc: int | None) -> str | None:
     """Why Little's law cannot be checked on this cell, or None when it can."""
+    if m.get("tool") == "python-hold":
+        return ("idle connections held (the scale experiment): none of them is a request in flight, and the fresh "
+                "client's go one at a time")
     if m.get("tool") == "vegeta" or conc is None:
         return "open loop: the rate is fixed and requests in flight are not, so there is no closed-loop identity"
     if not conc:

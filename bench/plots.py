@@ -135,3 +135,51 @@ def grid_figure(cells: list[str], servers: list[str], grid: dict, metrics, title
 
 def close(fig) -> None:
     plt.close(fig)
+
+
+def against_connections(curves: dict[tuple[str, str], list[dict]], key: str, title: str, ylabel: str,
+                        order: list[str], dashed_key: str | None = None, dashed_label: str = "",
+                        flagged=None, flag_label: str = ""):
+    """The scale experiment: one panel per transport (plain HTTP, TLS), one
+    line per server of `key` against the connections held (its points as
+    measured, once each: no whiskers), a log axis where one server would
+    flatten the others; with dashed_key, a dashed line of that key in the
+    same colour (the fresh client's p50 under its p99); points for which
+    flagged(row) is true are ringed in red (flag_label in the legend). A
+    value at or below zero (a server that held less after the connections
+    than before) keeps its place on a symmetric log axis, linear below 1."""
+    transports = [t for t in ("plain", "TLS") if any(k[1] == t for k in curves)]
+    fig, axes = plt.subplots(1, max(1, len(transports)), figsize=(6.2 * max(1, len(transports)), 4.4),
+                             squeeze=False)
+    axes = list(axes[0])
+    rank = lambda s: order.index(s) if s in order else len(order)
+    for ax, t in zip(axes, transports):
+        values = []
+        for srv in sorted({k[0] for k in curves if k[1] == t}, key=rank):
+            pts = [r for r in curves[(srv, t)] if r.get(key) is not None]
+            if not pts:
+                continue
+            color = COLORS.get(srv, "#777777")
+            ax.plot([r["conns"] for r in pts], [r[key] for r in pts], marker="o", color=color, label=srv)
+            values += [r[key] for r in pts]
+            ring = [r for r in pts if flagged and flagged(r)]
+            if ring:
+                ax.scatter([r["conns"] for r in ring], [r[key] for r in ring], s=120, facecolors="none",
+                           edgecolors="red", zorder=5, label=flag_label)
+            if dashed_key:
+                low = [r for r in pts if r.get(dashed_key) is not None]
+                ax.plot([r["conns"] for r in low], [r[dashed_key] for r in low], linestyle="--", color=color,
+                        linewidth=0.9, alpha=0.7)
+                values += [r[dashed_key] for r in low]
+        if dashed_key:
+            ax.plot([], [], linestyle="--", color="#444444", linewidth=0.9, label=dashed_label)
+        ax.plot([], [], linestyle="none", label="each point measured once (no whiskers)")
+        label = ylabel
+        if any(v <= 0 for v in values) and (wants_log([v for v in values if v > 0]) or max(values) > 1):
+            ax.set_yscale("symlog", linthresh=1.0)
+            label += " (log above 1, linear below)"
+        elif wants_log(values):
+            ax.set_yscale("log")
+            label += " (log)"
+        style(ax, f"{title}, {'plain HTTP' if t == 'plain' else 'TLS'}", label, "idle keep-alive connections held")
+    return fig, axes

@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import checks, claims, plots, stats, why
+from . import checks, claims, plots, scale, stats, why
 from . import lab as lab_mod
 from .manifest import machine_markdown
 from .plots import COLORS, bars
@@ -46,6 +46,8 @@ def main_metric(row: dict) -> str:
         return "p99_ms"
     if row.get("exp") == "overload" and row.get("part") != "cost":
         return "goodput_rate"
+    if row.get("exp") == "scale":
+        return "kb_per_conn"
     if row.get("peer_cell") == "file1m":
         return "mbps"
     if row.get("peer_cell") == "pipelined_latency":
@@ -940,8 +942,9 @@ class Report:
         self.md.append(table(["server"] + [TLS_CELL_TITLES.get(c, c) for c in cells],
                              [[srv] + [rate_and_cpu(grid.get((c, srv))) for c in cells] for srv in servers]))
         self.md.append(negotiated_sentence([r for r in self.lab.records if r.get("exp") == "tls"]) + "\n")
-        self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
-                                        {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
+        if "plain" in cells:        # the plain-HTTP ranking cells run with --full
+            self.md.append(ranking_sentence({srv: grid.get(("plain", srv)) for srv in servers},
+                                            {srv: grid.get(("full", srv)) for srv in servers}) + "\n")
         fig, axes = plots.grid_figure(
             cells, servers, grid,
             [(lambda c: "rps", lambda c: "handshakes/s" if c in ("full", "resumed") else "requests/s"),
@@ -973,6 +976,50 @@ class Report:
                                spread(r, "held_threads"), spread(r, "held_processes"),
                                num(r.get("queue_mean_us"), 1), num(r.get("service_mean_us"), 1),
                                num(r.get("ctx_vol_per_req"), 2)] + cpu_cols(r) for r in rows]))
+
+    # -- cost against connections ---------------------------------------------------
+
+    def scale(self):
+        """Memory and a fresh client's latency beside N idle keep-alive
+        connections (bench/scale.py): a table, the words, two plots."""
+        rows = select(self.rows, "scale")
+        if not rows:
+            return
+        self.head("scale", "Cost against connections — memory and a fresh client's latency beside idle "
+                           "keep-alive connections")
+        order = [m for m in MODEL_ORDER if m in ("fork", "thread", "pool", "prefork", "epoll", "uring", "nginx")]
+        rank = lambda r: (r.get("transport") != "plain", order.index(r["server"]) if r["server"] in order
+                          else len(order), r.get("conns", 0))
+        mb = lambda r, k: num(r.get(k), 1)
+        self.md.append("Each point measured once. PSS before → after: the server's processes, summed; kB per "
+                       "connection = growth ÷ connections held; anonymous: PSS's heap-and-stack part alone. The "
+                       "fresh client: one request at a time, each on a new connection (over TLS a full handshake), "
+                       "connect() to the last byte. Server CPU per connection: while they opened (handshake and "
+                       "first request).\n")
+        self.md.append(table(["server", "transport", "connections", "held", "PSS before → after MB",
+                              "kB per connection", "anonymous kB per conn.", "processes", "threads",
+                              "fresh p50 ms", "fresh p99 ms", "server CPU µs per connection", "other load (cores)",
+                              "errors"],
+                             [[r["server"], r.get("transport", "plain"), f"{r['conns']:,}", num(r.get("open")),
+                               f"{mb(r, 'base_pss_mb')} → {mb(r, 'pss_mb')}", num(r.get("kb_per_conn"), 2),
+                               num(r.get("anon_kb_per_conn"), 2), num(r.get("processes")), num(r.get("threads")),
+                               num(r.get("p50_ms"), 2), num(r.get("p99_ms"), 2), num(r.get("setup_us_per_conn")),
+                               "—" if r.get("other_cores") is None else f"{r['other_cores']:+.2f}",
+                               errs(r)] for r in sorted(rows, key=rank)]))
+        self.md.append("\n**How cost grows with connections**\n")
+        self.md += scale.cost_text(rows, order) + [""]
+        cs = scale.curves(rows)
+        if cs:
+            fig, axes = plots.against_connections(cs, "kb_per_conn", "PSS per idle connection", "kB per connection",
+                                                  order)
+            self.save_fig(fig, "scale_memory.png", "scale: memory per idle connection against connections held",
+                          axes)
+            busy = lambda r: (r.get("other_cores") or 0) > lab_mod.RETAKE_OTHER_CORES
+            fig, axes = plots.against_connections(cs, "p99_ms", "A fresh client's p99", "ms", order,
+                                                  dashed_key="p50_ms", dashed_label="p50 (dashed)", flagged=busy,
+                                                  flag_label=f"other load > +{lab_mod.RETAKE_OTHER_CORES} cores")
+            self.save_fig(fig, "scale_latency.png", "scale: a fresh client's p99 (and p50) against connections held",
+                          axes)
 
     def nodelay(self):
         """The delayed-ACK experiment (experiments.nodelay, run with --only nodelay)."""
@@ -1369,6 +1416,9 @@ class Report:
             for c in cl:
                 if verdict(c["verdict"]).startswith(("holds", "does not hold")):
                     out.append(f"  - seed {c['seed']}: {c['claim']}: **{verdict(c['verdict'])}**")
+        line = scale.summary_line(select(self.rows, "scale"))
+        if line:
+            out.append(line)
         ok = [r for r in self.rows if "other_cores" in r]
         inv = sum(1 for r in self.rows if r.get("invalid"))
         cb = sum(1 for r in self.rows if r.get("client_bound"))
@@ -1415,7 +1465,7 @@ class Report:
     def render(self) -> str:
         self.preregister()
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
-                  self.overload, self.peers, self.slow, self.tls, self.nodelay, self.beyond):
+                  self.overload, self.peers, self.slow, self.tls, self.scale, self.nodelay, self.beyond):
             f()
         self.scaleout()
         body_sections = self.md
@@ -1492,8 +1542,8 @@ class Report:
                      f"seed 003's has 768): nginx preallocates a connection structure and its events for every slot "
                      f"at start, so its memory baseline grows with this limit. Each server's memory right after "
                      f"start (idle, summed over its processes) is below, so the total and the per-connection-slot "
-                     f"cost can be read side by side; memory under 10,000 held connections is measured by "
-                     f"`--only idle_rss`.\n")
+                     f"cost can be read side by side; memory under thousands of held connections is the scale "
+                     f"experiment's.\n")
         mem = getattr(self.lab, "server_memory", [])
         if mem:
             seen = {}

@@ -1,6 +1,8 @@
 """The default run's size: `make bench` finishes in at most 30 minutes on this
-2-core machine with at least 5 repeats per cell, with the cells issues 8, 10
-and 13 ask for, in a shuffled order fixed by a recorded seed.
+2-core machine with at least 5 repeats per cell (the scale experiment's
+curves: once each), with the cells issues 8, 10 and 13 ask for (those no
+verdict rests on may wait for --full), in a shuffled order fixed by a
+recorded seed.
 The plan is computed without starting anything (bench/__main__.make_plan), and
 its estimate is calibrated on real runs (see the constants there)."""
 from __future__ import annotations
@@ -33,7 +35,10 @@ def test_the_default_run_fits_in_30_minutes_with_margin():
 def test_the_default_run_has_five_repeats_everywhere_between_two_calibrations():
     plan = _plan()
     assert list(plan) == experiments.with_calibration(experiments.DEFAULT)
-    assert all(p["repeats"] >= 5 for p in plan.values())
+    # scale measures memory under N held connections once per point, on a server started for it (a
+    # second measurement on the same server would read what the first left behind): a curve, no verdict
+    assert all(p["repeats"] >= 5 for exp, p in plan.items() if exp != "scale")
+    assert plan["scale"]["repeats"] == 1
     assert plan["calibration_start"]["names"] == [n.replace("end", "start")
                                                   for n in plan["calibration_end"]["names"]]
 
@@ -52,8 +57,9 @@ def test_the_default_run_keeps_every_asked_for_cell():
             assert f"pool 2c d0-0 b{b}{hold} ka" in names["seed002"]
         assert f"pool 2c d0-0 global{hold} ka" in names["seed002"]
     assert {"pool 1c d1-3 b128", "pool 2c d1-3 b128", "thread 1c d1-3 b128", "pool 1c d1-20 b128",
-            "pool 1c d10-11 b128", "pool 1c open loop 300/s d1-3"} <= names["seed002"]
-    assert {f"{m} 500 req / 50 parallel" for m in MODELS} | \
+            "pool 1c d10-11 b128"} <= names["seed002"]
+    # seed 001: the models its claims name, on one core and on two
+    assert {f"{m} 500 req / 50 parallel" for m in ("iterative", "thread", "pool")} | \
         {f"{m} 500 req / 50 parallel 2 cores" for m in ("iterative", "thread", "pool")} == names["seed001"]
     # the open loop: the generator's calibration, a knee probe per server, 8 rates per server
     rates = experiments.knee_rates(None, experiments.OPEN_POINTS)
@@ -72,19 +78,50 @@ def test_the_default_run_keeps_every_asked_for_cell():
         if "python" in label:
             continue
         assert {f"{srv} {label}" for srv in ("nginx", "lighttpd", "h2o", "epoll", "uring")} <= names["peers"]
-    # a fresh client beside slow ones: every model and nginx
-    assert names["slow"] == {f"{m} fresh {experiments.SLOW_RATE}/s beside 100 slow" for m in MODELS + ["nginx"]}
+    # a fresh client beside slow ones: every model but iterative (--full: it answers nothing there) and nginx
+    assert names["slow"] == {f"{m} fresh {experiments.SLOW_RATE}/s beside 100 slow" for m in MODELS + ["nginx"]
+                             if m not in experiments.SLOW_FULL_ONLY}
     # past the knee: a loop and a pool under each policy at 4 multiples of capacity (500/s without a
     # probe), a capacity probe each, and the keep-alive cost cell on epoll under each policy
     rates = experiments.overload_rates(None, experiments.OVERLOAD_LOADS)
-    assert {f"{m} {p} {x:g}x {r}/s" for m in ("epoll", "pool") for p in experiments.OVERLOAD_POLICIES
+    assert experiments.OVERLOAD_MODELS == ("epoll",)
+    assert {f"{m} {p} {x:g}x {r}/s" for m in ("epoll",) for p in experiments.OVERLOAD_POLICIES
             for x, r in zip(experiments.OVERLOAD_LOADS, rates)} | \
-        {f"{m} capacity probe" for m in ("epoll", "pool")} | \
+        {f"{m} capacity probe" for m in ("epoll",)} | \
         {f"epoll {p} wrk -c200 keep-alive 13 B" for p in experiments.OVERLOAD_POLICIES} == names["overload"]
-    # full, resumed and keep-alive TLS for every model and nginx; plain HTTP for every model
+    # full handshakes for every model but iterative (--full), and nginx
+    label = next(label for key, label, _ in experiments.TLS_CELLS if key == "full")
+    assert {f"{srv} {label}" for srv in MODELS + ["nginx"] if srv not in experiments.TLS_FULL_ONLY} == names["tls"]
+    # idle keep-alive connections: every model but iterative and nginx, plain and TLS
+    assert {n.split()[0] for n in names["scale"]} == set(MODELS + ["nginx"]) - {"iterative"}
+
+
+def test_what_moved_to_full_is_no_verdict_s():
+    """The cells the default run leaves to --full to make room (for scale and
+    HTTP/2): none is a cell any verdict of the published run compares, so
+    every verdict the next run is asked to replicate is still measured."""
+    default, full = _plan(), _plan(full=True)
+    moved = {(exp, n) for exp in full for n in set(full[exp]["names"]) - set(default[exp]["names"])}
+    moved_tls = {n for exp, n in moved if exp == "tls"}
     for key, label, _ in experiments.TLS_CELLS:
-        servers = MODELS + (["nginx"] if key != "plain" else [])
-        assert {f"{srv} {label}" for srv in servers} <= names["tls"]
+        if key != "full":
+            assert {f"{m} {label}" for m in MODELS} <= moved_tls
+    assert ("seed002", "pool 1c open loop 300/s d1-3") in moved
+    assert {("seed001", f"{m} 500 req / 50 parallel") for m in ("fork", "prefork", "epoll", "uring")} <= moved
+    assert ("overload", "pool capacity probe") in moved and ("openloop", "pool knee probe") in moved
+    assert ("slow", f"iterative fresh {experiments.SLOW_RATE}/s beside 100 slow") in moved
+    assert ("tls", "iterative https ab -c50 new connection") in moved
+    # the headline's open loop (epoll against nginx at every rate they share) keeps its default ladder
+    rates = experiments.knee_rates(None, experiments.OPEN_POINTS)
+    assert {f"{m} {r}/s" for m in ("epoll", "nginx") for r in rates} <= set(default["openloop"]["names"])
+    # what the verdicts read: seed 001's claims name iterative, thread and pool; seed 002's compare (a)-(d);
+    # the headline's open loop is epoll against nginx; the overload claim is epoll's cost cells
+    for exp, n in moved:
+        assert not (exp == "seed001" and n.split()[0] in experiments.SEED001_CLAIMED), n
+        assert not (exp == "openloop" and n.endswith("knee probe") and n.split()[0] in ("epoll", "nginx")), n
+        assert not (exp == "overload" and "wrk" in n), n
+        assert not (exp == "seed002" and n.split()[0] == "pool" and " open loop " not in n
+                    and not any(f" b{b}" in n for b in (128, 512))), n
 
 
 def test_full_runs_everything_the_default_leaves_out():
@@ -94,6 +131,7 @@ def test_full_runs_everything_the_default_leaves_out():
     assert "nginx ab -k c=1000" in full["seed004"]["names"]
     assert any("python" in n for n in full["peers"]["names"])
     assert "nginx http ab -c50 new connection" in full["tls"]["names"]
+    assert "pool 1c open loop 300/s d1-3" in full["seed002"]["names"]
     assert "pool 2c d0-0 b512 ka" in full["seed002"]["names"] and \
         {f"fork {r}/s" for r in experiments.knee_rates(None, experiments.OPEN_POINTS_FULL)} <= set(full["openloop"]["names"])
     assert "epoll 500 req / 50 parallel 2 cores" in full["seed001"]["names"]
@@ -103,12 +141,13 @@ def test_full_runs_everything_the_default_leaves_out():
 
 def test_a_duplicate_cell_is_measured_once_and_servers_carry_over():
     """peers' `ab -c 200` on epoll is seed003's (same server, same command);
-    the slow clients' servers are openloop's (and nginx), and tls's
-    plain-HTTP servers are the slow clients': none is measured or started twice."""
+    the slow clients' servers are openloop's (and nginx), and (with --full)
+    tls's plain-HTTP servers are the slow clients': none is measured or
+    started twice."""
     plan = _plan()
     assert plan["peers"]["shared"] == 1 and "epoll ab -c200 new connection 13 B" in plan["peers"]["names"]
     assert plan["slow"]["carried_in"] == len([m for m in MODELS if m in experiments.OPEN_MODELS]) + 1
-    assert plan["tls"]["carried_in"] == len(MODELS)
+    assert _plan(full=True)["tls"]["carried_in"] == len(MODELS) + 1      # nginx's plain cell too
 
 
 def test_system_calls_are_counted_untimed_in_the_cells_the_why_section_compares():
@@ -140,8 +179,8 @@ def test_system_calls_are_counted_untimed_in_the_cells_the_why_section_compares(
     assert by["seed002"] == {"pool 2c d0-0 b32 hold1 ka", "pool 2c d0-0 b2048 hold1 ka", "pool 2c d0-0 global hold1 ka"}
     assert by["seed003"] == {"epoll 13B close -c 200", "nginx 13B close -c 200"}
     assert {f"{srv} wrk -c200 keep-alive 13 B" for srv in ("nginx", "lighttpd", "h2o", "epoll", "uring")} <= by["peers"]
-    assert {f"{m} https ab -c50 new connection" for m in MODELS + ["nginx"]} == by["tls"]
-    assert by["slow"] == set(plan["slow"]["names"]) - {f"iterative fresh {experiments.SLOW_RATE}/s beside 100 slow"}
+    assert {f"{m} https ab -c50 new connection" for m in MODELS + ["nginx"] if m != "iterative"} == by["tls"]
+    assert by["slow"] == set(plan["slow"]["names"])
     # the open loop: two rates every server runs (nearest the matched rate, and the highest), not the whole sweep
     assert len(by["openloop"]) == 2 * (len(experiments.OPEN_MODELS) + 1)
     assert not any(exp.startswith("calibration") for exp in by)
