@@ -49,6 +49,7 @@ ALL_CPUS = f"0-{NCPU - 1}" if NCPU > 1 else "0"
 PAGE = "/bench/page.html"       # 4537 bytes (seed 000)
 HELLO = "/bench/hello.txt"      # 13 bytes (seed 003)
 B100 = "/bench/100b.txt"        # 100 bytes (seed 003)
+KB100 = "/big/100k.bin"          # 100 KiB (the h2 experiment)
 MB1 = "/big/1m.bin"
 MB100 = "/big/100m.bin"
 
@@ -96,6 +97,7 @@ class Server:
     log_path: Path | None = None
     expected: dict = field(default_factory=dict)   # path -> (head bytes, body bytes)
     scheme: str = "http"      # "https" for a TLS server (the tls experiment)
+    h2c_only: bool = False    # a plain port that speaks HTTP/2 only (nginx's `listen ... http2`)
     cg_key: str = ""          # its cgroup in the CPU meter (bench/cpumeter.py)
 
     def url(self, path: str) -> str:
@@ -302,6 +304,8 @@ class Lab:
         big.mkdir()
         with open(big / "1m.bin", "wb") as f:
             f.write(os.urandom(1 << 20))
+        with open(big / "100k.bin", "wb") as f:
+            f.write(os.urandom(100 << 10))
         with open(big / "100m.bin", "wb") as f:
             chunk = os.urandom(1 << 20)
             for _ in range(100):
@@ -311,8 +315,8 @@ class Lab:
             for fn in files:
                 os.chmod(os.path.join(dirpath, fn), 0o644)
         self.sizes = {p: (self.docroot / p.lstrip("/")).stat().st_size
-                      for p in (PAGE, HELLO, B100, MB1, MB100)}
-        want = {PAGE: 4537, HELLO: 13, B100: 100, MB1: 1 << 20, MB100: 100 << 20}
+                      for p in (PAGE, HELLO, B100, KB100, MB1, MB100)}
+        want = {PAGE: 4537, HELLO: 13, B100: 100, KB100: 100 << 10, MB1: 1 << 20, MB100: 100 << 20}
         for p, n in want.items():
             if self.sizes[p] != n:
                 raise RuntimeError(f"docroot: {p} is {self.sizes[p]} bytes, expected {n}")
@@ -389,6 +393,18 @@ http {{
             raise RuntimeError("nginx_conf's listen line changed: the tls experiment cannot make it a TLS port")
         return conf.replace(listen, f"        listen {HOST}:{port} ssl backlog=4096;\n" + nginx_tls_block(cert, key))
 
+    def nginx_h2c_conf(self, port: int, workers: int, d: Path, **kw) -> str:
+        """The file-serving nginx on a port that speaks HTTP/2 by prior
+        knowledge (the h2 experiment): nginx 1.22's `listen ... http2` without
+        ssl, which its documentation describes ("nginx can also be configured to
+        accept HTTP/2 connections without SSL"); such a port speaks HTTP/2 only,
+        so the HTTP/1.1 cells use the ordinary file-serving nginx."""
+        conf = self.nginx_conf(port, workers, d, **kw)
+        listen = f"        listen {HOST}:{port} backlog=4096;\n"
+        if listen not in conf:
+            raise RuntimeError("nginx_conf's listen line changed: the h2 experiment cannot make it an h2c port")
+        return conf.replace(listen, f"        listen {HOST}:{port} http2 backlog=4096;\n")
+
     def tls_files(self) -> tuple[Path, Path]:
         return make_test_certificate(self.tmp / "tls")
 
@@ -456,6 +472,9 @@ http {{
                                                       settings["tls_certificate_key"], **nginx_kw)
                 elif model == "nginx-seed003":
                     s.conf_text = self.nginx_seed003_conf(s.port, workers, d)
+                elif model == "nginx-h2c":
+                    s.h2c_only = True
+                    s.conf_text = self.nginx_h2c_conf(s.port, workers, d, **nginx_kw)
                 else:
                     s.conf_text = self.nginx_conf(s.port, workers, d, **nginx_kw)
                 (d / "nginx.conf").write_text(s.conf_text)
@@ -554,7 +573,8 @@ http {{
         head size too, to check wrk's byte counts later."""
         for p in paths:
             # -k: the tls experiment's certificate is self-signed, made for the run
-            r = subprocess.run(["timeout", "60", "curl", "-s", "-k", "-o", "/dev/null", "-w",
+            h2 = ["--http2-prior-knowledge"] if s.h2c_only else []
+            r = subprocess.run(["timeout", "60", "curl", "-s", "-k", *h2, "-o", "/dev/null", "-w",
                                 "%{http_code} %{size_header} %{size_download}", s.url(p)],
                                capture_output=True, text=True)
             parts = r.stdout.split()
@@ -766,6 +786,37 @@ http {{
         m["problems"] = problems
         return m
 
+    def h2load(self, s: Server, path: str, conns: int, streams: int, duration: float, h1: bool = False) -> dict:
+        """h2load (nghttp2's load generator), one thread, time-based: `conns`
+        connections with `streams` requests in flight on each, over HTTP/2 by
+        prior knowledge (h2c) or, with h1, over HTTP/1.1, where h2load
+        pipelines the `streams` requests on each connection. Checks the
+        protocol it spoke, the answers' status and their body bytes."""
+        duration = self.capped(duration)
+        cmd = ["h2load", "-t", "1", "-c", str(conns), "-m", str(streams), "-D", f"{max(1, int(duration * 1000))}ms",
+               *(["--h1"] if h1 else []), s.url(path)]
+        m, out, _ = self._measure(cmd, duration + 30, "h2load", parsers.parse_h2load)
+        if "failed_run" in m:
+            return m
+        problems = []
+        want = "http/1.1" if h1 else "h2c"
+        if m.get("protocol") != want:
+            problems.append(f"h2load spoke {m.get('protocol') or 'nothing'}, not {want}")
+        bad = m["failed"] + m["errored"] + m["timeout"]
+        if bad:
+            problems.append(f"{bad} requests failed ({m['failed']} failed, {m['errored']} errored, "
+                            f"{m['timeout']} timed out)")
+        if m["non2xx"]:
+            problems.append(f"{m['non2xx']} non-2xx")
+        size = self.sizes.get(path)
+        # streams still in flight when the duration ends may have brought part of their bodies
+        if size and m["ok"] and not (0.99 * m["ok"] * size <= m["data_bytes"] <= 1.01 * (m["ok"] + conns * streams) * size):
+            problems.append(f"{m['data_bytes'] / m['ok']:.0f} body bytes per answer, expected {size}")
+        if m["ok"] == 0:
+            problems.append("no request answered")
+        m.update(errors=bad + m["non2xx"], problems=problems, raw=out[-2500:], h2_conns=conns, h2_streams=streams)
+        return m
+
     def capped(self, seconds: float) -> float:
         """A tool's duration: as asked, or at most short_s during a calibration run."""
         return min(seconds, self.short_s) if self.short_s and seconds else seconds
@@ -831,7 +882,15 @@ http {{
         caches and the kernel's socket paths are warm, idle workers awake. 1000
         requests/s: the default 0.25 s is 250 requests, as many as the earlier
         0.5 s at 500/s sent, in half the time."""
-        if self.warmup_s <= 0 or not VEGETA.exists():
+        if self.warmup_s <= 0:
+            return
+        if s.h2c_only:      # vegeta speaks HTTP/1.1 on http://: the same 250 requests from h2load
+            cmd = ["h2load", "-t", "1", "-c", "1", "-m", "10", "-n", str(max(1, int(1000 * self.warmup_s))),
+                   s.url(path)]
+            full = ["taskset", "-c", LOAD_CPUS, "timeout", "-k", "5", str(int(self.warmup_s + 20)), *cmd]
+            subprocess.run(full, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            return
+        if not VEGETA.exists():
             return
         cmd = [str(VEGETA), "attack", "-rate=1000/s", f"-duration={self.warmup_s:g}s", "-timeout=5s",
                "-max-workers=64", "-output=/dev/null", "-insecure"]
