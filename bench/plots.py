@@ -158,7 +158,8 @@ def paired_bars(ax, servers: list[str], first: list[dict | None], second: list[d
         kinds.add(what)
         drawn = ax.bar([x + shift for x in xs], vals, width, color=[COLORS.get(s, "#777777") for s in servers],
                        yerr=err, capsize=2, ecolor="#444444", hatch=hatch, edgecolor="#ffffff" if hatch else None)
-        ax.bar([], [], color="#bbbbbb", hatch=hatch, edgecolor="#ffffff" if hatch else None, label=label)
+        # the variant's legend entry, in no server's colour (an empty bar draws nothing)
+        ax.bar([0], [0], width=0, color="#999999", hatch=hatch, edgecolor="#ffffff" if hatch else None, label=label)
         for x, b, r in zip(xs, drawn, full):
             if r.get("client_bound"):
                 b.set_hatch(CB_HATCH)
@@ -167,7 +168,7 @@ def paired_bars(ax, servers: list[str], first: list[dict | None], second: list[d
                 ax.text(x + shift, 0, "X", ha="center", va="bottom", color="red")
     for r_first, r_second in zip(first, second):
         if (r_first or {}).get("client_bound") or (r_second or {}).get("client_bound"):
-            ax.bar([], [], color="#ffffff", hatch=CB_HATCH, edgecolor="#333333", label=CB_LABEL)
+            ax.bar([0], [0], width=0, color="#ffffff", hatch=CB_HATCH, edgecolor="#333333", label=CB_LABEL)
             break
     ax.plot([], [], color="#444444", marker="_", markersize=12, linestyle="none",
             label=f"this run: bars = medians, whiskers = {' / '.join(sorted(kinds))}")
