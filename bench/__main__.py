@@ -147,7 +147,7 @@ def missing_tools(vegeta: Path = VEGETA) -> list[str]:
     import shutil
     need = {"ab": shutil.which("ab"), "wrk": shutil.which("wrk"), "curl": shutil.which("curl"),
             "taskset": shutil.which("taskset"), "prlimit": shutil.which("prlimit"),
-            "timeout": shutil.which("timeout"), "nginx": "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None,
+            "timeout": shutil.which("timeout"), "h2load": shutil.which("h2load"), "nginx": "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None,
             f"vegeta ({vegeta})": str(vegeta) if vegeta.exists() else None}
     return [name for name, path in need.items() if not path]
 

@@ -16,7 +16,7 @@ import sys
 import time
 
 from . import openloop as openloop_gen
-from .lab import (ALL_CPUS, B100, HELLO, HOST, LOAD_CPUS, MB1, MB100, NCPU, NGINX_CONNECTIONS, NOFILE, PAGE,
+from .lab import (ALL_CPUS, B100, HELLO, HOST, KB100, LOAD_CPUS, MB1, MB100, NCPU, NGINX_CONNECTIONS, NOFILE, PAGE,
                   REPO, SERVER_CPUS, Cell, Lab, Server, missing_peer, ncpus_in, run_cells, server_key, skip_cells)
 
 NGINX = server_key("nginx", "nginx")                         # realistic file server
@@ -847,6 +847,102 @@ def peers(lab: Lab, models: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------
+# HTTP/2: the models under multiplexing (h2load), the same cells over HTTP/1.1 beside them
+# --------------------------------------------------------------------------
+
+# connections x requests in flight on each: always 100 in flight, from one connection to a hundred
+H2_SHAPES = ((1, 100), (10, 10), (100, 1))
+H2_BODIES = {HELLO: "13 B", KB100: "100 KiB"}
+H2_DEFAULT_BODIES = (HELLO,)              # --full: the 100 KiB file too
+H2_MODELS = ("epoll", "uring", "pool")    # two event loops and a pool; --full: every model
+H2_CELL_S = 1.0          # h2load -D: 1 s is 30,000 and more answers of the 13-byte file
+H2LOAD_START_S = 0.05    # h2load's start, connections and stop beyond -D (the plan's estimate)
+H2_COUNTED = (10, 10)    # the shape whose system calls are counted (untimed) and the CPU target's
+H2_PROTOS = ("h2", "h1")
+H2_NGINX_KEEPALIVE_REQUESTS = "1000000"   # more than a cell's requests on one connection
+
+
+def h2_cell(proto: str, conns: int, streams: int, path: str) -> str:
+    """The report's column for a cell: protocol, shape and body."""
+    return f"{proto} {conns}x{streams} {H2_BODIES[path]}"
+
+
+def h2(lab: Lab, models: list[str]) -> None:
+    """h2load with connections x streams per connection 1x100, 10x10 and
+    100x1 over HTTP/2 by prior knowledge, and the same cells over HTTP/1.1
+    (h2load --h1, which pipelines the streams), on every chosen model, h2o
+    and nginx. With 100 requests always in flight, what changes is how many
+    connections carry them: a model that gives a connection one thread or
+    process serves that connection's streams in it, an event loop serves
+    every connection in one."""
+    dur = min(H2_CELL_S, lab.cell_s)
+    bodies = list(H2_BODIES) if lab.full else list(H2_DEFAULT_BODIES)
+    chosen = [m for m in models if lab.full or m in H2_MODELS]
+    # (name, server for the HTTP/2 cells, server for the HTTP/1.1 cells)
+    servers = [(m, spindle(m), spindle(m)) for m in chosen]
+    # nginx ends a connection after keepalive_requests (1000 by default), and h2load never opens it again:
+    # a 10x10 cell would stop at 10,000 requests (10,000/s in a 1 s cell)
+    nk = {"_label": "nginx", "_nginx_keepalive_requests": H2_NGINX_KEEPALIVE_REQUESTS}
+    servers += [("h2o", server_key("h2o", "h2o"), server_key("h2o", "h2o")),
+                ("nginx", server_key("nginx", "nginx-h2c", **nk), server_key("nginx", "nginx", **nk))]
+    missing = {name: missing_peer(name) for name in ("h2o", "nginx")}
+    cells, skipped = [], {name: [] for name, why in missing.items() if why}
+    for path in bodies:
+        for conns, streams in H2_SHAPES:
+            for proto in H2_PROTOS:
+                for name, key2, key1 in servers:
+                    # one connection at a time: the others would wait in the backlog for the whole cell
+                    if name == "iterative" and conns > 1:
+                        continue
+                    counted = (conns, streams) == H2_COUNTED and path == HELLO
+                    cell = Cell("h2", f"{name} {h2_cell(proto, conns, streams, path)}",
+                                key2 if proto == "h2" else key1,
+                                {"h2_cell": h2_cell(proto, conns, streams, path), "proto": proto,
+                                 "conns": conns, "streams": streams, "body": H2_BODIES[path],
+                                 "conc": conns * streams},
+                                lambda lab_, s, p=path, c=conns, m=streams, h1=proto == "h1":
+                                    lab_.h2load(s, p, c, m, dur, h1=h1),
+                                warm_path=path, extra_s=dur - lab.cell_s + H2LOAD_START_S, count_calls=counted)
+                    skipped.get(name, cells).append(cell)
+    for name, mine in skipped.items():
+        skip_cells(lab, "h2", mine, missing[name])
+    lab.note("h2", f"`h2load -t 1 -c C -m M -D {dur * 1000:g}ms` with C connections x M requests in flight on "
+                   f"each: 1x100, 10x10 and 100x1 (always 100 in flight), on the "
+                   + " and ".join(H2_BODIES[p] for p in bodies) + " file"
+                   + ("s" if len(bodies) > 1 else "") + ": over HTTP/2 by prior knowledge (h2c) and over "
+                   "HTTP/1.1 (`--h1`, where h2load pipelines the M requests on each connection: HTTP/1.1's "
+                   f"only way to have several in flight on one). Every server on CPU {SERVER_CPUS} with one "
+                   f"worker, h2load on CPU {LOAD_CPUS}; {lab.repeats} repeat(s), interleaved. rate = 2xx "
+                   f"answers / the measured duration; server CPU per request from the same meter as every "
+                   f"other cell; system calls per request counted (untimed) in the "
+                   f"{H2_COUNTED[0]}x{H2_COUNTED[1]} cells on 13 B.")
+    lab.note("h2", "HTTP/2 without TLS (h2c), as a choice: the question is the models' and the servers' HTTP/2 "
+                   "work (framing, HPACK, streams), which TLS would bury under the same record encryption in "
+                   "every server (the tls experiment measures that cost apart), and every other cell of the "
+                   "lab is plain HTTP. All three servers document h2c by prior knowledge: h2o speaks it on "
+                   "every plain listener (its file-serving configuration from the peers cells, unchanged); "
+                   "nginx 1.22 needs `listen ... http2` without ssl (its documentation: \"nginx can also be "
+                   "configured to accept HTTP/2 connections without SSL\"), and such a port speaks HTTP/2 "
+                   "only, so nginx's HTTP/1.1 cells run on the ordinary file-serving nginx and its HTTP/2 cells "
+                   "on the same configuration with `http2` on the listen line (both in the Setup section); "
+                   "HTTP/2 settings are each server's defaults. Browsers speak HTTP/2 over TLS only.")
+    lab.note("h2", f"nginx here with `keepalive_requests {H2_NGINX_KEEPALIVE_REQUESTS}` (its default: 1000): it "
+                   f"ends a connection after that many requests (GOAWAY over HTTP/2, a close over HTTP/1.1), and "
+                   f"h2load, unlike wrk or a browser, never opens it again, so with the default a 1x100 cell "
+                   f"ended after 1,000 requests. spindle and h2o set no such cap.")
+    if not lab.full:
+        lab.note("h2", f"The default run measures {', '.join(H2_MODELS)}, h2o and nginx on the 13-byte file; "
+                       f"every model and the 100 KiB file run with `python -m bench --full` (iterative there "
+                       f"in the 1x100 cells only: it serves one connection at a time).")
+    run_cells(lab, "h2", cells, lab.repeats, list(bodies), fmt_h2)
+
+
+def fmt_h2(r: dict) -> str:
+    return (f"{r['rps']:8.0f} req/s  mean {r.get('mean_ms', float('nan')):7.2f} ms  {r.get('protocol')}  "
+            f"errors {r['errors']}")
+
+
+# --------------------------------------------------------------------------
 # Slow clients: a fresh client's latency beside slow ones, every model and nginx
 # --------------------------------------------------------------------------
 
@@ -1094,6 +1190,7 @@ EXPERIMENTS = {
     "seed004": seed004,
     "openloop": openloop,
     "peers": peers,
+    "h2": h2,            # HTTP/2 under every model: h2load, connections x streams, HTTP/1.1 beside it
     "slow": slow,        # a fresh client beside 100 slow ones, every model and nginx
     # outside the default run (python -m bench --only ...)
     "nodelay": nodelay,  # the pipelined stall and TCP_NODELAY: off in spindle, on in nginx
@@ -1104,11 +1201,11 @@ EXPERIMENTS = {
     "overload": overload,   # past the knee: each overload policy, CPU work at 0.5x-3x capacity
 }
 # In this order, consecutive experiments share servers (run_cells keeps them up):
-# seed003 -> peers (epoll), peers -> seed000 (epoll, nginx), seed000 -> openloop
+# seed003 -> peers (epoll), peers -> h2 (epoll, uring, h2o, nginx) -> seed000 (epoll, nginx), seed000 -> openloop
 # (nginx), openloop -> slow (epoll and pool with 64 threads, nginx), slow -> tls (every model with 64
 # threads: tls's plain-HTTP cells).
 # peers after seed003 reuses its `ab -c 200` epoll cell (Cell.same_as).
-DEFAULT = ["seed001", "seed002", "seed004", "seed003", "peers", "seed000", "openloop", "slow", "tls",
+DEFAULT = ["seed001", "seed002", "seed004", "seed003", "peers", "h2", "seed000", "openloop", "slow", "tls",
            "overload", "scale"]
 # Every run (but --plan without it, and --no-calibration) starts and ends with
 # the calibration cell: its drift is printed at the top of the report.

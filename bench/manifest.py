@@ -247,6 +247,7 @@ def tool_versions(lab) -> dict:
         "h2o": _first_line([PEER_BINARIES["h2o"], "--version"]),
         "wrk": wrk.splitlines()[0] if wrk and not wrk.startswith("unavailable") else "?",
         "ab": _first_line(["ab", "-V"]),
+        "h2load": _first_line(["h2load", "--version"]),
         "curl": _first_line(["curl", "--version"]),
         "vegeta": _first_line([str(VEGETA), "-version"], "?").replace("Version: ", ""),
         "openssl": _first_line(["openssl", "version"]),

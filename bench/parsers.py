@@ -223,3 +223,46 @@ def parse_totals(text: str) -> dict:
         return dict(zip(keys, (int(v) for v in words[1::2])))
     except ValueError:
         raise ParseError(f"non-numeric /work?totals answer: {text[:120]!r}") from None
+
+
+_H2LOAD_UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def _h2load_ms(text: str) -> float:
+    """One of h2load's durations ('123.45us', '1.23ms', '1.00s') in ms."""
+    m = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if not m:
+        raise ParseError(f"h2load duration {text!r}")
+    return float(m.group(1)) * _H2LOAD_UNIT_MS[m.group(2)]
+
+
+def parse_h2load(text: str) -> dict:
+    """h2load (nghttp2 1.52) output -> metrics: answers by status, bytes, the
+    protocol it spoke, the request time's mean and spread (h2load prints no
+    percentiles). rps = 2xx answers / the measured duration. Raises ParseError
+    when the run did not finish (no 'finished in' line)."""
+    fin = re.search(r"^finished in ([\d.]+(?:us|ms|s)), ([\d.]+) req/s", text, re.M)
+    req = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+                    r"(\d+) errored, (\d+) timeout", text, re.M)
+    codes = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text, re.M)
+    traffic = re.search(r"^traffic: \S+ \((\d+)\) total, \S+ \((\d+)\) headers \(space savings ([-\d.]+)%\), "
+                        r"\S+ \((\d+)\) data", text, re.M)
+    if not (fin and req and codes and traffic):
+        raise ParseError(f"h2load did not finish: {text.strip()[-300:]}")
+    seconds = _h2load_ms(fin.group(1)) / 1000
+    ok = int(codes.group(1))
+    r = {"duration_s": seconds, "h2load_rps": float(fin.group(2)),
+         "requests": int(req.group(3)), "started": int(req.group(2)), "succeeded": int(req.group(4)),
+         "failed": int(req.group(5)), "errored": int(req.group(6)), "timeout": int(req.group(7)),
+         "ok": ok, "non2xx": int(codes.group(2)) + int(codes.group(3)) + int(codes.group(4)),
+         "bytes": int(traffic.group(1)), "header_bytes": int(traffic.group(2)),
+         "header_savings_pct": float(traffic.group(3)), "data_bytes": int(traffic.group(4)),
+         "rps": ok / seconds if seconds > 0 else 0.0}
+    r["mbps"] = r["data_bytes"] / seconds / 1e6 if seconds > 0 else 0.0
+    proto = re.search(r"^Application protocol: (\S+)", text, re.M)
+    r["protocol"] = proto.group(1) if proto else None
+    t = re.search(r"^time for request:\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
+    if t:
+        r.update(min_ms=_h2load_ms(t.group(1)), max_ms=_h2load_ms(t.group(2)), mean_ms=_h2load_ms(t.group(3)),
+                 stdev_ms=_h2load_ms(t.group(4)))
+    return r

@@ -183,3 +183,61 @@ def against_connections(curves: dict[tuple[str, str], list[dict]], key: str, tit
             label += " (log)"
         style(ax, f"{title}, {'plain HTTP' if t == 'plain' else 'TLS'}", label, "idle keep-alive connections held")
     return fig, axes
+
+
+PAIR_HATCH = ".."     # the second protocol's bars (HTTP/1.1 beside HTTP/2)
+
+
+def paired_bars(ax, servers: list[str], first: list[dict | None], second: list[dict | None], key: str,
+                labels: tuple[str, str], title: str, ylabel: str, log: bool | None = None):
+    """Two bars per server (the same cell in two variants, e.g. HTTP/2 and
+    HTTP/1.1): medians with CI (or min–max) whiskers, the second variant
+    dotted; an invalid, failed or missing cell a red X; a client-bound bar
+    hatched as in bars()."""
+    width = 0.4
+    xs = list(range(len(servers)))
+    kinds = set()
+    allvals = []
+    for shift, rows, label, hatch in ((-width / 2, first, labels[0], ""), (width / 2, second, labels[1], PAIR_HATCH)):
+        full = [dict(r, server=s) if r else {"server": s} for r, s in zip(rows, servers)]
+        vals = [r[key] if valid(r, key) else 0 for r in full]
+        allvals += vals
+        err, what = yerr(full, key)
+        kinds.add(what)
+        drawn = ax.bar([x + shift for x in xs], vals, width, color=[COLORS.get(s, "#777777") for s in servers],
+                       yerr=err, capsize=2, ecolor="#444444", hatch=hatch, edgecolor="#ffffff" if hatch else None)
+        # the variant's legend entry, in no server's colour (an empty bar draws nothing)
+        ax.bar([0], [0], width=0, color="#999999", hatch=hatch, edgecolor="#ffffff" if hatch else None, label=label)
+        for x, b, r in zip(xs, drawn, full):
+            if r.get("client_bound"):
+                b.set_hatch(CB_HATCH)
+                b.set_edgecolor("#333333")
+            if not valid(r, key):
+                ax.text(x + shift, 0, "X", ha="center", va="bottom", color="red")
+    for r_first, r_second in zip(first, second):
+        if (r_first or {}).get("client_bound") or (r_second or {}).get("client_bound"):
+            ax.bar([0], [0], width=0, color="#ffffff", hatch=CB_HATCH, edgecolor="#333333", label=CB_LABEL)
+            break
+    ax.plot([], [], color="#444444", marker="_", markersize=12, linestyle="none",
+            label=f"this run: bars = medians, whiskers = {' / '.join(sorted(kinds))}")
+    ax.set_xticks(xs)
+    ax.set_xticklabels(servers, rotation=30, ha="right", fontsize=8)
+    if log or (log is None and wants_log(allvals)):
+        ax.set_yscale("log")
+        ylabel += " (log)"
+    style(ax, title, ylabel)
+
+
+def paired_grid(columns: list[str], servers: list[str], pick, metrics, labels: tuple[str, str],
+                titles: dict[str, str]):
+    """One column per cell pair, one row per metric ((key, y label)); pick(column,
+    variant index, server) gives a row or None."""
+    fig, axes = plt.subplots(len(metrics), len(columns), figsize=(4.2 * len(columns), 3.6 * len(metrics)),
+                             squeeze=False)
+    for j, col in enumerate(columns):
+        for i, (key, ylabel) in enumerate(metrics):
+            first = [pick(col, 0, s) for s in servers]
+            second = [pick(col, 1, s) for s in servers]
+            paired_bars(axes[i][j], servers, first, second, key, labels, titles.get(col, col) if i == 0 else "",
+                        ylabel)
+    return fig, [ax for row in axes for ax in row]

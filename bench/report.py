@@ -297,6 +297,9 @@ class Report:
                 self.headline_judgement(label, metric, ep, ng, key, hb)
         for cell, by_srv in self.peer_cells():
             self.peer_judgements(cell, by_srv)
+        for _body, _shape, cell, by_srv, models in self.h2_cells():
+            self.h2_winner(cell, models, "models")
+            self.h2_winner(cell, by_srv, "servers")
         self.fam.resolve()
 
     def headline_judgement(self, label, metric, ep, ng, key, higher_better):
@@ -929,6 +932,142 @@ class Report:
         self.winners[f"peers/{cell}/{key}/winner"] = best
         return best, f"{best} (ahead of every other server after correction)"
 
+    # -- HTTP/2: the models under multiplexing (experiments.h2) ---------------------
+
+    def h2(self):
+        rows = select(self.rows, "h2")
+        if not rows:
+            return
+        self.head("h2", "HTTP/2 — the models under multiplexing (h2load), HTTP/1.1 beside it")
+        servers = sorted(dict.fromkeys(r["server"] for r in rows), key=h2_server_rank)
+        grid = {(r["h2_cell"], r["server"]): r for r in rows}
+        bodies = [b for b in H2_BODY_ORDER if any(r.get("body") == b for r in rows)]
+        shapes = [s for s in H2_SHAPE_ORDER if any(h2_shape(r) == s for r in rows)]
+        self.md.append("Median (95% interval over the repeats) requests/s · server CPU per request. h2: HTTP/2 by "
+                       "prior knowledge; h1: HTTP/1.1 with h2load's M requests pipelined on each connection. "
+                       "**CB** = client-bound in at least one repeat.\n")
+        for body in bodies:
+            cols = [(s, p) for s in shapes for p in ("h2", "h1") if any((f"{p} {s} {body}", srv) in grid
+                                                                        for srv in servers)]
+            self.md.append(f"**{body}**:\n")
+            self.md.append(table(["server"] + [f"{s.replace('x', '×')} {H2_PROTO_TITLES[p]}" for s, p in cols],
+                                 [[srv] + [rate_and_cpu(grid.get((f"{p} {s} {body}", srv))) for s, p in cols]
+                                  for srv in servers]))
+        detail = []
+        for body in bodies:
+            for s in shapes:
+                for p in ("h2", "h1"):
+                    for srv in servers:
+                        r = grid.get((f"{p} {s} {body}", srv))
+                        if r is None:
+                            continue
+                        if r.get("skipped"):
+                            detail.append([f"{p} {s} {body}", srv, f"skipped: {r['skipped']}"] + ["—"] * 9)
+                            continue
+                        detail.append([f"{p} {s} {body}", srv, spread(r, "rps"), spread(r, "mean_ms", 2),
+                                       spread(r, "server_us_per_req", 1), spread(r, "server_cores", 2),
+                                       num(r.get("ctx_vol_per_req"), 3), num(r.get("syscalls_per_req"), 2),
+                                       num(r.get("header_savings_pct"), 0)] + cpu_cols(r)[1:2] + [errs(r)])
+        self.md.append(table(["cell", "server", "req/s", "mean request ms", "server CPU µs/req", "server cores",
+                              "voluntary switches/req", "system calls/req (untimed run)", "header bytes saved %",
+                              "generator core", "errors"], detail))
+        self.h2_findings = []
+        for body, s, cell, by_srv, models in self.h2_cells():
+            best_model, why_model = self.h2_winner(cell, models, "models")
+            _best_any, why_any = self.h2_winner(cell, by_srv, "servers")
+            line = (f"- **HTTP/2 {s.replace('x', '×')}, {body}**: most requests/s among spindle's models: "
+                    f"{why_model}; among every server: {why_any}.")
+            because = h2_because(best_model, models)
+            if because:
+                line += " " + because
+            self.md.append(line)
+            self.h2_findings.append(f"{s.replace('x', '×')} {body}: {best_model or 'no model ahead'}")
+        self.md.append("")
+        self.md.append(h2_shape_sentence(grid, servers, shapes, bodies) + "\n")
+        self.md.append(h2_protocol_sentence(grid, servers, shapes, bodies) + "\n")
+        self.md.append(self.h2_target(grid) + "\n")
+        for body in bodies:
+            cols = [s for s in shapes if any((f"h2 {s} {body}", srv) in grid for srv in servers)]
+            fig, axes = plots.paired_grid(
+                cols, servers, lambda col, i, srv, b=body: grid.get((f"{('h2', 'h1')[i]} {col} {b}", srv)),
+                [("rps", "requests/s"), ("server_us_per_req", "server CPU, µs per request")],
+                ("HTTP/2 (h2c)", "HTTP/1.1 (pipelined)"),
+                {c: f"{c.replace('x', ' connection(s) × ')} in flight, {body}" for c in cols})
+            name = "h2.png" if body == H2_BODY_ORDER[0] else f"h2-{slug(body)}.png"
+            self.save_fig(fig, name, f"h2: requests/s and server CPU per request, HTTP/2 against HTTP/1.1, {body}",
+                          axes)
+
+    def h2_cells(self) -> list[tuple]:
+        """(body, shape, cell, {server: row}, {model: row}) of the HTTP/2 cells, skipped rows left out."""
+        rows = select(self.rows, "h2")
+        grid = {(r["h2_cell"], r["server"]): r for r in rows if not r.get("skipped")}
+        servers = sorted(dict.fromkeys(r["server"] for r in rows), key=h2_server_rank)
+        out = []
+        for body in H2_BODY_ORDER:
+            for s in H2_SHAPE_ORDER:
+                cell = f"h2 {s} {body}"
+                by_srv = {srv: grid[(cell, srv)] for srv in servers if (cell, srv) in grid}
+                if by_srv:
+                    out.append((body, s, cell, by_srv, {n: r for n, r in by_srv.items() if n not in H2_PEERS}))
+        return out
+
+    def h2_winner(self, cell: str, by_srv: dict, among: str) -> tuple:
+        """(winner or None, why) on requests/s: the best median, and a winner
+        only where it is ahead of every other after the report's correction
+        (as the peers' cells; a rate lost by a client-bound cell whose server
+        used under 90% of its core does not count)."""
+        usable = {n: r for n, r in by_srv.items() if not r.get("invalid") and r.get("rps") is not None}
+        if len(usable) < 2:
+            return None, "fewer than two measured"
+        best = max(usable, key=lambda n: usable[n]["rps"])
+        # every pair registered before any is read (preregister calls this before the correction)
+        pairs = []
+        for n in sorted(usable, key=lambda n: usable[n]["rps"], reverse=True):
+            if n == best:
+                continue
+            a, b = sorted((best, n))
+            why = claims.why_unusable(usable[a], usable[b], "rps")
+            if not why and usable[n].get("client_bound") and not claims.saturated(usable[n]):
+                why = f"{n} was client-bound below its server's limit"
+            pairs.append((n, a, self.fam.difference(f"h2/{slug(cell)}/rps/{a}-vs-{b}", claims.vals(usable[a], "rps"),
+                                                     claims.vals(usable[b], "rps"), True, why_not=why)))
+        for n, a, j in pairs:
+            want = stats.AHEAD if a == best else stats.BEHIND
+            if j.verdict != want:
+                detail = j.why_not if not j.r else f"{best} ÷ {n} {j.text() if a == best else _inverse(j)}"
+                self.winners[f"h2/{slug(cell)}/{among}/winner"] = stats.UNSETTLED
+                return None, f"unsettled ({best} vs {n}: {detail})"
+        self.winners[f"h2/{slug(cell)}/{among}/winner"] = best
+        return best, f"**{best}** (ahead of every other after correction)"
+
+    def h2_target(self, grid: dict) -> str:
+        """The CPU target: spindle's server CPU per request over HTTP/2, 10
+        connections x 10 streams on 13 B, at most H2_TARGET x h2o's (the
+        ratio of medians and its 95% interval; met where the interval's top is
+        at or below the target, missed where its bottom is above it)."""
+        cell = f"h2 10x10 {H2_BODY_ORDER[0]}"
+        h2o = grid.get((cell, "h2o"))
+        if h2o is None or h2o.get("skipped") or h2o.get("server_us_per_req") is None or h2o.get("invalid"):
+            return f"**Target** (server CPU per request ≤ {H2_TARGET:g}× h2o's, HTTP/2 10×10 on 13 B): h2o not measured."
+        parts = []
+        for m in [m for m in MODEL_ORDER if (cell, m) in grid and m not in H2_PEERS]:
+            r = grid[(cell, m)]
+            if r.get("invalid") or r.get("server_us_per_req") is None:
+                parts.append(f"{m} not measured")
+                continue
+            ratio = stats.ratio_of_medians(claims.vals(r, "server_us_per_req"), claims.vals(h2o, "server_us_per_req"),
+                                           key=f"h2/target/{m}")
+            if ratio is None:
+                parts.append(f"{m} {r['server_us_per_req'] / h2o['server_us_per_req']:.2f}× (one repeat: no interval)")
+                continue
+            lo, hi = ratio.ci95
+            verdict = "met" if hi <= H2_TARGET else "missed" if lo > H2_TARGET else "unsettled"
+            load = claims.cpu_comparable(r, h2o)
+            parts.append(f"{m} {ratio.ratio:.2f}× [{lo:.2f}–{hi:.2f}]: **{verdict}**"
+                         + (f" ({load}: {m} {num(r['rps'])} req/s, h2o {num(h2o['rps'])})" if load else ""))
+        return (f"**Target** — server CPU per request over HTTP/2, 10 connections × 10 streams, 13 B, at most "
+                f"{H2_TARGET:g}× h2o's ({num(h2o['server_us_per_req'], 1)} µs): " + "; ".join(parts) + ".")
+
     # -- tls ------------------------------------------------------------------------
 
     def tls(self):
@@ -1419,6 +1558,9 @@ class Report:
         line = scale.summary_line(select(self.rows, "scale"))
         if line:
             out.append(line)
+        if getattr(self, "h2_findings", None):
+            out.append("- **HTTP/2 (h2load), most requests/s among spindle's models**: "
+                       + "; ".join(self.h2_findings) + " (the HTTP/2 section says why, and gives the CPU target).")
         ok = [r for r in self.rows if "other_cores" in r]
         inv = sum(1 for r in self.rows if r.get("invalid"))
         cb = sum(1 for r in self.rows if r.get("client_bound"))
@@ -1465,7 +1607,7 @@ class Report:
     def render(self) -> str:
         self.preregister()
         for f in (self.seed000, self.seed001, self.seed002, self.seed003, self.seed004, self.openloop,
-                  self.overload, self.peers, self.slow, self.tls, self.scale, self.nodelay, self.beyond):
+                  self.overload, self.peers, self.h2, self.slow, self.tls, self.scale, self.nodelay, self.beyond):
             f()
         self.scaleout()
         body_sections = self.md
@@ -1621,6 +1763,104 @@ def rate_and_cpu(r, per_byte: bool = False, latency: bool = False) -> str:
 
 
 PEERS = ("nginx", "lighttpd", "h2o")
+
+
+# -- HTTP/2 (experiments.h2) ----------------------------------------------------------
+
+H2_PEERS = ("h2o", "nginx")
+H2_BODY_ORDER = ["13 B", "100 KiB"]
+H2_SHAPE_ORDER = ["1x100", "10x10", "100x1"]
+H2_PROTO_TITLES = {"h2": "h2", "h1": "h1 (pipelined)"}
+H2_TARGET = 0.8       # spindle's server CPU per request against h2o's, 10 x 10 on 13 B
+
+
+def h2_shape(r: dict) -> str:
+    return f"{r.get('conns')}x{r.get('streams')}"
+
+
+def h2_server_rank(name: str) -> tuple:
+    """spindle's models in MODEL_ORDER, then h2o and nginx."""
+    return (name in H2_PEERS, MODEL_ORDER.index(name) if name in MODEL_ORDER else 99, name)
+
+
+def _ratio_text(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}×" if a and b else "—"
+
+
+def h2_because(best: str | None, models: dict) -> str:
+    """Why the winning model wins, in its own figures against the runner-up
+    (by median requests/s): server CPU per request, voluntary context switches
+    and system calls per request where they were counted."""
+    if not best or len(models) < 2:
+        return ""
+    others = sorted((n for n in models if n != best), key=lambda n: -(models[n].get("rps") or 0))
+    w, o = models[best], models[others[0]]
+    parts = []
+    if w.get("server_us_per_req") and o.get("server_us_per_req"):
+        parts.append(f"{num(w['server_us_per_req'], 1)} µs of server CPU per request against {others[0]}'s "
+                     f"{num(o['server_us_per_req'], 1)}")
+    if w.get("ctx_vol_per_req") is not None and o.get("ctx_vol_per_req") is not None:
+        parts.append(f"{w['ctx_vol_per_req']:.3f} voluntary context switches per request against "
+                     f"{o['ctx_vol_per_req']:.3f}")
+    if w.get("syscalls_per_req") is not None and o.get("syscalls_per_req") is not None:
+        parts.append(f"{w['syscalls_per_req']:.2f} system calls per request against {o['syscalls_per_req']:.2f}")
+    if not parts:
+        return ""
+    cores = (f" Both used {num(w.get('server_cores'), 2)} and {num(o.get('server_cores'), 2)} of their core, so "
+             f"the rate follows the CPU each request costs." if claims.saturated(w) and claims.saturated(o) else "")
+    return f"Why: {best} spent " + "; ".join(parts) + "." + cores
+
+
+def h2_shape_sentence(grid: dict, servers: list[str], shapes: list[str], bodies: list[str]) -> str:
+    """How much the models differ at each shape over HTTP/2: the spread of
+    their median CPU per request (highest ÷ lowest), from one connection
+    carrying all 100 streams to a connection per stream."""
+    out = []
+    models = [s for s in servers if s not in H2_PEERS]
+    for body in bodies:
+        parts = []
+        for s in shapes:
+            vals = {m: grid[(f"h2 {s} {body}", m)].get("server_us_per_req") for m in models
+                    if (f"h2 {s} {body}", m) in grid and not grid[(f"h2 {s} {body}", m)].get("invalid")}
+            vals = {m: v for m, v in vals.items() if v}
+            if len(vals) >= 2:
+                lo, hi = min(vals, key=vals.get), max(vals, key=vals.get)
+                parts.append(f"{s.replace('x', '×')}: {lo} {num(vals[lo], 1)} µs to {hi} {num(vals[hi], 1)} µs "
+                             f"({vals[hi] / vals[lo]:.2f}×)")
+        if parts:
+            out.append(f"{body}: " + "; ".join(parts))
+    if not out:
+        return "Spread between the models: fewer than two models measured."
+    return ("Spread of server CPU per request between spindle's models over HTTP/2 (medians, least to most), by "
+            "connections × streams: " + " · ".join(out) + ".")
+
+
+def h2_protocol_sentence(grid: dict, servers: list[str], shapes: list[str], bodies: list[str]) -> str:
+    """What HTTP/2 changes for each server: its CPU per request over HTTP/2 ÷
+    over HTTP/1.1 in the same cell (ratio of medians with its 95% interval;
+    descriptive, no verdict)."""
+    out = []
+    for body in bodies:
+        for srv in servers:
+            parts = []
+            for s in shapes:
+                a, b = grid.get((f"h2 {s} {body}", srv)), grid.get((f"h1 {s} {body}", srv))
+                if not a or not b or a.get("invalid") or b.get("invalid") or a.get("skipped") or b.get("skipped"):
+                    continue
+                r = stats.ratio_of_medians(claims.vals(a, "server_us_per_req"), claims.vals(b, "server_us_per_req"),
+                                           key=f"h2/proto/{srv}/{s}/{body}")
+                if r is None:
+                    if a.get("server_us_per_req") and b.get("server_us_per_req"):
+                        parts.append(f"{s.replace('x', '×')} {_ratio_text(a['server_us_per_req'], b['server_us_per_req'])}")
+                    continue
+                lo, hi = r.ci95
+                parts.append(f"{s.replace('x', '×')} {r.ratio:.2f}× [{lo:.2f}–{hi:.2f}]")
+            if parts:
+                out.append(f"{srv} ({body}): " + ", ".join(parts))
+    if not out:
+        return "What HTTP/2 changes: no server measured over both protocols."
+    return ("What HTTP/2 changes, per server: server CPU per request over HTTP/2 ÷ over HTTP/1.1 (pipelined) in "
+            "the same cell, ratio of medians [95% interval]: " + "; ".join(out) + ".")
 
 
 TLS_CELL_TITLES = {"full": "https, new connection (full handshake)", "resumed": "https, resumed session",

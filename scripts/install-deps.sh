@@ -3,7 +3,8 @@
 #   scripts/install-deps.sh         build + test dependencies
 #   scripts/install-deps.sh build   only what building spindle needs (make run)
 #   scripts/install-deps.sh man     only what building the man pages needs (make man)
-#   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk is a test dependency;
+#   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk and
+#                                   nghttp2-client (h2load, the h2 experiment's generator) are test dependencies;
 #                                   linux-perf: the manifest asks perf whether hardware counters exist)
 #                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
 # The tests also need Pebble (Let's Encrypt's test ACME server, for the certbot round trip) and h2spec

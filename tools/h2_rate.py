@@ -1,18 +1,33 @@
 #!/usr/bin/env python3
-"""h2_rate.py - curl's download rate of one URL over HTTP/2 against HTTP/1.1.
+"""h2_rate.py - a client's download rate of one URL over HTTP/2 against HTTP/1.1.
 
-Runs curl (pinned to CPU 0: pin the server to another, `taskset -c 1
-./spindle ...`) alternately over HTTP/1.1 and HTTP/2 (prior knowledge on
-http://, ALPN on https://, certificates not checked), so that drift in a
-shared machine's load hits both, and prints the two rates and the ratio of
-their means with a 95% bootstrap interval.
+Runs the client (curl, or with --h2load nghttp2's h2load, whose HTTP/2
+receive path costs less than curl 7.88's; pinned to CPU 0: pin the server to
+another, `taskset -c 1 ./spindle ...`) alternately over HTTP/1.1 and HTTP/2
+(prior knowledge on http://, ALPN on https://, certificates not checked), so
+that drift in a shared machine's load hits both, and prints the two rates and
+the ratio of their means with a 95% bootstrap interval.
 
-    python3 tools/h2_rate.py URL [RUNS]      (RUNS of each, default 10)
+    python3 tools/h2_rate.py [--h2load] URL [RUNS]      (RUNS of each, default 10)
 """
 import random
+import re
 import statistics
 import subprocess
 import sys
+
+
+def rate_h2load(url: str, h2: bool) -> float:
+    """MB/s (10^6 bytes) of one download by h2load: body bytes / its time."""
+    r = subprocess.run(["taskset", "-c", "0", "h2load", "-c", "1", "-m", "1", "-n", "1",
+                        *([] if h2 else ["--h1"]), url], capture_output=True, text=True, check=True)
+    proto = re.search(r"^Application protocol: (\S+)", r.stdout, re.M)
+    assert proto and proto.group(1) in (("h2", "h2c") if h2 else ("http/1.1",)), r.stdout[-300:]
+    fin = re.search(r"^finished in ([\d.]+)(us|ms|s),", r.stdout, re.M)
+    data = re.search(r"^traffic: .* \((\d+)\) data", r.stdout, re.M)
+    assert fin and data and "1 succeeded" in r.stdout, r.stdout[-300:]
+    seconds = float(fin.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[fin.group(2)]
+    return int(data.group(1)) / seconds / 1e6
 
 
 def rate(url: str, h2: bool) -> float:
@@ -26,17 +41,21 @@ def rate(url: str, h2: bool) -> float:
 
 
 def main() -> None:
-    url, runs = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    args = sys.argv[1:]
+    measure = rate_h2load if args[:1] == ["--h2load"] else rate
+    args = args[1:] if measure is rate_h2load else args
+    url, runs = args[0], int(args[1]) if len(args) > 1 else 10
     h1, h2 = [], []
     for i in range(runs):
         for proto in ((False, True) if i % 2 == 0 else (True, False)):
-            (h2 if proto else h1).append(rate(url, proto))
+            (h2 if proto else h1).append(measure(url, proto))
     rnd = random.Random(1)
     boots = sorted(statistics.mean(rnd.choices(h2, k=len(h2))) / statistics.mean(rnd.choices(h1, k=len(h1)))
                    for _ in range(5000))
     print(f"HTTP/1.1 {statistics.median(h1):.0f} MB/s (median), HTTP/2 {statistics.median(h2):.0f} MB/s; "
           f"HTTP/2 / HTTP/1.1 = {statistics.mean(h2) / statistics.mean(h1):.2f} "
-          f"[95% bootstrap {boots[125]:.2f}, {boots[4874]:.2f}] ({runs} runs each)")
+          f"[95% bootstrap {boots[125]:.2f}, {boots[4874]:.2f}] ({runs} runs each, "
+          f"{'h2load' if measure is rate_h2load else 'curl'})")
 
 
 if __name__ == "__main__":

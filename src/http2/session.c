@@ -31,7 +31,9 @@
  * are read (pread, or copied from memory) straight into it, never into
  * nghttp2's frame buffer first. The buffer is refilled only when empty, so
  * the memory conn_output() described never moves while a send may be in
- * flight.
+ * flight. Both buffers are pagebuf's, not the heap's: what a burst of
+ * connections frees when it goes idle (h2_release_idle) goes back to the
+ * kernel instead of staying resident under the sessions that outlive it.
  *
  * A hostile peer meets these limits, each ending the connection with
  * GOAWAY and one warning in the error log (at most one a second):
@@ -85,6 +87,7 @@
 #include "../http1/record.h"
 #include "../log/log.h"
 #include "../overload.h"
+#include "../pagebuf.h"
 #include "../server.h"
 #include "../site/site.h"
 #include "../stats/stats.h"
@@ -1078,19 +1081,35 @@ void h2_session_free(struct h2_session *s)
 		s->streams = st->next;
 		stream_free(st);
 	}
-	free(s->in);
-	free(s->out);
+	pagebuf_free(s->in, H2_IN_SIZE);
+	pagebuf_free(s->out, s->out_cap);
 	free(s);
 }
 
 /* Room for n more bytes in s->out; only while nothing in it may be in
- * flight (h2_flush). */
+ * flight (h2_flush). A page first, which holds a busy period's frames when
+ * its answers are small; then the gather size and a frame at once. */
 static bool out_reserve(struct h2_session *s, size_t n)
 {
 	if (s->out_len + n <= s->out_cap)
 		return true;
+	if (!s->out && s->out_len + n <= PAGEBUF_SIZE) {
+		if (!(s->out = pagebuf_get()))
+			return false;
+		mem_charge(s, NULL, PAGEBUF_SIZE);
+		s->out_cap = PAGEBUF_SIZE;
+		return true;
+	}
 	size_t cap = s->out_len + n < H2_OUT_GATHER + 32 * 1024 ? H2_OUT_GATHER + 32 * 1024 : s->out_len + n;
-	char *q = realloc(s->out, cap);
+	char *q;
+	if (s->out) {
+		q = pagebuf_resize(s->out, s->out_cap, cap);
+	} else {
+		char *page = pagebuf_get();
+		q = page ? pagebuf_resize(page, PAGEBUF_SIZE, cap) : NULL;
+		if (page && !q)
+			pagebuf_put(page);
+	}
 	if (!q)
 		return false;
 	s->out = q;
@@ -1278,8 +1297,13 @@ void h2_session_start(struct h2_session *s, const char *buf, size_t len, int64_t
 
 struct iovec h2_input_space(struct h2_session *s)
 {
-	if (!s->in && (s->in = malloc(H2_IN_SIZE)))
-		mem_charge(s, NULL, H2_IN_SIZE);
+	if (!s->in) {
+		char *p = pagebuf_get();
+		if (p && !(s->in = pagebuf_resize(p, PAGEBUF_SIZE, H2_IN_SIZE)))
+			pagebuf_put(p);
+		if (s->in)
+			mem_charge(s, NULL, H2_IN_SIZE);
+	}
 	if (!s->in) /* an empty span: the driver reads nothing, and closes */
 		return (struct iovec){ NULL, 0 };
 	return (struct iovec){ s->in, H2_IN_SIZE };
@@ -1453,8 +1477,8 @@ bool h2_release_idle(struct h2_session *s)
 		return false;
 	bool held = s->in || s->out;
 	mem_charge(s, NULL, -(ptrdiff_t)((s->in ? H2_IN_SIZE : 0) + s->out_cap));
-	free(s->in);
-	free(s->out);
+	pagebuf_free(s->in, H2_IN_SIZE);
+	pagebuf_free(s->out, s->out_cap);
 	s->in = s->out = NULL;
 	s->out_cap = s->out_off = s->out_len = 0;
 	/* The output is empty, so the last nghttp2_session_mem_send() found
