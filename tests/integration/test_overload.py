@@ -317,6 +317,38 @@ def _shed_counts_on(c: util.Conn) -> dict[str, float]:
     raise AssertionError(r.body[:2000])
 
 
+@pytest.mark.parametrize("loop_model", ["epoll", "uring"])
+def test_loops_sharing_the_cap_refuse_nobody_with_a_slot_free_and_rest_when_idle(docroot, tmp_path, loop_model):
+    """Two loops share max_connections = 1. A loop takes a slot before it
+    accepts and gives it back when nobody came; one below the cap that give
+    steps down from the cap, and once it woke every loop, each woken loop did
+    the same: the loops woke each other for ever (CPU spent on an idle
+    server), and the slot each one held for a moment made the other refuse,
+    under shed, a client that came with the server empty."""
+    settings = {"workers": 2, "max_connections": 1, "overload": "shed"}
+    srv = util.Server(loop_model, docroot.path, tmp_path / loop_model, settings).start()
+    try:
+        # start()'s readiness probe holds the one slot until it is seen closed
+        util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+        statuses = []
+        for _ in range(20):  # one at a time: the server is never full
+            with util.Conn.open(srv.port, timeout=util.scaled(5)) as c:
+                c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
+                statuses.append(c.read_response("GET").status)
+            time.sleep(0.02)
+        assert statuses == [200] * 20, statuses
+        serving = util.proc_descendants(srv.proc.pid)
+
+        def cpu_s() -> float:
+            return sum(int(st[11]) + int(st[12]) for st in map(util.proc_stat, serving) if st) \
+                / os.sysconf("SC_CLK_TCK")
+        cpu0 = cpu_s()
+        time.sleep(1.0)
+        assert cpu_s() - cpu0 < 0.1, f"idle, the serving process used {cpu_s() - cpu0:.2f} s of CPU in 1 s"
+    finally:
+        srv.stop()
+
+
 def test_reject_under_iterative_says_it_has_nothing_to_refuse_from(docroot, tmp_path):
     """One connection at a time, iterative does not accept while it serves:
     there is no cap to reach and no queue of its own, so it says so."""
