@@ -187,18 +187,19 @@ static void econn_run(struct loop *lp, struct econn *e)
 static void loop_accept_batch(struct loop *lp)
 {
 	lp->accept_more = false;
+	/* at the cap connections wait in the backlog, or are refused at once
+	 * (overload = reject or shed): those take the slot after the accept,
+	 * as in uring.c, which says why */
+	bool refuses = overload_refuses(lp->srv, OVERLOAD_AT_CAP);
 	/* dropped ones (out of descriptors) count too: the batch stays bounded */
 	for (int n = 0; n < EPOLL_ACCEPT_BATCH; n++) {
-		/* at the cap connections wait in the backlog, or are refused
-		 * at once (overload = reject or shed) */
-		bool full = !slots_take(lp->slots);
-		if (full && !overload_refuses(lp->srv, OVERLOAD_AT_CAP))
+		if (!refuses && !slots_take(lp->slots))
 			return;
 		struct sockaddr_storage peer;
 		socklen_t len;
 		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd < 0) {
-			if (!full)
+			if (!refuses)
 				slots_give(lp->slots);
 			/* -EMFILE: one was dropped, and the acceptor logged it */
 			if (fd != -EMFILE && fd != -EAGAIN)
@@ -207,7 +208,7 @@ static void loop_accept_batch(struct loop *lp)
 				return;
 			continue;
 		}
-		if (full) {
+		if (refuses && !slots_take(lp->slots)) {
 			overload_refuse(lp->srv, fd, (struct sockaddr *)&peer, len);
 			continue;
 		}

@@ -4,7 +4,12 @@
  * per-loop share of max_connections would refuse a client on a full loop
  * while another loop has room. Loops instead reserve a slot before accept()
  * and a loop that found none pauses; freeing a slot at the cap wakes every
- * loop's eventfd so the paused ones try again. */
+ * loop's eventfd so the paused ones try again. Only if one paused: a loop
+ * woken takes a slot before it knows a client waits, and gives it back
+ * when none does; at one below the cap that give is itself a step down from
+ * the cap, and waking every loop for it had them wake each other in turn
+ * for ever (15-40% of a core on an idle server), and refuse, under
+ * overload = reject or shed, a client that came meanwhile with a slot free. */
 #ifndef SPINDLE_MODELS_SLOTS_H
 #define SPINDLE_MODELS_SLOTS_H
 
@@ -15,6 +20,7 @@
 
 struct conn_slots {
 	atomic_int used;
+	atomic_bool full_seen; /* a take found no slot since the last wake-up: a loop may be paused */
 	int max;
 	int nloops;
 	int wake_fds[SLOTS_MAX_LOOPS]; /* eventfd per loop, readable after a slot frees at the cap */

@@ -717,16 +717,22 @@ static void loop_new_conn(struct loop *lp, int fd, const struct sockaddr_storage
 
 /* The listener has a client queued: accept a batch, each with a slot taken
  * first. At the cap, stop (and wait for a slot), or with overload = reject or
- * shed go on accepting and refuse each newcomer at once. */
+ * shed go on accepting and refuse each newcomer at once; those take the
+ * slot after the accept. A poll on a shared listener (reuseport = off) wakes
+ * every loop: a slot taken first by each of them was held, for the moment
+ * of an accept that found nothing, by all but the one that got the client,
+ * and one below the cap the one that got it found the cap reached and
+ * refused it, the server empty (about 2% of clients at max_connections = 1).
+ * Without a pause to wait in, nothing needs a slot before the accept. */
 static void loop_on_listener_ready(struct loop *lp, int res)
 {
 	lp->accept_armed = false;
 	if (res < 0 || lp->sweep.stopping)
 		return; /* cancelled by a stop */
+	bool refuses = overload_refuses(lp->srv, OVERLOAD_AT_CAP);
 	/* dropped ones (out of descriptors) count too: the batch stays bounded */
 	for (int n = 0; n < URING_ACCEPT_BATCH; n++) {
-		bool full = !slots_take(lp->slots);
-		if (full && !overload_refuses(lp->srv, OVERLOAD_AT_CAP)) {
+		if (!refuses && !slots_take(lp->slots)) {
 			lp->at_cap = true;
 			return;
 		}
@@ -734,7 +740,7 @@ static void loop_on_listener_ready(struct loop *lp, int res)
 		socklen_t len;
 		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
 		if (fd < 0) {
-			if (!full)
+			if (!refuses)
 				slots_give(lp->slots);
 			if (fd == -EMFILE)
 				continue; /* one was dropped, and the acceptor logged it */
@@ -750,7 +756,7 @@ static void loop_on_listener_ready(struct loop *lp, int res)
 			}
 			return;
 		}
-		if (full)
+		if (refuses && !slots_take(lp->slots))
 			overload_refuse(lp->srv, fd, (struct sockaddr *)&peer, len);
 		else
 			loop_new_conn(lp, fd, &peer, len);

@@ -317,6 +317,61 @@ def _shed_counts_on(c: util.Conn) -> dict[str, float]:
     raise AssertionError(r.body[:2000])
 
 
+SHARED_CAP_CLIENTS = 100
+
+
+class _TwoAddressServer(util.Server):
+    """Listens on the harness's port and on `other` (two `listen` lines)."""
+
+    def __init__(self, *args, other: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.other = other
+
+    def argv(self) -> list[str]:
+        return super().argv() + ["--set", f"listen=127.0.0.1:{self.port}", "--set", f"listen=127.0.0.1:{self.other}"]
+
+
+# A shared listener wakes every loop for each client: uring's poll always,
+# epoll's only on a set of several listeners (one alone is EPOLLEXCLUSIVE).
+@pytest.mark.parametrize("loop_model, reuseport, addresses", [("epoll", "on", 1), ("epoll", "off", 2),
+                                                              ("uring", "on", 1), ("uring", "off", 1)])
+def test_loops_sharing_the_cap_refuse_nobody_with_a_slot_free_and_rest_when_idle(docroot, tmp_path, loop_model,
+                                                                                   reuseport, addresses):
+    """Two loops share max_connections = 1, and are never full here: clients
+    come one at a time. A loop took a slot before it accepted and gave it
+    back when nobody came; one below the cap that give steps down from the
+    cap, and once it woke every loop, each woken epoll loop did the same: the
+    loops woke each other for ever (CPU spent on an idle server), and the
+    slot each one held for a moment made the other refuse, under shed, a
+    client that came to an empty server. Where a client wakes both loops,
+    the one that got it found the other's momentary slot, and refused it."""
+    settings = {"workers": 2, "max_connections": 1, "overload": "shed", "reuseport": reuseport}
+    work = tmp_path / loop_model
+    srv = (_TwoAddressServer(loop_model, docroot.path, work, settings, other=util.free_port()) if addresses == 2
+           else util.Server(loop_model, docroot.path, work, settings)).start()
+    ports = [srv.port] + ([srv.other] if addresses == 2 else [])
+    try:
+        # start()'s readiness probe holds the one slot until it is seen closed
+        util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+        statuses = []
+        for i in range(SHARED_CAP_CLIENTS):
+            with util.Conn.open(ports[i % len(ports)], timeout=util.scaled(5)) as c:
+                c.send(util.build_request("GET", "/a.txt", [("Connection", "close")]))
+                statuses.append(c.read_response("GET").status)
+            time.sleep(0.005)
+        assert statuses.count(200) == SHARED_CAP_CLIENTS, f"{statuses.count(503)} refused: {statuses}"
+        serving = util.proc_descendants(srv.proc.pid)
+
+        def cpu_s() -> float:
+            return sum(int(st[11]) + int(st[12]) for st in map(util.proc_stat, serving) if st) \
+                / os.sysconf("SC_CLK_TCK")
+        cpu0 = cpu_s()
+        time.sleep(1.0)
+        assert cpu_s() - cpu0 < 0.1, f"idle, the serving process used {cpu_s() - cpu0:.2f} s of CPU in 1 s"
+    finally:
+        srv.stop()
+
+
 def test_reject_under_iterative_says_it_has_nothing_to_refuse_from(docroot, tmp_path):
     """One connection at a time, iterative does not accept while it serves:
     there is no cap to reach and no queue of its own, so it says so."""
