@@ -153,7 +153,7 @@ test:
 	  'packages: deps-packages' \
 	  'prepare: test-build deps-tools+test-pycache' \
 	  'crowd: stage-plain stage-asan stage-tsan+stage-valgrind' \
-	  'timing: stage-plain-timing stage-asan-timing+stage-tsan-timing stage-unit+stage-package stage-fuzz+stage-bench' \
+	  'timing: stage-plain-timing stage-asan-timing+stage-tsan-timing stage-unit stage-package+stage-bench stage-fuzz' \
 	  'solo: stage-plain-solo+stage-asan-solo+stage-tsan-solo+stage-bench-quiet'
 	@$(PY) scripts/skip-summary.py $(REPORTS)
 
