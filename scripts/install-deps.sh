@@ -3,14 +3,14 @@
 #   scripts/install-deps.sh         build + test dependencies
 #   scripts/install-deps.sh build   only what building spindle needs (make run)
 #   scripts/install-deps.sh man     only what building the man pages needs (make man)
-#   scripts/install-deps.sh packages  the build + test Debian packages only, not the Go tools below
-#   scripts/install-deps.sh tools   the Go tools below only (after packages: make test builds them beside
-#                                   the build, which needs the packages alone)
 #   scripts/install-deps.sh bench   also the benchmark lab tools (ab; nginx, lighttpd, h2o as peers; wrk is a test dependency;
 #                                   linux-perf: the manifest asks perf whether hardware counters exist)
 #                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
 # The tests also need Pebble (Let's Encrypt's test ACME server, for the certbot round trip) and h2spec
 # (the HTTP/2 conformance suite), built the same way into build/go/bin.
+#   scripts/install-deps.sh packages  the build + test Debian packages only, not those Go tools
+#   scripts/install-deps.sh tools   those Go tools only (after packages: make test builds them beside
+#                                   the build, which needs the packages alone)
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
