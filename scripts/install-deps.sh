@@ -9,6 +9,9 @@
 #                                   and vegeta (open-loop load), built with the machine's Go into build/go/bin
 # The tests also need Pebble (Let's Encrypt's test ACME server, for the certbot round trip) and h2spec
 # (the HTTP/2 conformance suite), built the same way into build/go/bin.
+#   scripts/install-deps.sh packages  the build + test Debian packages only, not those Go tools
+#   scripts/install-deps.sh tools   those Go tools only (after packages: make test builds them beside
+#                                   the build, which needs the packages alone)
 # Idempotent; prints one line when everything is already installed.
 set -euo pipefail
 
@@ -36,8 +39,9 @@ for arg in "$@"; do
     build) packages=("${build_packages[@]}") ;;
     man) packages=(scdoc) ;;
     bench) packages+=(apache2-utils nginx-light lighttpd h2o linux-perf) ;;
-    -h|--help) echo "usage: $0 [build|man|bench]"; exit 0 ;;
-    *) echo "install-deps: unknown argument: $arg (expected: build, man or bench)" >&2; exit 2 ;;
+    packages|tools) ;;
+    -h|--help) echo "usage: $0 [build|man|bench|packages|tools]"; exit 0 ;;
+    *) echo "install-deps: unknown argument: $arg (expected: build, man, bench, packages or tools)" >&2; exit 2 ;;
   esac
 done
 
@@ -47,10 +51,12 @@ is_installed() {
 
 want_vegeta=false
 want_pebble=true  # test dependencies: not for build or man alone
+want_packages=true
 for arg in "$@"; do
   case "$arg" in
     bench) want_vegeta=true ;;
-    build|man) want_pebble=false ;;
+    build|man|packages) want_pebble=false ;;
+    tools) want_packages=false ;;
   esac
 done
 
@@ -133,6 +139,12 @@ install_h2spec() {
   echo "deps: building h2spec $H2SPEC_VERSION into $dir"
   GOBIN="$dir" GOFLAGS=-modcacherw "$go" install "github.com/summerwind/h2spec/cmd/h2spec@$H2SPEC_VERSION"
 }
+
+if ! $want_packages; then
+  if $want_vegeta; then install_vegeta; fi
+  if $want_pebble; then install_pebble; install_h2spec; fi
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do

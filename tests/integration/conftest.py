@@ -87,7 +87,8 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "quiet: its subject is not a duration, but it holds a wall-clock bound a crowded machine "
         "breaks (a drain's fixed timeout, a fresh client served within a second), or its answer depends on how "
-        "the server's reads are cut: `make test` runs it with the `timing` tests, beside no CPU-bound stage; "
+        "the server's reads are cut: `make test` runs it with the `timing` tests, beside no CPU-bound stage of "
+        "their priority (those beside them run in the idle scheduling class); "
         "under every model its suite runs (unlike `timing` under ASan)")
     config.addinivalue_line(
         "markers", "models(*names): runs under these models only, where the code the test is about differs "
