@@ -41,16 +41,6 @@
  * uconn_close() beside its close(), runs. A connection that closes after one
  * response never gets an entry.
  *
- * Accepting: a poll on the listener through the ring, then accept4() by hand
- * (a batch, as epoll does), not an io_uring accept. An accept armed in a
- * ring outlives a serving process killed by SIGKILL: the ring is torn down
- * after the process is gone, and a client that connects in between is
- * accepted by the dead ring and reset (8 of 80 such kills lost the next
- * client). A poll takes nothing off the queue and, unlike an accept, is not
- * an exclusive waiter, so the wake-up also reaches the next generation. And
- * accept4() gives the peer's address, which a ring accept left to a
- * getpeername() call: a new connection costs as many system calls as before.
- *
  * Fairness: the core takes input only when it wants READ, and a connection
  * gets one core operation per turn of the loop; a multishot receive posts a
  * bounded number of completions per wake-up, and a busy core stops it. So a
@@ -112,17 +102,25 @@
 #define URING_BUF_GROUP 0
 #define URING_NO_BUF UINT16_MAX /* an empty stash */
 
-/* max_connections is shared by the loops (slots.h): as in epoll, a loop
- * takes a slot before each accept, and one that finds none stops polling the
- * listener until a freed slot wakes it; clients wait in the backlog. */
-#define URING_ACCEPT_BATCH 64 /* accepts per listener wake-up */
+/* max_connections is shared by the loops (slots.h). An accept in flight
+ * cannot hold a slot while it waits (an idle loop would starve a busy one),
+ * so a connection takes its slot when accepted; one that finds none is parked
+ * unserved, and no accept is armed again until a freed slot lets it in: at
+ * the cap clients wait, as in epoll, with at most one parked descriptor per
+ * loop beyond the cap. One wake-up of a multishot accept takes the whole
+ * backlog (listen.c asks for 4096, the default somaxconn) before the loop can
+ * count it, so it is used only while that many more connections fit. */
+#define URING_BACKLOG 4096 /* listen.c's listen() backlog */
+#define URING_MULTISHOT_ROOM URING_BACKLOG
+#define URING_PARKED_MAX 64
 
 /* user_data of the non-connection operations; connections use their address. */
 enum {
+	UD_ACCEPT = 1,
 	UD_WAKE = 2,
 	UD_IGNORE = 3, /* cancel requests: their own result does not matter */
 	UD_SLOT = 4,   /* poll on this loop's slots eventfd: a slot freed at the cap */
-	UD_LISTEN = 5, /* poll on the listener: a client is queued */
+	UD_LISTEN = 5, /* poll on the listener while out of descriptors */
 };
 
 enum uop { OP_NONE, OP_RECV, OP_SENDMSG, OP_POLLOUT, OP_SHUTDOWN };
@@ -170,11 +168,16 @@ struct loop {
 	bool ring_ok;
 	bool enable;           /* created disabled: the loop thread enables it (single issuer) */
 	struct acceptor acc;
+	bool multishot;        /* multishot accept works on this kernel, and is wanted */
 	struct conn_slots *slots; /* max_connections, shared by all loops */
-	bool accept_armed;     /* the poll on the listener is in flight */
+	bool accept_armed;     /* an accept (or, out of descriptors, a listener poll) is in flight */
+	bool accept_multi;     /* ... and it is multishot */
+	uint64_t accept_ud;    /* ... its user_data: UD_ACCEPT or UD_LISTEN */
 	bool accept_cancel_sent;
-	bool at_cap;           /* the last accept found no slot: wait for one, not for clients */
 	bool slot_armed;       /* the poll on our slots eventfd is in flight */
+	bool emfile;           /* out of descriptors: poll the listener, accept by hand */
+	int parked[URING_PARKED_MAX]; /* accepted at the cap, waiting for a slot */
+	int nparked;
 	bool wake_armed;       /* the poll on srv->wake_fd is in flight */
 	int64_t accept_retry_at; /* after an accept error: not before then (0: now) */
 	struct uconn *conns;   /* every open connection, for deadline scans */
@@ -645,9 +648,14 @@ static void loop_arm_wake(struct loop *lp)
 	lp->wake_armed = true;
 }
 
-/* Keeps a poll on the listener in flight while there is room; at the cap, a
- * poll on our slots eventfd instead: the clients wait in the backlog and a
- * freed slot wakes us (slots.h). */
+static bool loop_multishot_room(const struct loop *lp)
+{
+	int used = atomic_load_explicit(&lp->slots->used, memory_order_relaxed);
+	return lp->slots->max - used > URING_MULTISHOT_ROOM;
+}
+
+/* Keeps one accept in flight while there is room; at the cap, none: the
+ * clients wait in the backlog and a freed slot wakes us (slots.h). */
 static void loop_arm_accept(struct loop *lp)
 {
 	if (lp->accept_armed || lp->sweep.stopping)
@@ -657,7 +665,7 @@ static void loop_arm_accept(struct loop *lp)
 			return;
 		lp->accept_retry_at = 0;
 	}
-	if (lp->at_cap) {
+	if (lp->nparked > 0) {
 		if (!lp->slot_armed) {
 			struct io_uring_sqe *sqe = loop_sqe(lp);
 			if (!sqe)
@@ -668,14 +676,31 @@ static void loop_arm_accept(struct loop *lp)
 		}
 		return;
 	}
+	bool multi = lp->multishot && !lp->emfile && lp->acc.nfds == 1 && loop_multishot_room(lp);
 	struct io_uring_sqe *sqe = loop_sqe(lp);
 	if (!sqe)
 		return;
-	/* acc.fd is the listener, or the epoll set of several (surplus
-	 * listeners after a reload to fewer workers): a poll works on both */
-	io_uring_prep_poll_add(sqe, lp->acc.fd, POLLIN);
-	io_uring_sqe_set_data64(sqe, UD_LISTEN);
+	if (lp->emfile || lp->acc.nfds > 1) {
+		/* io_uring's accept takes a descriptor before it looks at the
+		 * queue, so it would fail at once, forever: wait for a client.
+		 * Several listeners (surplus ones after a reload to fewer
+		 * workers): wait on their epoll set, accept from any by hand. */
+		io_uring_prep_poll_add(sqe, lp->acc.fd, POLLIN);
+		lp->accept_ud = UD_LISTEN;
+	} else {
+		/* The peer address comes from getpeername(): a multishot accept
+		 * would overwrite one shared sockaddr before we read it. Sockets
+		 * are non-blocking for our own sendfile() (see the top). */
+		int flags = SOCK_CLOEXEC | SOCK_NONBLOCK;
+		if (multi)
+			io_uring_prep_multishot_accept(sqe, lp->acc.fd, NULL, NULL, flags);
+		else
+			io_uring_prep_accept(sqe, lp->acc.fd, NULL, NULL, flags);
+		lp->accept_ud = UD_ACCEPT;
+	}
+	io_uring_sqe_set_data64(sqe, lp->accept_ud);
 	lp->accept_armed = true;
+	lp->accept_multi = multi;
 	lp->accept_cancel_sent = false;
 }
 
@@ -686,17 +711,21 @@ static void loop_cancel_accept(struct loop *lp)
 	struct io_uring_sqe *sqe = loop_sqe(lp);
 	if (!sqe)
 		return;
-	io_uring_prep_cancel64(sqe, UD_LISTEN, 0);
+	io_uring_prep_cancel64(sqe, lp->accept_ud, 0);
 	io_uring_sqe_set_data64(sqe, UD_IGNORE);
 	lp->accept_cancel_sent = true;
 }
 
-static void loop_new_conn(struct loop *lp, int fd, const struct sockaddr_storage *peer, socklen_t len)
+static void loop_new_conn(struct loop *lp, int fd)
 {
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+		len = 0;
 	struct uconn *u = calloc(1, sizeof(*u));
 	if (u)
-		u->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), fd, len ? (const struct sockaddr *)peer : NULL,
-				len);
+		u->c = wire_new(lp->srv, server_tls_for(lp->srv, fd), fd, len ? (struct sockaddr *)&peer : NULL, len);
 	if (!u || !u->c) {
 		log_error("out of memory for a connection");
 		free(u);
@@ -704,6 +733,10 @@ static void loop_new_conn(struct loop *lp, int fd, const struct sockaddr_storage
 		slots_give(lp->slots);
 		return;
 	}
+	/* accepted as the stop came in, or left to us by the accept we
+	 * cancelled (loop_take_leftovers): answered once, then closed */
+	if (lp->sweep.stopping)
+		wire_drain(u->c);
 	u->fd = fd;
 	u->stash_head = u->stash_tail = URING_NO_BUF;
 	u->fixed = -1;
@@ -715,52 +748,116 @@ static void loop_new_conn(struct loop *lp, int fd, const struct sockaddr_storage
 	uconn_step(lp, u);
 }
 
-/* The listener has a client queued: accept a batch, each with a slot taken
- * first. At the cap, stop (and wait for a slot), or with overload = reject or
- * shed go on accepting and refuse each newcomer at once; those take the
- * slot after the accept. A poll on a shared listener (reuseport = off) wakes
- * every loop: a slot taken first by each of them was held, for the moment
- * of an accept that found nothing, by all but the one that got the client,
- * and one below the cap the one that got it found the cap reached and
- * refused it, the server empty (about 2% of clients at max_connections = 1).
- * Without a pause to wait in, nothing needs a slot before the accept. */
+/* A new connection: served with a slot, else refused (overload = reject or
+ * shed) or parked until one frees. */
+static void loop_take_conn(struct loop *lp, int fd)
+{
+	if (lp->nparked == 0 && slots_take(lp->slots)) {
+		loop_new_conn(lp, fd);
+	} else if (overload_refuses(lp->srv, OVERLOAD_AT_CAP) && !lp->sweep.stopping) {
+		/* nothing parked: the accept stays armed and the next comer
+		 * is refused at once too, until a slot frees */
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
+		if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+			len = 0;
+		overload_refuse(lp->srv, fd, len ? (struct sockaddr *)&peer : NULL, len);
+	} else if (lp->nparked < URING_PARKED_MAX && !lp->sweep.stopping) {
+		lp->parked[lp->nparked++] = fd;
+	} else {
+		close(fd); /* a multishot burst far past its margin, or stopping */
+		log_warn("max_connections reached: a connection was refused");
+	}
+}
+
+/* A slot was freed: let parked connections in, oldest first. */
+static void loop_unpark(struct loop *lp)
+{
+	int i = 0;
+	while (i < lp->nparked && !lp->sweep.stopping && slots_take(lp->slots))
+		loop_new_conn(lp, lp->parked[i++]);
+	memmove(lp->parked, lp->parked + i, (size_t)(lp->nparked - i) * sizeof(lp->parked[0]));
+	lp->nparked -= i;
+}
+
+/* Our accept has left the listener's wait queue for good (a stop cancelled
+ * it): take what is queued there. io_uring waits for an accept with an
+ * exclusive wake-up (EPOLLEXCLUSIVE), and a wake-up that reaches an accept
+ * being cancelled is spent on it and lost: the next generation's accept on
+ * the same listener is not woken, and the connection sits in the queue until
+ * another one arrives there, forever on a quiet server. Every connection
+ * whose wake-up we spent was queued before our entry left the queue, which
+ * the final completion proves, so accepting until EAGAIN here (at most a
+ * backlog's worth: the queue holds no more) leaves none of them behind. */
+static void loop_take_leftovers(struct loop *lp)
+{
+	for (int i = 0; i < URING_BACKLOG; i++) {
+		struct sockaddr_storage peer;
+		socklen_t len;
+		int fd = acceptor_accept(&lp->acc, &peer, &len, 0);
+		if (fd == -EMFILE) /* one was dropped, and the acceptor logged it */
+			continue;
+		if (fd < 0)
+			return; /* EAGAIN: nothing left; or the listener was shut down */
+		loop_take_conn(lp, fd);
+	}
+}
+
+static void loop_on_accept(struct loop *lp, int res, unsigned flags)
+{
+	if (!(flags & IORING_CQE_F_MORE)) {
+		lp->accept_armed = false; /* single-shot done, or multishot ended */
+		if (lp->sweep.stopping) {
+			if (res >= 0)
+				loop_take_conn(lp, res);
+			loop_take_leftovers(lp);
+			return;
+		}
+	}
+	if (res >= 0) {
+		loop_take_conn(lp, res);
+	} else {
+		if (res == -EMFILE || res == -ENFILE) {
+			lp->emfile = true;
+		} else if (res == -EINVAL && lp->accept_multi && !lp->sweep.stopping && !server_stopping()) {
+			lp->multishot = false; /* a kernel before 5.19 knows no multishot accept */
+		} else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR && res != -ECONNABORTED) {
+			/* Not re-armed at once, or a failing accept would spin the
+			 * loop. EINVAL: the listener was shut down, as a stop (ours,
+			 * or the master's before it signals us) does first. */
+			lp->accept_retry_at = conn_now_ms() + URING_SCAN_MS;
+			if (res != -EINVAL && !lp->sweep.stopping && !server_stopping())
+				log_warn("accept: %s", strerror(-res));
+		}
+		if (lp->accept_armed) /* an error that did not end a multishot accept */
+			loop_cancel_accept(lp);
+	}
+	/* Near the cap, a multishot accept gives way to single ones. */
+	if (lp->accept_armed && lp->accept_multi && !loop_multishot_room(lp))
+		loop_cancel_accept(lp);
+}
+
+/* Out of descriptors, a client is waiting: accept it by hand, or (still out)
+ * drop it with the spare descriptor rather than leave it to spin on. */
 static void loop_on_listener_ready(struct loop *lp, int res)
 {
 	lp->accept_armed = false;
 	if (res < 0 || lp->sweep.stopping)
-		return; /* cancelled by a stop */
-	bool refuses = overload_refuses(lp->srv, OVERLOAD_AT_CAP);
-	/* dropped ones (out of descriptors) count too: the batch stays bounded */
-	for (int n = 0; n < URING_ACCEPT_BATCH; n++) {
-		if (!refuses && !slots_take(lp->slots)) {
-			lp->at_cap = true;
-			return;
-		}
-		struct sockaddr_storage peer;
-		socklen_t len;
-		int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
-		if (fd < 0) {
-			if (!refuses)
-				slots_give(lp->slots);
-			if (fd == -EMFILE)
-				continue; /* one was dropped, and the acceptor logged it */
-			int pause = acceptor_pause_ms(&lp->acc);
-			if (fd != -EAGAIN) {
-				/* not re-armed at once, or a failing accept would spin */
-				lp->accept_retry_at = conn_now_ms() + URING_SCAN_MS;
-				log_warn("accept: %s", strerror(-fd));
-			} else if (pause > 0) {
-				/* out of descriptors with nothing to drop one with:
-				 * a poll re-armed now would complete at once, forever */
-				lp->accept_retry_at = conn_now_ms() + pause;
-			}
-			return;
-		}
-		if (refuses && !slots_take(lp->slots))
-			overload_refuse(lp->srv, fd, (struct sockaddr *)&peer, len);
-		else
-			loop_new_conn(lp, fd, &peer, len);
+		return;
+	struct sockaddr_storage peer;
+	socklen_t len;
+	int fd = acceptor_accept(&lp->acc, &peer, &len, SOCK_NONBLOCK);
+	if (fd >= 0) {
+		lp->emfile = false;
+		loop_take_conn(lp, fd);
+		return;
 	}
+	int pause = acceptor_pause_ms(&lp->acc);
+	/* -EMFILE: one was dropped, and the acceptor logged it */
+	if (fd != -EMFILE && fd != -EAGAIN)
+		lp->accept_retry_at = conn_now_ms() + URING_SCAN_MS;
+	else if (pause > 0) /* nothing to drop it with: polling again would spin */
+		lp->accept_retry_at = conn_now_ms() + pause;
 }
 
 /* Expires deadlines, and ends connections still open when the drain time is up. */
@@ -809,6 +906,8 @@ static void loop_begin_stop(struct loop *lp)
 
 	sweep_begin_stop(&lp->sweep, lp->srv->cfg->drain_timeout_ms);
 	loop_cancel_accept(lp);
+	while (lp->nparked > 0) /* never served: closing is all a drain can do */
+		close(lp->parked[--lp->nparked]);
 	if (lp->slot_armed) {
 		struct io_uring_sqe *sqe = loop_sqe(lp);
 		if (sqe) {
@@ -836,13 +935,16 @@ static void loop_dispatch(struct loop *lp, const struct io_uring_cqe *cqe, bool 
 	switch (ud) {
 	case UD_IGNORE:
 		break;
+	case UD_ACCEPT:
+		loop_on_accept(lp, cqe->res, cqe->flags);
+		break;
 	case UD_LISTEN:
 		loop_on_listener_ready(lp, cqe->res);
 		break;
 	case UD_SLOT:
 		lp->slot_armed = false;
 		slots_woken(lp->slots, lp->id);
-		lp->at_cap = false; /* a slot freed: look at the listener again */
+		loop_unpark(lp);
 		break;
 	case UD_WAKE:
 		lp->wake_armed = false;
@@ -1017,18 +1119,26 @@ static int loop_init(void *arg, const struct server *srv, int id, int nloops, st
 			 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
 		.cq_entries = cq < URING_SQ_ENTRIES * 2 ? URING_SQ_ENTRIES * 2 : cq > 65536 ? 65536 : cq,
 	};
-	int err;
+	int shared, err;
 
 	lp->srv = srv;
 	lp->id = id;
 	lp->slots = slots;
+	lp->multishot = true;
 	/* the master may hold more listeners than we have loops (a reload to
 	 * fewer workers): every one of them is accepted from by some loop */
-	if (acceptor_init_groups(&lp->acc, srv->listen_fds, srv->listen_group_len, srv->nlisten_groups, id, nloops) <
-	    0) {
+	shared = acceptor_init_groups(&lp->acc, srv->listen_fds, srv->listen_group_len, srv->nlisten_groups, id,
+				      nloops);
+	if (shared < 0) {
 		err = -errno;
 		goto fail;
 	}
+	/* One listener for several loops (reuseport off): one wake-up of a
+	 * multishot accept takes the whole backlog, so the first loop to arm
+	 * one took every connection and the others idled. A single accept per
+	 * loop takes one connection and leaves the next to another loop. */
+	if (shared && nloops > 1)
+		lp->multishot = false;
 	err = io_uring_queue_init_params(URING_SQ_ENTRIES, &lp->ring, &p);
 	if (err == -EINVAL) { /* an older kernel: the plain ring */
 		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE, .cq_entries = p.cq_entries };
@@ -1068,6 +1178,8 @@ static int loop_fini(void *arg)
 	free(lp->fixed_free);
 	free(lp->fixed_fds);
 	lp->br = NULL;
+	while (lp->nparked > 0)
+		close(lp->parked[--lp->nparked]);
 	acceptor_close(&lp->acc);
 	return lp->rc;
 }

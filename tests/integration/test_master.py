@@ -146,43 +146,6 @@ def test_kill9_serving_process_is_replaced(model, instances, docroot):
 
 
 @pytest.mark.expect_restart
-@pytest.mark.parametrize("model", ["uring", "epoll"])
-def test_clients_connecting_as_a_serving_process_dies_are_answered(model, instances, docroot):
-    """Nothing a serving process killed by SIGKILL leaves behind takes clients
-    off the listener: bursts of clients that connect the moment it is gone
-    wait in the backlog and are each answered by its replacement. (An
-    io_uring accept armed in the dead process's ring outlived it and reset
-    about one such client in ten.)"""
-    need(model)
-    srv = instances(model, root=docroot.path)
-    master = srv.proc.pid
-    for round_ in range(3):
-        old = _one_serving(master)
-        os.kill(old, signal.SIGKILL)
-        deadline = time.monotonic() + 2.0
-        while util.proc_live(old) and time.monotonic() < deadline:
-            pass  # as close to its death as we can see it
-        assert not util.proc_live(old), f"{old} survived kill -9"
-        clients = []
-        try:
-            for n in range(30):
-                c = srv.connect(timeout=util.scaled(5))
-                clients.append(c)
-                c.send(util.build_request("GET", f"/a.txt?round={round_}&n={n}", [("Connection", "close")]))
-            for n, c in enumerate(clients):
-                try:
-                    resp = c.read_response()
-                except (util.ConnectionClosed, OSError) as e:
-                    raise AssertionError(f"round {round_}: client {n} of 30 lost: {e!r}") from e
-                assert resp.status == 200 and resp.body == A_TXT, (round_, n, resp)
-        finally:
-            for c in clients:
-                c.close()
-    assert len(re.findall(r"killed by signal 9\b", _log(srv))) == 3, _log(srv)
-    srv.assert_alive()
-
-
-@pytest.mark.expect_restart
 def test_restart_backoff_once_a_second_clients_wait(instances, docroot):
     """README: a serving process that keeps dying at once is restarted at most
     once a second, and clients wait in the backlog meanwhile (then are served)."""
