@@ -113,6 +113,9 @@ static void econn_close(struct loop *lp, struct econn *e)
 	if (e->queued)
 		ready_remove(lp, e);
 	close(e->fd); /* also removes it from the epoll set, if it was in it */
+	/* given back before wire_free counts the close: once the statistics
+	 * show a connection closed, its slot is free to a newcomer */
+	slots_give(lp->slots);
 	wire_free(e->c);
 	if (e->prev)
 		e->prev->next = e->next;
@@ -123,7 +126,6 @@ static void econn_close(struct loop *lp, struct econn *e)
 	free(e);
 	lp->nconns--;
 	sweep_closed(&lp->sweep);
-	slots_give(lp->slots);
 }
 
 /* Adds a connection to the epoll set when it first has to wait. Most

@@ -307,6 +307,9 @@ static void uconn_close(struct loop *lp, struct uconn *u)
 	uconn_unfix_file(lp, u);
 	pagebuf_put(u->send);
 	close(u->fd);
+	/* given back before wire_free counts the close: once the statistics
+	 * show a connection closed, its slot is free to a newcomer */
+	slots_give(lp->slots);
 	wire_free(u->c);
 	if (u->prev)
 		u->prev->next = u->next;
@@ -317,7 +320,6 @@ static void uconn_close(struct loop *lp, struct uconn *u)
 	free(u);
 	lp->nconns--;
 	sweep_closed(&lp->sweep);
-	slots_give(lp->slots);
 }
 
 static void loop_cancel_ud(struct loop *lp, uint64_t ud, bool *sent)
