@@ -1217,6 +1217,11 @@ class Report:
              "ci95": None if c["ci95"] is None else [round(x, 4) for x in c["ci95"]], "kind": "claim"}
             for c in self.claims] + [
             {"id": wid, "verdict": w, "ratio": None, "ci95": None, "kind": "winner"} for wid, w in self.winners.items()]
+        # settled: this run and the published one reached the same verdict (the
+        # next run's replication counts only those; see stats.replication)
+        ref = {v["id"]: v.get("verdict") for v in self.reference or []}
+        for v in self.verdicts:
+            v["settled"] = stats.settled_by_both(v["verdict"], ref.get(v["id"]))
         if self.reference is not None:
             self.replication = stats.replication(self.reference, self.verdicts)
 
@@ -1250,16 +1255,21 @@ class Report:
             return
         s = stats.replication_summary(self.replication)
         share = f"{s['held_share']:.0%}" if s["held_share"] is not None else "—"
-        self.md.append(f"Of the published run's {s['published_settled']} settled verdicts, **{s['held']} held "
-                       f"({share})**, {s['reversed']} reversed (settled to the opposite), {s['not_held']} not "
-                       f"held (unsettled now, or another verdict), {s['missing']} not in this run (a cell it did "
-                       f"not measure). Verdicts the published run left unsettled are listed too, for what this "
-                       f"run found.\n")
+        reached = f"{s['reached_share']:.0%}" if s["reached_share"] is not None else "—"
+        self.md.append(f"Of the published run's {s['published_settled']} settled verdicts (reached by it and by the "
+                       f"run before it), **{s['held']} held ({share})**, {s['reversed']} reversed (settled to the "
+                       f"opposite), {s['not_held']} not held (unsettled now, or another verdict), {s['missing']} not "
+                       f"in this run (a cell it did not measure). Over every verdict the published run reached, "
+                       f"settled or not: {s['reached_held']} of {s['reached']} reprinted ({reached}), "
+                       f"{s['reached_reversed']} reversed. Verdicts the published run left unsettled are listed "
+                       f"too, for what this run found.\n")
         fmt = lambda r, c: (f"{r:.2f} [{c[0]:.2f}–{c[1]:.2f}]" if r is not None and c else "—")
         self.md.append(table(["id", "published", "ratio [95% CI]", "this run", "ratio [95% CI]", "held?"],
                              [[r["id"], r["published"], fmt(r["published_ratio"], r["published_ci95"]),
                                r["now"] or "—", fmt(r["now_ratio"], r["now_ci95"]),
-                               f"**{r['status']}**" if r["status"] in (stats.REVERSED,) else r["status"]]
+                               f"**{r['status']}**" if r["status"] in (stats.REVERSED,) else
+                               f"reached once; {r['reprinted']} now" if r["status"] == stats.REACHED_ONCE else
+                               r["status"]]
                               for r in self.replication]))
 
     def why_section(self):
@@ -1665,7 +1675,8 @@ class Report:
         if self.reference is not None and self.replication:
             s = stats.replication_summary(self.replication)
             top.append(f"Replication against the published run: {s['held']} of its {s['published_settled']} settled "
-                       f"verdicts held, {s['reversed']} reversed (see “Replication”).\n")
+                       f"verdicts held, {s['reversed']} reversed; {s['reached_held']} of the {s['reached']} it "
+                       f"reached, settled or not (see “Replication”).\n")
         top.append(self.summary_section())
         top.append("\n## Headline: epoll (spindle's default, chosen in advance) against nginx\n")
         top.append("Other models are in their own tables below. Figures: median (95% interval) over the repeats. "

@@ -427,13 +427,21 @@ class Family:
 # --------------------------------------------------------------------------
 
 HELD, NOT_HELD, REVERSED, WAS_UNSETTLED, MISSING = "held", "not held", "reversed", "was unsettled", "not in this run"
+# the published run reached it, the run before it did not: a verdict, not yet a settled one
+REACHED_ONCE = "reached once"
 
 
 def replication(published: list[dict], new: list[dict]) -> list[dict]:
     """One row per verdict of the published run: its verdict, this run's, and
     whether it held (same settled verdict), was not held (this run unsettled
     or another verdict), was reversed (settled to its opposite), or was never
-    settled to begin with."""
+    settled to begin with.
+
+    Settled means reached by two runs: a published verdict that carries
+    "settled": false (its own run reached it, the run before did not) is a
+    verdict reached once; its row still says whether this run reprinted it
+    (`reprinted`), and the summary counts those apart. Published verdicts
+    written before the flag existed count as settled when reached."""
     now = {v["id"]: v for v in new}
     out = []
     for old in published:
@@ -449,21 +457,30 @@ def replication(published: list[dict], new: list[dict]) -> list[dict]:
             status = REVERSED
         else:
             status = NOT_HELD
+        once = status != WAS_UNSETTLED and old.get("settled") is False
         out.append({"id": old["id"], "published": ov, "published_ratio": old.get("ratio"),
                     "published_ci95": old.get("ci95"), "now": nv,
                     "now_ratio": cur.get("ratio") if cur else None, "now_ci95": cur.get("ci95") if cur else None,
-                    "status": status})
+                    "status": REACHED_ONCE if once else status, "reprinted": status})
     return out
 
 
 def replication_summary(rows: list[dict]) -> dict:
-    settled = [r for r in rows if r["status"] not in (WAS_UNSETTLED,)]
+    """The figure a replication is judged by (settled verdicts: reached by the
+    published run and the one before it), and the same count over every
+    verdict the published run reached (`reached_*`), settled or not."""
+    settled = [r for r in rows if r["status"] not in (WAS_UNSETTLED, REACHED_ONCE)]
+    reached = [r for r in rows if r["status"] != WAS_UNSETTLED]
     held = sum(1 for r in settled if r["status"] == HELD)
+    reached_held = sum(1 for r in reached if r["reprinted"] == HELD)
     return {"published_settled": len(settled), "held": held,
             "reversed": sum(1 for r in settled if r["status"] == REVERSED),
             "not_held": sum(1 for r in settled if r["status"] == NOT_HELD),
             "missing": sum(1 for r in settled if r["status"] == MISSING),
-            "held_share": held / len(settled) if settled else None}
+            "held_share": held / len(settled) if settled else None,
+            "reached": len(reached), "reached_held": reached_held,
+            "reached_reversed": sum(1 for r in reached if r["reprinted"] == REVERSED),
+            "reached_share": reached_held / len(reached) if reached else None}
 
 
 def is_settled(verdict: str | None) -> bool:

@@ -259,3 +259,22 @@ def test_cpu_per_request_compares_only_at_about_the_same_load():
     assert "another load" in claims.cpu_comparable(fast, stalled)
     # nor does it turn on which one spent less: that is what is being compared
     assert "another load" in claims.cpu_comparable(dict(fast, server_us_per_req=9.0), stalled)
+
+
+def test_a_pair_measured_at_matched_load_is_judged_there_whatever_the_generator_did():
+    """Where the plan measured both servers at matched load, that is the
+    basis, decided in advance: the generator crossing 90% of its core in one
+    run and not in the next must not switch the verdict from req/s to CPU
+    per request (seed 000's iterative against thread did: 0.50, then 1.14)."""
+    rows = seed000_rows()
+    rows += [matched("seed000", s, us) for s, us in (("pool-5", 36.0), ("iterative", 25.0),
+                                                       ("thread", 72.0), ("pool-15", 36.2))]
+    before = table(rows)
+    t = next(r for r in before.values() if r["id"] == "claim/000/order")
+    assert "iterative vs thread: ahead" in t["why"] and "CPU/req at 4,000/s" in t["why"]
+    for r in rows:                       # the closed-loop cells with a matched pair at the generator's limit
+        if r.get("part") != "matched" and r["server"] != "fork":
+            r["client_bound"] = True
+    assert table(rows)["claim/000/order"]["why"] == t["why"]
+    # fork has no matched cell (too slow for the rate): thread against fork stays on req/s
+    assert "thread vs fork: ahead (" in t["why"] and t["why"].endswith("on rps)")

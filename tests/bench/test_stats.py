@@ -170,11 +170,30 @@ def test_replication_held_not_held_reversed():
     assert rows == {"a": stats.HELD, "b": stats.REVERSED, "c": stats.NOT_HELD, "d": stats.WAS_UNSETTLED,
                     "e": stats.MISSING}
     s = stats.replication_summary(stats.replication(published, new))
-    assert s == {"published_settled": 4, "held": 1, "reversed": 1, "not_held": 1, "missing": 1, "held_share": 0.25}
+    assert s == {"published_settled": 4, "held": 1, "reversed": 1, "not_held": 1, "missing": 1, "held_share": 0.25,
+                 "reached": 4, "reached_held": 1, "reached_reversed": 1, "reached_share": 0.25}
     # a verdict the published run left unsettled is not "missing" when this run lacks it
     assert stats.replication([{"id": "x", "verdict": "unsettled"}], [])[0]["status"] == stats.WAS_UNSETTLED
     assert stats.settled_by_both("ahead", "ahead") and not stats.settled_by_both("unsettled", "unsettled")
     assert not stats.settled_by_both("ahead", "behind")
+
+
+def test_replication_counts_as_settled_only_what_two_runs_reached():
+    """A published verdict its own reference did not reach ("settled": false)
+    is reported apart: it neither counts for nor against the settled figure,
+    and the reached-once figure still says whether it was reprinted."""
+    published = [{"id": "a", "verdict": "ahead", "settled": True},
+                 {"id": "b", "verdict": "ahead", "settled": False},
+                 {"id": "c", "verdict": "behind", "settled": False},
+                 {"id": "d", "verdict": "holds", "settled": True}]
+    new = [{"id": "a", "verdict": "ahead"}, {"id": "b", "verdict": "ahead"},
+           {"id": "c", "verdict": "ahead"}, {"id": "d", "verdict": "unsettled"}]
+    rows = stats.replication(published, new)
+    assert [r["status"] for r in rows] == [stats.HELD, stats.REACHED_ONCE, stats.REACHED_ONCE, stats.NOT_HELD]
+    assert [r["reprinted"] for r in rows] == [stats.HELD, stats.HELD, stats.REVERSED, stats.NOT_HELD]
+    s = stats.replication_summary(rows)
+    assert (s["published_settled"], s["held"], s["held_share"]) == (2, 1, 0.5)
+    assert (s["reached"], s["reached_held"], s["reached_reversed"]) == (4, 2, 1)
 
 
 def test_verdicts_serialise_to_the_published_schema():
