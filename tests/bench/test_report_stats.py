@@ -77,7 +77,7 @@ def test_replication_section_against_a_reference(tmp_path):
     md, _ = _write(tmp_path, reference)
     rep = md[md.index("## Replication"):]
     rep = rep[:rep.index("\n## ", 5)]
-    assert "Of the published run's 3 settled verdicts, **1 held (33%)**" in rep
+    assert "Of the published run's 3 settled verdicts (reached by it and by the run before it), **1 held (33%)**" in rep
     assert "| claim/003/keepalive-par | does not hold |" in rep and "| held |" in rep
     assert "| claim/gone | holds |" in rep and "not in this run" in rep
     # the claims table marks as settled only what both runs reached
@@ -87,6 +87,10 @@ def test_replication_section_against_a_reference(tmp_path):
     assert "| **yes** |" not in line
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["reference_verdicts"] == reference and len(saved["replication"]) == 3
+    # verdicts.json marks as settled what both runs reached: the next run counts only those
+    mine = {v["id"]: v for v in json.loads((tmp_path / "verdicts.json").read_text())}
+    assert mine["claim/003/keepalive-par"]["settled"] is True
+    assert mine["claim/003/close-ahead"]["settled"] is False
 
 
 def test_no_reference_settles_nothing(tmp_path):
