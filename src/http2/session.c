@@ -94,6 +94,11 @@
 
 #define H2_IN_SIZE (16 * 1024)      /* one receive */
 #define H2_OUT_GATHER (64 * 1024)   /* bytes of frames gathered into one write */
+/* A DATA frame at least this long whose bytes are a file's goes out by
+ * sendfile on a plain connection: its header ends the gathered write (sent
+ * with MSG_MORE), the file's bytes follow from the page cache, never copied
+ * into the buffer; shorter ones are cheaper copied than a system call each. */
+#define H2_SENDFILE_MIN (4 * 1024)
 #define H2_MAX_STREAMS 128          /* SETTINGS_MAX_CONCURRENT_STREAMS, as nginx */
 /* SETTINGS_INITIAL_WINDOW_SIZE: what a client may send on a stream before
  * a WINDOW_UPDATE. Request bodies are only discarded here; a window of
@@ -171,6 +176,14 @@ struct h2_session {
 	char *in;                 /* H2_IN_SIZE, allocated while the connection is busy */
 	char *out;                /* gathered frames: out[out_off .. out_len) */
 	size_t out_off, out_len, out_cap;
+	/* A DATA frame's payload sent from its file: it goes out between
+	 * out[.. file_at) and out[file_at ..). One at a time: the frames that
+	 * come after it in the same write are gathered behind it. */
+	struct h2_stream *file_st; /* whose file (kept until it is out) */
+	int file_fd;
+	off_t file_off;
+	size_t file_len, file_at;
+	bool file_closed;         /* nghttp2 closed file_st meanwhile: free it once out */
 	struct h2_stream *streams;
 	size_t nstreams;          /* open streams we know */
 	size_t waiting;           /* of them, without a response yet */
@@ -655,6 +668,45 @@ static h2_ssize read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t 
 
 static bool out_reserve(struct h2_session *s, size_t n);
 
+/* Bytes wait to go out: gathered frames, or a frame's payload from its file. */
+static bool out_pending(const struct h2_session *s)
+{
+	return s->out_off < s->out_len || s->file_st;
+}
+
+/* The frame's payload is length bytes of one file, at a plain connection:
+ * its header joins the gathered output, and the bytes are noted to follow
+ * it by sendfile (h2_output). A file's bytes held in memory (the cache), a
+ * range that spans pieces, or a TLS connection (which encrypts in user
+ * space: the copy is its own) are copied as before. */
+static bool send_body_from_file(struct h2_session *s, struct h2_stream *st, const uint8_t *framehd, size_t length)
+{
+	const char *p;
+	uint64_t off, len;
+
+	if (s->tls || length < H2_SENDFILE_MIN || st->resp.body.fd < 0)
+		return false;
+	while (body_piece(st, &p, &off, &len) && st->pos == len) {
+		st->piece++;
+		st->pos = 0;
+	}
+	if (!body_piece(st, &p, &off, &len) || p || len - st->pos < length ||
+	    response_body_bytes(&st->resp, off + st->pos) || st->resp.body.kind == RESPONSE_BODY_LISTING)
+		return false;
+	if (!out_reserve(s, 9))
+		return false;
+	memcpy(s->out + s->out_len, framehd, 9);
+	s->out_len += 9;
+	s->file_st = st;
+	s->file_fd = st->resp.body.fd;
+	s->file_off = (off_t)(off + st->pos);
+	s->file_len = length;
+	s->file_at = s->out_len;
+	s->file_closed = false;
+	st->pos += length;
+	return true;
+}
+
 /* A DATA frame read_body() announced goes out: its header and its bytes
  * into the gathered output (h2_flush, which runs with the buffer empty, so
  * it may grow). */
@@ -670,8 +722,10 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
 	/* One nghttp2_session_mem_send() call goes on from frame to frame as
 	 * long as the client's window allows (megabytes): the write is full,
 	 * this frame waits for the next call. */
-	if (s->out_len >= H2_OUT_GATHER)
+	if (s->out_len >= H2_OUT_GATHER || s->file_st)
 		return NGHTTP2_ERR_WOULDBLOCK;
+	if (send_body_from_file(s, st, framehd, length))
+		return 0;
 	if (!out_reserve(s, 9 + length))
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	memcpy(s->out + s->out_len, framehd, 9);
@@ -965,6 +1019,15 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	return 0;
 }
 
+/* A closed stream, unlinked: accounted (its last byte is out) and freed. */
+static void stream_end(struct h2_session *s, struct h2_stream *st)
+{
+	if (st->responded)
+		stream_account(s, st);
+	mem_charge(s, st, -(ptrdiff_t)st->mem);
+	stream_free(st);
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t error_code, void *user_data)
 {
 	struct h2_session *s = user_data;
@@ -977,11 +1040,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t erro
 	if (!st)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, stream_id, NULL);
-	if (st->responded)
-		stream_account(s, st);
 	stream_unlink(s, st);
-	mem_charge(s, st, -(ptrdiff_t)st->mem);
-	stream_free(st);
+	if (st == s->file_st) { /* its file's bytes are still to go: it ends when they are out */
+		s->file_closed = true;
+		return 0;
+	}
+	stream_end(s, st);
 	return 0;
 }
 
@@ -1081,6 +1145,8 @@ void h2_session_free(struct h2_session *s)
 		s->streams = st->next;
 		stream_free(st);
 	}
+	if (s->file_st && s->file_closed) /* no longer among s->streams */
+		stream_free(s->file_st);
 	pagebuf_free(s->in, H2_IN_SIZE);
 	pagebuf_free(s->out, s->out_cap);
 	free(s);
@@ -1122,7 +1188,7 @@ static bool out_reserve(struct h2_session *s, size_t n)
  * session that wants neither to read nor to write is over. */
 static void h2_flush(struct h2_session *s)
 {
-	if (s->state != H2_OPEN || s->out_off < s->out_len)
+	if (s->state != H2_OPEN || out_pending(s))
 		return;
 	s->out_off = s->out_len = 0;
 	if (s->fatal) { /* our GOAWAY is out: nghttp2 has nothing more to say */
@@ -1247,7 +1313,7 @@ static void h2_fatal(struct h2_session *s, int rv)
 				     (unsigned char)(last >> 8), (unsigned char)last,
 				     (unsigned char)(code >> 24), (unsigned char)(code >> 16),
 				     (unsigned char)(code >> 8), (unsigned char)code };
-	if (s->out_off < s->out_len || !out_reserve(s, sizeof(goaway))) {
+	if (out_pending(s) || !out_reserve(s, sizeof(goaway))) {
 		s->state = H2_CLOSE; /* a send may be in flight: nothing can be added */
 		return;
 	}
@@ -1336,7 +1402,16 @@ void h2_output(struct h2_session *s, struct conn_output *out)
 	out->file_off = 0;
 	out->file_len = 0;
 	out->more = false;
-	out->total = s->out_len - s->out_off;
+	if (s->file_st && s->out_off == s->file_at) { /* the frame's payload, from its file */
+		out->file_fd = s->file_fd;
+		out->file_off = s->file_off;
+		out->file_len = s->file_len;
+		out->total = s->file_len;
+		return;
+	}
+	size_t end = s->file_st ? s->file_at : s->out_len;
+	out->total = end - s->out_off;
+	out->more = s->file_st != NULL;
 	if (out->total > 0) {
 		out->iov[0].iov_base = s->out + s->out_off;
 		out->iov[0].iov_len = out->total;
@@ -1344,12 +1419,28 @@ void h2_output(struct h2_session *s, struct conn_output *out)
 	}
 }
 
+/* The file's bytes are out: the stream nghttp2 closed meanwhile ends. */
+static void file_sent(struct h2_session *s)
+{
+	struct h2_stream *st = s->file_st;
+	s->file_st = NULL;
+	if (s->file_closed)
+		stream_end(s, st);
+}
+
 void h2_output_done(struct h2_session *s, size_t n)
 {
-	s->out_off += n;
 	if (n > 0)
 		s->progress_ms = conn_now_ms();
-	if (s->out_off >= s->out_len) {
+	if (s->file_st && s->out_off == s->file_at) {
+		s->file_off += (off_t)n;
+		s->file_len -= n;
+		if (s->file_len == 0)
+			file_sent(s);
+	} else {
+		s->out_off += n;
+	}
+	if (!s->file_st && s->out_off >= s->out_len) {
 		s->out_off = s->out_len = 0;
 		h2_flush(s);
 	}
@@ -1385,7 +1476,7 @@ enum conn_want h2_wants(const struct h2_session *s, int64_t *deadline_ms)
 		break;
 	}
 	enum conn_want want = CONN_WANT_READ;
-	if (s->out_off < s->out_len) {
+	if (out_pending(s)) {
 		*deadline_ms = s->progress_ms + cfg->send_timeout_ms;
 		want = CONN_WANT_WRITE;
 	} else if (s->nstreams > s->waiting) { /* responses the client's window holds back: a slow reader */
@@ -1420,7 +1511,7 @@ void h2_timeout(struct h2_session *s)
 		return;
 	}
 	stats_timeout(); /* stats */
-	if (s->state == H2_OPEN && s->out_off == s->out_len && s->nstreams == 0) {
+	if (s->state == H2_OPEN && !out_pending(s) && s->nstreams == 0) {
 		/* idle: say goodbye with GOAWAY, as h2o and nginx do; a client
 		 * that does not take it meets send_timeout */
 		nghttp2_session_terminate_session(s->ng, NGHTTP2_NO_ERROR);
@@ -1452,7 +1543,7 @@ void h2_drain(struct h2_session *s)
 
 bool h2_awaits_request(const struct h2_session *s)
 {
-	return s->state == H2_OPEN && !s->draining && s->out_off == s->out_len;
+	return s->state == H2_OPEN && !s->draining && !out_pending(s);
 }
 
 /* Gives back the pages of [p, p + len) that hold only zeros: they read
@@ -1473,7 +1564,7 @@ static bool release_zero_pages(char *p, size_t len)
 
 bool h2_release_idle(struct h2_session *s)
 {
-	if (s->state != H2_OPEN || s->out_off < s->out_len || s->nstreams > 0)
+	if (s->state != H2_OPEN || out_pending(s) || s->nstreams > 0)
 		return false;
 	bool held = s->in || s->out;
 	mem_charge(s, NULL, -(ptrdiff_t)((s->in ? H2_IN_SIZE : 0) + s->out_cap));
