@@ -53,7 +53,8 @@ static bool h2f_write(struct conn *c, size_t step, int *steps)
 		FZ_CHECK(deadline >= 0);
 		struct conn_output o;
 		conn_output(c, &o);
-		FZ_CHECK(o.total > 0 && o.iovcnt > 0); /* HTTP/2 sends memory, never nothing */
+		/* memory, or a DATA payload from its file (sendfile), never nothing */
+		FZ_CHECK(o.total > 0 && (o.iovcnt > 0 || (o.file_fd >= 0 && o.file_len == o.total)));
 		size_t n = o.total < step ? o.total : step;
 		conn_output_done(c, n);
 	}
