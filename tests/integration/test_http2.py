@@ -691,55 +691,54 @@ def test_rfc9218_priorities(server):
 
 def test_a_stream_reset_while_its_file_goes_out_ends_cleanly(server, docroot):
     """A big file's DATA payloads go out from the file (sendfile), after
-    their frame headers: a stream the client resets meanwhile must still
-    have its announced payload sent (the peer parses frames by length), and
-    its file is closed only once those bytes are out. Stream 1 is reset
-    after its first DATA frame; stream 3, requested beside it, still gets
-    every byte exact, and stream 5 after them its answer."""
+    their frame headers: a stream that ends meanwhile (its last frame sent,
+    or reset by the client) must still have its announced payload sent, as
+    the peer parses frames by length, and its file is closed only once
+    those bytes are out. Stream 1 is reset after its first DATA frame, its
+    window shut; stream 3, requested beside it, still gets every byte exact,
+    and stream 5 after them its answer."""
     def frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
         return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
 
     window = 256 * 1024  # each stream's: stream 1 stalls there, stream 3 is topped up as it is read
-    settings = struct.pack(">HI", 4, window)
-    bodies, ended, data, reset = collections.defaultdict(bytearray), set(), b"", False
+    bodies, ended, state = collections.defaultdict(bytearray), set(), {"data": b"", "reset": False}
     with socket.create_connection((HOST, server.port), timeout=util.scaled(10)) as s:
-        s.sendall(PREFACE + frame(4, 0, 0, settings) + frame(8, 0, 0, struct.pack(">I", 2 ** 31 - 1 - 65535)) +
-                  _get(1) + _get(3))
-        while 3 not in ended:
-            chunk = s.recv(1 << 20)
-            assert chunk, (len(bodies[1]), len(bodies[3]), ended)
-            data += chunk
-            while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
-                length, ftype, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
-                stream = struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF
-                payload, data = data[9:9 + length], data[9 + length:]
-                if ftype == 0:
-                    bodies[stream] += payload
-                    if stream == 3 and length and not flags & 0x01:
-                        s.sendall(frame(8, 0, 3, struct.pack(">I", length)))
-                    if stream == 1 and not reset:
-                        s.sendall(frame(3, 0, 1, struct.pack(">I", 8)))  # RST_STREAM, CANCEL
-                        reset = True
-                if ftype in (0, 1) and flags & 0x01:
-                    ended.add(stream)
-                if ftype == 4 and not flags & 0x01:
-                    s.sendall(frame(4, 0x01, 0))
-        assert reset and 1 not in ended and len(bodies[1]) < BIG_SIZE
+
+        def read_until(last: int, on_data=None) -> None:
+            """Frames until stream `last` ends: DATA into bodies, SETTINGS acknowledged."""
+            while last not in ended:
+                chunk = s.recv(1 << 20)
+                assert chunk, (len(bodies[1]), len(bodies[3]), ended)
+                data = state["data"] + chunk
+                while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+                    length, ftype, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
+                    stream = struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF
+                    payload, data = data[9:9 + length], data[9 + length:]
+                    if ftype == 0:
+                        bodies[stream] += payload
+                        if on_data:
+                            on_data(stream, length, flags)
+                    if ftype in (0, 1) and flags & 0x01:
+                        ended.add(stream)
+                    if ftype == 4 and not flags & 0x01:
+                        s.sendall(frame(4, 0x01, 0))
+                state["data"] = data
+
+        def reset_1_top_up_3(stream: int, length: int, flags: int) -> None:
+            if stream == 3 and length and not flags & 0x01:
+                s.sendall(frame(8, 0, 3, struct.pack(">I", length)))
+            if stream == 1 and not state["reset"]:
+                s.sendall(frame(3, 0, 1, struct.pack(">I", 8)))  # RST_STREAM, CANCEL
+                state["reset"] = True
+
+        s.sendall(PREFACE + frame(4, 0, 0, struct.pack(">HI", 4, window)) +
+                  frame(8, 0, 0, struct.pack(">I", 2 ** 31 - 1 - 65535)) + _get(1) + _get(3))
+        read_until(3, reset_1_top_up_3)
+        assert state["reset"] and 1 not in ended and len(bodies[1]) < BIG_SIZE
         assert hashlib.sha256(bytes(bodies[3])).hexdigest() == docroot.sha256("big.bin")
         block = bytes([0x82, 0x86, 0x04, 6]) + b"/a.txt" + bytes([0x01, 0x01]) + b"a"
         s.sendall(frame(1, 0x05, 5, block))
-        while 5 not in ended:
-            chunk = s.recv(1 << 20)
-            assert chunk, "closed before stream 5's answer"
-            data += chunk
-            while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
-                length, ftype, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
-                stream = struct.unpack(">I", data[5:9])[0] & 0x7FFFFFFF
-                payload, data = data[9:9 + length], data[9 + length:]
-                if ftype == 0:
-                    bodies[stream] += payload
-                if ftype in (0, 1) and flags & 0x01:
-                    ended.add(stream)
+        read_until(5)
     assert bytes(bodies[5]) == A_TXT
     assert server.get("/a.txt").status == 200
 
