@@ -217,12 +217,16 @@ H2_CONNS = 2000 // CLIENT_SHARE
 # H2_NGINX_KIB the same way. spindle read 18.7-19.3 while nghttp2's frame
 # buffer (16 KiB, dead between frames) and its table of streams (4 KiB,
 # zeros when empty) stayed resident and its HPACK encoder kept a table;
-# 9.0-9.9 since (epoll, pool), and 7.8-8.5 with the session's buffers
-# mapped apart from the heap (11.4 under epoll from the heap). What stays is
-# nghttp2's session (3 KiB), its HPACK tables' slots (1 KiB each) and the
-# decoder's entries, and the connection's own state (0.9 KiB).
+# 9.0-9.9 since (epoll, pool), 7.8-8.5 with the session's buffers mapped
+# apart from the heap (11.4 under epoll from the heap), and 6.27 with the
+# frame buffer and the table of streams whole pages of their own (their
+# padding in the heap had left 1.6 KiB a connection free there) and no size
+# kept before each of nghttp2's blocks: nginx's figure (6.28 with
+# tools/h2_idle.py and 10,000 connections, both). What stays is nghttp2's
+# session (3 KiB), its HPACK tables' slots (1 KiB each) and the decoder's
+# entries, and the connection's own state (0.9 KiB).
 H2_NGINX_KIB = 6.3
-H2_IDLE_KIB_MAX = 10.0
+H2_IDLE_KIB_MAX = 7.0
 
 
 def _h2_frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
