@@ -306,7 +306,9 @@ class Report:
         jid = f"headline/{slug(label)}/{slug(metric)}"
         if ep is not None and ng is not None and key in claims.RATE_KEYS:
             m = lambda r: claims.find(self.rows, r["exp"], server=r["server"], part="matched")
-            return self.judge.rate(jid, ep, ng, key, higher_better, matched=(m(ep), m(ng)))
+            # the matched cells make a new connection per request: no basis for a keep-alive row
+            matched = None if ep.get("keepalive") else (m(ep), m(ng))
+            return self.judge.rate(jid, ep, ng, key, higher_better, matched=matched)
         why = claims.why_unusable(ep, ng, key)
         if not why and (ep.get("client_bound") or ng.get("client_bound") or ep.get("fell_behind")
                         or ng.get("fell_behind")):
@@ -1233,10 +1235,11 @@ class Report:
         self.md.append(f"Each claim rests on ratios of medians over the repeats, with a 95% interval (bench/stats.py). "
                        f"A verdict only where the ratio's interval excludes 1 after Holm's correction over all "
                        f"{self.fam.m} tests of this report; a claim of no difference holds only where the ratio is "
-                       f"shown within ±{stats.MARGIN:.0%}; otherwise “unsettled”, with the width reached. Where the "
-                       f"slower cell was client-bound, the comparison is server CPU per request at matched offered "
-                       f"load (the `matched` cells; see “How verdicts are reached”). “Settled” = this run's verdict "
-                       f"and the published run's (docs/bench/verdicts.json) agree.\n")
+                       f"shown within ±{stats.MARGIN:.0%}; otherwise “unsettled”, with the width reached. A pair the "
+                       f"plan measures at matched offered load (the `matched` cells) is judged on server CPU per "
+                       f"request there, whatever its closed-loop cells showed; another pair, where its slower cell "
+                       f"was client-bound, stays unsettled (see “How verdicts are reached”). “Settled” = this run's "
+                       f"verdict and the published run's (docs/bench/verdicts.json) agree.\n")
         self.md.append(table(["seed", "claim", "this run measured", "ratio [95% CI]", "verdict", "published run",
                               "settled", "why"],
                              [[c["seed"], c["claim"], c["measured"],
@@ -1315,16 +1318,19 @@ class Report:
             f"holds, does not hold) only where a test survives it. A claim of no difference needs both one-sided "
             f"tests against ±{stats.MARGIN:.0%} to survive (TOST); otherwise it is unsettled and the table gives "
             f"the interval reached. The peers' per-cell winners are in the same family.\n"
-            f"- **Client-bound cells.** A closed-loop rate measured while the generator used over 90% of its core "
-            f"is the generator's. It may win a comparison; where it is the slower cell, the claim is settled on "
-            f"server CPU per request at **matched offered load**: the `matched` cells offer every compared server "
-            f"the same {self._matched_rate()} requests/s open loop (vegeta, a new connection per request, at most "
-            f"500 outstanding), a rate each sustains and the generator keeps with room to spare. CPU per request "
-            f"falls several-fold from light load to saturation, so it compares only at the same load; a matched "
-            f"cell that fell behind its rate, failed requests or was client-bound leaves the claim unsettled. "
-            f"The rate is below the ab cells' operating point (15–20k/s), where vegeta cannot open connections "
-            f"fast enough: the comparison is the servers' cost per request at a moderate load, not at "
-            f"saturation, and says so.\n"
+            f"- **Client-bound cells and matched load.** A closed-loop rate measured while the generator used "
+            f"over 90% of its core is the generator's. Where the plan measures a pair at **matched offered "
+            f"load** (seed 000's servers, seed 003's epoll and nginx without keep-alive: the `matched` cells "
+            f"offer every compared server the same {self._matched_rate()} requests/s open loop, vegeta, a new "
+            f"connection per request, at most 500 outstanding), the pair is judged on server CPU per request "
+            f"there, always: a basis chosen by whether the generator crossed 90% in a repeat switched between "
+            f"runs. Elsewhere a client-bound rate may win a comparison, and where it is the slower cell the "
+            f"claim stays unsettled. CPU per request falls several-fold from light load to saturation, so it "
+            f"compares only at the same load; a matched cell that fell behind its rate, failed requests or "
+            f"whose generator passed 90% of its core in a repeat (vegeta does only when the server stalls) "
+            f"leaves the pair unsettled. The rate is below the ab cells' operating point (15–20k/s), where "
+            f"vegeta cannot open connections fast enough: the comparison is the servers' cost per request at a "
+            f"moderate load, not their capacity, and the rows say which basis each rests on.\n"
             f"- **Claims about the seeds' own code** (Boost.asio's locking, the fork server's descriptors, a pool "
             f"holding a thread per idle connection) are “not comparable” unless the lab reproduces the mechanism "
             f"(seed 004: the thread model capped at 40 connections).\n")

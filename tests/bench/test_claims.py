@@ -278,3 +278,16 @@ def test_a_pair_measured_at_matched_load_is_judged_there_whatever_the_generator_
     assert table(rows)["claim/000/order"]["why"] == t["why"]
     # fork has no matched cell (too slow for the rate): thread against fork stays on req/s
     assert "thread vs fork: ahead (" in t["why"] and t["why"].endswith("on rps)")
+
+
+def test_a_matched_cell_whose_generator_passed_90_percent_leaves_the_pair_unsettled():
+    """vegeta passes 90% of its core only when the server stalls (it opens
+    connections for the requests that wait), and a server near saturation
+    spends less CPU per request: such a repeat would flatter it."""
+    rows = seed000_rows()
+    rows += [matched("seed000", s, us) for s, us in (("pool-5", 36.0), ("iterative", 25.0),
+                                                       ("thread", 72.0), ("pool-15", 36.2))]
+    assert "iterative vs thread: ahead" in table(rows)["claim/000/order"]["why"]
+    rows[-2]["client_bound"] = True                      # thread's matched cell: vegeta past 90%
+    why = table(rows)["claim/000/order"]["why"]
+    assert "iterative vs thread: unsettled" in why and "stall" in why, why

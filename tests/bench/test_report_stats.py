@@ -107,3 +107,22 @@ def test_calibration_drift_and_steal_at_the_top(tmp_path):
     md, _ = _write(tmp_path, drift=0.9)
     top = md[:md.index("## Headline")]
     assert "**CALIBRATION DRIFTED" in top and "-10.0%" in top
+
+
+def test_matched_cells_judge_only_the_rows_whose_workload_they_share(tmp_path):
+    """seed 003's matched cells make a new connection per request: the
+    no-keep-alive headline row is judged on their CPU per request, the
+    keep-alive row on its own req/s (it read the matched cells' ratio once)."""
+    recs = _records()
+    for i, f in enumerate(SPREAD, 1):
+        p = {"rate": 4000, "keepalive": False, "part": "matched", "_params": ["part", "rate"]}
+        recs.append(_rec("seed003", "epoll matched", "epoll", i, 3999 * f, **dict(p, server_us_per_req=40.0 * f)))
+        recs.append(_rec("seed003", "nginx matched", "nginx-seed003", i, 3999 * f,
+                         **dict(p, server_us_per_req=60.0 * f)))
+    lab = SimpleNamespace(records=recs, notes={}, server_memory=[])
+    report.write(lab, tmp_path, dict(MAN), None)
+    v = {x["id"]: x for x in json.loads((tmp_path / "verdicts.json").read_text())}
+    ka = next(x for k, x in v.items() if k.startswith("headline/seed-003/") and "-k-" in k)
+    close = next(x for k, x in v.items() if k.startswith("headline/seed-003/") and "-k-" not in k)
+    assert abs(ka["ratio"] - 1.4) < 0.02 and "basis" not in ka, ka
+    assert abs(close["ratio"] - 40 / 60) < 0.02 and "CPU/req" in close["basis"], close
