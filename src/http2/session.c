@@ -68,7 +68,6 @@
  * and send_timeout cuts a peer that takes nothing. */
 #include "session.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -88,6 +87,7 @@
 #include "../http1/record.h"
 #include "../log/log.h"
 #include "../overload.h"
+#include "../outbuf.h"
 #include "../pagebuf.h"
 #include "../server.h"
 #include "../site/site.h"
@@ -100,6 +100,9 @@
  * with MSG_MORE), the file's bytes follow from the page cache, never copied
  * into the buffer; shorter ones are cheaper copied than a system call each. */
 #define H2_SENDFILE_MIN (4 * 1024)
+/* A response's fields as nghttp2 takes them, on the stack up to these */
+#define H2_NV_STACK 32
+#define H2_ARENA_STACK 2048
 #define H2_MAX_STREAMS 128          /* SETTINGS_MAX_CONCURRENT_STREAMS, as nginx */
 /* SETTINGS_INITIAL_WINDOW_SIZE: what a client may send on a stream before
  * a WINDOW_UPDATE. Request bodies are only discarded here; a window of
@@ -451,8 +454,7 @@ static void stream_free(struct h2_stream *st)
 	free(st->path);
 	free(st->authority);
 	free(st->fields);
-	free(st->head);
-	free(st->line);
+	free(st->line); /* st->head is in the same block */
 	free(st);
 }
 
@@ -500,32 +502,42 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	const char *method = st->method ? st->method : "";
 	/* CONNECT has no :path (RFC 9113 8.5): its target is the authority */
 	const char *target = st->path ? st->path : st->authority ? st->authority : "";
-	size_t len = strlen(method) + strlen(target) + st->fields_len + 64 +
-		     (st->authority ? strlen(st->authority) : 0);
+	size_t mlen = strlen(method), tlen = strlen(target), alen = st->authority ? strlen(st->authority) : 0;
+	size_t len = mlen + tlen + st->fields_len + alen + 32;
 
-	st->line_len = strlen(method) + strlen(target) + sizeof(" ") + sizeof(" HTTP/2.0") - 2;
-	st->line = malloc(st->line_len + 1);
-	st->head = malloc(len);
+	/* the log's request line and the head, in one block (the line first:
+	 * stream_free frees st->line, and st->head with it) */
+	st->line_len = mlen + 1 + tlen + sizeof(" HTTP/2.0") - 1;
+	st->line = malloc(st->line_len + 1 + len);
 	mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
-	if (!st->line || !st->head) {
+	if (!st->line) {
 		st->parsed = -500;
 		st->line_len = 0;
 		return;
 	}
-	snprintf(st->line, st->line_len + 1, "%s %s HTTP/2.0", method, target);
+	char *q = st->line;
+	q = mempcpy(q, method, mlen);
+	*q++ = ' ';
+	q = mempcpy(q, target, tlen);
+	q = mempcpy(q, " HTTP/2.0", sizeof(" HTTP/2.0"));
+	st->head = q;
 	if (st->too_big) {
 		st->parsed = -431;
 		return;
 	}
-	int n = snprintf(st->head, len, "%s %s HTTP/1.1\r\n", method, target);
-	if (st->authority)
-		n += snprintf(st->head + n, len - (size_t)n, "Host: %s\r\n", st->authority);
+	q = mempcpy(q, method, mlen);
+	*q++ = ' ';
+	q = mempcpy(q, target, tlen);
+	q = mempcpy(q, " HTTP/1.1\r\n", sizeof(" HTTP/1.1\r\n") - 1);
+	if (st->authority) {
+		q = mempcpy(q, "Host: ", 6);
+		q = mempcpy(q, st->authority, alen);
+		q = mempcpy(q, "\r\n", 2);
+	}
 	if (st->fields_len)
-		memcpy(st->head + n, st->fields, st->fields_len);
-	n += (int)st->fields_len;
-	memcpy(st->head + n, "\r\n", 2);
-	n += 2;
-	st->parsed = http_parse_request(st->head, (size_t)n, &s->srv->limits, &st->req);
+		q = mempcpy(q, st->fields, st->fields_len);
+	q = mempcpy(q, "\r\n", 2);
+	st->parsed = http_parse_request(st->head, (size_t)(q - st->head), &s->srv->limits, &st->req);
 	if (st->parsed == 0) /* cannot be: the head is whole */
 		st->parsed = -400;
 	free(st->fields);
@@ -559,8 +571,12 @@ static char *arena_put(struct nvlist *l, const char *p, size_t n, bool lower)
 	if (l->used + n > l->size)
 		return NULL;
 	char *q = l->arena + l->used;
-	for (size_t i = 0; i < n; i++)
-		q[i] = lower ? (char)tolower((unsigned char)p[i]) : p[i];
+	if (!lower) {
+		memcpy(q, p, n);
+	} else { /* field names are ASCII tokens: no locale to consult */
+		for (size_t i = 0; i < n; i++)
+			q[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + ('a' - 'A') : p[i]);
+	}
 	l->used += n;
 	return q;
 }
@@ -779,14 +795,17 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 	l.size = 32 + lines_len + r->lines_len;
 	for (size_t i = 0; i < r->nfields; i++)
 		l.size += strlen(r->fields[i].name) + 24;
-	l.nv = malloc(l.cap * sizeof(*l.nv));
-	l.arena = malloc(l.size);
+	/* a static file's answer fits on the stack; nghttp2 copies the fields */
+	nghttp2_nv nv_stack[H2_NV_STACK];
+	char arena_stack[H2_ARENA_STACK];
+	l.nv = l.cap <= H2_NV_STACK ? nv_stack : malloc(l.cap * sizeof(*l.nv));
+	l.arena = l.size <= sizeof(arena_stack) ? arena_stack : malloc(l.size);
 	if (!l.nv || !l.arena) {
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 		goto out;
 	}
-	char status[4];
-	snprintf(status, sizeof(status), "%03u", (unsigned)r->status % 1000u);
+	unsigned code = (unsigned)r->status % 1000u;
+	char status[4] = { (char)('0' + code / 100), (char)('0' + code / 10 % 10), (char)('0' + code % 10), 0 };
 	nv_add(&l, ":status", 7, status, 3);
 	nv_add_lines(&l, lines, lines_len, r->no_server);
 	nv_add(&l, "date", 4, http_date_now(), HTTP_DATE_LEN);
@@ -798,10 +817,11 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 			continue;
 		}
 		char digits[24];
-		int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)length);
-		const char *v = arena_put(&l, digits, (size_t)n, false);
+		struct outbuf d = { digits, 0, sizeof(digits), false };
+		outbuf_u64(&d, length);
+		const char *v = arena_put(&l, digits, d.len, false);
 		if (v)
-			nv_add(&l, f->name, strlen(f->name), v, (size_t)n);
+			nv_add(&l, f->name, strlen(f->name), v, d.len);
 	}
 	if (r->lines_len)
 		nv_add_lines(&l, r->lines, r->lines_len, false);
@@ -816,8 +836,10 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
 	}
 out:
-	free(l.nv);
-	free(l.arena);
+	if (l.nv != nv_stack)
+		free(l.nv);
+	if (l.arena != arena_stack)
+		free(l.arena);
 }
 
 /* The request on st is complete (or refused with status): the site answers. */

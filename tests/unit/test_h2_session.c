@@ -13,6 +13,7 @@
 
 #define A_TXT "hello, world\n"
 #define BIG_SIZE (4 << 20)
+#define MID_SIZE 40000 /* three DATA frames of 16 KiB or less: all of them sent from the file */
 
 static struct test_server ts;
 
@@ -40,6 +41,9 @@ struct drive {
 	bool discard;     /* count what is sent, keep none of it */
 	size_t total;     /* bytes sent */
 	size_t max_write; /* the largest output offered at once */
+	size_t cut;       /* non-zero: each write takes at most this many bytes (a full socket) */
+	size_t stop_at;   /* non-zero: pump() returns once this many bytes are sent (a stalled client) */
+	size_t file_writes; /* writes of a file range */
 };
 
 static enum conn_want pump(struct drive *d)
@@ -48,33 +52,38 @@ static enum conn_want pump(struct drive *d)
 		int64_t deadline;
 		enum conn_want w = conn_wants(d->c, &deadline);
 		if (w == CONN_WANT_WRITE) {
+			if (d->stop_at && d->total >= d->stop_at)
+				return w;
 			struct conn_output o;
 			conn_output(d->c, &o);
 			cr_assert_gt(o.total, 0, "the core wants WRITE but offers nothing");
 			if (o.total > d->max_write)
 				d->max_write = o.total;
-			d->total += o.total;
+			size_t take = d->cut && d->cut < o.total ? d->cut : o.total;
+			d->total += take;
 			if (o.iovcnt == 0) { /* a DATA payload from its file: what sendfile would send */
 				cr_assert_geq(o.file_fd, 0, "neither memory nor a file range");
+				cr_assert_eq(o.file_len, o.total);
+				d->file_writes++;
 				if (!d->discard) {
-					cr_assert_leq(d->outlen + o.file_len, sizeof(d->out));
-					cr_assert_eq(pread(o.file_fd, d->out + d->outlen, o.file_len, o.file_off),
-						     (ssize_t)o.file_len);
-					d->outlen += o.file_len;
+					cr_assert_leq(d->outlen + take, sizeof(d->out));
+					cr_assert_eq(pread(o.file_fd, d->out + d->outlen, take, o.file_off), (ssize_t)take);
+					d->outlen += take;
 				}
-				conn_output_done(d->c, o.total);
+				conn_output_done(d->c, take);
 				continue;
 			}
 			if (d->discard) {
-				conn_output_done(d->c, o.total);
+				conn_output_done(d->c, take);
 				continue;
 			}
 			size_t n = 0;
-			for (int i = 0; i < o.iovcnt; i++) {
-				cr_assert_leq(d->outlen + o.iov[i].iov_len, sizeof(d->out));
-				memcpy(d->out + d->outlen, o.iov[i].iov_base, o.iov[i].iov_len);
-				d->outlen += o.iov[i].iov_len;
-				n += o.iov[i].iov_len;
+			for (int i = 0; i < o.iovcnt && n < take; i++) {
+				size_t k = o.iov[i].iov_len < take - n ? o.iov[i].iov_len : take - n;
+				cr_assert_leq(d->outlen + k, sizeof(d->out));
+				memcpy(d->out + d->outlen, o.iov[i].iov_base, k);
+				d->outlen += k;
+				n += k;
 			}
 			conn_output_done(d->c, n);
 		} else if (w == CONN_WANT_SHUTDOWN) {
@@ -342,4 +351,121 @@ Test(h2_session, off_answers_the_preface_as_http1)
 	cr_assert_eq(memcmp(d->out, "HTTP/1.1 505", 12), 0, "%.*s", (int)d->outlen, (const char *)d->out);
 	conn_free(d->c);
 	free(d);
+}
+
+/* The server again, without its file cache: a file's bytes come from the
+ * file, as sendfile sends them, not from memory. */
+static void reopen_without_cache(void)
+{
+	test_server_close(&ts);
+	test_server_init(&ts);
+	ts.cfg.cache_size = 0;
+	static char mid[MID_SIZE];
+	for (size_t i = 0; i < sizeof(mid); i++)
+		mid[i] = (char)((i + 1) * 7 + (i + 1) / 4096);
+	test_server_file(&ts, "mid.bin", mid, sizeof(mid));
+	test_server_open(&ts);
+}
+
+/* The first flight for path with the client's windows wide open. */
+static size_t wide_request(unsigned char *flight, const char *path)
+{
+	unsigned char req[160];
+	size_t n = request(req, path);
+	static const unsigned char settings[15] = { 0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff };
+	static const unsigned char wu[13] = { 0, 0, 4, 8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0, 0 };
+	memcpy(flight, req, 24);
+	memcpy(flight + 24, settings, sizeof(settings));
+	memcpy(flight + 24 + sizeof(settings), wu, sizeof(wu));
+	memcpy(flight + 24 + sizeof(settings) + sizeof(wu), req + 33, n - 33);
+	return n - 33 + 24 + sizeof(settings) + sizeof(wu);
+}
+
+/* The DATA payloads of stream in what the core sent, joined; *ended: one
+ * of them had END_STREAM. */
+static size_t data_of(const struct drive *d, uint32_t stream, unsigned char *body, size_t cap, bool *ended)
+{
+	size_t got = 0;
+	*ended = false;
+	for (size_t i = 0; i + 9 <= d->outlen;) {
+		size_t len = (size_t)d->out[i] << 16 | (size_t)d->out[i + 1] << 8 | d->out[i + 2];
+		uint32_t sid = ((uint32_t)d->out[i + 5] << 24 | (uint32_t)d->out[i + 6] << 16 |
+				(uint32_t)d->out[i + 7] << 8 | d->out[i + 8]) & 0x7fffffffu;
+		if (i + 9 + len > d->outlen)
+			break;
+		if (d->out[i + 3] == 0 && sid == stream) {
+			cr_assert_leq(got + len, cap);
+			memcpy(body + got, d->out + i + 9, len);
+			got += len;
+			*ended = *ended || (d->out[i + 4] & 0x01);
+		}
+		i += 9 + len;
+	}
+	return got;
+}
+
+/* A socket that takes a few bytes at a time cuts the frame header before a
+ * payload sent from the file, and the payload itself, anywhere: the client
+ * still reads every frame whole and the body byte-exact. */
+Test(h2_session, a_file_payload_goes_out_whole_through_partial_writes)
+{
+	static const size_t cuts[] = { 1, 5, 9, 10, 4095, 4097, 16393, 70000 };
+	static unsigned char body[MID_SIZE + 1], want[MID_SIZE];
+	for (size_t i = 0; i < MID_SIZE; i++)
+		want[i] = (unsigned char)((i + 1) * 7 + (i + 1) / 4096);
+	reopen_without_cache();
+	for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+		struct drive *d = calloc(1, sizeof(*d));
+		unsigned char flight[200];
+		size_t len = wide_request(flight, "/mid.bin");
+		d->cut = cuts[k];
+		d->c = conn_new(&ts.srv, NULL, 0);
+		feed(d, flight, len, len);
+		bool ended;
+		size_t got = data_of(d, 1, body, sizeof(body), &ended);
+		cr_assert_eq(got, MID_SIZE, "cut %zu: %zu bytes of the body", cuts[k], got);
+		cr_assert_eq(memcmp(body, want, MID_SIZE), 0, "cut %zu: the body differs", cuts[k]);
+		cr_assert(ended, "cut %zu: the stream never ended", cuts[k]);
+		cr_assert_geq(d->file_writes, 3, "cut %zu: the payloads did not come from the file", cuts[k]);
+		int64_t deadline;
+		cr_assert_eq(conn_wants(d->c, &deadline), CONN_WANT_READ);
+		cr_assert(conn_release_idle(d->c));
+		conn_free(d->c);
+		free(d);
+	}
+}
+
+/* A client that stops reading while a payload is half out of its file:
+ * the idle release leaves the connection alone, a drain waits for the
+ * payload, the timeout then closes, and the connection is freed with the
+ * payload still half out (its stream closed or not). */
+Test(h2_session, a_connection_stalled_inside_a_file_payload)
+{
+	static const size_t stops[] = { 20, 16000, 16384 + 9 + 100, 2 * 16384 + 4000 };
+	reopen_without_cache();
+	for (size_t k = 0; k < sizeof(stops) / sizeof(stops[0]); k++) {
+		for (int drain = 0; drain < 2; drain++) {
+			struct drive *d = calloc(1, sizeof(*d));
+			unsigned char flight[200];
+			size_t len = wide_request(flight, "/mid.bin");
+			d->cut = 999;
+			d->stop_at = stops[k];
+			d->discard = true;
+			d->c = conn_new(&ts.srv, NULL, 0);
+			feed(d, flight, len, len);
+			int64_t deadline;
+			cr_assert_eq(conn_wants(d->c, &deadline), CONN_WANT_WRITE, "stop %zu", stops[k]);
+			cr_assert(stops[k] < 16384 || d->file_writes > 0, "stop %zu: no file range yet", stops[k]);
+			cr_assert_not(conn_awaits_request(d->c));
+			cr_assert_not(conn_release_idle(d->c), "stop %zu: buffers released under a write", stops[k]);
+			if (drain) {
+				conn_drain(d->c);
+				cr_assert_eq(conn_wants(d->c, &deadline), CONN_WANT_WRITE);
+			}
+			conn_timeout(d->c);
+			cr_assert_eq(conn_wants(d->c, &deadline), CONN_WANT_CLOSE, "stop %zu", stops[k]);
+			conn_free(d->c);
+			free(d);
+		}
+	}
 }
