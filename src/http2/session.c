@@ -69,13 +69,13 @@
 #include "session.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -310,7 +310,8 @@ static bool over_budget(struct h2_session *s)
  * twice the budget they fail, and nghttp2 with them (the connection
  * closes).
  *
- * Two blocks are set apart, whole pages of their own (h2_pages_get). One is the buffer nghttp2 writes each frame into before
+ * Two blocks are set apart, whole pages of their own (h2_pages_get). One
+ * is the buffer nghttp2 writes each frame into before
  * nghttp2_session_mem_send() hands it over (16 KiB and a frame header, made
  * when the session is and kept for its life: the first block of at least
  * H2_FRAMEBUF_MIN bytes it allocates while the session is being created).
