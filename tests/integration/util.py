@@ -138,6 +138,29 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+_PORTS_DIR = Path("/tmp/spindle-test-ports")
+_ports_held: dict[int, int] = {}
+
+
+def _reserve_port(port: int) -> bool:
+    """The port is this process's until it exits: an exclusive lock on a
+    file named after it, which the kernel drops with the process. Two
+    suites' workers that drew the same port before either server had bound
+    it ran two servers on it (SO_REUSEPORT lets the second bind), each
+    answering the other's requests."""
+    if port in _ports_held:
+        return True
+    _PORTS_DIR.mkdir(exist_ok=True)
+    fd = os.open(_PORTS_DIR / str(port), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _ports_held[port] = fd
+    return True
+
+
 def free_port() -> int:
     """A port nobody uses now, for a server to listen on, taken below the
     kernel's ephemeral range: every client socket (the tests', wrk's, other
@@ -152,6 +175,8 @@ def free_port() -> int:
             # a server killed on purpose (kill -9 tests, planted faults) left
             # its statistics here, which the next server on the port would
             # reclaim with a warning its test counts as a problem
+            continue
+        if not _reserve_port(port):
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
