@@ -148,7 +148,9 @@ def test_health_checks_and_statistics_are_never_shed(docroot, tmp_path):
     finally:
         srv.stop()
     assert statuses.get(503, 0) > 0, statuses
-    assert len(answers) >= 4 and set(answers) == {200}, answers
+    # at least one round during the load (under a sanitizer each waits its
+    # turn in the queue, so there may be no second), and every answer a 200
+    assert len(answers) >= 2 and set(answers) == {200}, answers
 
 
 @pytest.mark.parametrize("bad, why", [("overload = drop", "overload"), ("overload_target = 0", "overload_target")])
@@ -240,7 +242,8 @@ def _reject_server(tmp_path, docroot, model: str, policy: str = "reject") -> uti
                 "keepalive_timeout": "10s", "metrics": "on", "access_log_format": "json"}
     srv = util.Server(model, docroot.path, tmp_path / f"{policy}-{model}", settings).start()
     # start()'s readiness probe must have left before the holders count slots
-    util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+    # (accepted first: before its accept, "none active" says nothing)
+    util.wait_stats(srv.port, lambda s: s["connections_accepted"] >= 1 and s["connections_active"] == 0)
     if model == "fork":
         # its child counts against the cap until reaped, a moment after it
         # closed the connection (longer under a sanitizer's exit checks)
@@ -351,8 +354,10 @@ def test_loops_sharing_the_cap_refuse_nobody_with_a_slot_free_and_rest_when_idle
            else util.Server(loop_model, docroot.path, work, settings)).start()
     ports = [srv.port] + ([srv.other] if addresses == 2 else [])
     try:
-        # start()'s readiness probe holds the one slot until it is seen closed
-        util.wait_stats(srv.port, lambda s: s["connections_active"] == 0)
+        # start()'s readiness probe (a connect, then a close with no
+        # request) holds the one slot from its accept to its close; until
+        # the loop has accepted it, "none active" is true and says nothing
+        util.wait_stats(srv.port, lambda s: s["connections_accepted"] >= 1 and s["connections_active"] == 0)
         statuses = []
         for i in range(SHARED_CAP_CLIENTS):
             with util.Conn.open(ports[i % len(ports)], timeout=util.scaled(5)) as c:
