@@ -95,20 +95,24 @@ def test_a_crash_in_an_adopted_server_fails_the_test(session, docroot):
 def test_a_server_left_running_that_crashes_while_stopping_fails_the_run(session, jobs):
     """The test leaves its server up (as one that failed early does); the
     session stops it at the end, and its serving process crashes then: it is
-    still draining a download the client does not read when the master logs
-    that it is stopping, and a thread of the test crashes it at that line."""
+    still inside a 3 s request when the master logs that it is stopping, and a
+    thread of the test crashes it at that line. (An unread download held it
+    only as long as the kernel's buffers were smaller than the file: on a host
+    with larger ones the process had drained and exited before the kill.)"""
     session.makepyfile(test_inner='''
         import os, signal, threading
         import util
         from conftest import A_TXT
         HELD = []
         def test_leaves_its_server(docroot, tmp_path):
-            srv = util.Server("epoll", docroot.path, tmp_path / "srv", {"drain_timeout": "5s"}).start()
+            srv = util.Server("epoll", docroot.path, tmp_path / "srv",
+                              {"drain_timeout": "10s", "workload": "on", "work_unit": "1ms",
+                               "buckets": "1", "delay_kind": "wall"}).start()
             assert srv.get("/a.txt").body == A_TXT
             serving = util.serving_pids(srv.proc.pid)[0]
-            download = srv.connect(rcvbuf=4096)
-            download.send(util.build_request("GET", "/big.bin"))
-            HELD.append(download)  # unread: the serving process drains it until the timeout
+            busy = srv.connect()
+            busy.send(util.build_request("GET", "/work?delay=3000&bucket=0"))
+            HELD.append(busy)  # in flight for 3 s: the serving process is still in it when stopping
 
             def crash_while_stopping():
                 if util.wait_for(lambda: "stopping:" in srv.error_log.read_text(), 60):
