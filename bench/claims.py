@@ -138,7 +138,11 @@ def planned(ma: dict | None, mb: dict | None) -> bool:
     req/s to CPU per request between two runs (seed 000's iterative against
     thread: 0.50 on CPU, then 1.14 on req/s). The closed-loop rates are still
     shown beside the verdict. A pair the plan did not measure so (fork, too
-    slow for the matched rate) keeps the rule above."""
+    slow for the matched rate) keeps the rule above. The rows are the plan:
+    every planned cell has one, a cell whose every repeat failed or whose
+    server never started included (run_cells records those under the
+    server's label), and a failed one is then a pair left unsettled, not a
+    pair judged on another basis."""
     return ma is not None and mb is not None
 
 

@@ -5,6 +5,7 @@ per-cell CPU and machine load, and every failure or invalid cell."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 import statistics
@@ -909,30 +910,45 @@ class Report:
 
     def peer_winner(self, cell: str, by_srv: dict, key: str, higher_better: bool, rate: bool) -> tuple:
         """(winner or None, why): the best median, and a verdict only where it is
-        ahead of every other server after the correction. Pairs are registered
-        in alphabetical order, so their ids do not depend on who won."""
+        ahead of every other server after the correction."""
         usable = {n: r for n, r in by_srv.items() if not r.get("invalid") and r.get(key) is not None}
+
+        def why(a: str, b: str) -> str:
+            slower = (min if higher_better else max)((a, b), key=lambda n: usable[n][key])
+            out = claims.why_unusable(usable[a], usable[b], key)
+            if not out and rate and usable[slower].get("client_bound") and not claims.saturated(usable[slower]):
+                out = f"{slower} was client-bound below its server's limit"
+            if not out and not rate and key != "p99_ms":
+                out = claims.cpu_comparable(usable[a], usable[b], cpu_rate(cell))
+            return out
+        best, text = self.winner_of(f"peers/{cell}/{key}", usable, key, higher_better, why)
+        return best, text if best is None else f"{best} (ahead of every other server after correction)"
+
+    def winner_of(self, prefix: str, usable: dict, key: str, higher_better: bool, why) -> tuple:
+        """(winner or None, why): the best median, a winner only where it is
+        ahead of every other after the report's correction. Every pair is
+        registered, under its two names in alphabetical order: registering only
+        the leader's pairs made the set of comparisons depend on who led, so a
+        change of leader between two runs left the published run's pairs "not
+        in this run" instead of judging them again."""
         if len(usable) < 2:
-            return None, "fewer than two servers measured"
+            self.winners[f"{prefix}/winner"] = stats.UNSETTLED
+            return None, "fewer than two measured"
+        pairs = {(a, b): self.fam.difference(f"{prefix}/{a}-vs-{b}", claims.vals(usable[a], key),
+                                             claims.vals(usable[b], key), higher_better, why_not=why(a, b))
+                 for a, b in itertools.combinations(sorted(usable), 2)}
         best = (max if higher_better else min)(usable, key=lambda n: usable[n][key])
         for n in sorted(usable, key=lambda n: usable[n][key], reverse=higher_better):
             if n == best:
                 continue
             a, b = sorted((best, n))
-            why = claims.why_unusable(usable[a], usable[b], key)
-            if not why and rate and usable[n].get("client_bound") and not claims.saturated(usable[n]):
-                why = f"{n} was client-bound below its server's limit"
-            if not why and not rate and key != "p99_ms":
-                why = claims.cpu_comparable(usable[a], usable[b], cpu_rate(cell))
-            j = self.fam.difference(f"peers/{cell}/{key}/{a}-vs-{b}", claims.vals(usable[a], key),
-                                    claims.vals(usable[b], key), higher_better, why_not=why)
-            want = stats.AHEAD if a == best else stats.BEHIND
-            if j.verdict != want:
+            j = pairs[(a, b)]
+            if j.verdict != (stats.AHEAD if a == best else stats.BEHIND):
                 detail = j.why_not if not j.r else f"{best} ÷ {n} {j.text() if a == best else _inverse(j)}"
-                self.winners[f"peers/{cell}/{key}/winner"] = stats.UNSETTLED
+                self.winners[f"{prefix}/winner"] = stats.UNSETTLED
                 return None, f"unsettled ({best} vs {n}: {detail})"
-        self.winners[f"peers/{cell}/{key}/winner"] = best
-        return best, f"{best} (ahead of every other server after correction)"
+        self.winners[f"{prefix}/winner"] = best
+        return best, best
 
     # -- HTTP/2: the models under multiplexing (experiments.h2) ---------------------
 
@@ -1019,28 +1035,18 @@ class Report:
         (as the peers' cells; a rate lost by a client-bound cell whose server
         used under 90% of its core does not count)."""
         usable = {n: r for n, r in by_srv.items() if not r.get("invalid") and r.get("rps") is not None}
-        if len(usable) < 2:
-            return None, "fewer than two measured"
-        best = max(usable, key=lambda n: usable[n]["rps"])
-        # every pair registered before any is read (preregister calls this before the correction)
-        pairs = []
-        for n in sorted(usable, key=lambda n: usable[n]["rps"], reverse=True):
-            if n == best:
-                continue
-            a, b = sorted((best, n))
-            why = claims.why_unusable(usable[a], usable[b], "rps")
-            if not why and usable[n].get("client_bound") and not claims.saturated(usable[n]):
-                why = f"{n} was client-bound below its server's limit"
-            pairs.append((n, a, self.fam.difference(f"h2/{slug(cell)}/rps/{a}-vs-{b}", claims.vals(usable[a], "rps"),
-                                                     claims.vals(usable[b], "rps"), True, why_not=why)))
-        for n, a, j in pairs:
-            want = stats.AHEAD if a == best else stats.BEHIND
-            if j.verdict != want:
-                detail = j.why_not if not j.r else f"{best} ÷ {n} {j.text() if a == best else _inverse(j)}"
-                self.winners[f"h2/{slug(cell)}/{among}/winner"] = stats.UNSETTLED
-                return None, f"unsettled ({best} vs {n}: {detail})"
-        self.winners[f"h2/{slug(cell)}/{among}/winner"] = best
-        return best, f"**{best}** (ahead of every other after correction)"
+
+        def why(a: str, b: str) -> str:
+            slower = min((a, b), key=lambda n: usable[n]["rps"])
+            out = claims.why_unusable(usable[a], usable[b], "rps")
+            if not out and usable[slower].get("client_bound") and not claims.saturated(usable[slower]):
+                out = f"{slower} was client-bound below its server's limit"
+            return out
+        prefix = f"h2/{slug(cell)}/rps"
+        best, text = self.winner_of(prefix, usable, "rps", True, why)
+        # the winner's id names what it was chosen among (models, or servers), its pairs' ids do not
+        self.winners[f"h2/{slug(cell)}/{among}/winner"] = self.winners.pop(f"{prefix}/winner")
+        return best, text if best is None else f"**{best}** (ahead of every other after correction)"
 
     def h2_target(self, grid: dict) -> str:
         """The CPU target: spindle's server CPU per request over HTTP/2, 10
@@ -1266,6 +1272,14 @@ class Report:
                        f"settled or not: {s['reached_held']} of {s['reached']} reprinted ({reached}), "
                        f"{s['reached_reversed']} reversed. Verdicts the published run left unsettled are listed "
                        f"too, for what this run found.\n")
+        cshare = f"{s['comparisons_share']:.0%}" if s["comparisons_share"] is not None else "—"
+        creached = f"{s['comparisons_reached_share']:.0%}" if s["comparisons_reached_share"] is not None else "—"
+        self.md.append(f"Counting each comparison once (a claim or headline row that restates a comparison, a pair "
+                       f"read both ways and a winner, which restates its pairs, add nothing; `comparison` in "
+                       f"verdicts.json names the one each verdict rests on): of {s['comparisons_settled']} settled "
+                       f"comparisons **{s['comparisons_held']} held ({cshare})**, {s['comparisons_reversed']} "
+                       f"reversed; of {s['comparisons_reached']} the published run reached, "
+                       f"{s['comparisons_reached_held']} reprinted ({creached}).\n")
         fmt = lambda r, c: (f"{r:.2f} [{c[0]:.2f}–{c[1]:.2f}]" if r is not None and c else "—")
         self.md.append(table(["id", "published", "ratio [95% CI]", "this run", "ratio [95% CI]", "held?"],
                              [[r["id"], r["published"], fmt(r["published_ratio"], r["published_ci95"]),
@@ -1589,9 +1603,12 @@ class Report:
                        f"{steal:.3f} cores (median).")
             retaken = getattr(self.lab, "retaken", None)   # None: a report rendered again from results
             if retaken is not None:
-                out.append(f"- **Disturbed repeats**: {len(retaken)} repeat(s) read more than "
-                           f"+{lab_mod.RETAKE_OTHER_CORES} cores of other load and were taken again at the end of "
-                           f"their experiment (at most {lab_mod.MAX_RETAKES} times each; which ones: each "
+                stalls = sum(1 for r in retaken if str(r.get("retaken_because", "")).startswith("did not run"))
+                out.append(f"- **Disturbed repeats**: {len(retaken) - stalls} repeat(s) read more than "
+                           f"+{lab_mod.RETAKE_OTHER_CORES} cores of other load, and {stalls} repeat(s) of a "
+                           f"matched-load cell did not run at the matched rate (a failed request, the generator "
+                           f"behind or past 90% of its core, under 95% answered); each was taken again at the end "
+                           f"of its experiment (at most {lab_mod.MAX_RETAKES} times; which ones: each "
                            f"experiment's notes); the figures above are the retakes'.")
         m = self.man.get("machine") or {}
         if m:

@@ -317,6 +317,10 @@ class Judgement:
     margin: float = MARGIN
     rejected: dict = field(default_factory=dict)
     basis: str = ""                # what the ratio is of, when not the metric named by the id
+    # The id of the first judgement registered on the same two samples and test
+    # (itself when it is the first): a claim that restates a seed's comparison,
+    # or a pair read both ways, is one comparison, counted once by a replication
+    comparison: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -346,7 +350,8 @@ class Judgement:
                 "p": None if self.p is None else float(f"{self.p:.3g}"),
                 **({"p_equivalent": float(f"{self.p_eq:.3g}")} if self.p_eq is not None else {}),
                 **({"why": self.why_not} if self.why_not else {}),
-                **({"basis": self.basis} if self.basis else {})}
+                **({"basis": self.basis} if self.basis else {}),
+                **({"comparison": self.comparison} if self.comparison else {})}
 
 
 class Family:
@@ -357,6 +362,7 @@ class Family:
     def __init__(self, alpha: float = ALPHA, margin: float = MARGIN):
         self.alpha, self.margin = alpha, margin
         self.items: dict[str, Judgement] = {}
+        self.by_samples: dict[tuple, str] = {}   # (test, the two samples in either order) -> first id
         self.resolved = False
 
     def _get(self, jid: str, kind: str, a, b, higher_better: bool, why_not: str) -> Judgement:
@@ -369,6 +375,9 @@ class Family:
             j.r = ratio_of_medians(a, b, key=jid)
             if j.r is None:
                 j.why_not = "fewer than 2 repeats, or a value not above 0"
+            else:
+                same = (kind, *sorted((tuple(a), tuple(b))))
+                j.comparison = self.by_samples.setdefault(same, jid)
         if j.r:
             j.p = j.r.p_differs()
             if kind == "equivalence":
@@ -458,21 +467,51 @@ def replication(published: list[dict], new: list[dict]) -> list[dict]:
         else:
             status = NOT_HELD
         once = status != WAS_UNSETTLED and old.get("settled") is False
-        out.append({"id": old["id"], "published": ov, "published_ratio": old.get("ratio"),
+        out.append({"id": old["id"], "kind": old.get("kind"), "comparison": comparison_of(old),
+                    "published": ov, "published_ratio": old.get("ratio"),
                     "published_ci95": old.get("ci95"), "now": nv,
                     "now_ratio": cur.get("ratio") if cur else None, "now_ci95": cur.get("ci95") if cur else None,
                     "status": REACHED_ONCE if once else status, "reprinted": status})
     return out
 
 
+def comparison_of(v: dict) -> str | None:
+    """Which comparison a published verdict is (None for a claim or a winner,
+    which restate comparisons). Verdicts written before `comparison` existed
+    are matched by their ratio: a pair read both ways has the inverse ratio
+    and interval, a claim on the same samples the same ones."""
+    if v.get("kind") not in ("difference", "equivalence"):
+        return None
+    if v.get("comparison"):
+        return v["comparison"]
+    if v.get("ratio") and v.get("ci95") and min(v["ci95"]) > 0:
+        lo, hi = v["ci95"]
+        return f"{v['kind']}:{abs(math.log(v['ratio'])):.4f}:{math.log(hi / lo):.4f}"
+    return v["id"]
+
+
 def replication_summary(rows: list[dict]) -> dict:
     """The figure a replication is judged by (settled verdicts: reached by the
     published run and the one before it), and the same count over every
-    verdict the published run reached (`reached_*`), settled or not."""
+    verdict the published run reached (`reached_*`), settled or not.
+
+    The `comparisons_*` figures count each comparison once: the verdicts list
+    a seed's comparison, the claim that restates it and a headline row on the
+    same cells, and a winner restates its pairs, so one noisy comparison moves
+    several verdicts together. There only the tests themselves count, each
+    once (winners and claims left out)."""
     settled = [r for r in rows if r["status"] not in (WAS_UNSETTLED, REACHED_ONCE)]
     reached = [r for r in rows if r["status"] != WAS_UNSETTLED]
     held = sum(1 for r in settled if r["status"] == HELD)
     reached_held = sum(1 for r in reached if r["reprinted"] == HELD)
+    firsts: dict[str, dict] = {}
+    for r in rows:
+        if r.get("comparison"):
+            firsts.setdefault(r["comparison"], r)
+    comp_settled = [r for r in firsts.values() if r["status"] not in (WAS_UNSETTLED, REACHED_ONCE)]
+    comp_reached = [r for r in firsts.values() if r["status"] != WAS_UNSETTLED]
+    comp_held = sum(1 for r in comp_settled if r["status"] == HELD)
+    comp_reached_held = sum(1 for r in comp_reached if r["reprinted"] == HELD)
     return {"published_settled": len(settled), "held": held,
             "reversed": sum(1 for r in settled if r["status"] == REVERSED),
             "not_held": sum(1 for r in settled if r["status"] == NOT_HELD),
@@ -480,7 +519,12 @@ def replication_summary(rows: list[dict]) -> dict:
             "held_share": held / len(settled) if settled else None,
             "reached": len(reached), "reached_held": reached_held,
             "reached_reversed": sum(1 for r in reached if r["reprinted"] == REVERSED),
-            "reached_share": reached_held / len(reached) if reached else None}
+            "reached_share": reached_held / len(reached) if reached else None,
+            "comparisons_settled": len(comp_settled), "comparisons_held": comp_held,
+            "comparisons_reversed": sum(1 for r in comp_settled if r["status"] == REVERSED),
+            "comparisons_share": comp_held / len(comp_settled) if comp_settled else None,
+            "comparisons_reached": len(comp_reached), "comparisons_reached_held": comp_reached_held,
+            "comparisons_reached_share": comp_reached_held / len(comp_reached) if comp_reached else None}
 
 
 def is_settled(verdict: str | None) -> bool:

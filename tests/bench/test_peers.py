@@ -4,6 +4,7 @@ run, the report's issue-shaped table, and which server wins a cell."""
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -331,3 +332,23 @@ def test_negotiated_sentence_flags_servers_that_chose_different_suites():
     differ = same + [{"server": "uring", "tls": "TLSv1.3,TLS_AES_256_GCM_SHA384,256,256"}]
     assert "not like for like" in report.negotiated_sentence(differ)
     assert report.negotiated_sentence([{"server": "x"}]) == "Negotiated: not recorded."
+
+
+def test_every_pair_is_judged_whoever_leads_so_a_new_leader_leaves_no_pair_unjudged():
+    """The winner's pairs used to be the only ones registered: when the
+    leader changed between two runs, the published run's pairs were "not in
+    this run". Every pair is registered now, under the same id in any run."""
+    def ids(rates):
+        recs = [_rec(srv, "keepalive", rep, rate * (1 + rep / 1000), 10.0) for rep in (1, 2, 3)
+                for srv, rate in rates.items()]
+        with tempfile.TemporaryDirectory() as out:
+            rep = report.Report(SimpleNamespace(records=recs, notes={}, server_memory=[]), Path(out), {})
+            rep.preregister()
+            rep.peers()        # the winners are read after the correction
+        return {i for i in rep.fam.items if i.startswith("peers/keepalive/rps/")}, \
+            rep.winners["peers/keepalive/rps/winner"]
+    first, won_first = ids({"h2o": 100_000, "nginx": 60_000, "epoll": 80_000})
+    then, won_then = ids({"h2o": 70_000, "nginx": 60_000, "epoll": 90_000})
+    assert (won_first, won_then) == ("h2o", "epoll")
+    assert first == then == {"peers/keepalive/rps/epoll-vs-h2o", "peers/keepalive/rps/epoll-vs-nginx",
+                             "peers/keepalive/rps/h2o-vs-nginx"}

@@ -27,8 +27,8 @@ def test_a_server_that_cannot_start_is_recorded_not_fatal(tmp_path):
         ran.append(s.label)
         return {"tool": "fake", "ok": 1}
 
-    broken = lab.server_key("spindle", "epoll")
-    cells = [lab.Cell("t", "broken cell", broken, {"conc": 1}, fake_run)]
+    broken = lab.server_key("spindle", "pool", _label="pool-5")
+    cells = [lab.Cell("t", "broken cell", broken, {"conc": 1, "part": "matched"}, fake_run)]
     try:
         lab.run_cells(lb, "t", cells, 2, [], lambda r: "")
     finally:
@@ -36,6 +36,8 @@ def test_a_server_that_cannot_start_is_recorded_not_fatal(tmp_path):
     assert ran == []
     assert len(lb.records) == 2                       # one per repeat
     assert all("cannot start" in r["failed_run"] for r in lb.records)
+    # under the label it would have run under: a pair the plan measured at matched load finds it
+    assert {(r["server"], r["part"]) for r in lb.records} == {("pool-5", "matched")}
     assert lb.servers == []
 
 
@@ -182,3 +184,42 @@ def test_a_cell_that_reads_what_the_last_left_behind_is_not_retaken(tmp_path, mo
         lb.cleanup()
     assert seen and all(not c.retake for c in seen)
 
+
+
+def test_a_matched_load_repeat_that_stalled_is_taken_again():
+    """The rule is fixed before the run, per repeat: a matched-load cell's
+    repeat that failed a request, whose generator fell behind or passed 90%
+    of its core, or that answered under 95% of the rate, is retaken; a
+    repeat of any other cell never is for that, and a failed run is not."""
+    matched = {"rate": 4000, "part": "matched"}
+    ok = {"errors": 0, "fell_behind": False, "client_bound": False, "rps": 3990.0, "mean_ms": 0.9}
+    assert lab.stalled(matched, ok) == ""
+    assert "failed" in lab.stalled(matched, {**ok, "errors": 3})
+    assert "behind" in lab.stalled(matched, {**ok, "fell_behind": True})
+    assert "90%" in lab.stalled(matched, {**ok, "client_bound": True, "mean_ms": 40.0})
+    assert "3700/s answered" in lab.stalled(matched, {**ok, "rps": 3700.0})
+    assert lab.stalled({"rate": 4000}, {**ok, "client_bound": True}) == ""      # not a matched cell
+    assert lab.stalled({"conc": 30}, {**ok, "rps": 10.0}) == ""
+    assert lab.stalled(matched, {"failed_run": "vegeta exited 1"}) == ""
+
+
+def test_run_cells_retakes_a_stalled_matched_repeat(tmp_path, monkeypatch):
+    spindle = REPO / "spindle"
+    lb = lab.Lab(tmp_path / "out", smoke=True, repeats=1, spindle_bin=spindle, cell_s=0.1, warmup_s=0,
+                 cores=[1])
+    lb.make_docroot()
+    stalls = iter([True, False])      # the generator passed 90% of its core in the first reading only
+    real_account = lab.account
+    monkeypatch.setattr(lab, "account", lambda *a, **kw: {**real_account(*a, **kw), "other_cores": 0.01,
+                                                          "client_bound": next(stalls)})
+    monkeypatch.setattr(lab, "measurement_order", lambda cells, repeats, seed=None: [(1, cells[0], False)])
+    cell = lab.Cell("t", "epoll matched", lab.server_key("spindle", "epoll"), {"rate": 100, "part": "matched"},
+                    lambda lab_, s: {"tool": "fake", "requests": 10, "served": 10, "rps": 100.0, "errors": 0,
+                                     "fell_behind": False, "duration_s": 0.1})
+    try:
+        lab.run_cells(lb, "t", [cell], 1, [], lambda r: "")
+    finally:
+        lb.cleanup()
+    assert [(r["rep"], r["client_bound"], r["retakes"]) for r in lb.records] == [(1, False, 1)]
+    assert [r["retaken_because"] for r in lb.retaken] == ["did not run at its rate (the generator passed 90% "
+                                                          "of its core (mean latency 0.0 ms))"]

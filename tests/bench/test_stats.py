@@ -170,8 +170,9 @@ def test_replication_held_not_held_reversed():
     assert rows == {"a": stats.HELD, "b": stats.REVERSED, "c": stats.NOT_HELD, "d": stats.WAS_UNSETTLED,
                     "e": stats.MISSING}
     s = stats.replication_summary(stats.replication(published, new))
-    assert s == {"published_settled": 4, "held": 1, "reversed": 1, "not_held": 1, "missing": 1, "held_share": 0.25,
-                 "reached": 4, "reached_held": 1, "reached_reversed": 1, "reached_share": 0.25}
+    assert {k: v for k, v in s.items() if not k.startswith("comparisons")} == {
+        "published_settled": 4, "held": 1, "reversed": 1, "not_held": 1, "missing": 1, "held_share": 0.25,
+        "reached": 4, "reached_held": 1, "reached_reversed": 1, "reached_share": 0.25}
     # a verdict the published run left unsettled is not "missing" when this run lacks it
     assert stats.replication([{"id": "x", "verdict": "unsettled"}], [])[0]["status"] == stats.WAS_UNSETTLED
     assert stats.settled_by_both("ahead", "ahead") and not stats.settled_by_both("unsettled", "unsettled")
@@ -194,6 +195,32 @@ def test_replication_counts_as_settled_only_what_two_runs_reached():
     s = stats.replication_summary(rows)
     assert (s["published_settled"], s["held"], s["held_share"]) == (2, 1, 0.5)
     assert (s["reached"], s["reached_held"], s["reached_reversed"]) == (4, 2, 1)
+
+
+def test_a_comparison_restated_or_read_both_ways_is_counted_once():
+    """A claim that restates a comparison, a headline row on the same cells and
+    a pair read both ways are one comparison: the replication's comparison
+    count takes each once, so one noisy test cannot move it several times."""
+    fast, slow, other = [20.0, 21.0, 20.5, 20.7, 20.2], [17.0, 17.5, 17.2, 17.1, 17.4], [9.0, 9.5, 9.2, 9.1, 9.3]
+    fam = stats.Family()
+    fam.difference("seed/a>b", fast, slow)
+    fam.difference("seed/b<a", slow, fast, higher_better=False)        # the same pair, read the other way
+    fam.difference("headline/a-b", fast, slow)                         # the same cells again
+    fam.equivalence("seed/a=b", fast, slow)                            # another test on them: its own
+    fam.difference("seed/a>c", fast, other)
+    fam.resolve()
+    published = [{**j.as_json(), "settled": True} for j in fam.items.values()] + [
+        {"id": "claim/a-beats-b", "verdict": "holds", "kind": "claim", "settled": True}]
+    assert [v.get("comparison") for v in published] == ["seed/a>b"] * 3 + ["seed/a=b", "seed/a>c", None]
+    # this run loses the a/b difference in every verdict that restates it, and keeps a>c
+    new = [{"id": v["id"], "verdict": stats.UNSETTLED if v["id"] != "seed/a>c" else v["verdict"]} for v in published]
+    s = stats.replication_summary(stats.replication(published, new))
+    assert (s["published_settled"], s["held"]) == (6, 1)   # "different" is settled too
+    assert (s["comparisons_settled"], s["comparisons_held"], s["comparisons_share"]) == (3, 1, 1 / 3)
+    # verdicts published before `comparison` existed are matched by their ratio and interval
+    old = [{k: v for k, v in x.items() if k != "comparison"} for x in published]
+    assert [stats.comparison_of(v) for v in old][:3] == [stats.comparison_of(old[0])] * 3
+    assert len({stats.comparison_of(v) for v in old[:5]}) == 3
 
 
 def test_verdicts_serialise_to_the_published_schema():
