@@ -5,7 +5,6 @@ per-cell CPU and machine load, and every failure or invalid cell."""
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import re
 import statistics
@@ -238,6 +237,8 @@ class Report:
         self.verdicts: list[dict] = []
         self.replication: list[dict] = []
         self.winners: dict[str, str] = {}     # peers: verdict id -> winner (or "unsettled")
+        # a winner's candidates by id prefix: (servers' rows, metric, higher better, why a pair is not judged)
+        self.pair_sources: dict[str, tuple] = {}
         self.plots: list[str] = []
         self.why: list[dict] = []             # the "which model wins, when, and why" regimes (bench/why.py)
 
@@ -926,18 +927,25 @@ class Report:
 
     def winner_of(self, prefix: str, usable: dict, key: str, higher_better: bool, why) -> tuple:
         """(winner or None, why): the best median, a winner only where it is
-        ahead of every other after the report's correction. Every pair is
-        registered, under its two names in alphabetical order: registering only
-        the leader's pairs made the set of comparisons depend on who led, so a
-        change of leader between two runs left the published run's pairs "not
-        in this run" instead of judging them again."""
+        ahead of every other after the report's correction. The leader's pairs
+        are registered (under the two names in alphabetical order, so an id
+        never depends on who led); every other pair would only weaken the
+        correction (all pairs of the 2026-11-26 18:13 run: 104 tests instead
+        of 63, and settled verdicts lost to it). A pair the published run
+        judged and this run's leader does not need is judged again after the
+        correction (published_pairs)."""
+        self.pair_sources[prefix] = (usable, key, higher_better, why)
         if len(usable) < 2:
             self.winners[f"{prefix}/winner"] = stats.UNSETTLED
             return None, "fewer than two measured"
-        pairs = {(a, b): self.fam.difference(f"{prefix}/{a}-vs-{b}", claims.vals(usable[a], key),
-                                             claims.vals(usable[b], key), higher_better, why_not=why(a, b))
-                 for a, b in itertools.combinations(sorted(usable), 2)}
         best = (max if higher_better else min)(usable, key=lambda n: usable[n][key])
+        pairs = {}
+        for n in sorted(usable, key=lambda n: usable[n][key], reverse=higher_better):
+            if n == best:
+                continue
+            a, b = sorted((best, n))
+            pairs[(a, b)] = self.fam.difference(f"{prefix}/{a}-vs-{b}", claims.vals(usable[a], key),
+                                                claims.vals(usable[b], key), higher_better, why_not=why(a, b))
         for n in sorted(usable, key=lambda n: usable[n][key], reverse=higher_better):
             if n == best:
                 continue
@@ -1215,9 +1223,27 @@ class Report:
 
     # -- claims, load, failures -------------------------------------------------------
 
+    def published_pairs(self) -> None:
+        """The published run's winner pairs that this run did not register
+        (its leader was another server): judged again now, after the
+        correction, at its strictest level (Family: Bonferroni over the whole
+        family), so the replication reads a verdict for each instead of "not
+        in this run", and no verdict already read changes."""
+        for v in self.reference or []:
+            prefix, _, pair = v["id"].rpartition("/")
+            src = self.pair_sources.get(prefix)
+            if src is None or v["id"] in self.fam.items or "-vs-" not in pair:
+                continue
+            usable, key, higher_better, why = src
+            a, _, b = pair.partition("-vs-")
+            if a in usable and b in usable:
+                self.fam.difference(v["id"], claims.vals(usable[a], key), claims.vals(usable[b], key),
+                                    higher_better, why_not=why(a, b))
+
     def judge_all(self) -> None:
         """Reads the claims' verdicts from the corrected family (preregister),
         and the run's verdicts against the reference."""
+        self.published_pairs()
         self.claims = claims.check_all(self.rows, self.fam)
         self.verdicts = [j.as_json() for j in self.fam.items.values()] + [
             {"id": c["id"], "verdict": c["verdict"],

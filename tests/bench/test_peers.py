@@ -334,21 +334,29 @@ def test_negotiated_sentence_flags_servers_that_chose_different_suites():
     assert report.negotiated_sentence([{"server": "x"}]) == "Negotiated: not recorded."
 
 
-def test_every_pair_is_judged_whoever_leads_so_a_new_leader_leaves_no_pair_unjudged():
-    """The winner's pairs used to be the only ones registered: when the
-    leader changed between two runs, the published run's pairs were "not in
-    this run". Every pair is registered now, under the same id in any run."""
-    def ids(rates):
+def test_a_published_pair_the_new_leader_does_not_need_is_judged_again():
+    """Only the leader's pairs are registered (every pair would weaken the
+    correction), under ids that do not depend on who leads; when the leader
+    changed since the published run, the published run's other pairs are
+    judged again after the correction, so the replication reads a verdict
+    for each instead of "not in this run"."""
+    def render(rates, reference=None):
         recs = [_rec(srv, "keepalive", rep, rate * (1 + rep / 1000), 10.0) for rep in (1, 2, 3)
                 for srv, rate in rates.items()]
         with tempfile.TemporaryDirectory() as out:
-            rep = report.Report(SimpleNamespace(records=recs, notes={}, server_memory=[]), Path(out), {})
+            rep = report.Report(SimpleNamespace(records=recs, notes={}, server_memory=[]), Path(out), {},
+                                reference=reference)
             rep.preregister()
             rep.peers()        # the winners are read after the correction
-        return {i for i in rep.fam.items if i.startswith("peers/keepalive/rps/")}, \
-            rep.winners["peers/keepalive/rps/winner"]
-    first, won_first = ids({"h2o": 100_000, "nginx": 60_000, "epoll": 80_000})
-    then, won_then = ids({"h2o": 70_000, "nginx": 60_000, "epoll": 90_000})
-    assert (won_first, won_then) == ("h2o", "epoll")
-    assert first == then == {"peers/keepalive/rps/epoll-vs-h2o", "peers/keepalive/rps/epoll-vs-nginx",
-                             "peers/keepalive/rps/h2o-vs-nginx"}
+            rep.judge_all()
+        return rep
+    first = render({"h2o": 100_000, "nginx": 60_000, "epoll": 80_000})
+    ids = lambda rep: {i for i in rep.fam.items if i.startswith("peers/keepalive/rps/")}
+    assert first.winners["peers/keepalive/rps/winner"] == "h2o"
+    assert ids(first) == {"peers/keepalive/rps/epoll-vs-h2o", "peers/keepalive/rps/h2o-vs-nginx"}
+    then = render({"h2o": 70_000, "nginx": 60_000, "epoll": 90_000}, reference=first.verdicts)
+    assert then.winners["peers/keepalive/rps/winner"] == "epoll"
+    assert ids(then) == {"peers/keepalive/rps/epoll-vs-h2o", "peers/keepalive/rps/epoll-vs-nginx",
+                         "peers/keepalive/rps/h2o-vs-nginx"}
+    again = {r["id"]: r for r in then.replication}["peers/keepalive/rps/h2o-vs-nginx"]
+    assert (again["published"], again["now"], again["reprinted"]) == ("ahead", "ahead", "held")
