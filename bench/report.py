@@ -1289,23 +1289,20 @@ class Report:
                            "a second run agrees, no verdict of this report is settled.\n")
             return
         s = stats.replication_summary(self.replication)
-        share = f"{s['held_share']:.0%}" if s["held_share"] is not None else "—"
-        reached = f"{s['reached_share']:.0%}" if s["reached_share"] is not None else "—"
+        pct = {k: f"{v:.0%}" if v is not None else "—" for k, v in s.items() if k.endswith("share")}
         self.md.append(f"Of the published run's {s['published_settled']} settled verdicts (reached by it and by the "
-                       f"run before it), **{s['held']} held ({share})**, {s['reversed']} reversed (settled to the "
+                       f"run before it), **{s['held']} held ({pct['held_share']})**, {s['reversed']} reversed (settled to the "
                        f"opposite), {s['not_held']} not held (unsettled now, or another verdict), {s['missing']} not "
                        f"in this run (a cell it did not measure). Over every verdict the published run reached, "
-                       f"settled or not: {s['reached_held']} of {s['reached']} reprinted ({reached}), "
+                       f"settled or not: {s['reached_held']} of {s['reached']} reprinted ({pct['reached_share']}), "
                        f"{s['reached_reversed']} reversed. Verdicts the published run left unsettled are listed "
                        f"too, for what this run found.\n")
-        cshare = f"{s['comparisons_share']:.0%}" if s["comparisons_share"] is not None else "—"
-        creached = f"{s['comparisons_reached_share']:.0%}" if s["comparisons_reached_share"] is not None else "—"
         self.md.append(f"Counting each comparison once (a claim or headline row that restates a comparison, a pair "
                        f"read both ways and a winner, which restates its pairs, add nothing; `comparison` in "
                        f"verdicts.json names the one each verdict rests on): of {s['comparisons_settled']} settled "
-                       f"comparisons **{s['comparisons_held']} held ({cshare})**, {s['comparisons_reversed']} "
+                       f"comparisons **{s['comparisons_held']} held ({pct['comparisons_share']})**, {s['comparisons_reversed']} "
                        f"reversed; of {s['comparisons_reached']} the published run reached, "
-                       f"{s['comparisons_reached_held']} reprinted ({creached}).\n")
+                       f"{s['comparisons_reached_held']} reprinted ({pct['comparisons_reached_share']}).\n")
         fmt = lambda r, c: (f"{r:.2f} [{c[0]:.2f}–{c[1]:.2f}]" if r is not None and c else "—")
         self.md.append(table(["id", "published", "ratio [95% CI]", "this run", "ratio [95% CI]", "held?"],
                              [[r["id"], r["published"], fmt(r["published_ratio"], r["published_ci95"]),
