@@ -69,6 +69,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -120,6 +121,19 @@
 #define H2_RESET_BURST (2 * H2_MAX_STREAMS) /* a page's streams cancelled, twice */
 #define H2_RESET_RATE H2_MAX_STREAMS        /* tokens a second */
 #define H2_BUDGET (1024 * 1024)
+/* A stream is one of pagebuf's pages, not a heap block: what a burst of
+ * streams frees does not stay resident under the sessions that outlive it.
+ * The page's room beyond the stream's state holds a request of usual size
+ * (a browser's, cookies included), so that it costs no allocation: its
+ * pseudo-header values, its fields as HTTP/1.1 lines, then its request line
+ * and head. A larger request takes the heap for what does not fit. */
+#define H2_PSEUDO_INLINE 256
+#define H2_FIELDS_INLINE 1024
+#define H2_HEAD_INLINE 1280
+/* Streams a busy session keeps for its next ones instead of giving them
+ * back (a client's usual burst, and then some): a page each, given back when
+ * the connection goes idle (h2_release_idle). */
+#define H2_SPARE_STREAMS 16
 
 /* nghttp2 1.60 renamed the buffer calls and the data provider (the old
  * ones are deprecated there); Debian 12 has 1.52. */
@@ -160,7 +174,6 @@ struct h2_stream {
 	char *line;            /* "METHOD PATH HTTP/2.0", for the access log */
 	size_t line_len;
 	struct http_request req;
-	struct response resp;
 	uint64_t body_in;      /* request body bytes received and dropped */
 	size_t piece;          /* the body's send position: piece (or 0: the window) ... */
 	uint64_t pos;          /* ... and offset in it */
@@ -168,7 +181,15 @@ struct h2_stream {
 	uint64_t sent;         /* DATA payload bytes out */
 	int64_t t0, ready_ns, first_ns;
 	const struct site *site; /* the site that answered, once it did */
+	size_t pseudo_used;    /* of pseudo_inl */
+	/* From here on a stream taken again is not zeroed (stream_get): resp
+	 * is made empty by response_init, the rest is room */
+	struct response resp;
+	char pseudo_inl[H2_PSEUDO_INLINE];
+	char fields_inl[H2_FIELDS_INLINE];
+	char head_inl[H2_HEAD_INLINE];
 };
+_Static_assert(sizeof(struct h2_stream) <= PAGEBUF_SIZE, "a stream is one page");
 
 struct h2_session {
 	nghttp2_session *ng;
@@ -189,6 +210,8 @@ struct h2_session {
 	size_t file_len, file_at;
 	bool file_closed;         /* nghttp2 closed file_st meanwhile: free it once out */
 	struct h2_stream *streams;
+	struct h2_stream *spare;  /* streams kept for the next ones (H2_SPARE_STREAMS) */
+	size_t nspare;
 	size_t nstreams;          /* open streams we know */
 	size_t waiting;           /* of them, without a response yet */
 	int64_t busy_since;       /* when the oldest request still incomplete began (ms) */
@@ -448,15 +471,75 @@ static void reset_taken(struct h2_session *s)
 
 /* ---- streams -------------------------------------------------------- */
 
-static void stream_free(struct h2_stream *st)
+/* Whether p is one of st's inline buffers, not the heap's. */
+static bool stream_inline(const struct h2_stream *st, const char *p)
+{
+	return p >= (const char *)st && p < (const char *)(st + 1);
+}
+
+static void stream_free_inner(struct h2_stream *st, char *p)
+{
+	if (!stream_inline(st, p))
+		free(p);
+}
+
+/* What a stream holds is let go of; the stream is kept for the next one
+ * (s->spare) or freed. */
+static void stream_free(struct h2_session *s, struct h2_stream *st)
 {
 	response_release(&st->resp);
-	free(st->method);
-	free(st->path);
-	free(st->authority);
-	free(st->fields);
-	free(st->line); /* st->head is in the same block */
-	free(st);
+	stream_free_inner(st, st->method);
+	stream_free_inner(st, st->path);
+	stream_free_inner(st, st->authority);
+	stream_free_inner(st, st->fields);
+	stream_free_inner(st, st->line); /* st->head is in the same block */
+	if (s && s->nspare < H2_SPARE_STREAMS) {
+		st->next = s->spare;
+		s->spare = st;
+		s->nspare++;
+		return;
+	}
+	pagebuf_put(st);
+}
+
+/* A stream as calloc would give it, its buffers aside. */
+static struct h2_stream *stream_get(struct h2_session *s)
+{
+	struct h2_stream *st = s->spare;
+	if (st) {
+		s->spare = st->next;
+		s->nspare--;
+	} else if (!(st = pagebuf_get())) {
+		return NULL;
+	}
+	memset(st, 0, offsetof(struct h2_stream, resp));
+	response_init(&st->resp);
+	return st;
+}
+
+static bool spare_release(struct h2_session *s)
+{
+	bool any = s->spare != NULL;
+	while (s->spare) {
+		struct h2_stream *st = s->spare;
+		s->spare = st->next;
+		pagebuf_put(st);
+	}
+	s->nspare = 0;
+	return any;
+}
+
+/* A pseudo-header field's value, NUL-terminated, in st's room if it fits. */
+static char *stream_strndup(struct h2_stream *st, const uint8_t *v, size_t n)
+{
+	if (n < H2_PSEUDO_INLINE - st->pseudo_used) {
+		char *p = st->pseudo_inl + st->pseudo_used;
+		memcpy(p, v, n);
+		p[n] = '\0';
+		st->pseudo_used += n + 1;
+		return p;
+	}
+	return strndup((const char *)v, n);
 }
 
 static void stream_unlink(struct h2_session *s, struct h2_stream *st)
@@ -479,13 +562,25 @@ static bool name_is(const uint8_t *name, size_t len, const char *lit)
 	return len == strlen(lit) && memcmp(name, lit, len) == 0;
 }
 
+/* fields_cap counts heap bytes only: the inline room is charged with the stream. */
 static bool fields_append(struct h2_session *s, struct h2_stream *st, const char *p, size_t n)
 {
-	if (st->fields_len + n > st->fields_cap) {
-		size_t cap = st->fields_cap ? st->fields_cap * 2 : 512;
+	if (!st->fields) {
+		st->fields = st->fields_inl;
+		st->fields_cap = 0;
+	}
+	size_t room = stream_inline(st, st->fields) ? H2_FIELDS_INLINE : st->fields_cap;
+	if (st->fields_len + n > room) {
+		size_t cap = room * 2;
 		while (cap < st->fields_len + n)
 			cap *= 2;
-		char *q = realloc(st->fields, cap);
+		char *q;
+		if (stream_inline(st, st->fields)) {
+			if ((q = malloc(cap)))
+				memcpy(q, st->fields, st->fields_len);
+		} else {
+			q = realloc(st->fields, cap);
+		}
 		if (!q)
 			return false;
 		st->fields = q;
@@ -509,8 +604,12 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	/* the log's request line and the head, in one block (the line first:
 	 * stream_free frees st->line, and st->head with it) */
 	st->line_len = mlen + 1 + tlen + sizeof(" HTTP/2.0") - 1;
-	st->line = malloc(st->line_len + 1 + len);
-	mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
+	if (st->line_len + 1 + len <= H2_HEAD_INLINE) {
+		st->line = st->head_inl;
+	} else {
+		st->line = malloc(st->line_len + 1 + len);
+		mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
+	}
 	if (!st->line) {
 		st->parsed = -500;
 		st->line_len = 0;
@@ -541,7 +640,7 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	st->parsed = http_parse_request(st->head, (size_t)(q - st->head), &s->srv->limits, &st->req);
 	if (st->parsed == 0) /* cannot be: the head is whole */
 		st->parsed = -400;
-	free(st->fields);
+	stream_free_inner(st, st->fields);
 	mem_charge(s, st, -(ptrdiff_t)st->fields_cap);
 	st->fields = NULL;
 	st->fields_len = st->fields_cap = 0;
@@ -912,16 +1011,15 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 		return 0;
 	}
 	s->idle_frames = 0;
-	struct h2_stream *st = calloc(1, sizeof(*st));
+	struct h2_stream *st = stream_get(s);
 	if (!st)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
 	st->id = frame->hd.stream_id;
-	response_init(&st->resp);
 	if (nghttp2_session_set_stream_user_data(ng, st->id, st) != 0) { /* no such stream: nothing to serve */
-		stream_free(st);
+		stream_free(s, st);
 		return 0;
 	}
-	mem_charge(s, st, sizeof(*st));
+	mem_charge(s, st, PAGEBUF_SIZE); /* the page it is */
 	st->next = s->streams;
 	if (s->streams)
 		s->streams->prev = st;
@@ -960,14 +1058,16 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		if (!slot) /* :scheme: the listener says which */
 			return 0;
 		if (*slot) {
-			mem_charge(s, st, -(ptrdiff_t)(strlen(*slot) + 1));
+			if (!stream_inline(st, *slot))
+				mem_charge(s, st, -(ptrdiff_t)(strlen(*slot) + 1));
 			st->pseudo_len -= strlen(*slot);
-			free(*slot);
+			stream_free_inner(st, *slot);
 		}
-		*slot = strndup((const char *)value, valuelen);
+		*slot = stream_strndup(st, value, valuelen);
 		if (!*slot)
 			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		mem_charge(s, st, (ptrdiff_t)(valuelen + 1));
+		if (!stream_inline(st, *slot))
+			mem_charge(s, st, (ptrdiff_t)(valuelen + 1));
 		st->pseudo_len += valuelen;
 		return over_budget(s) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 	}
@@ -1075,7 +1175,7 @@ static void stream_end(struct h2_session *s, struct h2_stream *st)
 	if (st->responded)
 		stream_account(s, st);
 	mem_charge(s, st, -(ptrdiff_t)st->mem);
-	stream_free(st);
+	stream_free(s, st);
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t error_code, void *user_data)
@@ -1193,10 +1293,11 @@ void h2_session_free(struct h2_session *s)
 	while (s->streams) {
 		struct h2_stream *st = s->streams;
 		s->streams = st->next;
-		stream_free(st);
+		stream_free(NULL, st);
 	}
 	if (s->file_st && s->file_closed) /* no longer among s->streams */
-		stream_free(s->file_st);
+		stream_free(NULL, s->file_st);
+	spare_release(s);
 	pagebuf_free(s->in, H2_IN_SIZE);
 	pagebuf_free(s->out, s->out_cap);
 	free(s);
@@ -1634,6 +1735,8 @@ bool h2_release_idle(struct h2_session *s)
 		s->framebuf_cold = true;
 	}
 	if (s->table && release_zero_pages(s->table, s->table_len))
+		held = true;
+	if (spare_release(s))
 		held = true;
 	return held;
 }
