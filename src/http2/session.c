@@ -648,15 +648,46 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 
 /* ---- responses ------------------------------------------------------ */
 
-/* Fields HTTP/2 forbids (RFC 9113 8.2.2). */
+/* Fields HTTP/2 forbids (RFC 9113 8.2.2); lower: the name in lowercase. */
 static bool connection_specific(const char *lower, size_t n)
 {
-	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-					     "upgrade" };
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (n == strlen(names[i]) && memcmp(lower, names[i], n) == 0)
-			return true;
-	return false;
+	switch (n) {
+	case 7: return memcmp(lower, "upgrade", 7) == 0;
+	case 10: return memcmp(lower, "connection", 10) == 0 || memcmp(lower, "keep-alive", 10) == 0;
+	case 16: return memcmp(lower, "proxy-connection", 16) == 0;
+	case 17: return memcmp(lower, "transfer-encoding", 17) == 0;
+	default: return false;
+	}
+}
+
+/* The names the session and the site give a file's answer, as static text,
+ * and their lowercase form (RFC 9113 8.2.1): such a name needs no copy to
+ * lower it, and is no connection-specific field. */
+static const char *known_lower(const char *name, size_t n)
+{
+	static const struct {
+		const char *canon, *lower;
+		size_t len;
+	} known[] = {
+#define H2_KNOWN(c, l) { c, l, sizeof(c) - 1 }
+		H2_KNOWN("Server", "server"),
+		H2_KNOWN("Last-Modified", "last-modified"),
+		H2_KNOWN("ETag", "etag"),
+		H2_KNOWN("Accept-Ranges", "accept-ranges"),
+		H2_KNOWN("Content-Type", "content-type"),
+		H2_KNOWN("Content-Length", "content-length"),
+		H2_KNOWN("Cache-Control", "cache-control"),
+		H2_KNOWN("Vary", "vary"),
+		H2_KNOWN("Content-Encoding", "content-encoding"),
+		H2_KNOWN("Content-Range", "content-range"),
+		H2_KNOWN("Expires", "expires"),
+		H2_KNOWN("Location", "location"),
+#undef H2_KNOWN
+	};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (known[i].len == n && memcmp(known[i].canon, name, n) == 0)
+			return known[i].lower;
+	return NULL;
 }
 
 struct nvlist {
@@ -685,9 +716,13 @@ static void nv_add(struct nvlist *l, const char *name, size_t nlen, const char *
 {
 	if (l->n == l->cap)
 		return;
-	char *lname = arena_put(l, name, nlen, true);
-	if (!lname || connection_specific(lname, nlen))
-		return;
+	const char *lname = known_lower(name, nlen);
+	if (!lname) {
+		char *copy = arena_put(l, name, nlen, true);
+		if (!copy || connection_specific(copy, nlen))
+			return;
+		lname = copy;
+	}
 	l->nv[l->n++] = (nghttp2_nv){ (uint8_t *)lname, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE };
 }
 
@@ -892,9 +927,10 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 		site_error(st->site ? st->site : server_default_site(s->srv), 500, r);
 	}
 	struct nvlist l = { .cap = 3 + r->nfields + count_lines(lines, lines_len) + count_lines(r->lines, r->lines_len) };
+	size_t nlen[RESPONSE_FIELDS_MAX];
 	l.size = 32 + lines_len + r->lines_len;
 	for (size_t i = 0; i < r->nfields; i++)
-		l.size += strlen(r->fields[i].name) + 24;
+		l.size += (nlen[i] = strlen(r->fields[i].name)) + 24;
 	/* a static file's answer fits on the stack; nghttp2 copies the fields */
 	nghttp2_nv nv_stack[H2_NV_STACK];
 	char arena_stack[H2_ARENA_STACK];
@@ -913,7 +949,7 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 	for (size_t i = 0; i < r->nfields; i++) {
 		const struct response_field *f = &r->fields[i];
 		if (f->value) {
-			nv_add(&l, f->name, strlen(f->name), f->value, f->len);
+			nv_add(&l, f->name, nlen[i], f->value, f->len);
 			continue;
 		}
 		char digits[24];
@@ -921,7 +957,7 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 		outbuf_u64(&d, length);
 		const char *v = arena_put(&l, digits, d.len, false);
 		if (v)
-			nv_add(&l, f->name, strlen(f->name), v, d.len);
+			nv_add(&l, f->name, nlen[i], v, d.len);
 	}
 	if (r->lines_len)
 		nv_add_lines(&l, r->lines, r->lines_len, false);
