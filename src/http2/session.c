@@ -69,6 +69,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -120,6 +121,19 @@
 #define H2_RESET_BURST (2 * H2_MAX_STREAMS) /* a page's streams cancelled, twice */
 #define H2_RESET_RATE H2_MAX_STREAMS        /* tokens a second */
 #define H2_BUDGET (1024 * 1024)
+/* A stream is one of pagebuf's pages, not a heap block: what a burst of
+ * streams frees does not stay resident under the sessions that outlive it.
+ * The page's room beyond the stream's state holds a request of usual size
+ * (a browser's, cookies included), so that it costs no allocation: its
+ * pseudo-header values, its fields as HTTP/1.1 lines, then its request line
+ * and head. A larger request takes the heap for what does not fit. */
+#define H2_PSEUDO_INLINE 256
+#define H2_FIELDS_INLINE 1024
+#define H2_HEAD_INLINE 1280
+/* Streams a busy session keeps for its next ones instead of giving them
+ * back (a client's usual burst, and then some): a page each, given back when
+ * the connection goes idle (h2_release_idle). */
+#define H2_SPARE_STREAMS 16
 
 /* nghttp2 1.60 renamed the buffer calls and the data provider (the old
  * ones are deprecated there); Debian 12 has 1.52. */
@@ -160,7 +174,6 @@ struct h2_stream {
 	char *line;            /* "METHOD PATH HTTP/2.0", for the access log */
 	size_t line_len;
 	struct http_request req;
-	struct response resp;
 	uint64_t body_in;      /* request body bytes received and dropped */
 	size_t piece;          /* the body's send position: piece (or 0: the window) ... */
 	uint64_t pos;          /* ... and offset in it */
@@ -168,7 +181,15 @@ struct h2_stream {
 	uint64_t sent;         /* DATA payload bytes out */
 	int64_t t0, ready_ns, first_ns;
 	const struct site *site; /* the site that answered, once it did */
+	size_t pseudo_used;    /* of pseudo_inl */
+	/* From here on a stream taken again is not zeroed (stream_get): resp
+	 * is made empty by response_init, the rest is room */
+	struct response resp;
+	char pseudo_inl[H2_PSEUDO_INLINE];
+	char fields_inl[H2_FIELDS_INLINE];
+	char head_inl[H2_HEAD_INLINE];
 };
+_Static_assert(sizeof(struct h2_stream) <= PAGEBUF_SIZE, "a stream is one page");
 
 struct h2_session {
 	nghttp2_session *ng;
@@ -189,6 +210,8 @@ struct h2_session {
 	size_t file_len, file_at;
 	bool file_closed;         /* nghttp2 closed file_st meanwhile: free it once out */
 	struct h2_stream *streams;
+	struct h2_stream *spare;  /* streams kept for the next ones (H2_SPARE_STREAMS) */
+	size_t nspare;
 	size_t nstreams;          /* open streams we know */
 	size_t waiting;           /* of them, without a response yet */
 	int64_t busy_since;       /* when the oldest request still incomplete began (ms) */
@@ -448,15 +471,75 @@ static void reset_taken(struct h2_session *s)
 
 /* ---- streams -------------------------------------------------------- */
 
-static void stream_free(struct h2_stream *st)
+/* Whether p is one of st's inline buffers, not the heap's. */
+static bool stream_inline(const struct h2_stream *st, const char *p)
+{
+	return p >= (const char *)st && p < (const char *)(st + 1);
+}
+
+static void stream_free_inner(struct h2_stream *st, char *p)
+{
+	if (!stream_inline(st, p))
+		free(p);
+}
+
+/* What a stream holds is let go of; the stream is kept for the next one
+ * (s->spare) or freed. */
+static void stream_free(struct h2_session *s, struct h2_stream *st)
 {
 	response_release(&st->resp);
-	free(st->method);
-	free(st->path);
-	free(st->authority);
-	free(st->fields);
-	free(st->line); /* st->head is in the same block */
-	free(st);
+	stream_free_inner(st, st->method);
+	stream_free_inner(st, st->path);
+	stream_free_inner(st, st->authority);
+	stream_free_inner(st, st->fields);
+	stream_free_inner(st, st->line); /* st->head is in the same block */
+	if (s && s->nspare < H2_SPARE_STREAMS) {
+		st->next = s->spare;
+		s->spare = st;
+		s->nspare++;
+		return;
+	}
+	pagebuf_put(st);
+}
+
+/* A stream as calloc would give it, its buffers aside. */
+static struct h2_stream *stream_get(struct h2_session *s)
+{
+	struct h2_stream *st = s->spare;
+	if (st) {
+		s->spare = st->next;
+		s->nspare--;
+	} else if (!(st = pagebuf_get())) {
+		return NULL;
+	}
+	memset(st, 0, offsetof(struct h2_stream, resp));
+	response_init(&st->resp);
+	return st;
+}
+
+static bool spare_release(struct h2_session *s)
+{
+	bool any = s->spare != NULL;
+	while (s->spare) {
+		struct h2_stream *st = s->spare;
+		s->spare = st->next;
+		pagebuf_put(st);
+	}
+	s->nspare = 0;
+	return any;
+}
+
+/* A pseudo-header field's value, NUL-terminated, in st's room if it fits. */
+static char *stream_strndup(struct h2_stream *st, const uint8_t *v, size_t n)
+{
+	if (n < H2_PSEUDO_INLINE - st->pseudo_used) {
+		char *p = st->pseudo_inl + st->pseudo_used;
+		memcpy(p, v, n);
+		p[n] = '\0';
+		st->pseudo_used += n + 1;
+		return p;
+	}
+	return strndup((const char *)v, n);
 }
 
 static void stream_unlink(struct h2_session *s, struct h2_stream *st)
@@ -479,13 +562,25 @@ static bool name_is(const uint8_t *name, size_t len, const char *lit)
 	return len == strlen(lit) && memcmp(name, lit, len) == 0;
 }
 
+/* fields_cap counts heap bytes only: the inline room is charged with the stream. */
 static bool fields_append(struct h2_session *s, struct h2_stream *st, const char *p, size_t n)
 {
-	if (st->fields_len + n > st->fields_cap) {
-		size_t cap = st->fields_cap ? st->fields_cap * 2 : 512;
+	if (!st->fields) {
+		st->fields = st->fields_inl;
+		st->fields_cap = 0;
+	}
+	size_t room = stream_inline(st, st->fields) ? H2_FIELDS_INLINE : st->fields_cap;
+	if (st->fields_len + n > room) {
+		size_t cap = room * 2;
 		while (cap < st->fields_len + n)
 			cap *= 2;
-		char *q = realloc(st->fields, cap);
+		char *q;
+		if (stream_inline(st, st->fields)) {
+			if ((q = malloc(cap)))
+				memcpy(q, st->fields, st->fields_len);
+		} else {
+			q = realloc(st->fields, cap);
+		}
 		if (!q)
 			return false;
 		st->fields = q;
@@ -509,8 +604,12 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	/* the log's request line and the head, in one block (the line first:
 	 * stream_free frees st->line, and st->head with it) */
 	st->line_len = mlen + 1 + tlen + sizeof(" HTTP/2.0") - 1;
-	st->line = malloc(st->line_len + 1 + len);
-	mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
+	if (st->line_len + 1 + len <= H2_HEAD_INLINE) {
+		st->line = st->head_inl;
+	} else {
+		st->line = malloc(st->line_len + 1 + len);
+		mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
+	}
 	if (!st->line) {
 		st->parsed = -500;
 		st->line_len = 0;
@@ -541,7 +640,7 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	st->parsed = http_parse_request(st->head, (size_t)(q - st->head), &s->srv->limits, &st->req);
 	if (st->parsed == 0) /* cannot be: the head is whole */
 		st->parsed = -400;
-	free(st->fields);
+	stream_free_inner(st, st->fields);
 	mem_charge(s, st, -(ptrdiff_t)st->fields_cap);
 	st->fields = NULL;
 	st->fields_len = st->fields_cap = 0;
@@ -549,15 +648,59 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 
 /* ---- responses ------------------------------------------------------ */
 
-/* Fields HTTP/2 forbids (RFC 9113 8.2.2). */
+/* Fields HTTP/2 forbids (RFC 9113 8.2.2); lower: the name in lowercase. */
 static bool connection_specific(const char *lower, size_t n)
 {
-	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-					     "upgrade" };
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (n == strlen(names[i]) && memcmp(lower, names[i], n) == 0)
-			return true;
-	return false;
+	switch (n) {
+	case 7: return memcmp(lower, "upgrade", 7) == 0;
+	case 10: return memcmp(lower, "connection", 10) == 0 || memcmp(lower, "keep-alive", 10) == 0;
+	case 16: return memcmp(lower, "proxy-connection", 16) == 0;
+	case 17: return memcmp(lower, "transfer-encoding", 17) == 0;
+	default: return false;
+	}
+}
+
+/* The names the session and the site give a file's answer, as static text,
+ * and their lowercase form (RFC 9113 8.2.1): such a name needs no copy to
+ * lower it, and is no connection-specific field. */
+static const char *known_lower(const char *name, size_t n)
+{
+	/* by length, each compare of a size known here: a few instructions */
+#define H2_KNOWN(c, l) \
+	if (memcmp(name, c, sizeof(c) - 1) == 0) \
+		return l
+	switch (n) {
+	case 4:
+		H2_KNOWN("ETag", "etag");
+		H2_KNOWN("Vary", "vary");
+		break;
+	case 6:
+		H2_KNOWN("Server", "server");
+		break;
+	case 7:
+		H2_KNOWN("Expires", "expires");
+		break;
+	case 8:
+		H2_KNOWN("Location", "location");
+		break;
+	case 12:
+		H2_KNOWN("Content-Type", "content-type");
+		break;
+	case 13:
+		H2_KNOWN("Last-Modified", "last-modified");
+		H2_KNOWN("Accept-Ranges", "accept-ranges");
+		H2_KNOWN("Cache-Control", "cache-control");
+		H2_KNOWN("Content-Range", "content-range");
+		break;
+	case 14:
+		H2_KNOWN("Content-Length", "content-length");
+		break;
+	case 16:
+		H2_KNOWN("Content-Encoding", "content-encoding");
+		break;
+	}
+#undef H2_KNOWN
+	return NULL;
 }
 
 struct nvlist {
@@ -586,9 +729,13 @@ static void nv_add(struct nvlist *l, const char *name, size_t nlen, const char *
 {
 	if (l->n == l->cap)
 		return;
-	char *lname = arena_put(l, name, nlen, true);
-	if (!lname || connection_specific(lname, nlen))
-		return;
+	const char *lname = known_lower(name, nlen);
+	if (!lname) {
+		char *copy = arena_put(l, name, nlen, true);
+		if (!copy || connection_specific(copy, nlen))
+			return;
+		lname = copy;
+	}
 	l->nv[l->n++] = (nghttp2_nv){ (uint8_t *)lname, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE };
 }
 
@@ -793,9 +940,10 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 		site_error(st->site ? st->site : server_default_site(s->srv), 500, r);
 	}
 	struct nvlist l = { .cap = 3 + r->nfields + count_lines(lines, lines_len) + count_lines(r->lines, r->lines_len) };
+	size_t nlen[RESPONSE_FIELDS_MAX];
 	l.size = 32 + lines_len + r->lines_len;
 	for (size_t i = 0; i < r->nfields; i++)
-		l.size += strlen(r->fields[i].name) + 24;
+		l.size += (nlen[i] = strlen(r->fields[i].name)) + 24;
 	/* a static file's answer fits on the stack; nghttp2 copies the fields */
 	nghttp2_nv nv_stack[H2_NV_STACK];
 	char arena_stack[H2_ARENA_STACK];
@@ -814,7 +962,7 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 	for (size_t i = 0; i < r->nfields; i++) {
 		const struct response_field *f = &r->fields[i];
 		if (f->value) {
-			nv_add(&l, f->name, strlen(f->name), f->value, f->len);
+			nv_add(&l, f->name, nlen[i], f->value, f->len);
 			continue;
 		}
 		char digits[24];
@@ -822,7 +970,7 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 		outbuf_u64(&d, length);
 		const char *v = arena_put(&l, digits, d.len, false);
 		if (v)
-			nv_add(&l, f->name, strlen(f->name), v, d.len);
+			nv_add(&l, f->name, nlen[i], v, d.len);
 	}
 	if (r->lines_len)
 		nv_add_lines(&l, r->lines, r->lines_len, false);
@@ -912,16 +1060,15 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 		return 0;
 	}
 	s->idle_frames = 0;
-	struct h2_stream *st = calloc(1, sizeof(*st));
+	struct h2_stream *st = stream_get(s);
 	if (!st)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
 	st->id = frame->hd.stream_id;
-	response_init(&st->resp);
 	if (nghttp2_session_set_stream_user_data(ng, st->id, st) != 0) { /* no such stream: nothing to serve */
-		stream_free(st);
+		stream_free(s, st);
 		return 0;
 	}
-	mem_charge(s, st, sizeof(*st));
+	mem_charge(s, st, PAGEBUF_SIZE); /* the page it is */
 	st->next = s->streams;
 	if (s->streams)
 		s->streams->prev = st;
@@ -960,14 +1107,16 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		if (!slot) /* :scheme: the listener says which */
 			return 0;
 		if (*slot) {
-			mem_charge(s, st, -(ptrdiff_t)(strlen(*slot) + 1));
+			if (!stream_inline(st, *slot))
+				mem_charge(s, st, -(ptrdiff_t)(strlen(*slot) + 1));
 			st->pseudo_len -= strlen(*slot);
-			free(*slot);
+			stream_free_inner(st, *slot);
 		}
-		*slot = strndup((const char *)value, valuelen);
+		*slot = stream_strndup(st, value, valuelen);
 		if (!*slot)
 			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		mem_charge(s, st, (ptrdiff_t)(valuelen + 1));
+		if (!stream_inline(st, *slot))
+			mem_charge(s, st, (ptrdiff_t)(valuelen + 1));
 		st->pseudo_len += valuelen;
 		return over_budget(s) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 	}
@@ -1075,7 +1224,7 @@ static void stream_end(struct h2_session *s, struct h2_stream *st)
 	if (st->responded)
 		stream_account(s, st);
 	mem_charge(s, st, -(ptrdiff_t)st->mem);
-	stream_free(st);
+	stream_free(s, st);
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t stream_id, uint32_t error_code, void *user_data)
@@ -1193,10 +1342,11 @@ void h2_session_free(struct h2_session *s)
 	while (s->streams) {
 		struct h2_stream *st = s->streams;
 		s->streams = st->next;
-		stream_free(st);
+		stream_free(NULL, st);
 	}
 	if (s->file_st && s->file_closed) /* no longer among s->streams */
-		stream_free(s->file_st);
+		stream_free(NULL, s->file_st);
+	spare_release(s);
 	pagebuf_free(s->in, H2_IN_SIZE);
 	pagebuf_free(s->out, s->out_cap);
 	free(s);
@@ -1634,6 +1784,8 @@ bool h2_release_idle(struct h2_session *s)
 		s->framebuf_cold = true;
 	}
 	if (s->table && release_zero_pages(s->table, s->table_len))
+		held = true;
+	if (spare_release(s))
 		held = true;
 	return held;
 }

@@ -469,3 +469,82 @@ Test(h2_session, a_connection_stalled_inside_a_file_payload)
 		}
 	}
 }
+
+/* An HPACK string length (RFC 7541 5.1, 7-bit prefix, no Huffman). */
+static size_t hpack_len(unsigned char *p, size_t len)
+{
+	if (len < 127) {
+		p[0] = (unsigned char)len;
+		return 1;
+	}
+	size_t n = 0;
+	p[n++] = 127;
+	for (len -= 127; len >= 128; len >>= 7)
+		p[n++] = (unsigned char)(len % 128 + 128);
+	p[n++] = (unsigned char)len;
+	return n;
+}
+
+/* A GET of /a.txt on stream id, its request about `size` bytes: a query of
+ * about size / 4 bytes in :path and a field "x-big" of the rest. */
+static size_t request_sized(unsigned char *buf, uint32_t id, size_t size)
+{
+	static unsigned char block[8192];
+	size_t b = 0, qlen = size / 4, vlen = size - qlen;
+	block[b++] = 0x82; /* :method GET */
+	block[b++] = 0x86; /* :scheme http */
+	block[b++] = 0x04; /* :path, a literal */
+	b += hpack_len(block + b, 7 + qlen);
+	memcpy(block + b, "/a.txt?", 7);
+	memset(block + b + 7, 'q', qlen);
+	b += 7 + qlen;
+	block[b++] = 0x01; /* :authority "a" */
+	block[b++] = 0x01;
+	block[b++] = 'a';
+	block[b++] = 0x00; /* x-big, a new name */
+	block[b++] = 5;
+	memcpy(block + b, "x-big", 5);
+	b += 5;
+	b += hpack_len(block + b, vlen);
+	memset(block + b, 'v', vlen);
+	b += vlen;
+	unsigned char hd[9] = { (unsigned char)(b >> 16), (unsigned char)(b >> 8), (unsigned char)b, 1, 0x05,
+				(unsigned char)(id >> 24), (unsigned char)(id >> 16), (unsigned char)(id >> 8),
+				(unsigned char)id };
+	memcpy(buf, hd, 9);
+	memcpy(buf + 9, block, b);
+	return 9 + b;
+}
+
+/* A stream keeps a usual request in room of its own and takes the heap for
+ * what does not fit (a long :path, many field bytes, the head they make); a
+ * session reuses the streams it is done with. Requests small and large, in
+ * two rounds on one connection, are each answered as a lone one is. */
+Test(h2_session, requests_small_and_large_on_reused_streams)
+{
+	static const size_t sizes[] = { 40, 3000, 60, 1400, 600, 5000, 40, 1100 };
+	const size_t n = sizeof(sizes) / sizeof(sizes[0]);
+	struct drive *d = calloc(1, sizeof(*d));
+	static unsigned char buf[1 << 16];
+	d->c = conn_new(&ts.srv, NULL, 0);
+	cr_assert_not_null(d->c);
+	size_t len = request(buf, "/a.txt"); /* preface, SETTINGS, stream 1 */
+	for (size_t round = 0; round < 2; round++) {
+		for (size_t i = 0; i < n; i++)
+			len += request_sized(buf + len, (uint32_t)(3 + 2 * (round * n + i)), sizes[i]);
+		feed(d, buf, len, 1 << 14);
+		len = 0;
+	}
+	for (uint32_t id = 1; id <= 3 + 2 * (2 * n - 1); id += 2) {
+		struct frame f;
+		cr_assert(find_frame(d, 1, id, &f), "no HEADERS on stream %u", id);
+		size_t k = f.payload[0] == 0x20; /* the first block says the encoder keeps no table */
+		cr_assert_eq(f.payload[k], 0x88, "stream %u: not :status 200 (0x%02x)", id, f.payload[k]);
+		cr_assert(find_frame(d, 0, id, &f), "no DATA on stream %u", id);
+		cr_assert_eq(f.len, strlen(A_TXT), "stream %u", id);
+		cr_assert_eq(memcmp(f.payload, A_TXT, f.len), 0, "stream %u", id);
+	}
+	cr_assert(conn_release_idle(d->c));
+	conn_free(d->c);
+	free(d);
+}
