@@ -69,10 +69,10 @@
 #include "session.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
