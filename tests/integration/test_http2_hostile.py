@@ -508,3 +508,28 @@ def test_memory_budget(fresh_server):
         assert_calm(a, srv, "memory budget spent")
         assert a.goaway()[0] < 2 * 64, a.goaway()
     served_after(srv.port, took)
+
+
+def test_memory_budget_spares_a_client_within_limits(fresh_server):
+    """Not an attack: a client using every stream the server allows (128),
+    each request held open until all are sent, each with a 4.5 KB cookie (a
+    browser's, for a site that sets a few): 128 streams of about 4.6 KB of
+    head take well under the connection's budget (1 MiB), so every one is
+    answered and the connection is not closed."""
+    srv = fresh_server()
+    cookie = literal(b"cookie", b"c=" + b"z" * 4500)
+    streams = list(range(1, 257, 2))
+    with Attacker(srv.port) as a:
+        for i in streams:
+            assert a.send(headers(i, end_stream=False, extra=cookie))
+        for i in streams:
+            assert a.send(frame(DATA, END_STREAM, i))
+        deadline = time.monotonic() + 5
+        done: set[int] = set()
+        while time.monotonic() < deadline and not a.closed.is_set():
+            done = {f[2] for f in a.frames() if f[0] == DATA and f[1] & END_STREAM and f[3] == A_TXT}
+            if len(done) == len(streams):
+                break
+            time.sleep(0.05)
+        assert a.goaway() is None, a.goaway()
+        assert done == set(streams), (len(done), [f[:3] for f in a.frames() if f[0] in (RST_STREAM, GOAWAY)])
