@@ -134,6 +134,13 @@
  * back (a client's usual burst, and then some): a page each, given back when
  * the connection goes idle (h2_release_idle). */
 #define H2_SPARE_STREAMS 16
+/* What a stream is charged against the budget for itself: its state, as when
+ * it was a heap block of that size. Its room is charged as it is used, as the
+ * heap blocks it stands for were, so a client's request weighs what it did;
+ * the room left unused (a page less the state, at most H2_MAX_STREAMS of
+ * them, 0.4 MiB a connection) and the spares (H2_SPARE_STREAMS pages) are
+ * the memory the budget leaves out, bounded by those counts. */
+#define H2_STREAM_STATE offsetof(struct h2_stream, pseudo_inl)
 
 /* nghttp2 1.60 renamed the buffer calls and the data provider (the old
  * ones are deprecated there); Debian 12 has 1.52. */
@@ -562,16 +569,16 @@ static bool name_is(const uint8_t *name, size_t len, const char *lit)
 	return len == strlen(lit) && memcmp(name, lit, len) == 0;
 }
 
-/* fields_cap counts heap bytes only: the inline room is charged with the stream. */
+/* The inline room counts as an allocation of its size once used (fields_cap). */
 static bool fields_append(struct h2_session *s, struct h2_stream *st, const char *p, size_t n)
 {
 	if (!st->fields) {
 		st->fields = st->fields_inl;
-		st->fields_cap = 0;
+		st->fields_cap = H2_FIELDS_INLINE;
+		mem_charge(s, st, H2_FIELDS_INLINE);
 	}
-	size_t room = stream_inline(st, st->fields) ? H2_FIELDS_INLINE : st->fields_cap;
-	if (st->fields_len + n > room) {
-		size_t cap = room * 2;
+	if (st->fields_len + n > st->fields_cap) {
+		size_t cap = st->fields_cap * 2;
 		while (cap < st->fields_len + n)
 			cap *= 2;
 		char *q;
@@ -604,12 +611,8 @@ static void stream_head(struct h2_session *s, struct h2_stream *st)
 	/* the log's request line and the head, in one block (the line first:
 	 * stream_free frees st->line, and st->head with it) */
 	st->line_len = mlen + 1 + tlen + sizeof(" HTTP/2.0") - 1;
-	if (st->line_len + 1 + len <= H2_HEAD_INLINE) {
-		st->line = st->head_inl;
-	} else {
-		st->line = malloc(st->line_len + 1 + len);
-		mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
-	}
+	st->line = st->line_len + 1 + len <= H2_HEAD_INLINE ? st->head_inl : malloc(st->line_len + 1 + len);
+	mem_charge(s, st, (ptrdiff_t)(st->line_len + 1 + len));
 	if (!st->line) {
 		st->parsed = -500;
 		st->line_len = 0;
@@ -1068,7 +1071,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 		stream_free(s, st);
 		return 0;
 	}
-	mem_charge(s, st, PAGEBUF_SIZE); /* the page it is */
+	mem_charge(s, st, H2_STREAM_STATE);
 	st->next = s->streams;
 	if (s->streams)
 		s->streams->prev = st;
@@ -1107,16 +1110,14 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		if (!slot) /* :scheme: the listener says which */
 			return 0;
 		if (*slot) {
-			if (!stream_inline(st, *slot))
-				mem_charge(s, st, -(ptrdiff_t)(strlen(*slot) + 1));
+			mem_charge(s, st, -(ptrdiff_t)(strlen(*slot) + 1));
 			st->pseudo_len -= strlen(*slot);
 			stream_free_inner(st, *slot);
 		}
 		*slot = stream_strndup(st, value, valuelen);
 		if (!*slot)
 			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		if (!stream_inline(st, *slot))
-			mem_charge(s, st, (ptrdiff_t)(valuelen + 1));
+		mem_charge(s, st, (ptrdiff_t)(valuelen + 1));
 		st->pseudo_len += valuelen;
 		return over_budget(s) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 	}
