@@ -26,12 +26,8 @@
  * buffer moved away from keeps its accesses' history, and the next thread
  * handed a page there is reported racing with them. Under it a resize is
  * a new mapping, a copy and an munmap, all of which it sees. */
-#if defined(__SANITIZE_THREAD__)
+#ifdef SPINDLE_TSAN
 #define PAGEBUF_NO_MREMAP 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PAGEBUF_NO_MREMAP 1
-#endif
 #endif
 
 #ifdef PAGEBUF_FROM_HEAP

@@ -11,17 +11,15 @@
 
 #include <stddef.h>
 
+#include "sanitizers.h"
+
 #define PAGEBUF_SIZE 4096
 
 /* Under AddressSanitizer the buffers are the heap's (aligned_alloc, no
  * cache), so that its redzones still catch a read past a buffer's end, which
  * the next page of a mapping would not. */
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SPINDLE_ASAN
 #define PAGEBUF_FROM_HEAP 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PAGEBUF_FROM_HEAP 1
-#endif
 #endif
 
 /* PAGEBUF_SIZE bytes, page-aligned, contents undefined; NULL when out of

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "log/log.h"
+#include "sanitizers.h"
 
 int privs_resolve(const struct config *cfg, struct privs *p)
 {
@@ -364,15 +365,7 @@ static int allow_beneath(int ruleset, const char *path, uint64_t rights)
 	return r;
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED_BUILD 1
-#endif
-#endif
-
-#ifdef SANITIZED_BUILD
+#ifdef SPINDLE_SANITIZED
 /* A sanitizer's runtime reads /proc/self/maps (the leak check at exit) and
  * writes its report to log_path: a restricted serving process would die
  * without a report, or hang. Sanitizer builds grant just that. */
@@ -440,7 +433,7 @@ int privs_landlock(const struct config *cfg, int root_fd, int acme_fd)
 	/* Nothing for the logs: this process writes to the descriptors the
 	 * master opened and reopens by asking the master (log.c); Landlock
 	 * checks a file's access at its open, not at each write. */
-#ifdef SANITIZED_BUILD
+#ifdef SPINDLE_SANITIZED
 	if (allow_sanitizer(rs) < 0)
 		goto out;
 #endif

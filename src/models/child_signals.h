@@ -7,6 +7,8 @@
 
 #include <stdbool.h>
 
+#include "../sanitizers.h"
+
 /* Creates the pipe and installs the handlers (SIGUSR1 also reopens this
  * process's logs). Returns the descriptor to poll, or -1 with errno set. */
 int child_signals_open(void);
@@ -20,6 +22,7 @@ struct server;
  * and has a stop eventfd of its own: a stop sent to one child wakes that child
  * only, never its parent or siblings. Returns as fork() does. */
 #include <sys/types.h>
+
 pid_t child_fork(struct server *srv);
 /* Empties the pipe; true when a SIGUSR1 came (pass it on to the children). */
 bool child_signals_drain(void);
@@ -28,12 +31,8 @@ bool child_signals_drain(void);
  * sanitizer found a leak or UB) fails its parent's exit status too, and so the
  * serving process's and the master's, where production only logs it and serves
  * on. Sanitizer builds are test builds; -DSPINDLE_STRICT_EXIT makes any build one. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef SPINDLE_SANITIZED
 #define SPINDLE_STRICT_EXIT 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SPINDLE_STRICT_EXIT 1
-#endif
 #endif
 #ifdef SPINDLE_STRICT_EXIT
 #define CHILD_FAILURE_IS_FATAL true

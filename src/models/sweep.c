@@ -7,6 +7,27 @@
 
 #include "../conn.h"
 #include "../pagebuf.h"
+#include "../sanitizers.h"
+
+/* Gives the heap's free pages back to the kernel. Not under a sanitizer:
+ * its allocator replaces glibc's, whose arena then stays uninitialised
+ * until malloc_trim initialises it, and two loops doing so at once read a
+ * bin that is still NULL (a SEGV in mtrim); there is nothing of ours in
+ * that arena to give back anyway. */
+static void heap_trim(void)
+{
+#ifndef SPINDLE_SANITIZED
+	malloc_trim(0);
+	/* malloc_trim returns the free pages inside an arena, but not a
+	 * thread arena's top chunk: where all the freed memory ends up once
+	 * the connections it held have closed (merged, it borders the top).
+	 * glibc trims that top when a free of at least 64 KiB reaches the
+	 * arena, and this one does: taken and given back at once, below the
+	 * mmap threshold (128 KiB) so that it comes from the arena. */
+	void *volatile nudge = malloc(SWEEP_TOP_NUDGE);
+	free(nudge);
+#endif
+}
 
 void sweep_init(struct sweep *s, int interval_ms)
 {
@@ -69,14 +90,6 @@ bool sweep_settle(struct sweep *s, unsigned released)
 		return false;
 	s->released = 0;
 	pagebuf_trim();
-	malloc_trim(0);
-	/* malloc_trim returns the free pages inside an arena, but not a
-	 * thread arena's top chunk: where all the freed memory ends up once
-	 * the connections it held have closed (merged, it borders the top).
-	 * glibc trims that top when a free of at least 64 KiB reaches the
-	 * arena, and this one does: taken and given back at once, below the
-	 * mmap threshold (128 KiB) so that it comes from the arena. */
-	void *volatile nudge = malloc(SWEEP_TOP_NUDGE);
-	free(nudge);
+	heap_trim();
 	return true;
 }

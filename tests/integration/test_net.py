@@ -197,3 +197,17 @@ def test_a_cut_short_leak_check_is_no_finding_but_any_report_beside_it_is():
     leak = "==7==ERROR: LeakSanitizer: detected memory leaks\nDirect leak of 8 byte(s)\n"
     assert "LeakSanitizer" in util.report_findings(lost + leak)
     assert "runtime error" in util.report_findings("x.c:1:2: runtime error: signed integer overflow\n" + lost)
+
+
+def test_a_report_a_serving_process_could_not_symbolize_is_named_when_shown():
+    """A serving process may not start a symbolizer (landlock), so its
+    report's frames are module+offset only: the report shown names them."""
+    binary = util.spindle_bin()
+    nm = subprocess.run(["nm", "--defined-only", str(binary)], capture_output=True, text=True).stdout
+    main_at = next(int(ln.split()[0], 16) for ln in nm.splitlines() if ln.split()[-1] == "main")
+    report = (f"==1==ERROR: AddressSanitizer: SEGV on unknown address 0x000000000008\n"
+              f"    #0 0x7f0000001234  ({binary}+{main_at + 4:#x}) (BuildId: 00)\n"
+              f"    #1 0x7f0000005678  (/no/such/module.so+0x10)\n")
+    shown = util.symbolized(report)
+    assert f"+{main_at + 4:#x}) in main " in shown, shown
+    assert "(/no/such/module.so+0x10)\n" in shown, "a frame nothing can name is left as it was"

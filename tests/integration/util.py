@@ -222,6 +222,32 @@ def report_findings(text: str) -> str:
     return "\n".join(ln for ln in text.splitlines() if not LSAN_TRACER_LOST_RE.match(ln))
 SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")
 
+# A frame the runtime could not name: a serving process may not start a
+# symbolizer (landlock), so it prints "#3 0x7f... (/lib/.../libc.so.6+0x99c51)".
+_UNNAMED_FRAME_RE = re.compile(r"^(\s*#\d+ 0x[0-9a-f]+ +)\((/[^+()]+)\+(0x[0-9a-f]+)\)", re.M)
+
+
+def symbolized(report: str) -> str:
+    """report with each unnamed frame named by addr2line (function, file:line)."""
+    by_module: dict[str, set[str]] = {}
+    for _, module, off in _UNNAMED_FRAME_RE.findall(report):
+        by_module.setdefault(module, set()).add(off)
+    names: dict[tuple[str, str], str] = {}
+    for module, offs in by_module.items():
+        offs = sorted(offs)
+        try:
+            r = subprocess.run(["addr2line", "-f", "-C", "-e", module, *offs],
+                               capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        lines = r.stdout.splitlines()
+        for i, off in enumerate(offs):
+            if 2 * i + 1 < len(lines) and lines[2 * i] != "??":
+                names[(module, off)] = f"{lines[2 * i]} {lines[2 * i + 1]}"
+    return _UNNAMED_FRAME_RE.sub(
+        lambda m: m.group(0) + (f" in {names[(m.group(2), m.group(3))]}"
+                                if (m.group(2), m.group(3)) in names else ""), report)
+
 # Every Server started, until its final check (see Server.problems()).
 LIVE_SERVERS: list["Server"] = []
 
@@ -412,6 +438,19 @@ class Server:
             out.append(f"--- exit status: {self.proc.returncode}")
         return "\n".join(out)
 
+    def _rest_of_report(self, path: Path) -> str:
+        """What a sanitizer still writes to a report being written (its
+        retries of a symbolizer the serving process may not run take
+        seconds): read until the file stops growing."""
+        rest, quiet_since = "", time.monotonic()
+        deadline = quiet_since + scaled(5)
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < 0.5:
+            time.sleep(0.1)
+            more = self._new_text(path)
+            if more:
+                rest, quiet_since = rest + more, time.monotonic()
+        return rest
+
     def _new_text(self, path: Path) -> str:
         """What was appended to path since the last call (for this server)."""
         done = self._scanned.get(path.name, 0)
@@ -435,7 +474,8 @@ class Server:
         for p in reports:
             txt = self._new_text(p)
             if report_findings(txt).strip():
-                out.append(f"sanitizer report in {p}:\n{txt[:6000]}")
+                txt += self._rest_of_report(p)
+                out.append(f"sanitizer report in {p}:\n{symbolized(txt)[:8000]}")
         for p in (self.workdir / "stderr.txt", self.error_log):
             txt = self._new_text(p)
             bad = [ln for ln in txt.splitlines()
