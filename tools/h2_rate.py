@@ -6,10 +6,13 @@ receive path costs less than curl 7.88's; pinned to CPU 0: pin the server to
 another, `taskset -c 1 ./spindle ...`) alternately over HTTP/1.1 and HTTP/2
 (prior knowledge on http://, ALPN on https://, certificates not checked), so
 that drift in a shared machine's load hits both, and prints the two rates and
-the ratio of their means with a 95% bootstrap interval.
+the ratio of their means with a 95% bootstrap interval. With --server-pid,
+also the CPU that process (all its threads) spent per download of each
+protocol, from /proc/PID/task/*/stat (clock ticks, so a mean over the runs).
 
-    python3 tools/h2_rate.py [--h2load] URL [RUNS]      (RUNS of each, default 10)
+    python3 tools/h2_rate.py [--h2load] [--server-pid PID] URL [RUNS]   (RUNS of each, default 10)
 """
+import os
 import random
 import re
 import statistics
@@ -40,15 +43,33 @@ def rate(url: str, h2: bool) -> float:
     return float(speed) / 1e6
 
 
+def process_cpu(pid: int) -> float:
+    """Seconds of user and system CPU of every thread of process pid so far."""
+    ticks = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     args = sys.argv[1:]
-    measure = rate_h2load if args[:1] == ["--h2load"] else rate
-    args = args[1:] if measure is rate_h2load else args
+    measure = rate_h2load if "--h2load" in args else rate
+    args = [a for a in args if a != "--h2load"]
+    pid = None
+    if "--server-pid" in args:
+        i = args.index("--server-pid")
+        pid = int(args[i + 1])
+        del args[i:i + 2]
     url, runs = args[0], int(args[1]) if len(args) > 1 else 10
     h1, h2 = [], []
+    cpu = {False: 0.0, True: 0.0}
     for i in range(runs):
         for proto in ((False, True) if i % 2 == 0 else (True, False)):
+            before = process_cpu(pid) if pid else 0.0
             (h2 if proto else h1).append(measure(url, proto))
+            cpu[proto] += process_cpu(pid) - before if pid else 0.0
     rnd = random.Random(1)
     boots = sorted(statistics.mean(rnd.choices(h2, k=len(h2))) / statistics.mean(rnd.choices(h1, k=len(h1)))
                    for _ in range(5000))
@@ -56,6 +77,9 @@ def main() -> None:
           f"HTTP/2 / HTTP/1.1 = {statistics.mean(h2) / statistics.mean(h1):.2f} "
           f"[95% bootstrap {boots[125]:.2f}, {boots[4874]:.2f}] ({runs} runs each, "
           f"{'h2load' if measure is rate_h2load else 'curl'})")
+    if pid:
+        print(f"server CPU per download: HTTP/1.1 {cpu[False] / runs * 1e3:.1f} ms, "
+              f"HTTP/2 {cpu[True] / runs * 1e3:.1f} ms (process {pid}, mean of {runs})")
 
 
 if __name__ == "__main__":
