@@ -191,6 +191,8 @@ def cpu_cols(r) -> list[str]:
 
 
 CPU_HEAD = ["server CPU µs/req", "generator core", "other load (cores)"]
+# A repeat taken again, as the run's notes say it (lab.py, where it is retaken)
+RETAKE_NOTE_RE = re.compile(r" repeat \d+: (.*); taken again at the end of the experiment$")
 
 
 # --------------------------------------------------------------------------
@@ -1265,8 +1267,8 @@ class Report:
             return
         self.md.append("\n## The seeds' claims, checked\n")
         self.md.append(f"Each claim rests on ratios of medians over the repeats, with a 95% interval (bench/stats.py). "
-                       f"A verdict only where the ratio's interval excludes 1 after Holm's correction over all "
-                       f"{self.fam.m} tests of this report; a claim of no difference holds only where the ratio is "
+                       f"A verdict only where the ratio's interval excludes 1 after "
+                       f"{self.fam.correction_words()}; a claim of no difference holds only where the ratio is "
                        f"shown within ±{stats.MARGIN:.0%}; otherwise “unsettled”, with the width reached. A pair the "
                        f"plan measures at matched offered load (the `matched` cells) is judged on server CPU per "
                        f"request there, whatever its closed-loop cells showed; another pair, where its slower cell "
@@ -1350,9 +1352,10 @@ class Report:
             f"whatever the distribution: the nominal 95% is not reachable with 5 values). results.csv gives each "
             f"row's main metric's interval (`ci95_low`, `ci95_high`, `ci95_metric`) and `repeats`.\n"
             f"- **Comparisons.** A ratio of two medians, its 95% interval from the bootstrap standard error of "
-            f"each log-median with Student's t on Welch's degrees of freedom. All {self.fam.m} tests of this "
-            f"report (headline, claims, peers' winners) form one family under Holm–Bonferroni at 5%: a verdict (ahead, behind, "
-            f"holds, does not hold) only where a test survives it. A claim of no difference needs both one-sided "
+            f"each log-median with Student's t on Welch's degrees of freedom. The tests of this "
+            f"report (headline, claims, peers' winners) form one family at 5%, under "
+            f"{self.fam.correction_words()}: a verdict (ahead, behind, holds, does not hold) only where a test "
+            f"survives it. A claim of no difference needs both one-sided "
             f"tests against ±{stats.MARGIN:.0%} to survive (TOST); otherwise it is unsettled and the table gives "
             f"the interval reached. The peers' per-cell winners are in the same family.\n"
             f"- **Client-bound cells and matched load.** A closed-loop rate measured while the generator used "
@@ -1625,6 +1628,9 @@ class Report:
                        f"on the machine {other:+.2f} cores (median cell), {worst:+.2f} at worst; steal "
                        f"{steal:.3f} cores (median).")
             retaken = getattr(self.lab, "retaken", None)   # None: a report rendered again from results
+            if retaken is None:   # the run's notes name each repeat taken again, and why
+                retaken = [{"retaken_because": m.group(1)} for notes in self.lab.notes.values() for n in notes
+                           if (m := RETAKE_NOTE_RE.search(n))] or None
             if retaken is not None:
                 stalls = sum(1 for r in retaken if str(r.get("retaken_because", "")).startswith("did not run"))
                 out.append(f"- **Disturbed repeats**: {len(retaken) - stalls} repeat(s) read more than "

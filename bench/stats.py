@@ -364,6 +364,7 @@ class Family:
         self.items: dict[str, Judgement] = {}
         self.by_samples: dict[tuple, str] = {}   # (test, the two samples in either order) -> first id
         self.resolved = False
+        self.m_holm = 0   # the tests Holm's correction ran over (those registered before resolve())
 
     def _get(self, jid: str, kind: str, a, b, higher_better: bool, why_not: str) -> Judgement:
         if jid in self.items:
@@ -408,6 +409,7 @@ class Family:
 
     def resolve(self) -> None:
         rej = holm(self.pvalues(), self.alpha)
+        self.m_holm = self.m
         for j in self.items.values():
             self._judge(j, {"diff": rej.get((j.id, "diff"), False), "eq": rej.get((j.id, "eq"), False)})
         self.resolved = True
@@ -429,6 +431,17 @@ class Family:
     @property
     def m(self) -> int:
         return len(self.pvalues())
+
+    def correction_words(self) -> str:
+        """How the family was corrected, in the report's words: Holm's over
+        the tests registered before resolve(), and those registered after it
+        (pairs a published run judged), each alone at Bonferroni's level."""
+        words = f"Holm's correction over the {self.m_holm} tests of this report's verdicts"
+        late = self.m - self.m_holm
+        if late > 0:
+            words += (f" (and {late} more, pairs the published run judged that this run's verdicts do not "
+                      f"need, each judged after it at Bonferroni's level, 5% ÷ the tests then counted)")
+        return words
 
 
 # --------------------------------------------------------------------------

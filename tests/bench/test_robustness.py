@@ -10,7 +10,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench import lab  # noqa: E402
+from bench import lab, report  # noqa: E402
 
 
 def _lab(tmp_path: Path) -> lab.Lab:
@@ -223,3 +223,6 @@ def test_run_cells_retakes_a_stalled_matched_repeat(tmp_path, monkeypatch):
     assert [(r["rep"], r["client_bound"], r["retakes"]) for r in lb.records] == [(1, False, 1)]
     assert [r["retaken_because"] for r in lb.retaken] == ["did not run at its rate (the generator passed 90% "
                                                           "of its core (mean latency 0.0 ms))"]
+    # a report rendered again from results.json counts the retakes from the notes, which say the same
+    said = [m.group(1) for ns in lb.notes.values() for n in ns if (m := report.RETAKE_NOTE_RE.search(n))]
+    assert said == [r["retaken_because"] for r in lb.retaken]

@@ -247,3 +247,17 @@ def test_a_comparison_registered_after_the_correction_changes_no_verdict_already
     late = fam.difference("late-strong", [200.0, 201.0, 202.0, 200.5, 201.5], [100.0, 101.0, 102.0, 100.5, 101.5])
     assert a.verdict == stats.AHEAD and late.verdict == stats.AHEAD
     assert fam.items["late0"].verdict == stats.UNSETTLED
+
+
+def test_the_report_says_how_many_tests_holm_ran_over_and_how_many_came_after():
+    """A pair the published run judged, registered after the correction, is
+    judged alone at Bonferroni's level: the report's count of Holm's family
+    must not include it, and must say it is there."""
+    a, b = [100.0, 101.0, 99.0, 100.5, 99.5], [120.0, 121.0, 119.0, 120.5, 119.5]
+    fam, _ = _family([(a, b), (b, a), (a, a)])
+    assert fam.correction_words() == "Holm's correction over the 3 tests of this report's verdicts"
+    late = fam.difference("late", a, b)
+    assert late.verdict != stats.UNSETTLED, "judged at once, at 5% / 4"
+    words = fam.correction_words()
+    assert "over the 3 tests" in words and "(and 1 more, pairs the published run judged" in words, words
+    assert fam.m == 4
