@@ -51,6 +51,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(CORE_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
+# The CPU spindle's HTTP/2 session and site spend per request, without sockets (docs/http.md).
+$(BUILD)/h2_session_cpu: $(BUILD)/tools/h2_session_cpu.o $(CORE_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 # A fresh machine gets the compiler and libraries first (a no-op when present).
 run:
 	@./scripts/install-deps.sh build

@@ -11,11 +11,9 @@
  * (how many requests a read happens to bring), so two builds compare
  * within a few percent.
  *
- * Built from the objects `make spindle` leaves, main.o aside:
+ * Linked with the server's own objects, main.o aside:
  *
- *     make spindle && cc -O2 -std=c17 -D_GNU_SOURCE -o /tmp/h2_session_cpu tools/h2_session_cpu.c \
- *       $(find build/src -name '*.o' ! -name main.o) -pthread -linih -luring -lnghttp2 -lssl -lcrypto \
- *       && taskset -c 1 /tmp/h2_session_cpu */
+ *     make build/h2_session_cpu && taskset -c 1 build/h2_session_cpu */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <nghttp2/nghttp2.h>
