@@ -198,7 +198,7 @@ def _pin_to_one_core(master: int) -> int:
         for pid in _tree(master):
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
-            except FileNotFoundError:   # a fork-model child that just exited
+            except (FileNotFoundError, ProcessLookupError):   # a fork-model child that just exited
                 continue
             for tid in tids:
                 try:
