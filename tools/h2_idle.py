@@ -2,13 +2,14 @@
 """h2_idle.py - what an idle HTTP/2 connection costs a server's processes.
 
 Opens N connections by prior knowledge (h2c), each GETs one path (HPACK by
-hand, curl's user-agent and accept put in the dynamic table as curl does)
-and then waits; the anonymous memory (smaps_rollup) of the given processes
+hand, curl's user-agent and accept put in the dynamic table as curl does,
+and taken from it by the connection's later GETs), REQUESTS times one after
+another (1 unless given), and then waits; the anonymous memory (smaps_rollup) of the given processes
 is read before and after, and the difference per connection printed. Works
 against any server that takes h2c by prior knowledge (nginx: `listen ...
 http2;` on a plain port). Raise the open-file limit first for thousands.
 
-    ulimit -n 20000; python3 tools/h2_idle.py PORT N PID[,PID...] [PATH] [SETTLE_S]
+    ulimit -n 20000; python3 tools/h2_idle.py PORT N PID[,PID...] [PATH] [SETTLE_S] [REQUESTS]
 """
 import socket
 import sys
@@ -31,26 +32,32 @@ def anon_kib(pids: list[int]) -> int:
     return total
 
 
-def connect(port: int, path: bytes) -> socket.socket:
-    """A connection whose GET of path on stream 1 has been answered."""
+def connect(port: int, path: bytes, requests: int = 1) -> socket.socket:
+    """A connection whose GETs of path on streams 1, 3, ... have been answered."""
     s = socket.create_connection(("127.0.0.1", port))
     s.settimeout(10)
-    block = (bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x09]) + b"localhost" +
+    first = (bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x09]) + b"localhost" +
              bytes([0x40 | 58, 11]) + b"curl/7.88.1" + bytes([0x40 | 19, 3]) + b"*/*")
-    s.sendall(PREFACE + frame(4, 0, 0) + frame(1, 0x05, 1, block))
-    data, done = b"", False
-    while not done:
-        chunk = s.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed before the answer ended")
-        data += chunk
-        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
-            length, ftype, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
-            if ftype in (0, 1) and flags & 0x01 and int.from_bytes(data[5:9], "big") & 0x7FFFFFFF == 1:
-                done = True
-            if ftype == 4 and not flags & 0x01:
-                s.sendall(frame(4, 0x01, 0))  # the server's SETTINGS, acknowledged
-            data = data[9 + length:]
+    # the same request once the table holds accept (62) and user-agent (63)
+    again = bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x09]) + b"localhost" + bytes([0xBF, 0xBE])
+    s.sendall(PREFACE + frame(4, 0, 0))
+    data = b""
+    for i in range(requests):
+        stream = 1 + 2 * i
+        s.sendall(frame(1, 0x05, stream, first if i == 0 else again))
+        done = False
+        while not done:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed before the answer ended")
+            data += chunk
+            while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+                length, ftype, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
+                if ftype in (0, 1) and flags & 0x01 and int.from_bytes(data[5:9], "big") & 0x7FFFFFFF == stream:
+                    done = True
+                if ftype == 4 and not flags & 0x01:
+                    s.sendall(frame(4, 0x01, 0))  # the server's SETTINGS, acknowledged
+                data = data[9 + length:]
     return s
 
 
@@ -59,14 +66,15 @@ def main() -> None:
     pids = [int(p) for p in sys.argv[3].split(",") if p]
     path = sys.argv[4].encode() if len(sys.argv) > 4 else b"/a.txt"
     settle = float(sys.argv[5]) if len(sys.argv) > 5 else 1.5
+    requests = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     for _ in range(20):  # lazily made state, before the baseline
         connect(port, path).close()
     time.sleep(settle)
     before = anon_kib(pids)
-    conns = [connect(port, path) for _ in range(n)]
+    conns = [connect(port, path, requests) for _ in range(n)]
     time.sleep(settle)  # a server that gives back an idle connection's buffers after a while
     after = anon_kib(pids)
-    print(f"{n} idle HTTP/2 connections: {(after - before) / n:.2f} KiB each "
+    print(f"{n} idle HTTP/2 connections after {requests} request(s) each: {(after - before) / n:.2f} KiB each "
           f"(anonymous memory {before} -> {after} KiB)")
     for c in conns:
         c.close()

@@ -121,6 +121,19 @@
 #define H2_RESET_BURST (2 * H2_MAX_STREAMS) /* a page's streams cancelled, twice */
 #define H2_RESET_RATE H2_MAX_STREAMS        /* tokens a second */
 #define H2_BUDGET (1024 * 1024)
+/* HPACK's encoder table. A response's constant fields (server, type,
+ * last-modified, accept-ranges, the second's date) go as table indexes
+ * instead of literals, which nghttp2 Huffman-codes afresh for every
+ * response: the largest part of its cost for a small file. The table is a
+ * per-connection memory, so a connection earns it: its first
+ * H2_INDEX_AFTER responses index nothing, as nginx's never do, and an idle
+ * connection that asked that little holds no entry. */
+#ifndef H2_ENCODER_TABLE
+#define H2_ENCODER_TABLE 512
+#endif
+#ifndef H2_INDEX_AFTER
+#define H2_INDEX_AFTER 16
+#endif
 /* A stream is one of pagebuf's pages, not a heap block: what a burst of
  * streams frees does not stay resident under the sessions that outlive it.
  * The page's room beyond the stream's state holds a request of usual size
@@ -226,6 +239,7 @@ struct h2_session {
 	int64_t idle_since;       /* when the last stream closed (ms) */
 	int64_t readable_ns, read_ready_ns;
 	uint32_t nreq;
+	uint32_t nsubmitted;      /* responses submitted (H2_INDEX_AFTER) */
 	/* The client's frames as they pass (see scan_frames): where the next
 	 * frame header starts, the one being read, the highest stream a HEADERS
 	 * opened, and which of the 64 odd ids at or below it did. */
@@ -709,6 +723,7 @@ static const char *known_lower(const char *name, size_t n)
 struct nvlist {
 	nghttp2_nv *nv;
 	size_t n, cap;
+	uint8_t flags;            /* each field's: NGHTTP2_NV_FLAG_NO_INDEX or none */
 	char *arena;
 	size_t used, size;
 };
@@ -739,7 +754,7 @@ static void nv_add(struct nvlist *l, const char *name, size_t nlen, const char *
 			return;
 		lname = copy;
 	}
-	l->nv[l->n++] = (nghttp2_nv){ (uint8_t *)lname, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE };
+	l->nv[l->n++] = (nghttp2_nv){ (uint8_t *)lname, (uint8_t *)value, nlen, vlen, l->flags };
 }
 
 /* "Name: value\r\n" lines (the server's own, and what [headers] rules add). */
@@ -942,7 +957,10 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 		log_error("a %d response cannot be sent: answering 500", r->status);
 		site_error(st->site ? st->site : server_default_site(s->srv), 500, r);
 	}
-	struct nvlist l = { .cap = 3 + r->nfields + count_lines(lines, lines_len) + count_lines(r->lines, r->lines_len) };
+	struct nvlist l = {
+		.cap = 3 + r->nfields + count_lines(lines, lines_len) + count_lines(r->lines, r->lines_len),
+		.flags = s->nsubmitted++ < H2_INDEX_AFTER ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE,
+	};
 	size_t nlen[RESPONSE_FIELDS_MAX];
 	l.size = 32 + lines_len + r->lines_len;
 	for (size_t i = 0; i < r->nfields; i++)
@@ -958,7 +976,12 @@ static void stream_submit(struct h2_session *s, struct h2_stream *st)
 	}
 	unsigned code = (unsigned)r->status % 1000u;
 	char status[4] = { (char)('0' + code / 100), (char)('0' + code / 10 % 10), (char)('0' + code % 10), 0 };
+	/* a status of HPACK's static table is one byte, an index, whatever the flags */
+	uint8_t flags = l.flags;
+	if (code == 200 || code == 204 || code == 206 || code == 304 || code == 400 || code == 404 || code == 500)
+		l.flags = NGHTTP2_NV_FLAG_NONE;
 	nv_add(&l, ":status", 7, status, 3);
+	l.flags = flags;
 	nv_add_lines(&l, lines, lines_len, r->no_server);
 	nv_add(&l, "date", 4, http_date_now(), HTTP_DATE_LEN);
 	uint64_t length = response_length(r);
@@ -1267,10 +1290,7 @@ static void h2_init(void)
 	nghttp2_session_callbacks_set_on_frame_send_callback(h2_callbacks, on_frame_send);
 	nghttp2_session_callbacks_set_on_stream_close_callback(h2_callbacks, on_stream_close);
 	nghttp2_session_callbacks_set_send_data_callback(h2_callbacks, send_body);
-	/* Our HPACK encoder keeps no table, as nginx's: a static file's fields
-	 * are mostly new values (date, etag, length) that a table would not
-	 * save, and it would be a table per idle connection. */
-	nghttp2_option_set_max_deflate_dynamic_table_size(h2_options, 0);
+	nghttp2_option_set_max_deflate_dynamic_table_size(h2_options, H2_ENCODER_TABLE);
 	/* RFC 9218 priorities (SETTINGS_NO_RFC7540_PRIORITIES below), and RFC
 	 * 7540's signals still checked for a client that does not say it
 	 * uses the new ones (a PRIORITY on stream 0, a stream depending on itself) */

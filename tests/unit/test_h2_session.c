@@ -470,6 +470,19 @@ Test(h2_session, a_connection_stalled_inside_a_file_payload)
 	}
 }
 
+/* The bytes of a dynamic table size update opening a header block (RFC
+ * 7541 6.3: 001xxxxx and the integer's continuation bytes), or 0. */
+static size_t size_update_len(const unsigned char *p, size_t len)
+{
+	if (len == 0 || (p[0] & 0xe0) != 0x20)
+		return 0;
+	size_t n = 1;
+	if ((p[0] & 0x1f) == 0x1f)
+		while (n < len && (p[n++] & 0x80))
+			;
+	return n;
+}
+
 /* An HPACK string length (RFC 7541 5.1, 7-bit prefix, no Huffman). */
 static size_t hpack_len(unsigned char *p, size_t len)
 {
@@ -538,13 +551,51 @@ Test(h2_session, requests_small_and_large_on_reused_streams)
 	for (uint32_t id = 1; id <= 3 + 2 * (2 * n - 1); id += 2) {
 		struct frame f;
 		cr_assert(find_frame(d, 1, id, &f), "no HEADERS on stream %u", id);
-		size_t k = f.payload[0] == 0x20; /* the first block says the encoder keeps no table */
+		size_t k = size_update_len(f.payload, f.len);
 		cr_assert_eq(f.payload[k], 0x88, "stream %u: not :status 200 (0x%02x)", id, f.payload[k]);
 		cr_assert(find_frame(d, 0, id, &f), "no DATA on stream %u", id);
 		cr_assert_eq(f.len, strlen(A_TXT), "stream %u", id);
 		cr_assert_eq(memcmp(f.payload, A_TXT, f.len), 0, "stream %u", id);
 	}
 	cr_assert(conn_release_idle(d->c));
+	conn_free(d->c);
+	free(d);
+}
+
+/* A connection's first responses put nothing in HPACK's encoder table (an
+ * idle connection that asked little holds none, as nginx's); a busy one's
+ * later responses send their constant fields as table indexes. Twenty GETs
+ * on one connection: the first two header blocks are the same length (the
+ * second could use no entry of the first's), the twentieth is less than
+ * half of the first. */
+Test(h2_session, a_busy_connection_earns_an_encoder_table)
+{
+	const uint32_t n = 20;
+	struct drive *d = calloc(1, sizeof(*d));
+	static unsigned char buf[1 << 14];
+	d->c = conn_new(&ts.srv, NULL, 0);
+	cr_assert_not_null(d->c);
+	size_t len = request(buf, "/a.txt"); /* preface, SETTINGS, stream 1 */
+	feed(d, buf, len, 1 << 14);
+	size_t first = 0, second = 0;
+	for (uint32_t i = 1; i < n; i++) { /* one at a time: each answered before the next */
+		len = request_sized(buf, 1 + 2 * i, 40);
+		feed(d, buf, len, 1 << 14);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct frame f;
+		cr_assert(find_frame(d, 1, 1 + 2 * i, &f), "no HEADERS on stream %u", 1 + 2 * i);
+		size_t k = size_update_len(f.payload, f.len);
+		cr_assert_eq(f.payload[k], 0x88, "stream %u: not :status 200", 1 + 2 * i);
+		if (i == 0)
+			first = f.len - k;
+		else if (i == 1)
+			second = f.len;
+		else if (i == n - 1)
+			cr_assert_lt(f.len * 2, first, "the 20th response's fields took %zu bytes, the first's %zu", f.len,
+				     first);
+	}
+	cr_assert_eq(second, first, "the second response used the table: %zu bytes against %zu", second, first);
 	conn_free(d->c);
 	free(d);
 }
