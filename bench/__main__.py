@@ -250,7 +250,8 @@ def main() -> int:
         return 2
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else REPO / "bench" / "results" / stamp
+    # absolute: the servers it starts are handed paths inside it, and they do not share the lab's directory
+    out = Path(args.out).resolve() if args.out else REPO / "bench" / "results" / stamp
     out.mkdir(parents=True, exist_ok=True)
     lab = Lab(out, args.smoke, repeats, spindle, cell_s, warmup_s, cores)
     lab.full = args.full
