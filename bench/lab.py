@@ -792,15 +792,17 @@ http {{
         m["problems"] = problems
         return m
 
-    def h2load(self, s: Server, path: str, conns: int, streams: int, duration: float, h1: bool = False) -> dict:
+    def h2load(self, s: Server, path: str, conns: int, streams: int, duration: float, h1: bool = False,
+               rate: int = 0) -> dict:
         """h2load (nghttp2's load generator), one thread, time-based: `conns`
         connections with `streams` requests in flight on each, over HTTP/2 by
         prior knowledge (h2c) or, with h1, over HTTP/1.1, where h2load
-        pipelines the `streams` requests on each connection. Checks the
-        protocol it spoke, the answers' status and their body bytes."""
+        pipelines the `streams` requests on each connection; with rate, at
+        most that many requests a second in all (`--rps`, per connection).
+        Checks the protocol it spoke, the answers' status and their body bytes."""
         duration = self.capped(duration)
         cmd = ["h2load", "-t", "1", "-c", str(conns), "-m", str(streams), "-D", f"{max(1, int(duration * 1000))}ms",
-               *(["--h1"] if h1 else []), s.url(path)]
+               *(["--h1"] if h1 else []), *([f"--rps={rate // conns}"] if rate else []), s.url(path)]
         m, out, _ = self._measure(cmd, duration + 30, "h2load", parsers.parse_h2load)
         if "failed_run" in m:
             return m

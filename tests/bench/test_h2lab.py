@@ -59,6 +59,8 @@ def test_default_run_asks_for_three_shapes_both_protocols_on_13_bytes():
     names = set(_h2_plan()["names"])
     servers = list(experiments.H2_MODELS) + ["h2o", "nginx"]
     want = {f"{srv} {p} {c}x{m} 13 B" for srv in servers for p in ("h2", "h1") for c, m in experiments.H2_SHAPES}
+    # the CPU target's cell again at one offered rate, for every server but nginx (too slow for it)
+    want |= {f"{srv} h2 10x10 13 B at {experiments.H2_MATCHED_RATE:,}/s" for srv in servers if srv != "nginx"}
     assert names == want
     assert _h2_plan()["repeats"] >= 5
 
@@ -97,6 +99,9 @@ def test_h2c_cells_run_h2load_with_the_cells_shape(tmp_path, monkeypatch):
         m = lb.h2load(s, lab.HELLO, 10, 10, 1.0)
         assert seen["cmd"][:9] == ["h2load", "-t", "1", "-c", "10", "-m", "10", "-D", "1000ms"]
         assert m["problems"] == [] and m["errors"] == 0
+        assert not any(a.startswith("--rps") for a in seen["cmd"])
+        lb.h2load(s, lab.HELLO, 10, 10, 1.0, rate=100_000)        # a rate in all: h2load's is per connection
+        assert "--rps=10000" in seen["cmd"]
         m = lb.h2load(s, lab.HELLO, 10, 10, 1.0, h1=True)
         assert "--h1" in seen["cmd"]
         assert any("not http/1.1" in p for p in m["problems"])      # the sample spoke h2c
@@ -156,6 +161,35 @@ def test_report_checks_the_cpu_target_against_h2o_from_the_interval():
     assert "epoll 0.95× [" in md and "]: **missed**" in md
     md, _, _ = _render(_records(16.0, 20.0, jitter=0.3))       # 0.80 with a wide interval
     assert "epoll 0.80× [" in md and "]: **unsettled**" in md
+
+
+def _matched(recs, epoll_us, h2o_us):
+    """The target's cell at one offered rate beside the closed-loop records."""
+    at = f"at {experiments.H2_MATCHED_RATE:,}/s"
+    for rep in range(1, 6):
+        for srv, us in (("epoll", epoll_us), ("h2o", h2o_us)):
+            r = _rec(srv, "h2", "10x10", rep, 99_000.0, us * (1 + 0.01 * (rep - 3)), server_cores=0.4)
+            r.update(h2_cell=f"{r['h2_cell']} {at}", cell=f"{srv} {r['h2_cell']} {at}", rate=100_000,
+                     part="matched")
+            recs.append(r)
+    return recs
+
+
+def test_report_checks_the_cpu_target_at_the_offered_rate_first():
+    # closed loop: epoll at half h2o's rate, unsaturated (another load); at 100,000/s both: 1.25x
+    recs = _records(10.0, 5.0)
+    for r in recs:
+        if r["server"] == "epoll":
+            r.update(server_cores=0.5, server_cores_min=0.45)
+    md, _, _ = _render(_matched(recs, 5.0, 4.0))
+    target = next(ln for ln in md.splitlines() if ln.startswith("**Target**"))
+    assert "13 B, at 100,000/s offered to each server, at most 0.8× h2o's (4.0 µs): epoll 1.25× [" in target
+    assert "]: **missed**" in target.split("At each server's own pace")[0]
+    # the closed-loop cell still said, and why its ratio does not compare
+    assert "At each server's own pace (the closed-loop cell), against h2o's (5.0 µs): pool 3.00× [" in target
+    assert "epoll 2.00× [" in target
+    assert "at another load than the other" in target
+    assert "| h2 10x10 13 B at 100,000/s | epoll |" in md
 
 
 def test_report_without_h2o_says_so():
