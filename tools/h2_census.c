@@ -1,6 +1,7 @@
 /* h2_census.c - what an idle nghttp2 server session holds: every block
  * nghttp2 still has allocated after answering one request, set up as
- * src/http2/session.c sets a session up (no encoder table, RFC 9218
+ * src/http2/session.c sets a session up (no encoder entry: a connection
+ * indexes nothing in its first 16 responses, so a table of 0 holds what it would; RFC 9218
  * priorities, the same SETTINGS), the request the same as tools/h2_idle.py
  * sends (curl's user-agent and accept put in the decoder's table). Sizes
  * only: the session's own buffers, the connection's state and the heap's

@@ -2,8 +2,8 @@
  * nothing else: no system call, no file, no site, no log. A client session
  * (nghttp2's own, as h2load's) keeps 10 requests in flight for the 13-byte
  * body, as the lab's h2 "10x10" cell does on each connection; the server
- * session is set up as src/http2/session.c sets one up (no encoder table,
- * RFC 9218 priorities, the same SETTINGS) and answers each request with the
+ * session is set up as src/http2/session.c sets a busy one up (a 512-byte
+ * encoder table, RFC 9218 priorities, the same SETTINGS) and answers each request with the
  * fields spindle sends and a 13-byte body copied by its data source. Only
  * the server's calls are timed (nghttp2_session_mem_recv of the client's
  * bytes, then nghttp2_session_mem_send until it has nothing left), on the
@@ -174,7 +174,7 @@ int main(void)
 		return 1;
 	nghttp2_session_callbacks_set_on_frame_recv_callback(scb, floor_on_frame_recv);
 	nghttp2_session_callbacks_set_on_header_callback(scb, floor_on_header);
-	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
+	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 512);
 	nghttp2_option_set_server_fallback_rfc7540_priorities(opt, 1);
 	nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
 	struct floor_wire up = { malloc(FLOOR_BUF), 0 }, down = { malloc(FLOOR_BUF), 0 };
