@@ -10,7 +10,13 @@ the ratio of their means with a 95% bootstrap interval. With --server-pid,
 also the CPU that process (all its threads) spent per download of each
 protocol, from /proc/PID/task/*/stat (clock ticks, so a mean over the runs).
 
+With --peer URL2 (another server's copy of the file, e.g. h2o's), both
+servers and both protocols are measured in one shuffled order, RUNS
+downloads each, and three ratios printed: each server's HTTP/2 rate over its
+own HTTP/1.1 rate, and the first's HTTP/2 rate over the peer's.
+
     python3 tools/h2_rate.py [--h2load] [--server-pid PID] URL [RUNS]   (RUNS of each, default 10)
+    python3 tools/h2_rate.py [--h2load] --peer URL2 URL [RUNS]
 """
 import os
 import random
@@ -53,10 +59,39 @@ def process_cpu(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def ratio(a: list[float], b: list[float], rnd: random.Random) -> str:
+    """mean(a) / mean(b) with a 95% bootstrap interval."""
+    boots = sorted(statistics.mean(rnd.choices(a, k=len(a))) / statistics.mean(rnd.choices(b, k=len(b)))
+                   for _ in range(5000))
+    return f"{statistics.mean(a) / statistics.mean(b):.2f} [95% bootstrap {boots[125]:.2f}, {boots[4874]:.2f}]"
+
+
+def against_peer(measure, url: str, peer: str, runs: int) -> None:
+    """Both servers, both protocols, in one shuffled order: drift hits all four alike."""
+    rnd = random.Random(1)
+    got = {(u, h2): [] for u in (url, peer) for h2 in (False, True)}
+    order = [k for k in got for _ in range(runs)]
+    rnd.shuffle(order)
+    for u, h2 in order:
+        got[(u, h2)].append(measure(u, h2))
+    for u in (url, peer):
+        print(f"{u}: HTTP/1.1 {statistics.median(got[(u, False)]):.0f} MB/s (median), "
+              f"HTTP/2 {statistics.median(got[(u, True)]):.0f} MB/s; "
+              f"HTTP/2 / HTTP/1.1 = {ratio(got[(u, True)], got[(u, False)], rnd)}")
+    print(f"HTTP/2, the first / the peer = {ratio(got[(url, True)], got[(peer, True)], rnd)} "
+          f"({runs} runs each, {'h2load' if measure is rate_h2load else 'curl'})")
+
+
 def main() -> None:
     args = sys.argv[1:]
     measure = rate_h2load if "--h2load" in args else rate
     args = [a for a in args if a != "--h2load"]
+    if "--peer" in args:
+        i = args.index("--peer")
+        peer = args[i + 1]
+        del args[i:i + 2]
+        against_peer(measure, args[0], peer, int(args[1]) if len(args) > 1 else 10)
+        return
     pid = None
     if "--server-pid" in args:
         i = args.index("--server-pid")
