@@ -192,6 +192,19 @@ def test_report_checks_the_cpu_target_at_the_offered_rate_first():
     assert "| h2 10x10 13 B at 100,000/s | epoll |" in md
 
 
+def test_report_judges_no_target_where_the_two_servers_carried_different_loads():
+    # closed loop only: epoll unsaturated at half h2o's rate, 2x its CPU a request. CPU per request falls
+    # with load, so that ratio says neither met nor missed: the target stays open, and the line says why
+    recs = _records(10.0, 5.0)
+    for r in recs:
+        if r["server"] == "epoll":
+            r.update(server_cores=0.5, server_cores_min=0.45)
+    md, _, _ = _render(recs)
+    target = next(ln for ln in md.splitlines() if ln.startswith("**Target**"))
+    assert "epoll 2.00× [" in target
+    assert "]: **unsettled** (a server ran below its core's limit, at another load than the other" in target
+
+
 def test_report_without_h2o_says_so():
     recs = [r for r in _records(10.0, 20.0) if r["server"] != "h2o"]
     md, _, _ = _render(recs)
