@@ -190,6 +190,13 @@ def test_report_checks_the_cpu_target_at_the_offered_rate_first():
     assert "epoll 2.00× [" in target
     assert "at another load than the other" in target
     assert "| h2 10x10 13 B at 100,000/s | epoll |" in md
+    # what spindle promises in the target's place, judged in the same cell: its event loops only
+    promise = md.split("**Promised instead**", 1)[1].split("\n", 1)[0]
+    assert f"at most {report.H2_PROMISE:g}× h2o's (4.0 µs): epoll 1.25× [" in promise and "]: **met**" in promise
+    assert "pool" not in promise
+    md, _, _ = _render(_matched(_records(10.0, 5.0), 12.0, 4.0))
+    promise = md.split("**Promised instead**", 1)[1].split("\n", 1)[0]
+    assert "epoll 3.00× [" in promise and "]: **missed**" in promise
 
 
 def test_report_judges_no_target_where_the_two_servers_carried_different_loads():
