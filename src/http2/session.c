@@ -127,7 +127,9 @@
  * response: the largest part of its cost for a small file. The table is a
  * per-connection memory, so a connection earns it: its first
  * H2_INDEX_AFTER responses index nothing, as nginx's never do, and an idle
- * connection that asked that little holds no entry. */
+ * connection that asked that little holds no entry. 512 bytes hold one
+ * file's constant fields and a few seconds' dates; 4,096 saved no more CPU
+ * and would hold eight times the entries. */
 #ifndef H2_ENCODER_TABLE
 #define H2_ENCODER_TABLE 512
 #endif
