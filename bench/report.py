@@ -1073,25 +1073,27 @@ class Report:
         unsettled either way where the two servers carried different loads)."""
         cell = f"h2 10x10 {H2_BODY_ORDER[0]}"
         matched = next((c for c, srv in grid if srv == "h2o" and c.startswith(cell + " at ")), None)
-        closed = self.h2_target_at(grid, cell)
         if matched is None:
-            return closed
-        promise = self.h2_target_at(grid, matched, H2_PROMISE, H2_PROMISED_MODELS)
-        return (self.h2_target_at(grid, matched) + " At each server's own pace (the closed-loop cell), against "
-                + closed.split(f"{H2_TARGET:g}× ", 1)[1] + "\n\n**Promised instead** (docs/http.md, \"CPU per "
-                "request against h2o\": the target is out of reach on nghttp2), at the same offered rate, "
-                + promise.split(f"{H2_BODY_ORDER[0]}, ", 1)[1].split(" offered to each server, ", 1)[1])
+            return self.h2_target_at(grid, cell)
+        return (self.h2_target_at(grid, matched) + " "
+                + self.h2_target_at(grid, cell, prefix="At each server's own pace (the closed-loop cell), ")
+                + "\n\n" + self.h2_target_at(grid, matched, H2_PROMISE, H2_PROMISED_MODELS,
+                                              prefix="**Promised instead** (docs/http.md, \"CPU per request "
+                                                     "against h2o\": the target is out of reach on nghttp2), at "
+                                                     "the same offered rate, "))
 
-    def h2_target_at(self, grid: dict, cell: str, bound: float = 0.0, models: tuple = ()) -> str:
+    def h2_target_at(self, grid: dict, cell: str, bound: float = 0.0, models: tuple = (), prefix: str = "") -> str:
         """The target's sentence on one cell (the closed-loop one, or the one
         at an offered rate, where the servers carry the same load), against
         bound (H2_TARGET unless given) for models (every spindle model unless
-        given)."""
+        given), after prefix (the target's own unless given)."""
         bound = bound or H2_TARGET
+        where = cell[len(f"h2 10x10 {H2_BODY_ORDER[0]}"):].strip()
+        prefix = prefix or ("**Target** — server CPU per request over HTTP/2, 10 connections × 10 streams, 13 B"
+                            + (f", {where} offered to each server" if where else "") + ", ")
         h2o = grid.get((cell, "h2o"))
-        where = cell[len("h2 10x10 13 B"):].strip()
         if h2o is None or h2o.get("skipped") or h2o.get("server_us_per_req") is None or h2o.get("invalid"):
-            return f"**Target** (server CPU per request ≤ {H2_TARGET:g}× h2o's, HTTP/2 10×10 on 13 B): h2o not measured."
+            return prefix + f"at most {bound:g}× h2o's: h2o not measured."
         parts = []
         for m in [m for m in MODEL_ORDER if (cell, m) in grid and m not in H2_PEERS and (not models or m in models)]:
             r = grid[(cell, m)]
@@ -1110,9 +1112,8 @@ class Report:
                        else "unsettled")
             parts.append(f"{m} {ratio.ratio:.2f}× [{lo:.2f}–{hi:.2f}]: **{verdict}**"
                          + (f" ({load}: {m} {num(r['rps'])} req/s, h2o {num(h2o['rps'])})" if load else ""))
-        return (f"**Target** — server CPU per request over HTTP/2, 10 connections × 10 streams, 13 B"
-                + (f", {where} offered to each server" if where else "") + f", at most "
-                f"{bound:g}× h2o's ({num(h2o['server_us_per_req'], 1)} µs): " + "; ".join(parts) + ".")
+        return (prefix + f"at most {bound:g}× h2o's ({num(h2o['server_us_per_req'], 1)} µs): "
+                + ("; ".join(parts) or "no spindle model measured") + ".")
 
     # -- tls ------------------------------------------------------------------------
 

@@ -186,7 +186,7 @@ def test_report_checks_the_cpu_target_at_the_offered_rate_first():
     assert "13 B, at 100,000/s offered to each server, at most 0.8× h2o's (4.0 µs): epoll 1.25× [" in target
     assert "]: **missed**" in target.split("At each server's own pace")[0]
     # the closed-loop cell still said, and why its ratio does not compare
-    assert "At each server's own pace (the closed-loop cell), against h2o's (5.0 µs): pool 3.00× [" in target
+    assert "At each server's own pace (the closed-loop cell), at most 0.8× h2o's (5.0 µs): pool 3.00× [" in target
     assert "epoll 2.00× [" in target
     assert "at another load than the other" in target
     assert "| h2 10x10 13 B at 100,000/s | epoll |" in md
@@ -210,6 +210,18 @@ def test_report_judges_no_target_where_the_two_servers_carried_different_loads()
     target = next(ln for ln in md.splitlines() if ln.startswith("**Target**"))
     assert "epoll 2.00× [" in target
     assert "]: **unsettled** (a server ran below its core's limit, at another load than the other" in target
+
+
+def test_report_with_h2o_failed_at_the_offered_rate_says_so():
+    recs = _matched(_records(10.0, 5.0), 5.0, 4.0)
+    for r in recs:
+        if r["server"] == "h2o" and " at " in r["h2_cell"]:
+            r.update(invalid="the server did not start", server_us_per_req=None)
+    md, _, _ = _render(recs)
+    target = next(ln for ln in md.splitlines() if ln.startswith("**Target**"))
+    assert "at 100,000/s offered to each server, at most 0.8× h2o's: h2o not measured." in target
+    assert "At each server's own pace (the closed-loop cell), at most 0.8× h2o's (5.0 µs): pool" in target
+    assert "**Promised instead**" in md and "at most 2.5× h2o's: h2o not measured." in md
 
 
 def test_report_without_h2o_says_so():
