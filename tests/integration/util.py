@@ -373,9 +373,14 @@ class Server:
                     continue
                 try:
                     with socket.create_connection((HOST, self.port), timeout=0.5):
-                        return self
+                        pass
                 except OSError:
                     time.sleep(0.02)
+                    continue
+                # the master listens before it starts its serving process: a
+                # test that looks for that process at once must find it
+                wait_for(lambda: serving_pids(self.proc.pid), max(0.0, deadline - time.monotonic()), 0.01)
+                return self
             if self.proc.poll() is None:
                 self.kill()
                 raise ServerError(f"spindle ({self.model}) not accepting on port {self.port} "
