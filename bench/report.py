@@ -992,17 +992,10 @@ class Report:
                         if r.get("skipped"):
                             detail.append([f"{p} {s} {body}", srv, f"skipped: {r['skipped']}"] + ["—"] * 9)
                             continue
-                        detail.append([f"{p} {s} {body}", srv, spread(r, "rps"), spread(r, "mean_ms", 2),
-                                       spread(r, "server_us_per_req", 1), spread(r, "server_cores", 2),
-                                       num(r.get("ctx_vol_per_req"), 3), num(r.get("syscalls_per_req"), 2),
-                                       num(r.get("header_savings_pct"), 0)] + cpu_cols(r)[1:2] + [errs(r)])
+                        detail.append(h2_detail_row(r))
         # the target's cell at one offered rate
-        for r in sorted((r for r in rows if " at " in r["h2_cell"] and not r.get("skipped")),
-                        key=lambda r: h2_server_rank(r["server"])):
-            detail.append([r["h2_cell"], r["server"], spread(r, "rps"), spread(r, "mean_ms", 2),
-                           spread(r, "server_us_per_req", 1), spread(r, "server_cores", 2),
-                           num(r.get("ctx_vol_per_req"), 3), num(r.get("syscalls_per_req"), 2),
-                           num(r.get("header_savings_pct"), 0)] + cpu_cols(r)[1:2] + [errs(r)])
+        matched = [r for r in rows if " at " in r["h2_cell"] and not r.get("skipped")]
+        detail += [h2_detail_row(r) for r in sorted(matched, key=lambda r: h2_server_rank(r["server"]))]
         self.md.append(table(["cell", "server", "req/s", "mean request ms", "server CPU µs/req", "server cores",
                               "voluntary switches/req", "system calls/req (untimed run)", "header bytes saved %",
                               "generator core", "errors"], detail))
@@ -1869,6 +1862,13 @@ H2_TARGET = 0.8       # spindle's server CPU per request against h2o's, 10 x 10 
 # requests to a thread, is not promised.
 H2_PROMISE = 2.5
 H2_PROMISED_MODELS = ("epoll", "uring")
+
+
+def h2_detail_row(r: dict) -> list:
+    """One row of the HTTP/2 section's detail table."""
+    return [r["h2_cell"], r["server"], spread(r, "rps"), spread(r, "mean_ms", 2), spread(r, "server_us_per_req", 1),
+            spread(r, "server_cores", 2), num(r.get("ctx_vol_per_req"), 3), num(r.get("syscalls_per_req"), 2),
+            num(r.get("header_savings_pct"), 0)] + cpu_cols(r)[1:2] + [errs(r)]
 
 
 def h2_shape(r: dict) -> str:

@@ -59,6 +59,16 @@ def process_cpu(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def take_option(args: list[str], name: str) -> str | None:
+    """The value after name in args, both taken out; None without it."""
+    if name not in args:
+        return None
+    i = args.index(name)
+    value = args[i + 1]
+    del args[i:i + 2]
+    return value
+
+
 def ratio(a: list[float], b: list[float], rnd: random.Random) -> str:
     """mean(a) / mean(b) with a 95% bootstrap interval."""
     boots = sorted(statistics.mean(rnd.choices(a, k=len(a))) / statistics.mean(rnd.choices(b, k=len(b)))
@@ -86,18 +96,13 @@ def main() -> None:
     args = sys.argv[1:]
     measure = rate_h2load if "--h2load" in args else rate
     args = [a for a in args if a != "--h2load"]
-    if "--peer" in args:
-        i = args.index("--peer")
-        peer = args[i + 1]
-        del args[i:i + 2]
-        against_peer(measure, args[0], peer, int(args[1]) if len(args) > 1 else 10)
-        return
-    pid = None
-    if "--server-pid" in args:
-        i = args.index("--server-pid")
-        pid = int(args[i + 1])
-        del args[i:i + 2]
+    peer = take_option(args, "--peer")
+    pid = take_option(args, "--server-pid")
+    pid = int(pid) if pid else None
     url, runs = args[0], int(args[1]) if len(args) > 1 else 10
+    if peer:
+        against_peer(measure, url, peer, runs)
+        return
     h1, h2 = [], []
     cpu = {False: 0.0, True: 0.0}
     for i in range(runs):
@@ -105,12 +110,8 @@ def main() -> None:
             before = process_cpu(pid) if pid else 0.0
             (h2 if proto else h1).append(measure(url, proto))
             cpu[proto] += process_cpu(pid) - before if pid else 0.0
-    rnd = random.Random(1)
-    boots = sorted(statistics.mean(rnd.choices(h2, k=len(h2))) / statistics.mean(rnd.choices(h1, k=len(h1)))
-                   for _ in range(5000))
     print(f"HTTP/1.1 {statistics.median(h1):.0f} MB/s (median), HTTP/2 {statistics.median(h2):.0f} MB/s; "
-          f"HTTP/2 / HTTP/1.1 = {statistics.mean(h2) / statistics.mean(h1):.2f} "
-          f"[95% bootstrap {boots[125]:.2f}, {boots[4874]:.2f}] ({runs} runs each, "
+          f"HTTP/2 / HTTP/1.1 = {ratio(h2, h1, random.Random(1))} ({runs} runs each, "
           f"{'h2load' if measure is rate_h2load else 'curl'})")
     if pid:
         print(f"server CPU per download: HTTP/1.1 {cpu[False] / runs * 1e3:.1f} ms, "
